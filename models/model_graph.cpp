@@ -1,0 +1,66 @@
+#include "models/model_graph.hpp"
+
+namespace dtsim::models {
+
+double Layer::params() const {
+  double p = 0;
+  for (const auto& op : ops) p += op.params;
+  return p;
+}
+
+double Layer::forward_flops() const {
+  double f = 0;
+  for (const auto& op : ops)
+    for (const auto& k : op.forward) f += k.flops;
+  return f;
+}
+
+double Layer::saved_bytes() const {
+  double b = 0;
+  for (const auto& op : ops) b += op.saved_bytes;
+  return b;
+}
+
+double ModelGraph::params() const {
+  double p = 0;
+  for (const auto& l : layers) p += l.params();
+  return p;
+}
+
+double ModelGraph::model_flops() const {
+  double f = 0;
+  for (const auto& l : layers)
+    for (const auto& op : l.ops)
+      if (op.matmul)
+        for (const auto& k : op.forward) f += 3.0 * k.flops;  // backward of a matmul is two matmuls
+  return f;
+}
+
+double megatron_eq2_params(const TransformerSpec& s) {
+  double l = static_cast<double>(s.num_layers), h = static_cast<double>(s.hidden_size);
+  double v = static_cast<double>(s.vocab_size), q = static_cast<double>(s.seq_len);
+  return 12.0 * l * h * h * (1.0 + 13.0 / (12.0 * h) + (v + q) / (12.0 * l * h));
+}
+
+double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t micro_batch) {
+  double sbh = static_cast<double>(s.seq_len) * static_cast<double>(micro_batch) * static_cast<double>(s.hidden_size);
+  double as2b = static_cast<double>(s.num_heads) * static_cast<double>(s.seq_len) * static_cast<double>(s.seq_len) *
+                static_cast<double>(micro_batch);
+  return 34.0 * sbh + 5.0 * as2b;
+}
+
+Kernel optimizer_kernel(OptimizerKind kind, double params, bool mixed_precision) {
+  // Bytes touched per parameter. Adam reads gradient, master weight, m and v and writes the last
+  // three (plus the 16-bit copy under mixed precision); SGD with momentum drops v.
+  double per_param = 0;
+  if (kind == OptimizerKind::Adam) per_param = mixed_precision ? 2 + 12 + 12 + 2 : 4 + 12 + 12;
+  else per_param = mixed_precision ? 2 + 8 + 8 + 2 : 4 + 8 + 8;
+  Kernel k;
+  k.name = kind == OptimizerKind::Adam ? "adam_step" : "sgd_step";
+  k.kind = KernelKind::Memory;
+  k.flops = (kind == OptimizerKind::Adam ? 12.0 : 4.0) * params;
+  k.bytes = per_param * params;
+  return k;
+}
+
+}  // namespace dtsim::models

@@ -1,0 +1,187 @@
+#include "models/model_graph.hpp"
+
+namespace dtsim::models {
+
+namespace {
+
+using I = std::int64_t;
+
+Kernel gemm(const std::string& name, I batch, I m, I n, I k, double e, KernelKind kind = KernelKind::Gemm) {
+  Kernel g{name, kind, batch, m, n, k, 0, 0};
+  double b = static_cast<double>(batch), M = static_cast<double>(m), N = static_cast<double>(n),
+         K = static_cast<double>(k);
+  g.flops = 2.0 * b * M * N * K;
+  g.bytes = e * b * (M * K + K * N + M * N);
+  return g;
+}
+
+Kernel memory(const std::string& name, double bytes, double flops) {
+  return Kernel{name, KernelKind::Memory, 1, 0, 0, 0, flops, bytes};
+}
+
+// Y[t,out] = X[t,in] W[in,out]: backward is dX = dY W^T and dW = X^T dY; X is saved.
+Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias) {
+  Op op;
+  op.name = name;
+  op.forward = {gemm(name, 1, tokens, out, in, e)};
+  op.backward = {gemm(name + ".dgrad", 1, tokens, in, out, e), gemm(name + ".wgrad", 1, in, out, tokens, e)};
+  op.params = static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0);
+  op.saved_bytes = op.saved_bytes_selective = static_cast<double>(tokens) * static_cast<double>(in) * e;
+  op.matmul = true;
+  return op;
+}
+
+// Element-wise op over `elems` elements: forward reads `reads` tensors and writes one; backward
+// reads the saved input and the incoming gradient and writes one gradient per input.
+Op elementwise(const std::string& name, double elems, double e, double reads, double saved, double flops_per_elem) {
+  Op op;
+  op.name = name;
+  op.forward = {memory(name, (reads + 1.0) * elems * e, flops_per_elem * elems)};
+  op.backward = {memory(name + ".bwd", (2.0 * reads + 1.0) * elems * e, 2.0 * flops_per_elem * elems)};
+  op.saved_bytes = op.saved_bytes_selective = saved;
+  return op;
+}
+
+Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e) {
+  Op op = elementwise(name, tokens_h, e, 1.0, tokens_h * e, 8.0);
+  op.params = (s.norm == Norm::LayerNorm ? 2.0 : 1.0) * static_cast<double>(s.hidden_size);
+  return op;
+}
+
+// Dropout keeps a 1-byte mask per element for backward.
+Op dropout_add(const std::string& name, double elems, double e, bool dropout) {
+  return elementwise(name, elems, e, 2.0, dropout ? elems : 0.0, dropout ? 3.0 : 1.0);
+}
+
+Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
+  const I t = o.micro_batch * s.seq_len;
+  const double th = static_cast<double>(t) * static_cast<double>(s.hidden_size);
+  const double table = static_cast<double>(s.vocab_size) * static_cast<double>(s.hidden_size);
+  Layer l{"embedding", LayerKind::Embedding, {}, 0};
+  Op emb;
+  emb.name = "embedding";
+  emb.forward = {memory("embedding.gather", 2.0 * th * e, 0)};
+  // The dense gradient of the table is zeroed and scatter-added.
+  emb.backward = {memory("embedding.scatter_add", 2.0 * th * e + table * e, th)};
+  emb.params = table;
+  if (s.position_embedding == PositionEmbedding::Learned)
+    emb.params += static_cast<double>(s.seq_len) * static_cast<double>(s.hidden_size);
+  l.ops.push_back(emb);
+  if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", th, e, 1.0, th, 2.0));
+  return l;
+}
+
+void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, double e) {
+  const I b = o.micro_batch, q = s.seq_len, h = s.hidden_size, a = s.num_heads, g = s.num_kv_heads;
+  const I d = h / a, t = b * q;
+  const double th = static_cast<double>(t) * static_cast<double>(h);
+  const double kv = static_cast<double>(t) * static_cast<double>(g * d) * e;  // one of K or V
+  l.ops.push_back(linear("qkv", t, h, (a + 2 * g) * d, e, s.linear_bias));
+  if (o.attention == Attention::Flash) {
+    // One fused kernel; backward recomputes the scores, hence 2.5x the forward matmul work.
+    Op fa;
+    fa.name = "flash_attention";
+    Kernel f = gemm("flash_attention", b * a, q, q, d, e, KernelKind::Attention);
+    f.flops *= 2.0;  // QK^T and PV
+    f.bytes = (2.0 * th + 2.0 * kv / e) * e;
+    Kernel bw = f;
+    bw.name = "flash_attention.bwd";
+    bw.flops = 2.5 * f.flops;
+    bw.bytes = 2.0 * f.bytes;
+    fa.forward = {f};
+    fa.backward = {bw};
+    fa.saved_bytes = fa.saved_bytes_selective =
+        2.0 * th * e + 2.0 * kv + static_cast<double>(b * a * q) * 4.0;  // Q, O, K, V, log-sum-exp
+    fa.matmul = true;
+    l.ops.push_back(fa);
+  } else {
+    const double scores = static_cast<double>(b * a) * static_cast<double>(q) * static_cast<double>(q);
+    Op qk;
+    qk.name = "attention.scores";
+    qk.forward = {gemm("attention.qk", b * a, q, q, d, e, KernelKind::Attention)};
+    qk.backward = {gemm("attention.qk.dq", b * a, q, d, q, e, KernelKind::Attention),
+                   gemm("attention.qk.dk", b * a, q, d, q, e, KernelKind::Attention)};
+    qk.saved_bytes = qk.saved_bytes_selective = th * e + kv;  // Q and K
+    qk.selective = qk.matmul = true;
+    l.ops.push_back(qk);
+    Op sm = elementwise("attention.softmax", scores, e, 1.0, scores * e, 5.0);
+    sm.saved_bytes_selective = 0;
+    sm.selective = true;
+    l.ops.push_back(sm);
+    if (s.dropout) {
+      Op dr = elementwise("attention.dropout", scores, e, 1.0, scores * (1.0 + e), 2.0);
+      dr.saved_bytes_selective = 0;
+      dr.selective = true;
+      l.ops.push_back(dr);
+    }
+    Op pv;
+    pv.name = "attention.context";
+    pv.forward = {gemm("attention.pv", b * a, q, d, q, e, KernelKind::Attention)};
+    pv.backward = {gemm("attention.pv.dp", b * a, q, q, d, e, KernelKind::Attention),
+                   gemm("attention.pv.dv", b * a, q, d, q, e, KernelKind::Attention)};
+    pv.saved_bytes = pv.saved_bytes_selective = kv;  // V; the probabilities are counted above
+    pv.matmul = true;
+    l.ops.push_back(pv);
+  }
+  l.ops.push_back(linear("attention.out", t, a * d, h, e, s.linear_bias));
+  l.ops.push_back(dropout_add("attention.residual", th, e, s.dropout));
+}
+
+void mlp_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, double e) {
+  const I t = o.micro_batch * s.seq_len, h = s.hidden_size, f = s.ffn_hidden_size;
+  const double tf = static_cast<double>(t) * static_cast<double>(f);
+  const double th = static_cast<double>(t) * static_cast<double>(h);
+  if (s.mlp == Mlp::SwiGlu) {
+    l.ops.push_back(linear("mlp.gate_up", t, h, 2 * f, e, s.linear_bias));
+    Op act = elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0);
+    l.ops.push_back(act);
+  } else {
+    l.ops.push_back(linear("mlp.fc1", t, h, f, e, s.linear_bias));
+    l.ops.push_back(elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0));
+  }
+  l.ops.push_back(linear("mlp.fc2", t, f, h, e, s.linear_bias));
+  l.ops.push_back(dropout_add("mlp.residual", th, e, s.dropout));
+}
+
+Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I index) {
+  const double th = static_cast<double>(o.micro_batch * s.seq_len) * static_cast<double>(s.hidden_size);
+  Layer l{"block." + std::to_string(index), LayerKind::Block, {}, th * e};
+  l.ops.push_back(norm("norm1", s, th, e));
+  attention_ops(l, s, o, e);
+  l.ops.push_back(norm("norm2", s, th, e));
+  mlp_ops(l, s, o, e);
+  return l;
+}
+
+Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
+  const I t = o.micro_batch * s.seq_len;
+  const double th = static_cast<double>(t) * static_cast<double>(s.hidden_size);
+  const double tv = static_cast<double>(t) * static_cast<double>(s.vocab_size);
+  Layer l{"head", LayerKind::Head, {}, th * e};
+  l.ops.push_back(norm("final_norm", s, th, e));
+  Op logits = linear("lm_head", t, s.hidden_size, s.vocab_size, e, false);
+  if (s.tied_embeddings) logits.params = 0;  // shares the embedding table
+  l.ops.push_back(logits);
+  // Cross-entropy in fp32: the softmax of the logits is kept for backward (Korthikanti's 4sbv).
+  Op loss;
+  loss.name = "cross_entropy";
+  loss.forward = {memory("cross_entropy", tv * (e + 4.0), 5.0 * tv)};
+  loss.backward = {memory("cross_entropy.bwd", tv * (4.0 + e), 2.0 * tv)};
+  loss.saved_bytes = loss.saved_bytes_selective = 4.0 * tv;
+  l.ops.push_back(loss);
+  return l;
+}
+
+}  // namespace
+
+ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& options) {
+  ModelGraph g{spec, options, {}};
+  const double e = options.activation_bytes;
+  g.layers.reserve(static_cast<std::size_t>(spec.num_layers) + 2);
+  g.layers.push_back(embedding_layer(spec, options, e));
+  for (I i = 0; i < spec.num_layers; ++i) g.layers.push_back(block_layer(spec, options, e, i));
+  g.layers.push_back(head_layer(spec, options, e));
+  return g;
+}
+
+}  // namespace dtsim::models

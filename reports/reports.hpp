@@ -1,0 +1,25 @@
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/results/result.hpp"
+
+namespace dtsim::reports {
+
+// The human-readable summary `run` and `memory` print.
+std::string summary(const results::Result& r);
+
+// Chrome trace (chrome://tracing, Perfetto): one process per rank, compute and communication
+// as two threads. Only the first `max_ranks` ranks are written; big runs would be unreadable.
+nlohmann::json chrome_trace(const results::Result& r, int max_ranks = 64);
+
+struct Comparison {
+  std::vector<std::string> lines;  // one per metric compared
+  bool regression = false;
+};
+// Candidate vs baseline result.json: slower step, lower throughput, more memory beyond
+// rel_tol, or a plan that stopped fitting, is a regression.
+Comparison compare(const nlohmann::json& baseline, const nlohmann::json& candidate, double rel_tol);
+
+}  // namespace dtsim::reports

@@ -1,0 +1,54 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "reports/reports.hpp"
+#include "sim/core/units.hpp"
+
+namespace dtsim::reports {
+
+namespace {
+
+std::string bar(double fraction, int width = 30) {
+  int n = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * width + 0.5);
+  std::string s;
+  for (int i = 0; i < n; ++i) s += "\u2588";
+  return s;
+}
+
+std::string gib(double bytes) { return fmt::format("{:7.2f} GiB", bytes / units::kGiB); }
+
+}  // namespace
+
+std::string summary(const results::Result& r) {
+  const auto& s = r.scenario_spec;
+  std::string out;
+  out += fmt::format("{}: {} ({:.2f} B parameters) on {} x {} ({} nodes x {})\n", r.scenario, s.model.name,
+                     r.params / 1e9, r.gpus, s.device.name, s.cluster.nodes, s.cluster.gpus_per_node);
+  out += fmt::format("  data {} x tensor {} x pipeline {}; micro-batch {}, {} accumulation steps, global batch {}, {}\n",
+                     s.parallelism.data, s.parallelism.tensor, s.parallelism.pipeline, s.parallelism.micro_batch,
+                     r.plan.accumulation_steps, s.training.global_batch, config::compute_dtype(s.training.precision));
+  if (r.timed) {
+    out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows)\n", r.step_time_s, r.timeline.backend,
+                       r.plan.graph.tasks.size(), r.timeline.flows);
+    out += fmt::format("throughput     {:10.1f} samples/s   {:.0f} tokens/s\n", r.samples_per_s, r.tokens_per_s);
+    out += fmt::format("model TFLOP/s  {:10.1f} per GPU     MFU {:.1f}%   HFU {:.1f}%\n", r.model_tflops_per_gpu,
+                       100 * r.mfu, 100 * r.hfu);
+    out += "\nwhere the step goes (critical path)\n";
+    const auto& b = r.breakdown;
+    for (auto [name, v] : {std::pair{"compute", b.compute}, {"exposed communication", b.exposed_communication},
+                           {"pipeline bubble", b.pipeline_bubble}, {"optimizer", b.optimizer},
+                           {"straggler wait", b.straggler_wait}})
+      out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / r.step_time_s, bar(v / r.step_time_s));
+  }
+  const auto& m = r.memory;
+  out += fmt::format("\nmemory per GPU (rank {}): {} of {}  {}\n", r.worst_rank, gib(m.peak()), gib(r.capacity_bytes),
+                     r.fits ? "fits" : "DOES NOT FIT");
+  for (auto [name, v] : {std::pair{"parameters", m.params}, {"gradients", m.gradients}, {"optimizer state", m.optimizer},
+                         {"activations", m.activations}, {"other", m.other}})
+    out += fmt::format("  {:<22} {}  {}\n", name, gib(v), bar(v / std::max(r.capacity_bytes, m.peak())));
+  for (const auto& w : r.warnings) out += "\nwarning: " + w + "\n";
+  return out;
+}
+
+}  // namespace dtsim::reports

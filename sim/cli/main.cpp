@@ -1,0 +1,67 @@
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "sim/cli/commands.hpp"
+#include "sim/core/errors.hpp"
+
+int main(int argc, char** argv) {
+  using namespace dtsim;
+  CLI::App app{"dtsim: a deterministic simulator of distributed deep-learning training"};
+  app.set_version_flag("--version", DTSIM_VERSION);
+  app.require_subcommand(1);
+
+  cli::RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "simulate one training step of a scenario");
+  run_cmd->add_option("scenario", run.scenario, "scenario JSON file")->required();
+  run_cmd->add_option("-o,--out", run.out_dir, "output directory (default out/<scenario name>)");
+  run_cmd->add_option("--format", run.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
+  run_cmd->add_flag("--trace", run.trace, "also write a Chrome trace (trace.json)");
+
+  std::string mem_scenario, mem_format = "text";
+  auto* mem_cmd = app.add_subcommand("memory", "per-GPU memory breakdown only, no time simulation");
+  mem_cmd->add_option("scenario", mem_scenario, "scenario JSON file")->required();
+  mem_cmd->add_option("--format", mem_format, "stdout format")->check(CLI::IsMember({"text", "json"}));
+
+  std::string what;
+  auto* list_cmd = app.add_subcommand("list", "list models, devices, clusters or scenarios");
+  list_cmd->add_option("what", what, "models|devices|clusters|scenarios")
+      ->required()
+      ->check(CLI::IsMember({"models", "devices", "clusters", "scenarios"}));
+
+  std::string base, cand;
+  double rel_tol = 0.02;
+  auto* cmp_cmd = app.add_subcommand("compare", "compare two result.json files; exit 3 on a regression");
+  cmp_cmd->add_option("baseline", base, "baseline result.json")->required();
+  cmp_cmd->add_option("candidate", cand, "candidate result.json")->required();
+  cmp_cmd->add_option("--rel-tol", rel_tol, "relative tolerance")->check(CLI::Range(0.0, 10.0));
+
+  // Commands of the interface contract that later issues build.
+  const std::pair<const char*, const char*> planned[] = {
+      {"validate", "#3"}, {"sweep", "#3"}, {"collective", "#4"}, {"profile", "#5"}};
+  for (const auto& [name, issue] : planned) app.add_subcommand(name, std::string("not implemented yet (issue ") + issue + ")")->allow_extras();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (*run_cmd) return cli::run(run);
+    if (*mem_cmd) return cli::memory(mem_scenario, mem_format);
+    if (*list_cmd) return cli::list(what);
+    if (*cmp_cmd) return cli::compare(base, cand, rel_tol);
+    for (const auto& [name, issue] : planned)
+      if (app.got_subcommand(name)) {
+        std::cerr << "dtsim " << name << ": not implemented yet (issue " << issue << ")\n";
+        return 1;
+      }
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dtsim: " << e.what() << "\n";
+    return 1;
+  }
+  return 1;
+}

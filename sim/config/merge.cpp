@@ -1,0 +1,108 @@
+#include "sim/config/merge.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "sim/core/errors.hpp"
+#include "sim/core/paths.hpp"
+
+namespace dtsim::config {
+
+namespace fs = std::filesystem;
+
+void deep_merge(Json& base, const Json& over) {
+  if (!base.is_object() || !over.is_object()) {
+    base = over;
+    return;
+  }
+  for (const auto& [k, v] : over.items()) {
+    if (base.contains(k) && base[k].is_object() && v.is_object()) deep_merge(base[k], v);
+    else base[k] = v;
+  }
+}
+
+namespace {
+
+constexpr int kMaxExtendsDepth = 16;
+
+Json load_chain(const std::string& path, Origins& origins, std::set<std::string>& active, int depth) {
+  std::error_code ec;
+  std::string key = fs::weakly_canonical(path, ec).string();
+  if (active.contains(key)) throw InputError(path, "/extends", "extends chain loops back to this file");
+  if (depth > kMaxExtendsDepth) throw InputError(path, "/extends", "extends chain is deeper than 16 files");
+  Json doc = parse_json_file(path);
+  if (!doc.is_object()) throw InputError(path, "", "a scenario must be a JSON object");
+  Json merged = Json::object();
+  if (doc.contains("extends")) {
+    const Json& ext = doc["extends"];
+    if (!ext.is_string() || ext.get<std::string>().empty())
+      throw InputError(path, "/extends", "expected a relative path to a base scenario (a string)");
+    std::string base = (fs::path(path).parent_path() / ext.get<std::string>()).string();
+    if (!fs::is_regular_file(base, ec))
+      throw InputError(path, "/extends", fmt::format("base scenario \"{}\" not found", ext.get<std::string>()));
+    active.insert(key);
+    merged = load_chain(base, origins, active, depth + 1);
+    active.erase(key);
+    doc.erase("extends");
+  }
+  origins.record(doc, "", path);
+  deep_merge(merged, doc);
+  return merged;
+}
+
+}  // namespace
+
+Document load_with_extends(const std::string& path) {
+  Document d;
+  d.origins = std::make_shared<Origins>();
+  d.origins->default_file = path;
+  std::set<std::string> active;
+  d.json = load_chain(path, *d.origins, active, 0);
+  // Pointers recorded for the root belong to the file the user named.
+  d.origins->file_by_pointer[""] = path;
+  return d;
+}
+
+std::string expand_preset(Document& doc, const std::string& key, const std::string& sub, const std::string& what) {
+  if (!doc.json.contains(key) || !doc.json[key].is_object() || !doc.json[key].contains("preset")) return "";
+  const std::string at = "/" + key;
+  Json& node = doc.json[key];
+  const Json& name = node["preset"];
+  const std::string here = doc.origins->file_for(at + "/preset");
+  static const std::regex safe("[A-Za-z0-9._-]+");
+  if (!name.is_string() || !std::regex_match(name.get<std::string>(), safe))
+    throw InputError(here, at + "/preset", "expected a preset name (letters, digits, '.', '_', '-')");
+  const std::string file = data_dir() + "/" + sub + "/" + name.get<std::string>() + ".json";
+  if (!fs::is_regular_file(file))
+    throw InputError(here, at + "/preset",
+                     fmt::format("unknown {} preset \"{}\" (known: {})", what, name.get<std::string>(),
+                                 fmt::join(list_json_stems(sub), ", ")));
+  Json preset = parse_json_file(file);
+  auto origins = std::make_shared<Origins>();
+  origins->default_file = file;
+  Reader top(preset, "", origins);
+  top.ignore("description");
+  top.ignore("source");
+  top.raw(key);
+  top.finish();
+  if (!preset[key].is_object()) throw InputError(file, at, "expected an object");
+
+  Json overrides = node;
+  overrides.erase("preset");
+  // The preset's values come from the preset file; the user's overrides keep their own origin.
+  std::map<std::string, std::string> user{{at, doc.origins->file_for(at)}};
+  for (const auto& [p, f] : doc.origins->file_by_pointer)
+    if (p.rfind(at + "/", 0) == 0 && p != at + "/preset") user[p] = f;
+  doc.origins->record(preset[key], at, file);
+  for (const auto& [p, f] : user) doc.origins->file_by_pointer[p] = f;
+  Json merged = preset[key];
+  deep_merge(merged, overrides);
+  std::string preset_name = name.get<std::string>();
+  node = merged;
+  return preset_name;
+}
+
+}  // namespace dtsim::config

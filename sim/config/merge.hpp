@@ -1,0 +1,24 @@
+#pragma once
+#include <memory>
+#include <string>
+
+#include "sim/core/json_reader.hpp"
+
+namespace dtsim::config {
+
+struct Document {
+  Json json;
+  std::shared_ptr<Origins> origins;
+};
+
+// Loads a scenario file, following `extends` (resolved relative to the file naming it) and
+// deep-merging each file over its base: objects merge key by key, anything else replaces.
+Document load_with_extends(const std::string& path);
+
+// Replaces {"preset": NAME, ...overrides} at `pointer` with data_dir()/sub/NAME.json's `field`
+// object, the overrides merged on top; returns NAME, or "" when the object is inline. Values keep the file they came from, for errors.
+std::string expand_preset(Document& doc, const std::string& key, const std::string& sub, const std::string& what);
+
+void deep_merge(Json& base, const Json& over);
+
+}  // namespace dtsim::config

@@ -1,0 +1,67 @@
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
+#include "sim/core/json_reader.hpp"
+#include "sim/core/paths.hpp"
+
+namespace dtsim::config {
+
+using units::Dimension;
+
+namespace {
+cost::EfficiencyCurve curve(Reader& parent, const char* key, const char* half_key) {
+  Reader r = parent.object(key);
+  cost::EfficiencyCurve c;
+  c.max = r.number("max", Range{0.0, 1.0, true});
+  c.half = r.number(half_key, Range{0.0, 1e18});
+  r.finish();
+  return c;
+}
+}  // namespace
+
+cost::DeviceProfile load_device_profile(const std::string& name) {
+  static const std::regex safe("[A-Za-z0-9._-]+");
+  if (!std::regex_match(name, safe)) throw InputError("", "", fmt::format("bad device name \"{}\"", name));
+  const std::string file = data_dir() + "/hardware_profiles/" + name + ".json";
+  if (!std::filesystem::is_regular_file(file))
+    throw InputError("", "", fmt::format("unknown device \"{}\" (known: {})", name,
+                                         fmt::join(list_json_stems("hardware_profiles"), ", ")));
+  Json doc = parse_json_file(file);
+  auto origins = std::make_shared<Origins>();
+  origins->default_file = file;
+  Reader r(doc, "", origins);
+  cost::DeviceProfile d;
+  d.file = file;
+  d.name = r.text("name");
+  d.description = r.text("description", "");
+  Reader peaks = r.object("peak_tflops");
+  for (const char* dtype : {"fp32", "tf32", "bf16", "fp16"})
+    if (peaks.has(dtype)) d.peak_flops[dtype] = peaks.number(dtype, Range{0.0, 1e6, true}) * 1e12;
+  peaks.finish();
+  if (!d.peak_flops.contains("fp32")) peaks.fail("fp32", "required key is missing");
+  d.memory_bytes = r.quantity("memory", Dimension::Bytes, Range{0.0, 1e15, true});
+  d.hbm_bandwidth = r.quantity("hbm_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+  d.gemm = curve(r, "gemm_efficiency", "half_flops");
+  d.memory = curve(r, "memory_efficiency", "half_bytes");
+  d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
+  d.pcie_bandwidth = r.quantity("pcie_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 16e9);
+  if (!r.raw("sources").is_object()) r.fail("sources", "expected an object naming the source of each number");
+  r.finish();
+  return d;
+}
+
+std::string compute_dtype(strategies::Precision p) {
+  switch (p) {
+    case strategies::Precision::Fp32: return "fp32";
+    case strategies::Precision::Tf32: return "tf32";
+    case strategies::Precision::Bf16: return "bf16";
+    case strategies::Precision::Fp16: return "fp16";
+  }
+  return "fp32";
+}
+
+}  // namespace dtsim::config

@@ -1,0 +1,179 @@
+#include "sim/config/scenario.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "sim/config/merge.hpp"
+#include "sim/core/errors.hpp"
+#include "sim/core/paths.hpp"
+
+namespace dtsim::config {
+
+using units::Dimension;
+
+namespace {
+
+constexpr std::int64_t kMaxGpus = 1 << 20;
+
+models::TransformerSpec parse_model(Reader r, const std::string& preset) {
+  models::TransformerSpec m;
+  m.name = preset.empty() ? "inline" : preset;
+  r.choice("kind", {"transformer"});
+  m.num_layers = r.integer("num_layers", 1, 10000);
+  m.hidden_size = r.integer("hidden_size", 1, 1000000);
+  m.num_heads = r.integer("num_heads", 1, 100000);
+  m.num_kv_heads = r.integer("num_kv_heads", 1, 100000, m.num_heads);
+  m.ffn_hidden_size = r.integer("ffn_hidden_size", 1, 10000000, 4 * m.hidden_size);
+  m.seq_len = r.integer("seq_len", 1, 10000000);
+  m.vocab_size = r.integer("vocab_size", 1, 100000000);
+  m.mlp = r.choice("mlp", {"gelu", "swiglu"}, "gelu") == "swiglu" ? models::Mlp::SwiGlu : models::Mlp::Gelu;
+  m.tied_embeddings = r.boolean("tied_embeddings", true);
+  m.norm = r.choice("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? models::Norm::RmsNorm
+                                                                                  : models::Norm::LayerNorm;
+  m.linear_bias = r.boolean("linear_bias", true);
+  m.position_embedding = r.choice("position_embedding", {"learned", "rotary"}, "learned") == "rotary"
+                             ? models::PositionEmbedding::Rotary
+                             : models::PositionEmbedding::Learned;
+  m.dropout = r.boolean("dropout", true);
+  r.finish();
+  if (m.hidden_size % m.num_heads != 0)
+    r.fail("num_heads", fmt::format("{} does not divide model.hidden_size ({})", m.num_heads, m.hidden_size));
+  if (m.num_heads % m.num_kv_heads != 0)
+    r.fail("num_kv_heads", fmt::format("{} does not divide model.num_heads ({})", m.num_kv_heads, m.num_heads));
+  return m;
+}
+
+network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
+  network::ClusterSpec c;
+  c.name = preset.empty() ? "inline" : preset;
+  c.nodes = static_cast<int>(r.integer("nodes", 1, kMaxGpus));
+  c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 64));
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus)
+    r.fail("nodes", fmt::format("{} nodes x {} GPUs is more than {} GPUs", c.nodes, c.gpus_per_node, kMaxGpus));
+  Reader intra = r.object("intra_node");
+  std::string fabric = intra.choice("fabric", {"nvswitch", "nvlink-ring", "pcie"}, "nvswitch");
+  if (fabric != "nvswitch") intra.fail("fabric", "only \"nvswitch\" is modelled so far (nvlink-ring and pcie: issue #4)");
+  c.fabric = network::Fabric::NvSwitch;
+  c.intra_bandwidth = intra.quantity("bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+  c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
+  intra.finish();
+  Reader inter = r.object("inter_node");
+  c.nics_per_node = static_cast<int>(inter.integer("nics_per_node", 1, 64));
+  if (c.nics_per_node > c.gpus_per_node)
+    inter.fail("nics_per_node", fmt::format("{} NICs for {} GPUs per node: more NICs than GPUs is not modelled",
+                                            c.nics_per_node, c.gpus_per_node));
+  c.nic_bandwidth = inter.quantity("nic_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+  c.inter_latency = inter.quantity("latency", Dimension::Time, Range{0.0, 1.0});
+  std::string topo = inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch"}, "fat-tree");
+  if (topo == "rail-optimized") inter.fail("topology", "\"rail-optimized\" is not modelled yet (issue #4)");
+  c.topology = topo == "single-switch" ? network::Topology::SingleSwitch : network::Topology::FatTree;
+  c.oversubscription = inter.number("oversubscription", Range{1.0, 1000.0}, 1.0);
+  if (c.topology == network::Topology::SingleSwitch && c.oversubscription != 1.0)
+    inter.fail("oversubscription", "a single switch is not oversubscribed; use \"fat-tree\"");
+  inter.finish();
+  r.finish();
+  return c;
+}
+
+strategies::Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return strategies::Precision::Fp32;
+  if (s == "tf32") return strategies::Precision::Tf32;
+  if (s == "fp16") return strategies::Precision::Fp16;
+  return strategies::Precision::Bf16;
+}
+
+void parse_parallelism(Reader r, Scenario& s) {
+  auto& p = s.parallelism;
+  const std::int64_t gpus = s.cluster.num_gpus();
+  p.tensor = static_cast<int>(r.integer("tensor", 1, kMaxGpus, 1));
+  p.pipeline = static_cast<int>(r.integer("pipeline", 1, kMaxGpus, 1));
+  const std::int64_t tp = static_cast<std::int64_t>(p.tensor) * p.pipeline;
+  p.data = static_cast<int>(r.integer("data", 1, kMaxGpus, gpus % tp == 0 ? gpus / tp : 1));
+  if (static_cast<std::int64_t>(p.data) * tp != gpus)
+    r.fail("data", fmt::format("data ({}) x tensor ({}) x pipeline ({}) = {}, but the cluster has {} GPUs ({} nodes x {})",
+                               p.data, p.tensor, p.pipeline, p.data * tp, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
+  if (s.model.num_heads % p.tensor != 0)
+    r.fail("tensor", fmt::format("{} does not divide model.num_heads ({})", p.tensor, s.model.num_heads));
+  if (p.tensor > 1) r.fail("tensor", "tensor parallelism is not implemented yet (issue #3)");
+  if (p.pipeline > s.model.num_layers)
+    r.fail("pipeline", fmt::format("{} stages for {} layers", p.pipeline, s.model.num_layers));
+  if (p.pipeline > 1) r.fail("pipeline", "pipeline parallelism is not implemented yet (issue #3)");
+  p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
+  r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b"}, "1f1b");
+  r.integer("virtual_stages", 1, 1024, 1);
+  if (r.boolean("sequence_parallel", false)) r.fail("sequence_parallel", "sequence parallelism needs tensor parallelism (issue #3)");
+  p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 3, 0));
+  if (p.zero_stage > 0) r.fail("zero_stage", "ZeRO is not implemented yet (issue #3)");
+  std::string rc = r.choice("recompute", {"none", "selective", "full"}, "none");
+  p.recompute = rc == "full" ? strategies::Recompute::Full
+                : rc == "selective" ? strategies::Recompute::Selective
+                                    : strategies::Recompute::None;
+  p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
+  p.first_bucket_bytes = r.quantity("first_bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.first_bucket_bytes);
+  p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
+  r.choice("all_reduce_algorithm", {"ring"}, "ring");
+  p.algorithm = taskgraph::Algorithm::Ring;
+  r.finish();
+}
+
+void parse_training(Reader r, Scenario& s) {
+  auto& t = s.training;
+  t.global_batch = r.integer("global_batch_size", 1, 1000000000);
+  t.precision = parse_precision(r.choice("precision", {"fp32", "tf32", "bf16", "fp16"}, "bf16"));
+  t.optimizer = r.choice("optimizer", {"adam", "sgd"}, "adam") == "sgd" ? models::OptimizerKind::Sgd
+                                                                        : models::OptimizerKind::Adam;
+  t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash
+                                                                                   : models::Attention::Standard;
+  const std::int64_t per_step = static_cast<std::int64_t>(s.parallelism.data) * s.parallelism.micro_batch;
+  if (t.global_batch % per_step != 0)
+    r.fail("global_batch_size", fmt::format("{} is not a multiple of data ({}) x micro_batch_size ({}) = {}",
+                                            t.global_batch, s.parallelism.data, s.parallelism.micro_batch, per_step));
+  if (!s.device.peak_flops.contains(compute_dtype(t.precision)))
+    r.fail("precision", fmt::format("device {} has no {} peak", s.device.name, compute_dtype(t.precision)));
+  r.finish();
+}
+
+}  // namespace
+
+Scenario load_scenario(const std::string& path) {
+  Document doc = load_with_extends(path);
+  const std::string model_preset = expand_preset(doc, "model", "models/presets", "model");
+  const std::string cluster_preset = expand_preset(doc, "cluster", "hardware_profiles/clusters", "cluster");
+
+  Scenario s;
+  s.file = path;
+  Reader root(doc.json, "", doc.origins);
+  if (root.integer("schema_version", 1, 1, 1) != 1) root.fail("schema_version", "only version 1 is known");
+  s.name = root.text("name");
+  if (s.name.empty()) root.fail("name", "must not be empty");
+  s.description = root.text("description", "");
+  s.model_preset = model_preset;
+  s.cluster_preset = cluster_preset;
+  s.model = parse_model(root.object("model"), model_preset);
+  s.cluster = parse_cluster(root.object("cluster"), cluster_preset);
+
+  Reader hw = root.object("hardware");
+  std::string device = hw.text("device");
+  try {
+    s.device = load_device_profile(device);
+  } catch (const InputError& e) {
+    if (!e.file().empty()) throw;
+    hw.fail("device", e.reason());
+  }
+  s.reserved_bytes = hw.quantity("reserved", Dimension::Bytes, Range{0.0, 1e15}, 1.0 * units::kGiB);
+  hw.finish();
+
+  parse_parallelism(root.object("parallelism"), s);
+  parse_training(root.object("training"), s);
+  if (auto sim = root.optional_object("simulation")) {
+    s.seed = static_cast<std::uint64_t>(sim->integer("seed", 0, (std::int64_t{1} << 53), 1));
+    s.backend = sim->choice("backend", {"simgrid", "analytical"}, "simgrid") == "analytical" ? Backend::Analytical
+                                                                                          : Backend::SimGrid;
+    sim->finish();
+  }
+  root.finish();
+  return s;
+}
+
+}  // namespace dtsim::config

@@ -1,0 +1,36 @@
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "models/model_graph.hpp"
+#include "sim/cost/roofline.hpp"
+#include "sim/network/platform.hpp"
+#include "strategies/spec.hpp"
+
+namespace dtsim::config {
+
+enum class Backend { SimGrid, Analytical };
+
+struct Scenario {
+  std::string name, description, file;
+  std::string model_preset, cluster_preset;  // empty when inline
+  models::TransformerSpec model;
+  cost::DeviceProfile device;
+  double reserved_bytes = 0;  // CUDA context, library workspaces, allocator slack
+  network::ClusterSpec cluster;
+  strategies::ParallelismSpec parallelism;
+  strategies::TrainingSpec training;
+  std::uint64_t seed = 1;
+  Backend backend = Backend::SimGrid;
+};
+
+// Reads and validates a scenario (SPEC.md). Throws InputError naming file and JSON pointer.
+Scenario load_scenario(const std::string& path);
+
+// A device profile from hardware_profiles/NAME.json.
+cost::DeviceProfile load_device_profile(const std::string& name);
+
+// The dtype whose matrix peak the precision runs at.
+std::string compute_dtype(strategies::Precision p);
+
+}  // namespace dtsim::config

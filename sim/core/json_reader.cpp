@@ -1,0 +1,203 @@
+#include "sim/core/json_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "sim/core/errors.hpp"
+#include "sim/core/files.hpp"
+
+namespace dtsim {
+
+const std::string& Origins::file_for(const std::string& pointer) const {
+  std::string p = pointer;
+  while (true) {
+    if (auto it = file_by_pointer.find(p); it != file_by_pointer.end()) return it->second;
+    if (p.empty()) return default_file;
+    p.erase(p.rfind('/'));
+  }
+}
+
+void Origins::record(const Json& value, const std::string& pointer, const std::string& file) {
+  file_by_pointer[pointer] = file;
+  if (value.is_object())
+    for (const auto& [k, v] : value.items()) record(v, json_pointer_append(pointer, k), file);
+}
+
+std::string json_pointer_append(const std::string& pointer, std::string_view key) {
+  std::string out = pointer + "/";
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+Json parse_json_text(const std::string& text, const std::string& file) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    std::size_t line = 1, col = 1;
+    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    }
+    std::string what = e.what();
+    if (auto pos = what.find("syntax error"); pos != std::string::npos) what = what.substr(pos);
+    throw InputError(file, "", fmt::format("malformed JSON at line {}, column {}: {}", line, col, what));
+  }
+}
+
+Json parse_json_file(const std::string& path) { return parse_json_text(read_text_file(path), path); }
+
+namespace {
+std::string type_name(const Json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+  if (v.is_number_float()) return "number";
+  return v.type_name();
+}
+std::string shown(const Json& v) {
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+}  // namespace
+
+Reader::Reader(const Json& object, std::string pointer, std::shared_ptr<const Origins> origins)
+    : object_(object), pointer_(std::move(pointer)), origins_(std::move(origins)) {
+  if (!object_.is_object()) fail_here(fmt::format("expected an object, got {} {}", type_name(object_), shown(object_)));
+}
+
+void Reader::fail_here(const std::string& reason) const {
+  throw InputError(origins_->file_for(pointer_), pointer_, reason);
+}
+
+void Reader::fail(std::string_view key, const std::string& reason) const {
+  std::string p = pointer(key);
+  throw InputError(origins_->file_for(p), p, reason);
+}
+
+bool Reader::has(std::string_view key) const { return object_.contains(std::string(key)); }
+
+const Json* Reader::find(std::string_view key) {
+  seen_.insert(std::string(key));
+  auto it = object_.find(std::string(key));
+  return it == object_.end() ? nullptr : &*it;
+}
+
+const Json& Reader::require(std::string_view key) {
+  const Json* v = find(key);
+  if (!v) fail(key, "required key is missing");
+  return *v;
+}
+
+const Json& Reader::raw(std::string_view key) { return require(key); }
+
+double Reader::to_range(std::string_view key, double value, Range r, const std::string& text) const {
+  bool low = r.min_exclusive ? !(value > r.min) : !(value >= r.min);
+  if (!std::isfinite(value) || low || value > r.max)
+    fail(key, fmt::format("{} is out of range: must be {} {:g} and <= {:g}", text, r.min_exclusive ? ">" : ">=", r.min,
+                          r.max));
+  return value;
+}
+
+std::int64_t Reader::integer(std::string_view key, std::int64_t min, std::int64_t max) {
+  const Json& v = require(key);
+  bool integral = v.is_number_integer() || v.is_number_unsigned() ||
+                  (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
+                   std::fabs(v.get<double>()) < 9e15);
+  if (!v.is_number()) fail(key, fmt::format("expected an integer, got {} {}", type_name(v), shown(v)));
+  if (!integral) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && std::floor(d) == d)  // e.g. 1e30: integral but absurd
+      fail(key, fmt::format("{} is out of range: must be between {} and {}", shown(v), min, max));
+    fail(key, fmt::format("expected an integer, got {}", shown(v)));
+  }
+  double d = v.get<double>();
+  if (d < static_cast<double>(min) || d > static_cast<double>(max))
+    fail(key, fmt::format("{} is out of range: must be between {} and {}", shown(v), min, max));
+  return static_cast<std::int64_t>(d);
+}
+
+std::int64_t Reader::integer(std::string_view key, std::int64_t min, std::int64_t max, std::int64_t fallback) {
+  return has(key) ? integer(key, min, max) : (seen_.insert(std::string(key)), fallback);
+}
+
+double Reader::number(std::string_view key, Range r) {
+  const Json& v = require(key);
+  if (!v.is_number()) fail(key, fmt::format("expected a number, got {} {}", type_name(v), shown(v)));
+  return to_range(key, v.get<double>(), r, shown(v));
+}
+
+double Reader::number(std::string_view key, Range r, double fallback) {
+  return has(key) ? number(key, r) : (seen_.insert(std::string(key)), fallback);
+}
+
+bool Reader::boolean(std::string_view key, bool fallback) {
+  const Json* v = find(key);
+  if (!v) return fallback;
+  if (!v->is_boolean()) fail(key, fmt::format("expected true or false, got {} {}", type_name(*v), shown(*v)));
+  return v->get<bool>();
+}
+
+std::string Reader::text(std::string_view key) {
+  const Json& v = require(key);
+  if (!v.is_string()) fail(key, fmt::format("expected a string, got {} {}", type_name(v), shown(v)));
+  return v.get<std::string>();
+}
+
+std::string Reader::text(std::string_view key, const std::string& fallback) {
+  return has(key) ? text(key) : (seen_.insert(std::string(key)), fallback);
+}
+
+std::string Reader::choice(std::string_view key, const std::vector<std::string>& allowed) {
+  std::string s = text(key);
+  for (const auto& a : allowed)
+    if (a == s) return s;
+  fail(key, fmt::format("\"{}\" is not one of: {}", s, fmt::join(allowed, ", ")));
+}
+
+std::string Reader::choice(std::string_view key, const std::vector<std::string>& allowed, const std::string& fallback) {
+  return has(key) ? choice(key, allowed) : (seen_.insert(std::string(key)), fallback);
+}
+
+std::optional<double> Reader::optional_quantity(std::string_view base, units::Dimension d, Range si) {
+  std::optional<double> out;
+  std::string found;
+  for (const auto& s : units::suffixes(d)) {
+    std::string key = std::string(base) + "_" + std::string(s.suffix);
+    if (!has(key)) continue;
+    if (out) fail(key, fmt::format("gives {} a second time (already set by {})", base, found));
+    const Json& v = require(key);
+    if (!v.is_number()) fail(key, fmt::format("expected a number, got {} {}", type_name(v), shown(v)));
+    Range r{si.min / s.to_si, si.max / s.to_si, si.min_exclusive};
+    out = to_range(key, v.get<double>(), r, shown(v)) * s.to_si;
+    found = key;
+  }
+  return out;
+}
+
+double Reader::quantity(std::string_view base, units::Dimension d, Range si) {
+  if (auto v = optional_quantity(base, d, si)) return *v;
+  std::vector<std::string> names;
+  for (const auto& s : units::suffixes(d)) names.push_back(std::string(base) + "_" + std::string(s.suffix));
+  fail(base, fmt::format("required key is missing (one of: {})", fmt::join(names, ", ")));
+}
+
+double Reader::quantity(std::string_view base, units::Dimension d, Range si, double fallback_si) {
+  return optional_quantity(base, d, si).value_or(fallback_si);
+}
+
+Reader Reader::object(std::string_view key) { return Reader(require(key), pointer(key), origins_); }
+
+std::optional<Reader> Reader::optional_object(std::string_view key) {
+  const Json* v = find(key);
+  if (!v) return std::nullopt;
+  return Reader(*v, pointer(key), origins_);
+}
+
+void Reader::finish() const {
+  for (const auto& [key, value] : object_.items())
+    if (!seen_.contains(key)) fail(key, "unknown key");
+}
+
+}  // namespace dtsim

@@ -1,0 +1,23 @@
+#include "sim/core/paths.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+namespace dtsim {
+
+std::string data_dir() {
+  if (const char* home = std::getenv("DTSIM_HOME"); home && *home) return home;
+  return DTSIM_SOURCE_DIR;
+}
+
+std::vector<std::string> list_json_stems(const std::string& sub) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(data_dir() + "/" + sub, ec))
+    if (e.is_regular_file() && e.path().extension() == ".json") out.push_back(e.path().stem().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace dtsim

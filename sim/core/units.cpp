@@ -1,0 +1,21 @@
+#include "sim/core/units.hpp"
+
+namespace dtsim::units {
+
+const std::vector<Suffix>& suffixes(Dimension d) {
+  static const std::vector<Suffix> time{{"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
+  static const std::vector<Suffix> bytes{{"bytes", 1.0}, {"KiB", 1024.0}, {"MiB", kMiB},
+                                         {"GiB", kGiB},  {"MB", 1e6},     {"GB", 1e9}};
+  // Bandwidths are per direction. Gbps is bits: network cards are sold that way (200 Gb/s HDR).
+  static const std::vector<Suffix> bandwidth{{"GBps", 1e9}, {"MBps", 1e6}, {"Gbps", 1e9 / 8.0}};
+  static const std::vector<Suffix> flops{{"tflops", 1e12}, {"gflops", 1e9}};
+  switch (d) {
+    case Dimension::Time: return time;
+    case Dimension::Bytes: return bytes;
+    case Dimension::Bandwidth: return bandwidth;
+    case Dimension::FlopRate: return flops;
+  }
+  return time;
+}
+
+}  // namespace dtsim::units

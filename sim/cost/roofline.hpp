@@ -1,0 +1,37 @@
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/model_graph.hpp"
+#include "sim/taskgraph/task_graph.hpp"
+
+namespace dtsim::cost {
+
+// Fraction of a peak reached by a kernel of size x (FLOPs or bytes): max * x / (x + half).
+// Equivalently time = x / (max * peak) + half / (max * peak): a fixed ramp-up cost (launch, wave
+// quantisation, pipeline fill) plus the streaming rate, which is how small GEMMs behave.
+struct EfficiencyCurve {
+  double max = 1.0;
+  double half = 0.0;
+  double at(double x) const { return x <= 0 ? max : max * x / (x + half); }
+};
+
+struct DeviceProfile {
+  std::string name, description, file;
+  std::map<std::string, double> peak_flops;  // FLOP/s by dtype: fp32, tf32, bf16, fp16
+  double memory_bytes = 0;
+  double hbm_bandwidth = 0;  // bytes/s
+  EfficiencyCurve gemm, memory;
+  double kernel_min_s = 0;
+  double pcie_bandwidth = 0;  // bytes/s per direction
+};
+
+// Seconds for one kernel: the slower of its compute and its memory traffic, never below the
+// device's minimum kernel time. `dtype` selects the matrix peak used by GEMMs.
+double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
+
+// Seconds for each Work of the graph (a sum over its kernels), in the graph's work order.
+std::vector<double> price_works(const taskgraph::TaskGraph& g, const DeviceProfile& d, const std::string& dtype);
+
+}  // namespace dtsim::cost

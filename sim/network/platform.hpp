@@ -1,0 +1,60 @@
+#pragma once
+#include <string>
+#include <vector>
+
+// The cluster as endpoints and links, independent of any simulator. Every endpoint reaches a
+// central non-blocking point through its own list of links (a star), each link full duplex with
+// the same bandwidth per direction: a route from A to B is A's links then B's links.
+namespace dtsim::network {
+
+enum class Fabric { NvSwitch, NvLinkRing, Pcie };
+enum class Topology { FatTree, RailOptimized, SingleSwitch };
+
+struct ClusterSpec {
+  std::string name;
+  int nodes = 1, gpus_per_node = 1;
+  Fabric fabric = Fabric::NvSwitch;
+  double intra_bandwidth = 0, intra_latency = 0;  // per GPU, per direction; end to end
+  int nics_per_node = 1;
+  double nic_bandwidth = 0, inter_latency = 0;  // per NIC, per direction; end to end
+  Topology topology = Topology::FatTree;
+  double oversubscription = 1.0;
+  int num_gpus() const { return nodes * gpus_per_node; }
+};
+
+const char* to_string(Fabric f);
+const char* to_string(Topology t);
+
+struct Link {
+  std::string name;
+  double bandwidth = 0;  // bytes/s per direction
+  double latency = 0;    // seconds
+};
+
+class Platform {
+ public:
+  explicit Platform(const ClusterSpec& spec);
+
+  const ClusterSpec& spec() const { return spec_; }
+  const std::vector<Link>& links() const { return links_; }
+  int num_endpoints() const { return static_cast<int>(endpoint_links_.size()); }
+  // Links between an endpoint and the centre.
+  const std::vector<int>& endpoint_links(int endpoint) const { return endpoint_links_[static_cast<std::size_t>(endpoint)]; }
+  std::string endpoint_name(int endpoint) const;
+
+  int node_of(int gpu) const { return gpu / spec_.gpus_per_node; }
+  int local_of(int gpu) const { return gpu % spec_.gpus_per_node; }
+  // Endpoint through which a GPU talks to GPUs of its own node (the NVSwitch port). Compute runs here.
+  int fabric_endpoint(int gpu) const { return gpu; }
+  // Endpoint of the NIC a GPU uses to leave its node (GPUs share NICs when there are fewer).
+  int nic_endpoint(int gpu) const;
+
+  double route_latency(int src, int dst) const;
+
+ private:
+  ClusterSpec spec_;
+  std::vector<Link> links_;
+  std::vector<std::vector<int>> endpoint_links_;
+};
+
+}  // namespace dtsim::network

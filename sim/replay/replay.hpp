@@ -1,0 +1,39 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/network/platform.hpp"
+#include "sim/taskgraph/task_graph.hpp"
+
+namespace dtsim::replay {
+
+struct ReplayInput {
+  const taskgraph::TaskGraph& graph;
+  const std::vector<double>& work_seconds;  // from the cost model, per Work
+  const network::Platform& platform;
+  std::vector<int> rank_to_gpu;  // placement of task-graph ranks on the platform's GPUs
+};
+
+struct Timeline {
+  std::vector<double> start, end;  // per task, seconds
+  double makespan = 0;
+  std::string backend, network_model;
+  std::size_t flows = 0;  // network flows simulated
+};
+
+// Discrete-event replay on SimGrid's flow-level network model. SimGrid's engine cannot be reset:
+// call this at most once per process.
+Timeline replay_simgrid(const ReplayInput& in);
+
+// Same task graph and the same flows, each collective priced alone (no contention between
+// collectives): fast, repeatable in one process, used by sweeps and as a cross-check.
+Timeline replay_analytical(const ReplayInput& in);
+
+// Splits the makespan along the critical path; the parts add up to the makespan.
+struct Breakdown {
+  double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0;
+  double total() const { return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait; }
+};
+Breakdown critical_path_breakdown(const taskgraph::TaskGraph& g, const Timeline& t);
+
+}  // namespace dtsim::replay

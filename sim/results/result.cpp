@@ -1,0 +1,62 @@
+#include "sim/results/result.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+namespace dtsim::results {
+
+namespace {
+std::uint64_t whole_bytes(double b) { return static_cast<std::uint64_t>(std::llround(b)); }
+}  // namespace
+
+nlohmann::ordered_json to_json(const Result& r) {
+  const auto& s = r.scenario_spec;
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["scenario"] = r.scenario;
+  if (r.timed) {
+    j["step_time_s"] = r.step_time_s;
+    j["throughput"] = {{"samples_per_s", r.samples_per_s}, {"tokens_per_s", r.tokens_per_s}};
+  }
+  j["flops"] = {{"model_flops_per_step", r.model_flops}, {"hardware_flops_per_step", r.hardware_flops}};
+  if (r.timed) {
+    j["flops"]["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
+    j["flops"]["mfu"] = r.mfu;
+    j["flops"]["hfu"] = r.hfu;
+    j["breakdown_s"] = {{"compute", r.breakdown.compute},
+                        {"exposed_communication", r.breakdown.exposed_communication},
+                        {"pipeline_bubble", r.breakdown.pipeline_bubble},
+                        {"optimizer", r.breakdown.optimizer},
+                        {"straggler_wait", r.breakdown.straggler_wait}};
+  }
+  j["memory"] = {{"worst_rank", r.worst_rank},
+                 {"params_bytes", whole_bytes(r.memory.params)},
+                 {"gradients_bytes", whole_bytes(r.memory.gradients)},
+                 {"optimizer_bytes", whole_bytes(r.memory.optimizer)},
+                 {"activations_bytes", whole_bytes(r.memory.activations)},
+                 {"other_bytes", whole_bytes(r.memory.other)},
+                 {"peak_bytes", whole_bytes(r.memory.peak())},
+                 {"capacity_bytes", whole_bytes(r.capacity_bytes)},
+                 {"fits", r.fits}};
+  j["warnings"] = r.warnings;
+  j["model"] = {{"name", s.model.name}, {"params", r.params}, {"layers", s.model.num_layers}, {"seq_len", s.model.seq_len}};
+  j["parallelism"] = {{"gpus", r.gpus},
+                      {"data", s.parallelism.data},
+                      {"tensor", s.parallelism.tensor},
+                      {"pipeline", s.parallelism.pipeline},
+                      {"micro_batch_size", s.parallelism.micro_batch},
+                      {"gradient_accumulation_steps", r.plan.accumulation_steps},
+                      {"gradient_buckets", r.plan.buckets.size()},
+                      {"recompute", strategies::to_string(s.parallelism.recompute)}};
+  j["compute_source"] = {{"measured_share", r.measured_share}, {"model", "roofline"}, {"device", s.device.name}};
+  if (r.timed)
+    j["simulation"] = {{"backend", r.timeline.backend},
+                       {"network_model", r.timeline.network_model},
+                       {"tasks", r.plan.graph.tasks.size()},
+                       {"flows", r.timeline.flows},
+                       {"seed", s.seed}};
+  j["provenance"] = {{"dtsim_version", DTSIM_VERSION}, {"wall_time_s", r.wall_time_s}, {"scenario_file", s.file}};
+  return j;
+}
+
+}  // namespace dtsim::results

@@ -1,0 +1,43 @@
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/config/scenario.hpp"
+#include "sim/replay/replay.hpp"
+#include "strategies/data_parallel.hpp"
+
+namespace dtsim::results {
+
+struct Result {
+  std::string scenario;
+  int gpus = 0;
+  double params = 0;
+  double step_time_s = 0;
+  double samples_per_s = 0, tokens_per_s = 0;
+  double model_flops = 0, hardware_flops = 0, model_tflops_per_gpu = 0, mfu = 0, hfu = 0;
+  replay::Breakdown breakdown;
+  strategies::MemoryBreakdown memory;
+  int worst_rank = 0;
+  double capacity_bytes = 0;
+  bool fits = true;
+  std::vector<std::string> warnings;
+  double measured_share = 0;
+  bool timed = true;  // false for `dtsim memory`
+
+  config::Scenario scenario_spec;
+  strategies::Plan plan;
+  replay::Timeline timeline;
+  std::vector<double> work_seconds;
+  double wall_time_s = 0;
+};
+
+// Everything `run` does: model -> plan -> cost -> replay -> result.
+Result simulate(const config::Scenario& s);
+// The memory plan alone, no time simulation.
+Result memory_only(const config::Scenario& s);
+
+// result.json per SPEC.md; only `provenance` varies between identical runs.
+nlohmann::ordered_json to_json(const Result& r);
+
+}  // namespace dtsim::results

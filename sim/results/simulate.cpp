@@ -1,0 +1,70 @@
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "sim/core/units.hpp"
+#include "sim/cost/roofline.hpp"
+#include "sim/results/result.hpp"
+
+namespace dtsim::results {
+
+namespace {
+
+Result plan_only(const config::Scenario& s) {
+  Result r;
+  r.scenario_spec = s;
+  r.scenario = s.name;
+  r.gpus = s.cluster.num_gpus();
+  models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
+                            s.training.attention};
+  const models::ModelGraph graph = models::build_transformer(s.model, opts);
+  r.params = graph.params();
+  r.plan = strategies::plan_data_parallel(graph, s.parallelism, s.training);
+  r.memory = r.plan.memory;
+  r.memory.other += s.reserved_bytes;
+  r.worst_rank = r.plan.worst_rank;
+  r.capacity_bytes = s.device.memory_bytes;
+  r.fits = r.memory.peak() <= r.capacity_bytes;
+  r.model_flops = r.plan.model_flops_per_step;
+  r.hardware_flops = r.plan.hardware_flops_per_step;
+  if (!r.fits)
+    r.warnings.push_back(fmt::format("does not fit: rank {} needs {:.1f} GiB of {:.1f} GiB", r.worst_rank,
+                                     r.memory.peak() / units::kGiB, r.capacity_bytes / units::kGiB));
+  return r;
+}
+
+}  // namespace
+
+Result memory_only(const config::Scenario& s) {
+  Result r = plan_only(s);
+  r.timed = false;
+  return r;
+}
+
+Result simulate(const config::Scenario& s) {
+  auto t0 = std::chrono::steady_clock::now();
+  Result r = plan_only(s);
+  r.work_seconds = cost::price_works(r.plan.graph, s.device, config::compute_dtype(s.training.precision));
+  network::Platform platform(s.cluster);
+  std::vector<int> placement(static_cast<std::size_t>(r.plan.graph.num_ranks));
+  for (std::size_t i = 0; i < placement.size(); ++i) placement[i] = static_cast<int>(i);
+  replay::ReplayInput in{r.plan.graph, r.work_seconds, platform, placement};
+  r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
+  r.breakdown = replay::critical_path_breakdown(r.plan.graph, r.timeline);
+
+  r.step_time_s = r.timeline.makespan;
+  const double samples = static_cast<double>(s.training.global_batch);
+  r.samples_per_s = samples / r.step_time_s;
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq_len);
+  const double peak = s.device.peak_flops.at(config::compute_dtype(s.training.precision));
+  r.model_tflops_per_gpu = r.model_flops / (r.step_time_s * r.gpus) / 1e12;
+  r.mfu = r.model_flops / (r.step_time_s * r.gpus * peak);
+  r.hfu = r.hardware_flops / (r.step_time_s * r.gpus * peak);
+  const double exposed = r.breakdown.exposed_communication / r.step_time_s;
+  if (exposed > 0.25)
+    r.warnings.push_back(fmt::format("{:.0f}% of the step is communication that backward does not hide", 100 * exposed));
+  r.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace dtsim::results

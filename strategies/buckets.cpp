@@ -1,0 +1,29 @@
+#include "strategies/buckets.hpp"
+
+namespace dtsim::strategies {
+
+std::vector<Bucket> make_buckets(const models::ModelGraph& g, double grad_bytes_per_param, double cap, double first_cap) {
+  std::vector<Bucket> out;
+  Bucket cur;
+  bool open = false;
+  for (int li = static_cast<int>(g.layers.size()) - 1; li >= 0; --li) {
+    const auto& ops = g.layers[static_cast<std::size_t>(li)].ops;
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+      double bytes = it->params * grad_bytes_per_param;
+      if (bytes <= 0) continue;
+      double limit = out.empty() ? first_cap : cap;
+      if (open && cur.bytes + bytes > limit) {
+        out.push_back(cur);
+        open = false;
+      }
+      if (!open) cur = Bucket{0, li};
+      cur.bytes += bytes;
+      cur.ready_after_layer = li;
+      open = true;
+    }
+  }
+  if (open) out.push_back(cur);
+  return out;
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,18 @@
+#pragma once
+#include <vector>
+
+#include "models/model_graph.hpp"
+
+namespace dtsim::strategies {
+
+struct Bucket {
+  double bytes = 0;
+  int ready_after_layer = 0;  // its last gradient is produced by this layer's backward
+};
+
+// Fills gradient buckets the way PyTorch DDP does: parameters in reverse order of definition
+// (roughly the order backward produces them), the first bucket capped at `first_cap`, the rest at
+// `cap`; a tensor larger than the cap gets a bucket of its own.
+std::vector<Bucket> make_buckets(const models::ModelGraph& g, double grad_bytes_per_param, double cap, double first_cap);
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,41 @@
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "models/model_graph.hpp"
+#include "sim/taskgraph/task_graph.hpp"
+
+namespace dtsim::strategies {
+
+enum class Recompute { None, Selective, Full };
+enum class Precision { Fp32, Tf32, Bf16, Fp16 };
+
+struct ParallelismSpec {
+  int data = 1, tensor = 1, pipeline = 1;
+  std::int64_t micro_batch = 1;
+  Recompute recompute = Recompute::None;
+  int zero_stage = 0;
+  // PyTorch DDP defaults: bucket_cap_mb = 25 and a 1 MiB first bucket (torch/nn/parallel/distributed.py).
+  double bucket_bytes = 25.0 * 1024 * 1024;
+  double first_bucket_bytes = 1.0 * 1024 * 1024;
+  bool overlap_grad_reduce = true;
+  taskgraph::Algorithm algorithm = taskgraph::Algorithm::Ring;
+};
+
+struct TrainingSpec {
+  std::int64_t global_batch = 1;
+  Precision precision = Precision::Bf16;
+  models::OptimizerKind optimizer = models::OptimizerKind::Adam;
+  models::Attention attention = models::Attention::Standard;
+};
+
+inline bool mixed_precision(Precision p) { return p == Precision::Bf16 || p == Precision::Fp16; }
+inline int activation_bytes(Precision p) { return mixed_precision(p) ? 2 : 4; }
+// Bytes per parameter of weights, gradients and optimizer state (ZeRO paper, Sec. 3.1: 2 + 2 + 12
+// for mixed-precision Adam; plain fp32 Adam keeps 4 + 4 + 8).
+double weight_bytes_per_param(Precision p);
+double grad_bytes_per_param(Precision p);
+double optimizer_bytes_per_param(Precision p, models::OptimizerKind o);
+const char* to_string(Recompute r);
+
+}  // namespace dtsim::strategies
