@@ -31,7 +31,10 @@ int run(const RunOptions& o) {
   const config::Scenario s = config::load_scenario(o.scenario);
   const results::Result r = results::simulate(s);
   const std::string dir = o.out_dir.empty() ? default_out_dir(s.name) : o.out_dir;
-  write_file_atomic(dir + "/result.json", results::to_json(r).dump(2) + "\n");
+  write_file_atomic(dir + "/result.json", results::to_json(r, false).dump(2) + "\n");
+  write_file_atomic(dir + "/provenance.json", nlohmann::ordered_json{{"dtsim_version", DTSIM_VERSION},
+                                                                    {"wall_time_s", r.wall_time_s},
+                                                                    {"scenario_file", s.file}}.dump(2) + "\n");
   if (o.trace) write_file_atomic(dir + "/trace.json", reports::chrome_trace(r).dump() + "\n");
   print(r, o.format);
   if (o.format != "json") std::cout << "\nwrote " << dir << "/result.json" << (o.trace ? " and trace.json" : "") << "\n";

@@ -19,7 +19,8 @@ void deep_merge(Json& base, const Json& over) {
     return;
   }
   for (const auto& [k, v] : over.items()) {
-    if (base.contains(k) && base[k].is_object() && v.is_object()) deep_merge(base[k], v);
+    if (v.is_null()) base.erase(k);  // as in JSON Merge Patch (RFC 7386): null removes a key
+    else if (base.contains(k) && base[k].is_object() && v.is_object()) deep_merge(base[k], v);
     else base[k] = v;
   }
 }

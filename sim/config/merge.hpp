@@ -12,7 +12,8 @@ struct Document {
 };
 
 // Loads a scenario file, following `extends` (resolved relative to the file naming it) and
-// deep-merging each file over its base: objects merge key by key, anything else replaces.
+// deep-merging each file over its base: objects merge key by key, null removes a key (as in
+// JSON Merge Patch), anything else replaces.
 Document load_with_extends(const std::string& path);
 
 // Replaces {"preset": NAME, ...overrides} at `pointer` with data_dir()/sub/NAME.json's `field`

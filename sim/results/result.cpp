@@ -9,7 +9,7 @@ namespace {
 std::uint64_t whole_bytes(double b) { return static_cast<std::uint64_t>(std::llround(b)); }
 }  // namespace
 
-nlohmann::ordered_json to_json(const Result& r) {
+nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   const auto& s = r.scenario_spec;
   nlohmann::ordered_json j;
   j["schema_version"] = 1;
@@ -55,7 +55,8 @@ nlohmann::ordered_json to_json(const Result& r) {
                        {"tasks", r.plan.graph.tasks.size()},
                        {"flows", r.timeline.flows},
                        {"seed", s.seed}};
-  j["provenance"] = {{"dtsim_version", DTSIM_VERSION}, {"wall_time_s", r.wall_time_s}, {"scenario_file", s.file}};
+  j["provenance"] = {{"dtsim_version", DTSIM_VERSION}, {"scenario_file", s.file}};
+  if (with_wall_time) j["provenance"]["wall_time_s"] = r.wall_time_s;
   return j;
 }
 

@@ -37,7 +37,8 @@ Result simulate(const config::Scenario& s);
 // The memory plan alone, no time simulation.
 Result memory_only(const config::Scenario& s);
 
-// result.json per SPEC.md; only `provenance` varies between identical runs.
-nlohmann::ordered_json to_json(const Result& r);
+// The result per SPEC.md. With `with_wall_time` false it depends on the inputs alone, so
+// result.json is byte-identical across runs; stdout's JSON carries the wall time.
+nlohmann::ordered_json to_json(const Result& r, bool with_wall_time = true);
 
 }  // namespace dtsim::results

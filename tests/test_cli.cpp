@@ -1,0 +1,207 @@
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "helpers.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Outcome dtsim_cli(const std::string& args, const test::TempDir& dir) {
+  std::string out = dir.path("stdout.txt"), err = dir.path("stderr.txt");
+  std::string cmd = std::string(DTSIM_BINARY) + " " + args + " > " + out + " 2> " + err;
+  int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+std::string scenario(const std::string& name) { return test::source_dir() + "/scenarios/" + name; }
+
+const char* kValid = R"({
+  "schema_version": 1, "name": "cli-test",
+  "model": {"preset": "gpt2"},
+  "hardware": {"device": "a100-sxm-80gb"},
+  "cluster": {"nodes": 1, "gpus_per_node": 8,
+              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+              "inter_node": {"nics_per_node": 8, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+  "parallelism": {"data": 8, "micro_batch_size": 4},
+  "training": {"global_batch_size": 64}
+})";
+
+}  // namespace
+
+TEST(Cli, RunJsonPrintsEverySpecField) {
+  test::TempDir dir;
+  auto r = dtsim_cli("run " + scenario("gpt2-dp8-a100.json") + " -o " + dir.path("out") + " --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* p : {"/schema_version", "/scenario", "/step_time_s", "/throughput/samples_per_s",
+                        "/throughput/tokens_per_s", "/flops/model_flops_per_step", "/flops/hardware_flops_per_step",
+                        "/flops/model_tflops_per_gpu", "/flops/mfu", "/flops/hfu", "/breakdown_s/compute",
+                        "/breakdown_s/exposed_communication", "/breakdown_s/pipeline_bubble", "/breakdown_s/optimizer",
+                        "/breakdown_s/straggler_wait", "/memory/worst_rank", "/memory/params_bytes",
+                        "/memory/gradients_bytes", "/memory/optimizer_bytes", "/memory/activations_bytes",
+                        "/memory/other_bytes", "/memory/peak_bytes", "/memory/capacity_bytes", "/memory/fits",
+                        "/warnings", "/provenance/dtsim_version", "/provenance/wall_time_s"})
+    EXPECT_TRUE(j.contains(nlohmann::json::json_pointer(p))) << p;
+  // The breakdown is attributed on the critical path, so it adds up to the step.
+  double sum = 0;
+  for (const auto& [k, v] : j["breakdown_s"].items()) sum += v.get<double>();
+  EXPECT_NEAR(sum, j["step_time_s"].get<double>(), 1e-9);
+  double mfu = j["flops"]["mfu"].get<double>();
+  EXPECT_GT(mfu, 0.2);
+  EXPECT_LT(mfu, 0.8);
+  EXPECT_TRUE(std::filesystem::exists(dir.path("out/result.json")));
+}
+
+TEST(Cli, RepeatedRunsWriteByteIdenticalResults) {
+  test::TempDir dir;
+  ASSERT_EQ(dtsim_cli("run " + scenario("default.json") + " -o " + dir.path("a"), dir).code, 0);
+  ASSERT_EQ(dtsim_cli("run " + scenario("default.json") + " -o " + dir.path("b"), dir).code, 0);
+  std::string a = slurp(dir.path("a/result.json")), b = slurp(dir.path("b/result.json"));
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
+TEST(Cli, OverlappingBucketsWithBackwardShortensTheStep) {
+  test::TempDir dir;
+  std::string base = scenario("gpt2-dp64-a100.json");
+  std::string off = dir.file("off.json", R"({"extends": ")" + base + R"(", "name": "no-overlap",
+      "parallelism": {"overlap_grad_reduce": false}})");
+  auto on_r = dtsim_cli("run " + base + " -o " + dir.path("on") + " --format json", dir);
+  auto off_r = dtsim_cli("run " + off + " -o " + dir.path("off") + " --format json", dir);
+  ASSERT_EQ(on_r.code, 0) << on_r.err;
+  ASSERT_EQ(off_r.code, 0) << off_r.err;
+  auto on = nlohmann::json::parse(on_r.out), no = nlohmann::json::parse(off_r.out);
+  EXPECT_LT(on["step_time_s"].get<double>(), no["step_time_s"].get<double>());
+  EXPECT_LT(on["breakdown_s"]["exposed_communication"].get<double>(),
+            no["breakdown_s"]["exposed_communication"].get<double>());
+}
+
+TEST(Cli, SimGridAndAnalyticalBackendsAgreeWithoutContention) {
+  test::TempDir dir;
+  std::string base = dir.file("base.json", kValid);
+  std::string fast = dir.file("fast.json", R"({"extends": "base.json", "simulation": {"backend": "analytical"}})");
+  auto a = nlohmann::json::parse(dtsim_cli("run " + base + " -o " + dir.path("a") + " --format json", dir).out);
+  auto b = nlohmann::json::parse(dtsim_cli("run " + fast + " -o " + dir.path("b") + " --format json", dir).out);
+  EXPECT_NEAR(a["step_time_s"].get<double>() / b["step_time_s"].get<double>(), 1.0, 1e-6);
+}
+
+TEST(Cli, MemoryCommandNeedsNoSimulation) {
+  test::TempDir dir;
+  auto r = dtsim_cli("memory " + scenario("default.json") + " --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["memory"]["fits"].get<bool>());
+  EXPECT_FALSE(j.contains("step_time_s"));
+}
+
+TEST(Cli, PlainDataParallel7p5BHolds120GBOfModelStates) {
+  // ZeRO paper Table 1 / Figure 1: 7.5 B parameters, mixed-precision Adam, no sharding.
+  test::TempDir dir;
+  dir.file("base.json", kValid);
+  std::string f = dir.file("m.json", R"({"extends": "base.json", "model": {"preset": null, "kind": "transformer",
+      "num_layers": 36, "hidden_size": 4096, "num_heads": 32, "seq_len": 2048, "vocab_size": 51200}})");
+  auto r = dtsim_cli("memory " + f + " --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto m = nlohmann::json::parse(r.out)["memory"];
+  double params = nlohmann::json::parse(r.out)["model"]["params"].get<double>();
+  double states = m["params_bytes"].get<double>() + m["gradients_bytes"].get<double>() + m["optimizer_bytes"].get<double>();
+  EXPECT_NEAR(params / 7.5e9, 1.0, 0.02);  // Megatron's 7.5 B configuration
+  EXPECT_NEAR(states, 16.0 * params, 16.0);
+  EXPECT_NEAR(states / 120e9, 1.0, 0.02);
+  EXPECT_FALSE(m["fits"].get<bool>());  // 120 GB of states alone exceed an 80 GB A100
+}
+
+struct BadInput {
+  const char* name;
+  const char* body;  // written as child.json beside a valid base.json
+  const char* expected;  // in the message
+};
+
+void PrintTo(const BadInput& b, std::ostream* os) { *os << b.name; }
+
+class CliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliBadInput, ExitsTwoNamingThePointerAndWritesNothing) {
+  test::TempDir dir;
+  dir.file("base.json", kValid);
+  std::string f = dir.file("child.json", GetParam().body);
+  auto r = dtsim_cli("run " + f + " -o " + dir.path("out"), dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("error: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(GetParam().expected), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path("out")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Inputs, CliBadInput,
+    ::testing::Values(
+        BadInput{"MalformedJson", R"({"extends": "base.json", "name": })", "child.json: malformed JSON at line 1"},
+        BadInput{"MissingField", R"({"extends": "base.json", "training": {"global_batch_size": null}})",
+                 "child.json:/training/global_batch_size: required key is missing"},
+        BadInput{"UnknownKey", R"({"extends": "base.json", "cluster": {"gpu_per_node": 8}})",
+                 "child.json:/cluster/gpu_per_node: unknown key"},
+        BadInput{"WrongType", R"({"extends": "base.json", "parallelism": {"data": "eight"}})",
+                 "child.json:/parallelism/data: expected an integer"},
+        BadInput{"ZeroGpus", R"({"extends": "base.json", "cluster": {"nodes": 0}})", "child.json:/cluster/nodes: 0 is out of range"},
+        BadInput{"NegativeBandwidth", R"({"extends": "base.json", "cluster": {"inter_node": {"nic_bandwidth_GBps": -25}}})",
+                 "child.json:/cluster/inter_node/nic_bandwidth_GBps: -25 is out of range"},
+        BadInput{"ParallelismDoesNotCoverGpus", R"({"extends": "base.json", "parallelism": {"data": 4}})",
+                 "child.json:/parallelism/data: data (4) x tensor (1) x pipeline (1) = 4, but the cluster has 8 GPUs"},
+        BadInput{"AbsurdLayerCount", R"({"extends": "base.json", "model": {"num_layers": 1e30}})",
+                 "child.json:/model/num_layers"},
+        BadInput{"TensorDoesNotDivideHeads", R"({"extends": "base.json", "parallelism": {"data": 1, "tensor": 8}, "model": {"num_heads": 12}})",
+                 "child.json:/parallelism/tensor: 8 does not divide model.num_heads (12)"},
+        BadInput{"UnknownDevice", R"({"extends": "base.json", "hardware": {"device": "tpu-v9"}})",
+                 "child.json:/hardware/device: unknown device"},
+        BadInput{"MissingBase", R"({"extends": "nowhere.json"})", "child.json:/extends: base scenario"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Cli, MissingScenarioFileIsAnInputError) {
+  test::TempDir dir;
+  auto r = dtsim_cli("run " + dir.path("absent.json"), dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no such file"), std::string::npos);
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  test::TempDir dir;
+  EXPECT_EQ(dtsim_cli("frobnicate", dir).code, 2);
+  EXPECT_EQ(dtsim_cli("run", dir).code, 2);
+  EXPECT_EQ(dtsim_cli("run x.json --format yaml", dir).code, 2);
+}
+
+TEST(Cli, CompareFlagsASlowerCandidate) {
+  test::TempDir dir;
+  std::string a = dir.file("a.json", R"({"step_time_s": 1.0, "memory": {"peak_bytes": 10, "fits": true}})");
+  std::string b = dir.file("b.json", R"({"step_time_s": 1.1, "memory": {"peak_bytes": 10, "fits": true}})");
+  EXPECT_EQ(dtsim_cli("compare " + a + " " + b, dir).code, 3);
+  EXPECT_EQ(dtsim_cli("compare " + a + " " + b + " --rel-tol 0.2", dir).code, 0);
+  EXPECT_EQ(dtsim_cli("compare " + a + " " + a, dir).code, 0);
+}
+
+TEST(Cli, ListShowsPresets) {
+  test::TempDir dir;
+  auto r = dtsim_cli("list models", dir);
+  EXPECT_EQ(r.code, 0);
+  for (const char* m : {"gpt2", "gpt3-175b", "llama-3-8b", "llama-3-70b"}) EXPECT_NE(r.out.find(m), std::string::npos) << m;
+  EXPECT_NE(dtsim_cli("list devices", dir).out.find("h100-sxm-80gb"), std::string::npos);
+}

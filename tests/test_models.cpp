@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include "models/model_graph.hpp"
+#include "sim/config/merge.hpp"
+#include "sim/config/scenario.hpp"
+#include "helpers.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+// Loads a preset the way a scenario names it.
+models::TransformerSpec preset(const std::string& name) {
+  test::TempDir dir;
+  std::string f = dir.file("s.json", R"({"name": "t", "model": {"preset": ")" + name + R"("},
+    "hardware": {"device": "a100-sxm-80gb"},
+    "cluster": {"preset": "dgx-a100", "nodes": 1},
+    "parallelism": {"data": 8}, "training": {"global_batch_size": 8}})");
+  return config::load_scenario(f).model;
+}
+
+models::ModelGraph build(const models::TransformerSpec& s, std::int64_t b = 1) {
+  return models::build_transformer(s, models::BuildOptions{b, 2, models::Attention::Standard});
+}
+
+}  // namespace
+
+TEST(Models, Gpt3ParameterCountMatchesMegatronEq2) {
+  auto spec = preset("gpt3-175b");
+  double params = build(spec).params();
+  // Narayanan et al. 2021 (SC21), Eq. 2 with l = 96, h = 12288: 174.6 B parameters.
+  EXPECT_NEAR(params / 174.6e9, 1.0, 0.005);
+  // The op graph counts exactly Eq. 2's terms plus the final layer norm (2h).
+  EXPECT_NEAR(params, models::megatron_eq2_params(spec) + 2.0 * spec.hidden_size, 1.0);
+}
+
+TEST(Models, LlamaParameterCountsMatchPublishedSizes) {
+  // Meta's model cards: Llama 3 8B has 8.03 B parameters, 70B has 70.6 B.
+  EXPECT_NEAR(build(preset("llama-3-8b")).params() / 8.03e9, 1.0, 0.01);
+  EXPECT_NEAR(build(preset("llama-3-70b")).params() / 70.6e9, 1.0, 0.01);
+}
+
+TEST(Models, Gpt2ParameterCount) {
+  // GPT-2 small: 124.4 M with tied embeddings (Radford et al. 2019 report "117M" for an older count).
+  EXPECT_NEAR(build(preset("gpt2")).params() / 124.44e6, 1.0, 0.002);
+}
+
+TEST(Models, ActivationBytesPerLayerMatchKorthikanti) {
+  auto spec = preset("gpt3-175b");
+  for (std::int64_t b : {1, 4}) {
+    auto g = build(spec, b);
+    const auto& block = g.layers[1];
+    ASSERT_EQ(block.kind, models::LayerKind::Block);
+    // Korthikanti et al. 2022, Eq. 1: s*b*h*(34 + 5*a*s/h) bytes per layer in 16-bit.
+    EXPECT_DOUBLE_EQ(block.saved_bytes(), models::korthikanti_layer_activation_bytes(spec, b));
+  }
+}
+
+TEST(Models, SelectiveRecomputeDropsExactlyTheAttentionScores) {
+  auto spec = preset("gpt3-175b");
+  auto g = build(spec, 2);
+  double kept = 0;
+  for (const auto& op : g.layers[1].ops) kept += op.saved_bytes_selective;
+  double sbh = 2.0 * spec.seq_len * spec.hidden_size;
+  EXPECT_DOUBLE_EQ(kept, 34.0 * sbh);  // Korthikanti Sec. 5: selective recompute leaves 34sbh
+}
+
+TEST(Models, ModelFlopsMatchKorthikantiFormula) {
+  auto spec = preset("gpt3-175b");
+  const double b = 2, s = static_cast<double>(spec.seq_len), h = static_cast<double>(spec.hidden_size),
+               l = static_cast<double>(spec.num_layers), v = static_cast<double>(spec.vocab_size);
+  // Korthikanti et al. 2022, Sec. 6.3 (no recomputation): 72 b s l h^2 (1 + s/(6h) + V/(12 h l)).
+  double expected = 72.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * h * l));
+  EXPECT_NEAR(build(spec, 2).model_flops() / expected, 1.0, 1e-12);
+}
+
+TEST(Models, GroupedQueryAttentionShrinksKeyValueProjections) {
+  auto spec = preset("llama-3-8b");
+  auto g = build(spec);
+  const auto& qkv = g.layers[1].ops[1];
+  ASSERT_EQ(qkv.name, "qkv");
+  // 32 query heads and 8 KV heads of 128: h x (4096 + 2 x 1024), no bias.
+  EXPECT_DOUBLE_EQ(qkv.params, 4096.0 * (4096 + 2 * 1024));
+}
+
+TEST(Models, FlashAttentionKeepsNoScoreMatrix) {
+  auto spec = preset("gpt2");
+  auto standard = build(spec, 8);
+  auto flash = models::build_transformer(spec, models::BuildOptions{8, 2, models::Attention::Flash});
+  double scores = 5.0 * spec.num_heads * spec.seq_len * spec.seq_len * 8;
+  EXPECT_GT(standard.layers[1].saved_bytes() - flash.layers[1].saved_bytes(), 0.9 * scores);
+  EXPECT_DOUBLE_EQ(standard.model_flops(), flash.model_flops());
+}

@@ -1,0 +1,101 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/network/collectives.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+network::ClusterSpec flat(int p) {  // one GPU per node, one NIC each, one switch: a uniform ring
+  network::ClusterSpec c;
+  c.nodes = p;
+  c.gpus_per_node = 1;
+  c.intra_bandwidth = 300e9;
+  c.intra_latency = 2e-6;
+  c.nics_per_node = 1;
+  c.nic_bandwidth = 25e9;
+  c.inter_latency = 5e-6;
+  c.topology = network::Topology::SingleSwitch;
+  return c;
+}
+
+network::ClusterSpec dgx(int nodes) {
+  network::ClusterSpec c = flat(nodes);
+  c.gpus_per_node = 8;
+  c.nics_per_node = 8;
+  return c;
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+
+taskgraph::Collective all_reduce(double bytes) { return {taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, 0, bytes}; }
+
+}  // namespace
+
+TEST(RingAllReduce, EachProcessSendsTwiceItsShareTimesPMinusOne) {
+  for (int p : {2, 8, 100}) {
+    network::Platform pf(flat(p));
+    const double n = 1e9;
+    auto lc = network::lower(pf, all_reduce(n), iota(p));
+    ASSERT_EQ(lc.flows.size(), static_cast<std::size_t>(p));
+    for (const auto& f : lc.flows) EXPECT_DOUBLE_EQ(f.bytes, 2.0 * (n / p) * (p - 1));  // 2 (N/m)(m-1)
+  }
+}
+
+TEST(RingAllReduce, AnalyticalTimeIsTheClosedForm) {
+  for (int p : {2, 8, 512}) {
+    network::Platform pf(flat(p));
+    for (double bytes : {1e3, 1e6, 1e9}) {
+      double t = network::analytical_time(pf, network::lower(pf, all_reduce(bytes), iota(p)));
+      EXPECT_NEAR(t / network::ring_all_reduce_closed_form(p, bytes, 5e-6, 25e9), 1.0, 1e-12) << p << " " << bytes;
+    }
+  }
+}
+
+TEST(RingAllReduce, SingleGpuHasNothingToDo) {
+  network::Platform pf(flat(1));
+  EXPECT_TRUE(network::lower(pf, all_reduce(1e9), {0}).flows.empty());
+}
+
+TEST(RingAllReduce, AcrossNodesEveryNicCarriesOneChannel) {
+  network::Platform pf(dgx(4));
+  const int p = 32;
+  const double bytes = 8e9;
+  auto lc = network::lower(pf, all_reduce(bytes), iota(p));
+  std::map<int, double> sent;  // by source endpoint
+  for (const auto& f : lc.flows) sent[f.src] += f.bytes;
+  const double per_gpu = 2.0 * (p - 1) / p * bytes;
+  for (int g = 0; g < p; ++g) {
+    // Of each GPU's 2(p-1)/p S, one channel in eight leaves through its NIC, the rest over NVLink.
+    EXPECT_NEAR(sent[pf.fabric_endpoint(g)], per_gpu * 7 / 8, 1.0) << g;
+    EXPECT_NEAR(sent[pf.nic_endpoint(g)], per_gpu / 8, 1.0) << g;
+  }
+  // So the NICs, 8 x 25 GB/s per node, bound the time: busbw ~ 200 GB/s per GPU.
+  double t = network::analytical_time(pf, lc);
+  EXPECT_NEAR(per_gpu / 8 / 25e9 / t, 1.0, 0.01);
+}
+
+TEST(Platform, FewerNicsThanGpusShareThem) {
+  network::ClusterSpec c = dgx(2);
+  c.nics_per_node = 2;
+  network::Platform pf(c);
+  EXPECT_EQ(pf.nic_endpoint(0), pf.nic_endpoint(3));
+  EXPECT_NE(pf.nic_endpoint(3), pf.nic_endpoint(4));
+  EXPECT_NE(pf.nic_endpoint(0), pf.nic_endpoint(8));
+}
+
+TEST(Platform, OversubscribedFatTreeAddsASharedUplinkPerNode) {
+  network::ClusterSpec c = dgx(2);
+  c.topology = network::Topology::FatTree;
+  c.oversubscription = 4.0;
+  network::Platform pf(c);
+  const auto& links = pf.endpoint_links(pf.nic_endpoint(0));
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_DOUBLE_EQ(pf.links()[static_cast<std::size_t>(links[1])].bandwidth, 8 * 25e9 / 4.0);
+}

@@ -1,0 +1,118 @@
+#include <gtest/gtest.h>
+
+#include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
+#include "helpers.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+const char* kBase = R"({
+  "schema_version": 1, "name": "base",
+  "model": {"preset": "gpt2"},
+  "hardware": {"device": "a100-sxm-80gb"},
+  "cluster": {"nodes": 2, "gpus_per_node": 8,
+              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+              "inter_node": {"nics_per_node": 8, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+  "parallelism": {"data": 16, "micro_batch_size": 2},
+  "training": {"global_batch_size": 64}
+})";
+
+// Loads `child` written beside the base scenario and returns the error it raises.
+InputError error_of(const std::string& child) {
+  test::TempDir dir;
+  dir.file("base.json", kBase);
+  std::string f = dir.file("child.json", child);
+  try {
+    config::load_scenario(f);
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << child;
+  return InputError("", "", "");
+}
+
+}  // namespace
+
+TEST(Scenario, ExtendsMergesChildOverBase) {
+  test::TempDir dir;
+  dir.file("base.json", kBase);
+  auto s = config::load_scenario(dir.file("c.json", R"({"extends": "base.json", "name": "child",
+      "cluster": {"inter_node": {"nic_bandwidth_GBps": null, "nic_bandwidth_Gbps": 400}}})"));
+  EXPECT_EQ(s.name, "child");
+  EXPECT_DOUBLE_EQ(s.cluster.nic_bandwidth, 50e9);      // 400 Gb/s, child
+  EXPECT_DOUBLE_EQ(s.cluster.inter_latency, 5e-6);      // base, merged not replaced
+  EXPECT_EQ(s.cluster.nics_per_node, 8);
+  EXPECT_EQ(s.model_preset, "gpt2");
+  EXPECT_EQ(s.parallelism.data, 16);
+}
+
+TEST(Scenario, PresetValuesCanBeOverridden) {
+  test::TempDir dir;
+  dir.file("base.json", kBase);
+  auto s = config::load_scenario(dir.file("c.json", R"({"extends": "base.json", "model": {"seq_len": 2048}})"));
+  EXPECT_EQ(s.model.seq_len, 2048);
+  EXPECT_EQ(s.model.num_layers, 12);
+}
+
+TEST(Scenario, UnitSuffixesConvertToSI) {
+  test::TempDir dir;
+  dir.file("base.json", kBase);
+  auto s = config::load_scenario(dir.file("c.json", R"({"extends": "base.json",
+      "cluster": {"intra_node": {"latency_us": null, "latency_ms": 0.004}}})"));
+  EXPECT_DOUBLE_EQ(s.cluster.intra_latency, 4e-6);
+}
+
+TEST(Scenario, UnknownKeyNamesItsPointer) {
+  auto e = error_of(R"({"extends": "base.json", "parallelism": {"dataa": 16}})");
+  EXPECT_EQ(e.pointer(), "/parallelism/dataa");
+  EXPECT_NE(std::string(e.what()).find("unknown key"), std::string::npos);
+}
+
+TEST(Scenario, InheritedValueErrorNamesTheFileThatSetIt) {
+  // 64 samples cannot be split over 16 ranks x 8: the offending value lives in base.json.
+  auto e = error_of(R"({"extends": "base.json", "parallelism": {"micro_batch_size": 8}})");
+  EXPECT_EQ(e.pointer(), "/training/global_batch_size");
+  EXPECT_NE(e.file().find("base.json"), std::string::npos);
+}
+
+TEST(Scenario, SameQuantityInTwoUnitsIsAnError) {
+  auto e = error_of(R"({"extends": "base.json", "cluster": {"intra_node": {"latency_ms": 0.002}}})");
+  EXPECT_EQ(e.pointer().rfind("/cluster/intra_node/latency_", 0), 0u) << e.pointer();
+  EXPECT_NE(std::string(e.what()).find("second time"), std::string::npos);
+}
+
+TEST(Scenario, ImpossibleNumbersAreRejected) {
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "model": {"num_layers": 1e30}})").pointer(), "/model/num_layers");
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "model": {"num_layers": 0}})").pointer(), "/model/num_layers");
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "cluster": {"nodes": 0}})").pointer(), "/cluster/nodes");
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "cluster": {"intra_node": {"bandwidth_GBps": -1}}})").pointer(),
+            "/cluster/intra_node/bandwidth_GBps");
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "model": {"num_heads": 7}})").pointer(), "/model/num_heads");
+}
+
+TEST(Scenario, ExtendsCycleIsReported) {
+  test::TempDir dir;
+  dir.file("a.json", R"({"extends": "b.json"})");
+  std::string b = dir.file("b.json", R"({"extends": "a.json"})");
+  try {
+    config::load_scenario(b);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.pointer(), "/extends");
+  }
+}
+
+TEST(Scenario, UnknownPresetListsKnownOnes) {
+  auto e = error_of(R"({"extends": "base.json", "model": {"preset": "gpt5"}})");
+  EXPECT_EQ(e.pointer(), "/model/preset");
+  EXPECT_NE(std::string(e.what()).find("gpt3-175b"), std::string::npos);
+}
+
+TEST(Scenario, EveryShippedScenarioLoads) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(test::source_dir() + "/scenarios")) {
+    if (entry.path().extension() != ".json" || entry.path().parent_path().filename() == "base") continue;
+    EXPECT_NO_THROW(config::load_scenario(entry.path().string())) << entry.path();
+  }
+}
