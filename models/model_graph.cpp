@@ -49,6 +49,14 @@ double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t
   return 34.0 * sbh + 5.0 * as2b;
 }
 
+double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t micro_batch, std::int64_t t, bool sp) {
+  double sbh = static_cast<double>(s.seq_len) * static_cast<double>(micro_batch) * static_cast<double>(s.hidden_size);
+  double as_h = static_cast<double>(s.num_heads) * static_cast<double>(s.seq_len) / static_cast<double>(s.hidden_size);
+  double tt = static_cast<double>(t);
+  if (sp) return sbh / tt * (34.0 + 5.0 * as_h);
+  return sbh * (10.0 + 24.0 / tt + 5.0 * as_h / tt);
+}
+
 Kernel optimizer_kernel(OptimizerKind kind, double params, bool mixed_precision) {
   // Bytes touched per parameter. Adam reads gradient, master weight, m and v and writes the last
   // three (plus the 16-bit copy under mixed precision); SGD with momentum drops v.

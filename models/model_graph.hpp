@@ -28,6 +28,12 @@ struct BuildOptions {
   std::int64_t micro_batch = 1;
   int activation_bytes = 2;  // bytes per element of activations and 16-bit weights
   Attention attention = Attention::Standard;
+  // Megatron tensor parallelism: the slice one of `tensor` ranks holds and computes (Shoeybi et
+  // al. 2019): column-parallel QKV and fc1, row-parallel output and fc2, heads split, vocabulary
+  // split. Sequence parallelism also splits norms, dropouts and the saved GEMM inputs by tokens
+  // (Korthikanti et al. 2022).
+  std::int64_t tensor = 1;
+  bool sequence_parallel = false;
 };
 
 enum class KernelKind { Gemm, Attention, Memory };
@@ -82,6 +88,9 @@ ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& op
 // and the per-layer activation bytes of Korthikanti et al. 2022 (Table 2, no parallelism).
 double megatron_eq2_params(const TransformerSpec& s);
 double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t micro_batch);
+// Korthikanti et al. 2022, Table 2: with tensor parallelism t, sbh(10 + 24/t + 5as/(ht)); with
+// sequence parallelism too, sbh/t (34 + 5as/h).
+double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t micro_batch, std::int64_t t, bool sp);
 
 enum class OptimizerKind { Adam, Sgd };
 

@@ -1,5 +1,7 @@
 #include "models/model_graph.hpp"
 
+#include <algorithm>
+
 namespace dtsim::models {
 
 namespace {
@@ -19,14 +21,15 @@ Kernel memory(const std::string& name, double bytes, double flops) {
   return Kernel{name, KernelKind::Memory, 1, 0, 0, 0, flops, bytes};
 }
 
-// Y[t,out] = X[t,in] W[in,out]: backward is dX = dY W^T and dW = X^T dY; X is saved.
-Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias) {
+// Y[t,out] = X[t,in] W[in,out]: backward is dX = dY W^T and dW = X^T dY; X is saved, split
+// `saved_split` ways (sequence parallelism keeps only this rank's tokens of a gathered input).
+Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, double saved_split = 1.0) {
   Op op;
   op.name = name;
   op.forward = {gemm(name, 1, tokens, out, in, e)};
   op.backward = {gemm(name + ".dgrad", 1, tokens, in, out, e), gemm(name + ".wgrad", 1, in, out, tokens, e)};
   op.params = static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0);
-  op.saved_bytes = op.saved_bytes_selective = static_cast<double>(tokens) * static_cast<double>(in) * e;
+  op.saved_bytes = op.saved_bytes_selective = static_cast<double>(tokens) * static_cast<double>(in) * e / saved_split;
   op.matmul = true;
   return op;
 }
@@ -42,6 +45,7 @@ Op elementwise(const std::string& name, double elems, double e, double reads, do
   return op;
 }
 
+// Under sequence parallelism `tokens_h` is already this rank's share.
 Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e) {
   Op op = elementwise(name, tokens_h, e, 1.0, tokens_h * e, 8.0);
   op.params = (s.norm == Norm::LayerNorm ? 2.0 : 1.0) * static_cast<double>(s.hidden_size);
@@ -56,7 +60,9 @@ Op dropout_add(const std::string& name, double elems, double e, bool dropout) {
 Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   const I t = o.micro_batch * s.seq_len;
   const double th = static_cast<double>(t) * static_cast<double>(s.hidden_size);
-  const double table = static_cast<double>(s.vocab_size) * static_cast<double>(s.hidden_size);
+  const double tp = static_cast<double>(o.tensor);
+  // The table is split by vocabulary; each rank gathers its rows, the outputs are summed.
+  const double table = static_cast<double>(s.vocab_size) * static_cast<double>(s.hidden_size) / tp;
   Layer l{"embedding", LayerKind::Embedding, {}, 0};
   Op emb;
   emb.name = "embedding";
@@ -67,23 +73,49 @@ Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e)
   if (s.position_embedding == PositionEmbedding::Learned)
     emb.params += static_cast<double>(s.seq_len) * static_cast<double>(s.hidden_size);
   l.ops.push_back(emb);
-  if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", th, e, 1.0, th, 2.0));
+  const double local = o.sequence_parallel ? th / tp : th;
+  if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", local, e, 1.0, local, 2.0));
   return l;
 }
 
-void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, double e) {
-  const I b = o.micro_batch, q = s.seq_len, h = s.hidden_size, a = s.num_heads, g = s.num_kv_heads;
-  const I d = h / a, t = b * q;
-  const double th = static_cast<double>(t) * static_cast<double>(h);
-  const double kv = static_cast<double>(t) * static_cast<double>(g * d) * e;  // one of K or V
-  l.ops.push_back(linear("qkv", t, h, (a + 2 * g) * d, e, s.linear_bias));
+// Shapes of one tensor-parallel rank's slice of a block.
+struct Slice {
+  I b, q, h, d, heads, kv_heads, ffn, tokens;
+  double t, th, th_local, e;  // th_local: tokens x hidden this rank keeps under sequence parallelism
+  double gathered_split;      // how many ways a gathered GEMM input is saved split
+};
+
+Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
+  Slice x{};
+  x.b = o.micro_batch;
+  x.q = s.seq_len;
+  x.h = s.hidden_size;
+  x.d = s.hidden_size / s.num_heads;
+  x.heads = s.num_heads / o.tensor;
+  x.kv_heads = std::max<I>(1, s.num_kv_heads / o.tensor);  // fewer KV heads than ranks: replicated
+  x.ffn = s.ffn_hidden_size / o.tensor;
+  x.tokens = x.b * x.q;
+  x.t = static_cast<double>(o.tensor);
+  x.th = static_cast<double>(x.tokens) * static_cast<double>(x.h);
+  x.th_local = o.sequence_parallel ? x.th / x.t : x.th;
+  x.e = e;
+  x.gathered_split = o.sequence_parallel ? x.t : 1.0;
+  return x;
+}
+
+void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
+  const double e = x.e;
+  const double kv = static_cast<double>(x.tokens) * static_cast<double>(x.kv_heads * x.d) * e;  // K or V
+  const double q_bytes = static_cast<double>(x.tokens) * static_cast<double>(x.heads * x.d) * e;
+  l.ops.push_back(linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x.gathered_split));
+  const I bh = x.b * x.heads;
   if (o.attention == Attention::Flash) {
     // One fused kernel; backward recomputes the scores, hence 2.5x the forward matmul work.
     Op fa;
     fa.name = "flash_attention";
-    Kernel f = gemm("flash_attention", b * a, q, q, d, e, KernelKind::Attention);
+    Kernel f = gemm("flash_attention", bh, x.q, x.q, x.d, e, KernelKind::Attention);
     f.flops *= 2.0;  // QK^T and PV
-    f.bytes = (2.0 * th + 2.0 * kv / e) * e;
+    f.bytes = 2.0 * q_bytes + 2.0 * kv;
     Kernel bw = f;
     bw.name = "flash_attention.bwd";
     bw.flops = 2.5 * f.flops;
@@ -91,17 +123,17 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, do
     fa.forward = {f};
     fa.backward = {bw};
     fa.saved_bytes = fa.saved_bytes_selective =
-        2.0 * th * e + 2.0 * kv + static_cast<double>(b * a * q) * 4.0;  // Q, O, K, V, log-sum-exp
+        2.0 * q_bytes + 2.0 * kv + static_cast<double>(bh * x.q) * 4.0;  // Q, O, K, V, log-sum-exp
     fa.matmul = true;
     l.ops.push_back(fa);
   } else {
-    const double scores = static_cast<double>(b * a) * static_cast<double>(q) * static_cast<double>(q);
+    const double scores = static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q);
     Op qk;
     qk.name = "attention.scores";
-    qk.forward = {gemm("attention.qk", b * a, q, q, d, e, KernelKind::Attention)};
-    qk.backward = {gemm("attention.qk.dq", b * a, q, d, q, e, KernelKind::Attention),
-                   gemm("attention.qk.dk", b * a, q, d, q, e, KernelKind::Attention)};
-    qk.saved_bytes = qk.saved_bytes_selective = th * e + kv;  // Q and K
+    qk.forward = {gemm("attention.qk", bh, x.q, x.q, x.d, e, KernelKind::Attention)};
+    qk.backward = {gemm("attention.qk.dq", bh, x.q, x.d, x.q, e, KernelKind::Attention),
+                   gemm("attention.qk.dk", bh, x.q, x.d, x.q, e, KernelKind::Attention)};
+    qk.saved_bytes = qk.saved_bytes_selective = q_bytes + kv;  // Q and K
     qk.selective = qk.matmul = true;
     l.ops.push_back(qk);
     Op sm = elementwise("attention.softmax", scores, e, 1.0, scores * e, 5.0);
@@ -116,50 +148,58 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, do
     }
     Op pv;
     pv.name = "attention.context";
-    pv.forward = {gemm("attention.pv", b * a, q, d, q, e, KernelKind::Attention)};
-    pv.backward = {gemm("attention.pv.dp", b * a, q, q, d, e, KernelKind::Attention),
-                   gemm("attention.pv.dv", b * a, q, d, q, e, KernelKind::Attention)};
+    pv.forward = {gemm("attention.pv", bh, x.q, x.d, x.q, e, KernelKind::Attention)};
+    pv.backward = {gemm("attention.pv.dp", bh, x.q, x.q, x.d, e, KernelKind::Attention),
+                   gemm("attention.pv.dv", bh, x.q, x.d, x.q, e, KernelKind::Attention)};
     pv.saved_bytes = pv.saved_bytes_selective = kv;  // V; the probabilities are counted above
     pv.matmul = true;
     l.ops.push_back(pv);
   }
-  l.ops.push_back(linear("attention.out", t, a * d, h, e, s.linear_bias));
-  l.ops.push_back(dropout_add("attention.residual", th, e, s.dropout));
+  Op out = linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false);
+  if (s.linear_bias) out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share
+  l.ops.push_back(out);
+  l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
 }
 
-void mlp_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, double e) {
-  const I t = o.micro_batch * s.seq_len, h = s.hidden_size, f = s.ffn_hidden_size;
-  const double tf = static_cast<double>(t) * static_cast<double>(f);
-  const double th = static_cast<double>(t) * static_cast<double>(h);
+void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
+  const double e = x.e;
+  const double tf = static_cast<double>(x.tokens) * static_cast<double>(x.ffn);
   if (s.mlp == Mlp::SwiGlu) {
-    l.ops.push_back(linear("mlp.gate_up", t, h, 2 * f, e, s.linear_bias));
-    Op act = elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0);
-    l.ops.push_back(act);
+    l.ops.push_back(linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x.gathered_split));
+    l.ops.push_back(elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0));
   } else {
-    l.ops.push_back(linear("mlp.fc1", t, h, f, e, s.linear_bias));
+    l.ops.push_back(linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x.gathered_split));
     l.ops.push_back(elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0));
   }
-  l.ops.push_back(linear("mlp.fc2", t, f, h, e, s.linear_bias));
-  l.ops.push_back(dropout_add("mlp.residual", th, e, s.dropout));
+  Op fc2 = linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false);
+  if (s.linear_bias) fc2.params += static_cast<double>(x.h) / x.t;
+  l.ops.push_back(fc2);
+  l.ops.push_back(dropout_add("mlp.residual", x.th_local, e, s.dropout));
 }
 
 Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I index) {
-  const double th = static_cast<double>(o.micro_batch * s.seq_len) * static_cast<double>(s.hidden_size);
-  Layer l{"block." + std::to_string(index), LayerKind::Block, {}, th * e};
-  l.ops.push_back(norm("norm1", s, th, e));
-  attention_ops(l, s, o, e);
-  l.ops.push_back(norm("norm2", s, th, e));
-  mlp_ops(l, s, o, e);
+  const Slice x = slice(s, o, e);
+  Layer l{"block." + std::to_string(index), LayerKind::Block, {}, x.th_local * e};
+  Op n1 = norm("norm1", s, x.th_local, e);
+  n1.params /= x.t;  // replicated on every rank; counted once across the group
+  l.ops.push_back(n1);
+  attention_ops(l, s, o, x);
+  Op n2 = norm("norm2", s, x.th_local, e);
+  n2.params /= x.t;
+  l.ops.push_back(n2);
+  mlp_ops(l, s, x);
   return l;
 }
 
 Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
-  const I t = o.micro_batch * s.seq_len;
-  const double th = static_cast<double>(t) * static_cast<double>(s.hidden_size);
-  const double tv = static_cast<double>(t) * static_cast<double>(s.vocab_size);
-  Layer l{"head", LayerKind::Head, {}, th * e};
-  l.ops.push_back(norm("final_norm", s, th, e));
-  Op logits = linear("lm_head", t, s.hidden_size, s.vocab_size, e, false);
+  const Slice x = slice(s, o, e);
+  const I vocab = (s.vocab_size + o.tensor - 1) / o.tensor;  // vocabulary-parallel output layer
+  const double tv = static_cast<double>(x.tokens) * static_cast<double>(vocab);
+  Layer l{"head", LayerKind::Head, {}, x.th_local * e};
+  Op fn = norm("final_norm", s, x.th_local, e);
+  fn.params /= x.t;
+  l.ops.push_back(fn);
+  Op logits = linear("lm_head", x.tokens, s.hidden_size, vocab, e, false, x.gathered_split);
   if (s.tied_embeddings) logits.params = 0;  // shares the embedding table
   l.ops.push_back(logits);
   // Cross-entropy in fp32: the softmax of the logits is kept for backward (Korthikanti's 4sbv).

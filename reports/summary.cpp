@@ -25,16 +25,19 @@ std::string summary(const results::Result& r) {
   std::string out;
   out += fmt::format("{}: {} ({:.2f} B parameters) on {} x {} ({} nodes x {})\n", r.scenario, s.model.name,
                      r.params / 1e9, r.gpus, s.device.name, s.cluster.nodes, s.cluster.gpus_per_node);
-  out += fmt::format("  data {} x tensor {} x pipeline {}; micro-batch {}, {} accumulation steps, global batch {}, {}\n",
+  out += fmt::format("  data {} x tensor {} x pipeline {}; micro-batch {}, {} micro-batches per step, global batch {}, {}\n",
                      s.parallelism.data, s.parallelism.tensor, s.parallelism.pipeline, s.parallelism.micro_batch,
-                     r.plan.accumulation_steps, s.training.global_batch, config::compute_dtype(s.training.precision));
+                     r.plan.micro_batches, s.training.global_batch, config::compute_dtype(s.training.precision));
+  if (s.parallelism.pipeline > 1)
+    out += fmt::format("  {} schedule, {} virtual stages; zero stage {}, recompute {}\n", strategies::to_string(s.parallelism.schedule),
+                       s.parallelism.virtual_stages, s.parallelism.zero_stage, strategies::to_string(s.parallelism.recompute));
   if (r.timed) {
     out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows)\n", r.step_time_s, r.timeline.backend,
                        r.plan.graph.tasks.size(), r.timeline.flows);
     out += fmt::format("throughput     {:10.1f} samples/s   {:.0f} tokens/s\n", r.samples_per_s, r.tokens_per_s);
     out += fmt::format("model TFLOP/s  {:10.1f} per GPU     MFU {:.1f}%   HFU {:.1f}%\n", r.model_tflops_per_gpu,
                        100 * r.mfu, 100 * r.hfu);
-    out += "\nwhere the step goes (critical path)\n";
+    out += fmt::format("\nwhere the step goes (GPU {}, the last to finish)\n", r.breakdown.rank);
     const auto& b = r.breakdown;
     for (auto [name, v] : {std::pair{"compute", b.compute}, {"exposed communication", b.exposed_communication},
                            {"pipeline bubble", b.pipeline_bubble}, {"optimizer", b.optimizer},

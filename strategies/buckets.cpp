@@ -2,12 +2,13 @@
 
 namespace dtsim::strategies {
 
-std::vector<Bucket> make_buckets(const models::ModelGraph& g, double grad_bytes_per_param, double cap, double first_cap) {
+std::vector<Bucket> make_buckets(const std::vector<const models::Layer*>& layers, double grad_bytes_per_param, double cap,
+                                 double first_cap) {
   std::vector<Bucket> out;
   Bucket cur;
   bool open = false;
-  for (int li = static_cast<int>(g.layers.size()) - 1; li >= 0; --li) {
-    const auto& ops = g.layers[static_cast<std::size_t>(li)].ops;
+  for (int li = static_cast<int>(layers.size()) - 1; li >= 0; --li) {
+    const auto& ops = layers[static_cast<std::size_t>(li)]->ops;
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
       double bytes = it->params * grad_bytes_per_param;
       if (bytes <= 0) continue;

@@ -13,6 +13,8 @@ struct Bucket {
 // Fills gradient buckets the way PyTorch DDP does: parameters in reverse order of definition
 // (roughly the order backward produces them), the first bucket capped at `first_cap`, the rest at
 // `cap`; a tensor larger than the cap gets a bucket of its own.
-std::vector<Bucket> make_buckets(const models::ModelGraph& g, double grad_bytes_per_param, double cap, double first_cap);
+// `layers` in model order; ready_after_layer indexes into it.
+std::vector<Bucket> make_buckets(const std::vector<const models::Layer*>& layers, double grad_bytes_per_param, double cap,
+                                 double first_cap);
 
 }  // namespace dtsim::strategies

@@ -4,6 +4,7 @@
 
 #include "models/model_graph.hpp"
 #include "sim/taskgraph/task_graph.hpp"
+#include "strategies/schedule.hpp"
 
 namespace dtsim::strategies {
 
@@ -20,6 +21,20 @@ struct ParallelismSpec {
   double first_bucket_bytes = 1.0 * 1024 * 1024;
   bool overlap_grad_reduce = true;
   taskgraph::Algorithm algorithm = taskgraph::Algorithm::Ring;
+  Schedule schedule = Schedule::OneFOneB;
+  int virtual_stages = 1;
+  bool sequence_parallel = false;
+  // GPU order, fastest-varying first: tensor, then pipeline, then data (tensor groups stay inside
+  // a node, pipeline neighbours next to each other); `pipeline_outer` puts data before pipeline
+  // as Megatron-LM's default rank order does.
+  bool pipeline_outer = false;
+  bool offload_optimizer = false;  // ZeRO-Offload: optimizer state and step on the host
+};
+
+// Host side of a node, for offload.
+struct HostSpec {
+  double pcie_bandwidth = 16e9;          // per GPU, per direction
+  double memory_bandwidth_per_gpu = 25e9;  // host DRAM bandwidth one GPU's CPU cores get
 };
 
 struct TrainingSpec {

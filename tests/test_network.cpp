@@ -34,7 +34,9 @@ std::vector<int> iota(int n) {
   return v;
 }
 
-taskgraph::Collective all_reduce(double bytes) { return {taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, 0, bytes}; }
+network::LoweredCollective all_reduce(const network::Platform& pf, double bytes, const std::vector<int>& ranks) {
+  return network::lower(pf, taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, bytes, ranks);
+}
 
 }  // namespace
 
@@ -42,7 +44,7 @@ TEST(RingAllReduce, EachProcessSendsTwiceItsShareTimesPMinusOne) {
   for (int p : {2, 8, 100}) {
     network::Platform pf(flat(p));
     const double n = 1e9;
-    auto lc = network::lower(pf, all_reduce(n), iota(p));
+    auto lc = all_reduce(pf, n, iota(p));
     ASSERT_EQ(lc.flows.size(), static_cast<std::size_t>(p));
     for (const auto& f : lc.flows) EXPECT_DOUBLE_EQ(f.bytes, 2.0 * (n / p) * (p - 1));  // 2 (N/m)(m-1)
   }
@@ -52,7 +54,7 @@ TEST(RingAllReduce, AnalyticalTimeIsTheClosedForm) {
   for (int p : {2, 8, 512}) {
     network::Platform pf(flat(p));
     for (double bytes : {1e3, 1e6, 1e9}) {
-      double t = network::analytical_time(pf, network::lower(pf, all_reduce(bytes), iota(p)));
+      double t = network::analytical_time(pf, all_reduce(pf, bytes, iota(p)));
       EXPECT_NEAR(t / network::ring_all_reduce_closed_form(p, bytes, 5e-6, 25e9), 1.0, 1e-12) << p << " " << bytes;
     }
   }
@@ -60,14 +62,14 @@ TEST(RingAllReduce, AnalyticalTimeIsTheClosedForm) {
 
 TEST(RingAllReduce, SingleGpuHasNothingToDo) {
   network::Platform pf(flat(1));
-  EXPECT_TRUE(network::lower(pf, all_reduce(1e9), {0}).flows.empty());
+  EXPECT_TRUE(all_reduce(pf, 1e9, {0}).flows.empty());
 }
 
 TEST(RingAllReduce, AcrossNodesEveryNicCarriesOneChannel) {
   network::Platform pf(dgx(4));
   const int p = 32;
   const double bytes = 8e9;
-  auto lc = network::lower(pf, all_reduce(bytes), iota(p));
+  auto lc = all_reduce(pf, bytes, iota(p));
   std::map<int, double> sent;  // by source endpoint
   for (const auto& f : lc.flows) sent[f.src] += f.bytes;
   const double per_gpu = 2.0 * (p - 1) / p * bytes;
@@ -98,4 +100,24 @@ TEST(Platform, OversubscribedFatTreeAddsASharedUplinkPerNode) {
   const auto& links = pf.endpoint_links(pf.nic_endpoint(0));
   ASSERT_EQ(links.size(), 2u);
   EXPECT_DOUBLE_EQ(pf.links()[static_cast<std::size_t>(links[1])].bandwidth, 8 * 25e9 / 4.0);
+}
+
+TEST(RingReduceScatterAllGather, HalfTheAllReduceTraffic) {
+  network::Platform pf(flat(8));
+  auto rs = network::lower(pf, taskgraph::CollectiveOp::ReduceScatter, taskgraph::Algorithm::Ring, 1e9, iota(8));
+  auto ag = network::lower(pf, taskgraph::CollectiveOp::AllGather, taskgraph::Algorithm::Ring, 1e9, iota(8));
+  for (const auto* lc : {&rs, &ag}) {
+    ASSERT_EQ(lc->flows.size(), 8u);
+    EXPECT_DOUBLE_EQ(lc->flows[0].bytes, 7.0 / 8 * 1e9);  // (p-1)/p S per process
+    EXPECT_DOUBLE_EQ(lc->extra_latency, 6 * 5e-6);         // p-1 steps, one paid by the flow
+  }
+}
+
+TEST(SendRecv, UsesNvlinkInsideANodeAndNicsAcross) {
+  network::Platform pf(dgx(2));
+  auto inside = network::lower(pf, taskgraph::CollectiveOp::SendRecv, taskgraph::Algorithm::Ring, 1e6, {0, 1});
+  auto across = network::lower(pf, taskgraph::CollectiveOp::SendRecv, taskgraph::Algorithm::Ring, 1e6, {0, 8});
+  EXPECT_EQ(inside.flows[0].src, pf.fabric_endpoint(0));
+  EXPECT_EQ(across.flows[0].src, pf.nic_endpoint(0));
+  EXPECT_EQ(across.flows[0].dst, pf.nic_endpoint(8));
 }

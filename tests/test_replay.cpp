@@ -26,14 +26,16 @@ double simulate_ring(int p, double bytes) {
   network::Platform pf(flat(p));
   taskgraph::TaskGraph g;
   g.num_ranks = p;
-  int w = g.add_work({"warmup", {}, 1});
+  taskgraph::Work warm;
+  warm.name = "warmup";
+  int w = g.add_work(warm);
   std::vector<int> ranks;
   for (int i = 0; i < p; ++i) ranks.push_back(i);
   int grp = g.add_group(ranks);
   int c0 = g.add_compute(0, w, taskgraph::Category::Compute, "warmup", {});
-  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, grp, bytes}, "ar", {c0});
+  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, {grp}, bytes}, "ar", {c0});
   std::vector<double> seconds{1e-3};
-  auto t = replay::replay_simgrid({g, seconds, pf, ranks});
+  auto t = replay::replay_simgrid({g, seconds, pf});
   return t.makespan - 1e-3;
 }
 
@@ -56,12 +58,12 @@ TEST(SimGridReplay, ContendingCollectivesShareLinks) {
   std::vector<int> ranks{0, 1, 2, 3, 4, 5, 6, 7};
   int grp = g.add_group(ranks);
   const double bytes = 4e9;
-  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, grp, bytes}, "a", {});
-  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, grp, bytes}, "b", {});
+  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, {grp}, bytes}, "a", {});
+  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, {grp}, bytes}, "b", {});
   std::vector<double> none;
-  auto t = replay::replay_simgrid({g, none, pf, ranks});
+  auto t = replay::replay_simgrid({g, none, pf});
   double bw_part = 2.0 * 7 / 8 * bytes / 25e9;
   EXPECT_NEAR(t.makespan / (2 * bw_part + 14 * 5e-6), 1.0, 0.01);
-  auto b = replay::critical_path_breakdown(g, t);
+  auto b = replay::step_breakdown(g, t, none, none);
   EXPECT_NEAR(b.total(), t.makespan, 1e-12);
 }

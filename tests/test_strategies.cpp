@@ -1,7 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "models/model_graph.hpp"
-#include "strategies/data_parallel.hpp"
+#include "strategies/plan.hpp"
+#include "strategies/works.hpp"
 
 using namespace dtsim;
 
@@ -24,27 +25,37 @@ struct Setup {
   models::ModelGraph graph;
   strategies::ParallelismSpec par;
   strategies::TrainingSpec train;
+  strategies::HostSpec host;
+  strategies::Plan plan() const { return strategies::plan_training(graph, par, train, host); }
 };
 
-Setup setup(int dp, std::int64_t mb, std::int64_t global) {
-  Setup s{models::build_transformer(small(), {mb, 2, models::Attention::Standard}), {}, {}};
+Setup setup(int dp, std::int64_t mb, std::int64_t global, int tp = 1, int pp = 1) {
+  Setup s{models::build_transformer(small(), {mb, 2, models::Attention::Standard, tp, false}), {}, {}, {}};
   s.par.data = dp;
+  s.par.tensor = tp;
+  s.par.pipeline = pp;
   s.par.micro_batch = mb;
   s.train.global_batch = global;
   return s;
 }
 
-int collectives(const taskgraph::TaskGraph& g) {
+int count(const taskgraph::TaskGraph& g, taskgraph::CollectiveOp op) {
   int n = 0;
-  for (const auto& t : g.tasks) n += t.is_collective;
+  for (const auto& t : g.tasks) n += t.is_collective && t.collective.op == op;
   return n;
+}
+
+std::vector<const models::Layer*> all_layers(const models::ModelGraph& g) {
+  std::vector<const models::Layer*> v;
+  for (const auto& l : g.layers) v.push_back(&l);
+  return v;
 }
 
 }  // namespace
 
 TEST(Buckets, FollowPyTorchDdpCaps) {
   auto s = setup(8, 4, 64);
-  auto buckets = strategies::make_buckets(s.graph, 2.0, 25.0 * (1 << 20), 1.0 * (1 << 20));
+  auto buckets = strategies::make_buckets(all_layers(s.graph), 2.0, 25.0 * (1 << 20), 1.0 * (1 << 20));
   double total = 0;
   for (const auto& b : buckets) total += b.bytes;
   EXPECT_DOUBLE_EQ(total, 2.0 * s.graph.params());
@@ -56,38 +67,51 @@ TEST(Buckets, FollowPyTorchDdpCaps) {
   EXPECT_EQ(buckets.back().ready_after_layer, 0);
 }
 
-TEST(DataParallel, AccumulationStepsAndFlopsFollowTheBatch) {
+TEST(DataParallel, MicroBatchesAndFlopsFollowTheBatch) {
   auto s = setup(8, 4, 512);
-  auto plan = strategies::plan_data_parallel(s.graph, s.par, s.train);
-  EXPECT_EQ(plan.accumulation_steps, 16);
+  auto plan = s.plan();
+  EXPECT_EQ(plan.micro_batches, 16);
   EXPECT_DOUBLE_EQ(plan.model_flops_per_step, s.graph.model_flops() * 512 / 4);
-  EXPECT_EQ(collectives(plan.graph), static_cast<int>(plan.buckets.size()));
+  EXPECT_EQ(count(plan.graph, taskgraph::CollectiveOp::AllReduce), static_cast<int>(plan.gradient_buckets));
 }
 
 TEST(DataParallel, OneGpuNeedsNoAllReduce) {
   auto s = setup(1, 4, 8);
-  EXPECT_EQ(collectives(strategies::plan_data_parallel(s.graph, s.par, s.train).graph), 0);
+  EXPECT_EQ(count(s.plan().graph, taskgraph::CollectiveOp::AllReduce), 0);
+}
+
+TEST(DataParallel, AllReduceCoversEveryReplica) {
+  auto s = setup(8, 4, 32);
+  auto plan = s.plan();
+  for (const auto& t : plan.graph.tasks)
+    if (t.is_collective) {
+      ASSERT_EQ(t.collective.groups.size(), 1u);
+      EXPECT_EQ(plan.graph.groups[static_cast<std::size_t>(t.collective.groups[0])].size(), 8u);
+    }
 }
 
 TEST(DataParallel, WithoutOverlapEveryBucketWaitsForTheWholeBackward) {
   auto s = setup(4, 4, 16);
   s.par.overlap_grad_reduce = false;
-  auto plan = strategies::plan_data_parallel(s.graph, s.par, s.train);
+  auto plan = s.plan();
   const auto& g = plan.graph;
+  int last_backward = -1;
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+    if (!g.tasks[i].is_collective && g.tasks[i].category == taskgraph::Category::Compute) last_backward = static_cast<int>(i);
   for (const auto& t : g.tasks) {
     if (!t.is_collective) continue;
     for (int d : t.deps) {
       if (!g.tasks[static_cast<std::size_t>(d)].is_collective) {
-        EXPECT_EQ(g.tasks[static_cast<std::size_t>(d)].label, "bwd embedding mb0");
+        EXPECT_EQ(d, last_backward);
       }
     }
   }
 }
 
-TEST(DataParallel, FullRecomputationAddsOneForwardOfTheBlocks) {
+TEST(Recompute, FullAddsOneForwardOfTheBlocks) {
   auto s = setup(2, 2, 4);
   s.par.recompute = strategies::Recompute::Full;
-  auto plan = strategies::plan_data_parallel(s.graph, s.par, s.train);
+  auto plan = s.plan();
   double block_fwd = 0;
   for (const auto& l : s.graph.layers)
     if (l.kind == models::LayerKind::Block)
@@ -95,4 +119,63 @@ TEST(DataParallel, FullRecomputationAddsOneForwardOfTheBlocks) {
         if (op.matmul)
           for (const auto& k : op.forward) block_fwd += k.flops;
   EXPECT_DOUBLE_EQ(plan.hardware_flops_per_step - plan.model_flops_per_step, block_fwd * 2);
+}
+
+TEST(Recompute, SelectiveAddsOnlyTheAttentionScores) {
+  auto s = setup(1, 2, 2);
+  s.par.recompute = strategies::Recompute::Selective;
+  auto plan = s.plan();
+  // QK^T per layer: 2 b s^2 h FLOPs (Korthikanti et al. 2022, Sec. 5).
+  const double expected = 12 * 2.0 * 2 * 1024.0 * 1024 * 768;
+  EXPECT_DOUBLE_EQ(plan.hardware_flops_per_step - plan.model_flops_per_step, expected);
+}
+
+TEST(TensorParallel, FourAllReducesOfBshPerBlock) {
+  auto s = setup(1, 2, 2, 4);
+  const auto& block = s.graph.layers[1];
+  double fwd = 0, bwd = 0;
+  for (const auto& c : strategies::tensor_parallel_comms(block, true, s.graph, s.par, 0)) {
+    EXPECT_EQ(c.op, taskgraph::CollectiveOp::AllReduce);
+    EXPECT_DOUBLE_EQ(c.bytes, 2.0 * 1024 * 768 * 2);  // b s h in 16-bit
+    fwd += c.count;
+  }
+  for (const auto& c : strategies::tensor_parallel_comms(block, false, s.graph, s.par, 0)) bwd += c.count;
+  EXPECT_EQ(fwd, 2);
+  EXPECT_EQ(bwd, 2);
+}
+
+TEST(TensorParallel, SequenceParallelTradesAllReducesForGatherScatterPairs) {
+  auto s = setup(1, 2, 2, 4);
+  s.par.sequence_parallel = true;
+  double ag = 0, rs = 0;
+  for (const auto& c : strategies::tensor_parallel_comms(s.graph.layers[1], true, s.graph, s.par, 0))
+    (c.op == taskgraph::CollectiveOp::AllGather ? ag : rs) += c.count;
+  EXPECT_EQ(ag, 2);
+  EXPECT_EQ(rs, 2);
+}
+
+TEST(TensorParallel, SlicesGemmsAndParametersByT) {
+  auto whole = models::build_transformer(small(), {2, 2, models::Attention::Standard, 1, false});
+  auto slice = models::build_transformer(small(), {2, 2, models::Attention::Standard, 4, false});
+  // Exact but for the vocabulary, padded to a multiple of t as Megatron pads it (50257 -> 50260).
+  EXPECT_NEAR(slice.model_flops() * 4 / whole.model_flops(), 1.0, 2e-5);
+  EXPECT_NEAR(slice.layers[1].params() * 4 / whole.layers[1].params(), 1.0, 1e-12);
+}
+
+TEST(Pipeline, StagesGetEvenLayersAndPassActivations) {
+  auto s = setup(1, 1, 8, 1, 4);
+  auto plan = s.plan();
+  EXPECT_EQ(plan.stage_layers, (std::vector<int>{3, 3, 3, 3}));
+  // 8 micro-batches x 3 stage boundaries, forward and backward.
+  EXPECT_EQ(count(plan.graph, taskgraph::CollectiveOp::SendRecv), 8 * 3 * 2);
+}
+
+TEST(Pipeline, GPipeHoldsEveryMicroBatch1F1BOnlyPipelineDepth) {
+  auto s = setup(1, 1, 8, 1, 4);
+  s.par.schedule = strategies::Schedule::GPipe;
+  double gpipe = s.plan().stage_memory[1].activations;
+  s.par.schedule = strategies::Schedule::OneFOneB;
+  double f1b = s.plan().stage_memory[1].activations;
+  // Stage 1 of 4: GPipe keeps 8 micro-batches, 1F1B keeps p - s = 3.
+  EXPECT_NEAR(gpipe / f1b, 8.0 / 3.0, 1e-9);
 }

@@ -85,6 +85,7 @@ strategies::Precision parse_precision(const std::string& s) {
 
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
+  const auto& m = s.model;
   const std::int64_t gpus = s.cluster.num_gpus();
   p.tensor = static_cast<int>(r.integer("tensor", 1, kMaxGpus, 1));
   p.pipeline = static_cast<int>(r.integer("pipeline", 1, kMaxGpus, 1));
@@ -93,18 +94,35 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (static_cast<std::int64_t>(p.data) * tp != gpus)
     r.fail("data", fmt::format("data ({}) x tensor ({}) x pipeline ({}) = {}, but the cluster has {} GPUs ({} nodes x {})",
                                p.data, p.tensor, p.pipeline, p.data * tp, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
-  if (s.model.num_heads % p.tensor != 0)
-    r.fail("tensor", fmt::format("{} does not divide model.num_heads ({})", p.tensor, s.model.num_heads));
-  if (p.tensor > 1) r.fail("tensor", "tensor parallelism is not implemented yet (issue #3)");
-  if (p.pipeline > s.model.num_layers)
-    r.fail("pipeline", fmt::format("{} stages for {} layers", p.pipeline, s.model.num_layers));
-  if (p.pipeline > 1) r.fail("pipeline", "pipeline parallelism is not implemented yet (issue #3)");
+  if (m.num_heads % p.tensor != 0)
+    r.fail("tensor", fmt::format("{} does not divide model.num_heads ({})", p.tensor, m.num_heads));
+  if (m.num_kv_heads % p.tensor != 0 && p.tensor % m.num_kv_heads != 0)
+    r.fail("tensor", fmt::format("{} and model.num_kv_heads ({}) must divide one another", p.tensor, m.num_kv_heads));
+  if (m.ffn_hidden_size % p.tensor != 0)
+    r.fail("tensor", fmt::format("{} does not divide model.ffn_hidden_size ({})", p.tensor, m.ffn_hidden_size));
   p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
-  r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b"}, "1f1b");
-  r.integer("virtual_stages", 1, 1024, 1);
-  if (r.boolean("sequence_parallel", false)) r.fail("sequence_parallel", "sequence parallelism needs tensor parallelism (issue #3)");
+  const std::string sched = r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b"}, "1f1b");
+  p.schedule = sched == "naive"   ? strategies::Schedule::Naive
+               : sched == "gpipe" ? strategies::Schedule::GPipe
+               : sched == "1f1b"  ? strategies::Schedule::OneFOneB
+                                  : strategies::Schedule::Interleaved;
+  p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1024, 1));
+  if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
+    r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
+  const std::int64_t chunks = static_cast<std::int64_t>(p.pipeline) * p.virtual_stages;
+  if (chunks > m.num_layers)
+    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than model.num_layers ({})", p.pipeline,
+                                   p.virtual_stages, m.num_layers));
+  p.sequence_parallel = r.boolean("sequence_parallel", false);
+  if (p.sequence_parallel && p.tensor == 1) r.fail("sequence_parallel", "sequence parallelism needs tensor > 1");
   p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 3, 0));
-  if (p.zero_stage > 0) r.fail("zero_stage", "ZeRO is not implemented yet (issue #3)");
+  if (r.boolean("fsdp", false)) {
+    if (r.has("zero_stage") && p.zero_stage != 3) r.fail("fsdp", "FSDP (full sharding) is ZeRO stage 3");
+    p.zero_stage = 3;
+  }
+  if (p.zero_stage == 3 && p.pipeline > 1) r.fail("zero_stage", "ZeRO-3 with pipeline parallelism is not modelled");
+  p.offload_optimizer = r.boolean("offload_optimizer", false);
+  p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
   std::string rc = r.choice("recompute", {"none", "selective", "full"}, "none");
   p.recompute = rc == "full" ? strategies::Recompute::Full
                 : rc == "selective" ? strategies::Recompute::Selective
@@ -129,6 +147,14 @@ void parse_training(Reader r, Scenario& s) {
   if (t.global_batch % per_step != 0)
     r.fail("global_batch_size", fmt::format("{} is not a multiple of data ({}) x micro_batch_size ({}) = {}",
                                             t.global_batch, s.parallelism.data, s.parallelism.micro_batch, per_step));
+  const std::int64_t micro_batches = t.global_batch / per_step;
+  if (s.parallelism.schedule == strategies::Schedule::Interleaved && s.parallelism.virtual_stages > 1 &&
+      micro_batches % s.parallelism.pipeline != 0)
+    r.fail("global_batch_size", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of "
+                                            "pipeline ({})", micro_batches, s.parallelism.pipeline));
+  if (micro_batches * s.parallelism.pipeline * s.parallelism.virtual_stages > 50000000)
+    r.fail("global_batch_size", fmt::format("{} micro-batches through {} stages is too many passes to simulate",
+                                            micro_batches, s.parallelism.pipeline));
   if (!s.device.peak_flops.contains(compute_dtype(t.precision)))
     r.fail("precision", fmt::format("device {} has no {} peak", s.device.name, compute_dtype(t.precision)));
   r.finish();
@@ -162,6 +188,10 @@ Scenario load_scenario(const std::string& path) {
     hw.fail("device", e.reason());
   }
   s.reserved_bytes = hw.quantity("reserved", Dimension::Bytes, Range{0.0, 1e15}, 1.0 * units::kGiB);
+  // Host memory bandwidth a node's CPUs reach, shared by its GPUs' offloaded optimizers.
+  const double host_bw = hw.quantity("host_memory_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 200e9);
+  s.host.memory_bandwidth_per_gpu = host_bw / s.cluster.gpus_per_node;
+  s.host.pcie_bandwidth = s.device.pcie_bandwidth;
   hw.finish();
 
   parse_parallelism(root.object("parallelism"), s);

@@ -20,6 +20,7 @@ struct Scenario {
   network::ClusterSpec cluster;
   strategies::ParallelismSpec parallelism;
   strategies::TrainingSpec training;
+  strategies::HostSpec host;
   std::uint64_t seed = 1;
   Backend backend = Backend::SimGrid;
 };

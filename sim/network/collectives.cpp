@@ -9,10 +9,10 @@ namespace dtsim::network {
 
 namespace {
 
-// Ring all-reduce as NCCL builds it across nodes: one ring (channel) per NIC, each entering a
-// node at a different GPU so that every channel leaves through a different NIC. Each hop of each
-// channel carries 2(p-1)/p of that channel's share of the buffer.
-LoweredCollective ring_all_reduce(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+// A ring as NCCL builds it across nodes: one ring (channel) per NIC, each entering a node at a
+// different GPU so that every channel leaves through a different NIC. All-reduce sends 2(p-1)/p
+// of the buffer over every hop in 2(p-1) steps; reduce-scatter and all-gather half of that.
+LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes) {
   LoweredCollective out;
   const int p = static_cast<int>(ranks.size());
   if (p < 2 || bytes <= 0) return out;
@@ -29,7 +29,7 @@ LoweredCollective ring_all_reduce(const Platform& pf, double bytes, const std::v
   std::size_t widest = 0;
   for (const auto& m : by_node) widest = std::max(widest, m.size());
   const int channels = by_node.size() > 1 ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
-  const double per_hop = 2.0 * (p - 1) / p * bytes / channels;
+  const double per_hop = passes * (p - 1) / p * bytes / channels;
 
   std::map<std::pair<int, int>, double> merged;  // flows sharing a route run as one
   double alpha = 0;
@@ -51,17 +51,52 @@ LoweredCollective ring_all_reduce(const Platform& pf, double bytes, const std::v
   }
   for (const auto& [route, b] : merged) out.flows.push_back({route.first, route.second, b});
   // Every step waits for its slowest hop; the flows already paid one step's latency.
-  out.extra_latency = (2.0 * (p - 1) - 1.0) * alpha;
+  out.extra_latency = (passes * (p - 1) - 1.0) * alpha;
+  return out;
+}
+
+LoweredCollective send_recv(const Platform& pf, double bytes, int src, int dst) {
+  LoweredCollective out;
+  if (src == dst || bytes <= 0) return out;
+  bool same_node = pf.node_of(src) == pf.node_of(dst);
+  out.flows.push_back({same_node ? pf.fabric_endpoint(src) : pf.nic_endpoint(src),
+                       same_node ? pf.fabric_endpoint(dst) : pf.nic_endpoint(dst), bytes});
   return out;
 }
 
 }  // namespace
 
-LoweredCollective lower(const Platform& platform, const taskgraph::Collective& c, const std::vector<int>& ranks) {
-  if (c.op != taskgraph::CollectiveOp::AllReduce || c.algorithm != taskgraph::Algorithm::Ring)
-    throw std::invalid_argument(std::string("collective not implemented yet: ") + taskgraph::to_string(c.op) + "/" +
-                                taskgraph::to_string(c.algorithm));
-  return ring_all_reduce(platform, c.bytes, ranks);
+LoweredCollective lower(const Platform& pf, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
+                        const std::vector<int>& ranks) {
+  using taskgraph::CollectiveOp;
+  if (a != taskgraph::Algorithm::Ring) throw std::invalid_argument("only the ring algorithm is implemented");
+  switch (op) {
+    case CollectiveOp::AllReduce: return ring(pf, bytes, ranks, 2.0);
+    case CollectiveOp::ReduceScatter:
+    case CollectiveOp::AllGather: return ring(pf, bytes, ranks, 1.0);
+    case CollectiveOp::SendRecv:
+      if (ranks.size() != 2) throw std::invalid_argument("send_recv needs a source and a destination");
+      return send_recv(pf, bytes, ranks[0], ranks[1]);
+    default:
+      throw std::invalid_argument(std::string("collective not implemented yet: ") + taskgraph::to_string(op));
+  }
+}
+
+LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
+  if (groups.size() == 1) return lower(pf, c.op, c.algorithm, c.bytes, groups[0]);
+  LoweredCollective out;
+  std::map<std::pair<int, int>, double> merged;
+  for (const auto& g : groups) {
+    auto one = lower(pf, c.op, c.algorithm, c.bytes, g);
+    out.extra_latency = std::max(out.extra_latency, one.extra_latency);
+    for (const auto& f : one.flows) merged[{f.src, f.dst}] += f.bytes;
+  }
+  for (const auto& [route, b] : merged) out.flows.push_back({route.first, route.second, b});
+  return out;
+}
+
+double inline_time(const Platform& pf, const taskgraph::InlineCollective& c, const std::vector<int>& ranks) {
+  return c.count * analytical_time(pf, lower(pf, c.op, taskgraph::Algorithm::Ring, c.bytes, ranks));
 }
 
 double analytical_time(const Platform& pf, const LoweredCollective& lc) {

@@ -20,12 +20,19 @@ struct LoweredCollective {
   double extra_latency = 0;
 };
 
-// `ranks` are global GPU ids in ring order.
-LoweredCollective lower(const Platform& platform, const taskgraph::Collective& c, const std::vector<int>& ranks);
+// One group: `ranks` are GPU ids. For SendRecv, ranks = {source, destination}.
+LoweredCollective lower(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
+                        const std::vector<int>& ranks);
+// Every group of `c` at once; flows with the same route are merged.
+LoweredCollective lower(const Platform& platform, const taskgraph::Collective& c,
+                        const std::vector<std::vector<int>>& groups);
 
 // Contention-free estimate from the same flows: each flow runs at its route's most loaded link's
 // fair share; the collective ends with its slowest flow plus the extra latency.
 double analytical_time(const Platform& platform, const LoweredCollective& lc);
+
+// Contention-free time of one inline collective on its group.
+double inline_time(const Platform& platform, const taskgraph::InlineCollective& c, const std::vector<int>& ranks);
 
 // Closed form of a ring all-reduce on p ranks at per-step latency alpha and bandwidth B:
 // 2(p-1)(alpha + S/(p B)) (Thakur et al. 2005; Patarasuk & Yuan 2009).

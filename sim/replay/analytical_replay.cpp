@@ -14,7 +14,7 @@ Timeline replay_analytical(const ReplayInput& in) {
   out.network_model = "per-collective fair share, no contention between collectives";
   out.start.resize(g.tasks.size());
   out.end.resize(g.tasks.size());
-  std::map<std::tuple<int, int, int, double>, double> priced;  // identical collectives cost the same
+  std::map<std::tuple<int, int, std::vector<int>, double>, double> priced;  // identical collectives cost the same
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
     double start = 0;
@@ -24,12 +24,10 @@ Timeline replay_analytical(const ReplayInput& in) {
       duration = in.work_seconds[static_cast<std::size_t>(t.work)];
     } else {
       const auto& c = t.collective;
-      auto key = std::make_tuple(static_cast<int>(c.op), static_cast<int>(c.algorithm), c.group, c.bytes);
+      auto key = std::make_tuple(static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes);
       auto it = priced.find(key);
       if (it == priced.end()) {
-        std::vector<int> gpus;
-        for (int r : g.groups[static_cast<std::size_t>(c.group)]) gpus.push_back(in.rank_to_gpu[static_cast<std::size_t>(r)]);
-        auto lowered = network::lower(in.platform, c, gpus);
+        auto lowered = network::lower(in.platform, c, groups_of(g, c));
         out.flows += lowered.flows.size();
         it = priced.emplace(key, network::analytical_time(in.platform, lowered)).first;
       }

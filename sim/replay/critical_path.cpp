@@ -1,30 +1,73 @@
+#include <algorithm>
+
 #include "sim/replay/replay.hpp"
 
 namespace dtsim::replay {
 
-Breakdown critical_path_breakdown(const taskgraph::TaskGraph& g, const Timeline& t) {
+std::vector<std::vector<int>> groups_of(const taskgraph::TaskGraph& g, const taskgraph::Collective& c) {
+  std::vector<std::vector<int>> out;
+  out.reserve(c.groups.size());
+  for (int id : c.groups) out.push_back(g.groups[static_cast<std::size_t>(id)]);
+  return out;
+}
+
+namespace {
+
+// What a wait for task `d` is charged to.
+double* charge_for(const taskgraph::TaskGraph& g, std::size_t d, int rank, Breakdown& b) {
+  const auto& task = g.tasks[d];
+  if (task.is_collective)
+    return task.collective.op == taskgraph::CollectiveOp::SendRecv ? &b.pipeline_bubble : &b.exposed_communication;
+  return task.rank == rank ? &b.straggler_wait : &b.pipeline_bubble;
+}
+
+}  // namespace
+
+Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
+                         const std::vector<double>& work_comm_seconds) {
   Breakdown b;
   if (g.tasks.empty()) return b;
-  std::size_t cur = 0;
+  // The GPU whose stream ends last.
+  std::size_t last = g.tasks.size();
   for (std::size_t i = 0; i < g.tasks.size(); ++i)
-    if (t.end[i] >= t.end[cur]) cur = i;
-  while (true) {
-    const auto& task = g.tasks[cur];
-    double span = t.end[cur] - t.start[cur];
-    switch (task.category) {
-      case taskgraph::Category::Compute: b.compute += span; break;
-      case taskgraph::Category::Optimizer: b.optimizer += span; break;
-      case taskgraph::Category::Communication: b.exposed_communication += span; break;
+    if (!g.tasks[i].is_collective && (last == g.tasks.size() || t.end[i] > t.end[last])) last = i;
+  if (last == g.tasks.size()) {  // only collectives
+    b.exposed_communication = t.makespan;
+    return b;
+  }
+  b.rank = g.tasks[last].rank;
+  std::vector<std::size_t> mine;
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+    if (!g.tasks[i].is_collective && g.tasks[i].rank == b.rank) mine.push_back(i);
+  std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] < t.start[y]; });
+
+  double now = 0;
+  for (std::size_t i : mine) {
+    const auto& task = g.tasks[i];
+    if (t.start[i] > now) {
+      std::size_t waited = i;
+      for (int d : task.deps)
+        if (waited == i || t.end[static_cast<std::size_t>(d)] > t.end[waited]) waited = static_cast<std::size_t>(d);
+      double* where = waited == i ? &b.straggler_wait : charge_for(g, waited, b.rank, b);
+      *where += t.start[i] - now;
     }
-    // The predecessor that finished last is the one this task waited for.
-    int prev = -1;
-    for (int d : task.deps)
-      if (prev < 0 || t.end[static_cast<std::size_t>(d)] > t.end[static_cast<std::size_t>(prev)]) prev = d;
-    double ready = prev < 0 ? 0.0 : t.end[static_cast<std::size_t>(prev)];
-    // A task that started later than its inputs were ready waited on a shared resource.
-    b.straggler_wait += std::max(0.0, t.start[cur] - ready);
-    if (prev < 0) break;
-    cur = static_cast<std::size_t>(prev);
+    double span = t.end[i] - std::max(t.start[i], now);
+    if (task.category == taskgraph::Category::Optimizer) {
+      b.optimizer += span;
+    } else {
+      const auto w = static_cast<std::size_t>(task.work);
+      double comm = work_seconds[w] > 0 ? span * work_comm_seconds[w] / work_seconds[w] : 0.0;
+      b.exposed_communication += comm;
+      b.compute += span - comm;
+    }
+    now = std::max(now, t.end[i]);
+  }
+  if (t.makespan > now) {
+    // The step ends with something this GPU did not run: whatever finished last.
+    std::size_t final_task = 0;
+    for (std::size_t i = 0; i < g.tasks.size(); ++i)
+      if (t.end[i] >= t.end[final_task]) final_task = i;
+    *charge_for(g, final_task, b.rank, b) += t.makespan - now;
   }
   return b;
 }

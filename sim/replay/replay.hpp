@@ -9,9 +9,8 @@ namespace dtsim::replay {
 
 struct ReplayInput {
   const taskgraph::TaskGraph& graph;
-  const std::vector<double>& work_seconds;  // from the cost model, per Work
+  const std::vector<double>& work_seconds;  // per Work: kernels plus inline collectives
   const network::Platform& platform;
-  std::vector<int> rank_to_gpu;  // placement of task-graph ranks on the platform's GPUs
 };
 
 struct Timeline {
@@ -29,11 +28,18 @@ Timeline replay_simgrid(const ReplayInput& in);
 // collectives): fast, repeatable in one process, used by sweeps and as a cross-check.
 Timeline replay_analytical(const ReplayInput& in);
 
-// Splits the makespan along the critical path; the parts add up to the makespan.
+// Where the step goes on the GPU whose compute stream finishes last: its busy time (compute, the
+// inline collectives inside it, optimizer) and its idle time, charged to what it waited for (a
+// collective: exposed communication; another stage: pipeline bubble). Adds up to the makespan.
 struct Breakdown {
   double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0;
+  int rank = 0;
   double total() const { return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait; }
 };
-Breakdown critical_path_breakdown(const taskgraph::TaskGraph& g, const Timeline& t);
+Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
+                         const std::vector<double>& work_comm_seconds);
+
+// The groups of a collective task as GPU id lists.
+std::vector<std::vector<int>> groups_of(const taskgraph::TaskGraph& g, const taskgraph::Collective& c);
 
 }  // namespace dtsim::replay

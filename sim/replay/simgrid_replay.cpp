@@ -81,13 +81,11 @@ Timeline replay_simgrid(const ReplayInput& in) {
     const auto& t = g.tasks[i];
     out.start[i] = sg4::Engine::get_clock();
     if (!t.is_collective) {
-      auto* host = hosts[static_cast<std::size_t>(pf.fabric_endpoint(in.rank_to_gpu[static_cast<std::size_t>(t.rank)]))];
+      auto* host = hosts[static_cast<std::size_t>(pf.fabric_endpoint(t.rank))];
       run_exec(i, host, in.work_seconds[static_cast<std::size_t>(t.work)]);
       return;
     }
-    std::vector<int> gpus;
-    for (int r : g.groups[static_cast<std::size_t>(t.collective.group)]) gpus.push_back(in.rank_to_gpu[static_cast<std::size_t>(r)]);
-    auto lowered = network::lower(pf, t.collective, gpus);
+    auto lowered = network::lower(pf, t.collective, groups_of(g, t.collective));
     if (lowered.flows.empty()) {
       run_exec(i, clock, 0.0);
       return;

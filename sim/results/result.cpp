@@ -45,9 +45,18 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                       {"tensor", s.parallelism.tensor},
                       {"pipeline", s.parallelism.pipeline},
                       {"micro_batch_size", s.parallelism.micro_batch},
-                      {"gradient_accumulation_steps", r.plan.accumulation_steps},
-                      {"gradient_buckets", r.plan.buckets.size()},
+                      {"micro_batches_per_step", r.plan.micro_batches},
+                      {"pipeline_schedule", strategies::to_string(s.parallelism.schedule)},
+                      {"virtual_stages", s.parallelism.virtual_stages},
+                      {"sequence_parallel", s.parallelism.sequence_parallel},
+                      {"zero_stage", s.parallelism.zero_stage},
+                      {"gradient_buckets", r.plan.gradient_buckets},
                       {"recompute", strategies::to_string(s.parallelism.recompute)}};
+  if (s.parallelism.pipeline > 1) {
+    j["parallelism"]["stage_layers"] = r.plan.stage_layers;
+    j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_fraction(
+        s.parallelism.schedule, s.parallelism.pipeline, static_cast<int>(r.plan.micro_batches), s.parallelism.virtual_stages);
+  }
   j["compute_source"] = {{"measured_share", r.measured_share}, {"model", "roofline"}, {"device", s.device.name}};
   if (r.timed)
     j["simulation"] = {{"backend", r.timeline.backend},

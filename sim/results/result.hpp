@@ -5,7 +5,7 @@
 
 #include "sim/config/scenario.hpp"
 #include "sim/replay/replay.hpp"
-#include "strategies/data_parallel.hpp"
+#include "strategies/plan.hpp"
 
 namespace dtsim::results {
 
@@ -28,7 +28,7 @@ struct Result {
   config::Scenario scenario_spec;
   strategies::Plan plan;
   replay::Timeline timeline;
-  std::vector<double> work_seconds;
+  std::vector<double> work_seconds, work_comm_seconds;
   double wall_time_s = 0;
 };
 

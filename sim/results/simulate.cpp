@@ -4,6 +4,7 @@
 
 #include "sim/core/units.hpp"
 #include "sim/cost/roofline.hpp"
+#include "sim/network/collectives.hpp"
 #include "sim/results/result.hpp"
 
 namespace dtsim::results {
@@ -16,10 +17,13 @@ Result plan_only(const config::Scenario& s) {
   r.scenario = s.name;
   r.gpus = s.cluster.num_gpus();
   models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
-                            s.training.attention};
+                            s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
   const models::ModelGraph graph = models::build_transformer(s.model, opts);
-  r.params = graph.params();
-  r.plan = strategies::plan_data_parallel(graph, s.parallelism, s.training);
+  models::BuildOptions whole = opts;
+  whole.tensor = 1;
+  whole.sequence_parallel = false;
+  r.params = models::build_transformer(s.model, whole).params();
+  r.plan = strategies::plan_training(graph, s.parallelism, s.training, s.host);
   r.memory = r.plan.memory;
   r.memory.other += s.reserved_bytes;
   r.worst_rank = r.plan.worst_rank;
@@ -44,13 +48,19 @@ Result memory_only(const config::Scenario& s) {
 Result simulate(const config::Scenario& s) {
   auto t0 = std::chrono::steady_clock::now();
   Result r = plan_only(s);
-  r.work_seconds = cost::price_works(r.plan.graph, s.device, config::compute_dtype(s.training.precision));
+  const auto& g = r.plan.graph;
+  r.work_seconds = cost::price_works(g, s.device, config::compute_dtype(s.training.precision));
   network::Platform platform(s.cluster);
-  std::vector<int> placement(static_cast<std::size_t>(r.plan.graph.num_ranks));
-  for (std::size_t i = 0; i < placement.size(); ++i) placement[i] = static_cast<int>(i);
-  replay::ReplayInput in{r.plan.graph, r.work_seconds, platform, placement};
+  // Inline collectives (tensor parallelism) are priced alone on their group and add to the work.
+  r.work_comm_seconds.assign(g.works.size(), 0.0);
+  for (std::size_t w = 0; w < g.works.size(); ++w) {
+    for (const auto& c : g.works[w].comms)
+      r.work_comm_seconds[w] += network::inline_time(platform, c, g.groups[static_cast<std::size_t>(c.group)]);
+    r.work_seconds[w] += r.work_comm_seconds[w] + g.works[w].fixed_seconds;
+  }
+  replay::ReplayInput in{g, r.work_seconds, platform};
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
-  r.breakdown = replay::critical_path_breakdown(r.plan.graph, r.timeline);
+  r.breakdown = replay::step_breakdown(g, r.timeline, r.work_seconds, r.work_comm_seconds);
 
   r.step_time_s = r.timeline.makespan;
   const double samples = static_cast<double>(s.training.global_batch);

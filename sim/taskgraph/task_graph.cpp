@@ -12,6 +12,7 @@ const char* to_string(CollectiveOp op) {
     case CollectiveOp::Broadcast: return "broadcast";
     case CollectiveOp::Reduce: return "reduce";
     case CollectiveOp::AllToAll: return "all_to_all";
+    case CollectiveOp::SendRecv: return "send_recv";
   }
   return "?";
 }

@@ -11,37 +11,53 @@ namespace dtsim::taskgraph {
 
 enum class Category { Compute, Optimizer, Communication };
 
-enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll };
+enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
 enum class Algorithm { Ring };
 
 const char* to_string(CollectiveOp op);
 const char* to_string(Algorithm a);
 const char* to_string(Category c);
 
+// A collective that blocks the compute stream (Megatron's tensor-parallel all-reduces): it is
+// priced alone on its group, without contention, and adds to the task's duration.
+struct InlineCollective {
+  CollectiveOp op = CollectiveOp::AllReduce;
+  int group = -1;
+  double bytes = 0;
+  double count = 1;
+};
+
 // Kernels executed back to back; identical tasks on many ranks share one Work, priced once.
 struct Work {
   std::string name;
   std::vector<models::Kernel> kernels;
   double repeat = 1;  // the kernels run this many times in a row
+  std::vector<InlineCollective> comms;
+  double fixed_seconds = 0;  // work off the GPU with a known duration (host optimizer, PCIe copies)
 };
 
+// One collective, run at once on every group listed (e.g. the data-parallel all-reduce of each
+// tensor-parallel rank), so their flows contend as they do on the real network.
 struct Collective {
   CollectiveOp op = CollectiveOp::AllReduce;
   Algorithm algorithm = Algorithm::Ring;
-  int group = -1;
-  double bytes = 0;  // the buffer size S, as nccl-tests counts it
+  std::vector<int> groups;
+  double bytes = 0;  // the buffer size S, as nccl-tests counts it; for SendRecv the message
 };
 
 struct Task {
   Category category = Category::Compute;
   std::string label;
-  int rank = -1;  // compute tasks
+  int rank = -1;  // the GPU of a compute task
   int work = -1;  // compute tasks
   bool is_collective = false;
   Collective collective;
   std::vector<int> deps;  // indices of earlier tasks
 };
 
+// Ranks are GPU ids on the cluster. A strategy may give tasks to a few representative GPUs only
+// (one per pipeline stage of one replica) when the others are exact copies; collectives still
+// name every GPU, so the network carries everyone's traffic.
 struct TaskGraph {
   int num_ranks = 0;
   std::vector<Work> works;

@@ -1,0 +1,361 @@
+#include "strategies/plan.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "strategies/placement.hpp"
+#include "strategies/schedule.hpp"
+#include "strategies/works.hpp"
+
+namespace dtsim::strategies {
+
+namespace {
+
+using taskgraph::Category;
+using taskgraph::CollectiveOp;
+using Layers = std::vector<const models::Layer*>;
+
+// Model chunks in model order: blocks split evenly (the first chunks take one more when they do
+// not divide), the embedding on the first chunk and the head on the last. Chunk c is on stage c % P.
+std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks) {
+  Layers blocks;
+  const models::Layer *embedding = nullptr, *head = nullptr;
+  for (const auto& l : g.layers) {
+    if (l.kind == models::LayerKind::Embedding) embedding = &l;
+    else if (l.kind == models::LayerKind::Head) head = &l;
+    else blocks.push_back(&l);
+  }
+  const std::size_t n = static_cast<std::size_t>(chunks);
+  if (blocks.size() < n) throw std::invalid_argument("more model chunks than transformer blocks");
+  std::vector<Layers> out(n);
+  std::size_t next = 0;
+  for (std::size_t c = 0; c < n; ++c) {
+    std::size_t count = blocks.size() / n + (c < blocks.size() % n ? 1 : 0);
+    if (c == 0 && embedding) out[c].push_back(embedding);
+    for (std::size_t i = 0; i < count; ++i) out[c].push_back(blocks[next++]);
+    if (c + 1 == n && head) out[c].push_back(head);
+  }
+  return out;
+}
+
+double layer_params(const Layers& ls) {
+  double p = 0;
+  for (const auto* l : ls) p += l->params();
+  return p;
+}
+
+// Activation bytes a micro-batch leaves behind after a forward pass through `ls`.
+double kept_activations(const Layers& ls, Recompute r) {
+  double b = 0;
+  for (const auto* l : ls) {
+    bool block = l->kind == models::LayerKind::Block;
+    if (block && r == Recompute::Full) {
+      b += l->input_bytes;
+      continue;
+    }
+    for (const auto& op : l->ops) b += (block && r == Recompute::Selective) ? op.saved_bytes_selective : op.saved_bytes;
+  }
+  return b;
+}
+
+class Planner {
+ public:
+  Planner(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host)
+      : g_(g), p_(p), t_(t), host_(host), place_(p), table_(plan_.graph) {}
+
+  Plan run();
+
+ private:
+  int rep(int s) const { return place_.gpu(0, s, 0); }
+  int stage_of(int chunk) const { return chunk % p_.pipeline; }
+  int p2p_group(int from, int to);
+  std::vector<int> data_groups(int s);
+  int compute(int s, int work, std::vector<int> deps, const std::string& label);
+  int collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label);
+  bool ready(int s, const PipeOp& op) const;
+  void emit(int s, std::size_t index, const PipeOp& op);
+  void synchronise_gradients(int s);
+  void step_optimizer(int s, int embedding_sync);
+  MemoryBreakdown stage_memory(int s) const;
+
+  const models::ModelGraph& g_;
+  const ParallelismSpec& p_;
+  const TrainingSpec& t_;
+  const HostSpec& host_;
+  Placement place_;
+  Plan plan_;
+  WorkTable table_;
+
+  int chunks_ = 1, v_ = 1;
+  std::int64_t m_ = 1;
+  double p2p_bytes_ = 0;
+  std::vector<Layers> chunk_layers_;
+  std::vector<std::vector<PipeOp>> seq_;
+  std::vector<std::map<int, std::size_t>> last_backward_;  // per stage: chunk -> index of its final backward
+  std::vector<int> tp_group_, last_compute_, last_comm_;
+  std::vector<std::vector<int>> fwd_out_, bwd_out_;  // per model chunk, per micro-batch: task handing on
+  std::map<const models::Layer*, int> final_backward_;
+  std::map<std::pair<int, int>, int> p2p_groups_;
+  std::map<int, std::vector<int>> data_groups_;
+};
+
+int Planner::p2p_group(int from, int to) {
+  auto [it, fresh] = p2p_groups_.try_emplace({from, to}, -1);
+  if (fresh) it->second = plan_.graph.add_group({rep(from), rep(to)});
+  return it->second;
+}
+
+std::vector<int> Planner::data_groups(int s) {
+  auto [it, fresh] = data_groups_.try_emplace(s);
+  if (fresh)
+    for (int t = 0; t < p_.tensor; ++t) it->second.push_back(plan_.graph.add_group(place_.data_group(s, t)));
+  return it->second;
+}
+
+int Planner::compute(int s, int work, std::vector<int> deps, const std::string& label) {
+  if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
+  int id = plan_.graph.add_compute(rep(s), work, Category::Compute, label, std::move(deps));
+  last_compute_[static_cast<std::size_t>(s)] = id;
+  return id;
+}
+
+int Planner::collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label) {
+  return plan_.graph.add_collective({op, p_.algorithm, std::move(groups), bytes}, label, std::move(deps));
+}
+
+bool Planner::ready(int s, const PipeOp& op) const {
+  const int j = op.chunk * p_.pipeline + s;
+  const auto mb = static_cast<std::size_t>(op.micro_batch);
+  if (op.forward) return j == 0 || fwd_out_[static_cast<std::size_t>(j - 1)][mb] >= 0;
+  return j == chunks_ - 1 || bwd_out_[static_cast<std::size_t>(j + 1)][mb] >= 0;
+}
+
+void Planner::emit(int s, std::size_t index, const PipeOp& op) {
+  const int j = op.chunk * p_.pipeline + s;
+  const auto mb = static_cast<std::size_t>(op.micro_batch);
+  const Layers& layers = chunk_layers_[static_cast<std::size_t>(j)];
+  const int tpg = tp_group_[static_cast<std::size_t>(s)];
+  const std::string tag = " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch);
+  const bool zero3 = p_.zero_stage == 3 && p_.data > 1;
+  const double wbytes = weight_bytes_per_param(t_.precision), gbytes = grad_bytes_per_param(t_.precision);
+  std::vector<int> cross;
+  if (op.forward && j > 0) cross.push_back(fwd_out_[static_cast<std::size_t>(j - 1)][mb]);
+  if (!op.forward && j < chunks_ - 1) cross.push_back(bwd_out_[static_cast<std::size_t>(j + 1)][mb]);
+
+  // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs.
+  auto gather = [&](const models::Layer* l) {
+    std::vector<int> deps;
+    if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
+    int id = collective(CollectiveOp::AllGather, data_groups(s), l->params() * wbytes, deps, "zero3 gather " + l->name + tag);
+    last_comm_[static_cast<std::size_t>(s)] = id;
+    return id;
+  };
+  int last = -1;
+  if (op.forward) {
+    if (zero3) {
+      for (const auto* l : layers) {
+        int ag = gather(l);
+        std::vector<int> deps = cross;
+        deps.push_back(ag);
+        last = compute(s, table_.get(forward_work({l}, g_, p_, tpg)), deps, "fwd " + l->name + tag);
+        cross.clear();
+      }
+    } else {
+      last = compute(s, table_.get(forward_work(layers, g_, p_, tpg)), cross, "fwd" + tag);
+    }
+    if (j < chunks_ - 1)
+      fwd_out_[static_cast<std::size_t>(j)][mb] =
+          collective(CollectiveOp::SendRecv, {p2p_group(s, stage_of(j + 1))}, p2p_bytes_, {last}, "send act" + tag);
+    return;
+  }
+  const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
+  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce);
+  if (split) {
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      std::vector<int> deps = cross;
+      if (zero3) deps.push_back(gather(*it));
+      last = compute(s, table_.get(backward_work({*it}, g_, p_, tpg)), deps, "bwd " + (*it)->name + tag);
+      cross.clear();
+      if (final) final_backward_[*it] = last;
+      if (zero3) {  // reduce-scatter this layer's gradients right away
+        std::vector<int> rs_deps{last, last_comm_[static_cast<std::size_t>(s)]};
+        last_comm_[static_cast<std::size_t>(s)] =
+            collective(CollectiveOp::ReduceScatter, data_groups(s), (*it)->params() * gbytes, rs_deps, "zero3 reduce " + (*it)->name + tag);
+      }
+    }
+  } else {
+    last = compute(s, table_.get(backward_work(layers, g_, p_, tpg)), cross, "bwd" + tag);
+    if (final)
+      for (const auto* l : layers) final_backward_[l] = last;
+    if (p_.zero_stage == 2 && p_.data > 1 && !final) {
+      // ZeRO-2 keeps only its shard of the gradients, so every micro-batch reduces them.
+      std::vector<int> deps{last};
+      if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
+      last_comm_[static_cast<std::size_t>(s)] =
+          collective(CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
+    }
+  }
+  if (j > 0)
+    bwd_out_[static_cast<std::size_t>(j)][mb] =
+        collective(CollectiveOp::SendRecv, {p2p_group(s, stage_of(j - 1))}, p2p_bytes_, {last}, "send grad" + tag);
+}
+
+void Planner::synchronise_gradients(int s) {
+  if (p_.data <= 1 || p_.zero_stage == 3) return;
+  Layers mine;
+  for (int j = s; j < chunks_; j += p_.pipeline)
+    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) mine.push_back(l);
+  auto buckets = make_buckets(mine, grad_bytes_per_param(t_.precision), p_.bucket_bytes, p_.first_bucket_bytes);
+  if (s == 0) plan_.gradient_buckets = buckets.size();
+  const CollectiveOp op = p_.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    std::vector<int> deps;
+    if (p_.overlap_grad_reduce) deps.push_back(final_backward_.at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
+    else deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
+    if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
+    last_comm_[static_cast<std::size_t>(s)] =
+        collective(op, data_groups(s), buckets[b].bytes, deps, std::string(taskgraph::to_string(op)) + " bucket " + std::to_string(b));
+  }
+}
+
+void Planner::step_optimizer(int s, int embedding_sync) {
+  Layers mine;
+  for (int j = s; j < chunks_; j += p_.pipeline)
+    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) mine.push_back(l);
+  const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? p_.data : 1);
+  taskgraph::Work w;
+  if (p_.offload_optimizer) {
+    // ZeRO-Offload: gradients down over PCIe, Adam on the host's memory bandwidth, 16-bit
+    // parameters back up.
+    w.name = "host optimizer";
+    const double host_bytes = optimizer_bytes_per_param(t_.precision, t_.optimizer) * 2.0 + 4.0;
+    w.fixed_seconds = shard * grad_bytes_per_param(t_.precision) / host_.pcie_bandwidth +
+                      shard * host_bytes / host_.memory_bandwidth_per_gpu +
+                      shard * weight_bytes_per_param(t_.precision) / host_.pcie_bandwidth;
+  } else {
+    w.name = "optimizer";
+    w.kernels = {models::optimizer_kernel(t_.optimizer, shard, mixed_precision(t_.precision))};
+  }
+  std::vector<int> deps;
+  if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
+  if (embedding_sync >= 0) deps.push_back(embedding_sync);
+  if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
+  int opt = plan_.graph.add_compute(rep(s), table_.get(w), Category::Optimizer, "optimizer", deps);
+  last_compute_[static_cast<std::size_t>(s)] = opt;
+  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.data > 1)
+    collective(CollectiveOp::AllGather, data_groups(s), layer_params(mine) * weight_bytes_per_param(t_.precision), {opt},
+               "zero gather params");
+}
+
+MemoryBreakdown Planner::stage_memory(int s) const {
+  Layers mine;
+  double rebuild = 0;
+  for (int j = s; j < chunks_; j += p_.pipeline)
+    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) {
+      mine.push_back(l);
+      if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
+    }
+  MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, p_.data);
+  if (p_.offload_optimizer) m.optimizer = 0;
+  // Live activations follow the schedule: a forward leaves its micro-batch's activations until
+  // the matching backward frees them.
+  double live = 0, peak = 0;
+  for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
+    double a = kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)], p_.recompute);
+    live += op.forward ? a : -a;
+    peak = std::max(peak, live);
+  }
+  m.activations = peak + rebuild;
+  if (p_.zero_stage == 3 && p_.data > 1) {
+    double largest = 0;
+    for (const auto* l : mine) largest = std::max(largest, l->params());
+    m.other += 2.0 * largest * weight_bytes_per_param(t_.precision);  // gathered layer and prefetch
+  }
+  return m;
+}
+
+Plan Planner::run() {
+  const int P = p_.pipeline;
+  const std::int64_t per_step = static_cast<std::int64_t>(p_.data) * p_.micro_batch;
+  if (t_.global_batch % per_step != 0) throw std::invalid_argument("global batch must be a multiple of data x micro_batch_size");
+  m_ = t_.global_batch / per_step;
+  v_ = p_.schedule == Schedule::Interleaved ? p_.virtual_stages : 1;
+  chunks_ = P * v_;
+  plan_.micro_batches = m_;
+  plan_.graph.num_ranks = p_.data * P * p_.tensor;
+  chunk_layers_ = split_chunks(g_, chunks_);
+  p2p_bytes_ = static_cast<double>(g_.tokens()) * static_cast<double>(g_.spec.hidden_size) * g_.options.activation_bytes / p_.tensor;
+
+  const auto S = static_cast<std::size_t>(P);
+  seq_.resize(S);
+  last_backward_.resize(S);
+  last_compute_.assign(S, -1);
+  last_comm_.assign(S, -1);
+  for (int s = 0; s < P; ++s) {
+    seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(m_), v_);
+    const auto& q = seq_[static_cast<std::size_t>(s)];
+    for (std::size_t i = 0; i < q.size(); ++i)
+      if (!q[i].forward) last_backward_[static_cast<std::size_t>(s)][q[i].chunk] = i;
+    tp_group_.push_back(plan_.graph.add_group(place_.tensor_group(0, s)));
+    int blocks = 0;
+    for (int j = s; j < chunks_; j += P)
+      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) blocks += l->kind == models::LayerKind::Block;
+    plan_.stage_layers.push_back(blocks);
+  }
+  fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
+  bwd_out_ = fwd_out_;
+
+  // Emit passes in an order every dependency respects: each stage runs its schedule as far as
+  // the passes it waits for exist.
+  std::vector<std::size_t> next(S, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      auto& i = next[static_cast<std::size_t>(s)];
+      const auto& q = seq_[static_cast<std::size_t>(s)];
+      while (i < q.size() && ready(s, q[i])) {
+        emit(s, i, q[i]);
+        ++i;
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < P; ++s)
+    if (next[static_cast<std::size_t>(s)] != seq_[static_cast<std::size_t>(s)].size())
+      throw std::logic_error("pipeline schedule cannot make progress");
+
+  for (int s = 0; s < P; ++s) synchronise_gradients(s);
+  // Tied embeddings on different stages: the first and last stage sum the table's gradients.
+  int embedding_sync = -1;
+  if (P > 1 && g_.spec.tied_embeddings) {
+    std::vector<int> groups;
+    for (int d = 0; d < p_.data; ++d)
+      for (int t = 0; t < p_.tensor; ++t) groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t), place_.gpu(d, P - 1, t)}));
+    const double table = g_.layers.front().ops.front().params * grad_bytes_per_param(t_.precision);
+    embedding_sync = collective(CollectiveOp::AllReduce, groups, table, {last_compute_[0], last_compute_[S - 1]}, "embedding all_reduce");
+  }
+  for (int s = 0; s < P; ++s) step_optimizer(s, (s == 0 || s == P - 1) ? embedding_sync : -1);
+
+  for (int s = 0; s < P; ++s) {
+    plan_.stage_memory.push_back(stage_memory(s));
+    if (s == 0 || plan_.stage_memory.back().peak() > plan_.memory.peak()) {
+      plan_.memory = plan_.stage_memory.back();
+      plan_.worst_rank = rep(s);
+    }
+  }
+  const double micro_batches = static_cast<double>(m_) * p_.data;
+  double recompute = 0;
+  for (const auto& l : g_.layers) recompute += recompute_flops(l, p_.recompute);
+  plan_.model_flops_per_step = g_.model_flops() * p_.tensor * micro_batches;
+  plan_.hardware_flops_per_step = plan_.model_flops_per_step + recompute * p_.tensor * micro_batches;
+  return std::move(plan_);
+}
+
+}  // namespace
+
+Plan plan_training(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host) {
+  return Planner(g, p, t, host).run();
+}
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,41 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/model_graph.hpp"
+#include "sim/taskgraph/task_graph.hpp"
+#include "strategies/buckets.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/spec.hpp"
+
+namespace dtsim::strategies {
+
+// What a strategy hands to the rest of the pipeline: the task graph to replay and the facts that
+// follow from the schedule alone (FLOPs, memory).
+struct Plan {
+  taskgraph::TaskGraph graph;
+  std::int64_t micro_batches = 1;       // per pipeline (gradient accumulation steps)
+  double model_flops_per_step = 0;     // all GPUs together
+  double hardware_flops_per_step = 0;  // adds recomputation
+  MemoryBreakdown memory;              // of the worst rank
+  int worst_rank = 0;
+  std::vector<MemoryBreakdown> stage_memory;  // per pipeline stage
+  std::size_t gradient_buckets = 0;           // per stage, data-parallel synchronisation
+  std::vector<int> stage_layers;              // transformer blocks per stage
+};
+
+// Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice
+// of the model (models::BuildOptions::tensor). Compute runs on one GPU per pipeline stage of the
+// first data-parallel replica, since every other replica and tensor rank repeats it exactly;
+// collectives and transfers name all GPUs, so the network carries everybody's traffic.
+// - Pipeline passes follow the schedule; activations and their gradients travel between stages
+//   as transfers of b*s*h/t bytes (Megatron's scatter/gather).
+// - Tensor-parallel collectives block the compute stream and are priced inline (two all-reduces
+//   per block forward and two backward; all-gather/reduce-scatter pairs with sequence parallelism).
+// - Gradients are synchronised in buckets as soon as the last backward produced them (DDP), by
+//   all-reduce, or reduce-scatter plus a parameter all-gather after the step with ZeRO-1/2;
+//   ZeRO-3 gathers each layer's parameters before its forward and backward.
+Plan plan_training(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host);
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,37 @@
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/model_graph.hpp"
+#include "sim/taskgraph/task_graph.hpp"
+#include "strategies/spec.hpp"
+
+namespace dtsim::strategies {
+
+// Shares one Work among identical passes so the cost model prices each distinct one once.
+class WorkTable {
+ public:
+  explicit WorkTable(taskgraph::TaskGraph& g) : g_(g) {}
+  int get(taskgraph::Work w);
+
+ private:
+  taskgraph::TaskGraph& g_;
+  std::map<std::string, int> ids_;
+};
+
+// The tensor-parallel collectives a layer's pass blocks on (Megatron; Korthikanti et al. for
+// sequence parallelism), on the tensor group `group`.
+std::vector<taskgraph::InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward,
+                                                               const models::ModelGraph& g, const ParallelismSpec& p,
+                                                               int group);
+
+// Forward and backward work of a run of layers; backward first re-runs what recomputation drops.
+taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
+                             const ParallelismSpec& p, int tp_group);
+taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
+                              const ParallelismSpec& p, int tp_group);
+// Matmul FLOPs backward re-runs for recomputation.
+double recompute_flops(const models::Layer& layer, Recompute r);
+
+}  // namespace dtsim::strategies
