@@ -57,6 +57,7 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
   c.fabric = network::Fabric::NvSwitch;
   c.intra_bandwidth = intra.quantity("bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
+  c.intra_efficiency = intra.number("efficiency", Range{0.0, 1.0, true}, 1.0);
   intra.finish();
   Reader inter = r.object("inter_node");
   c.nics_per_node = static_cast<int>(inter.integer("nics_per_node", 1, 64));
@@ -65,6 +66,7 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
                                             c.nics_per_node, c.gpus_per_node));
   c.nic_bandwidth = inter.quantity("nic_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   c.inter_latency = inter.quantity("latency", Dimension::Time, Range{0.0, 1.0});
+  c.inter_efficiency = inter.number("efficiency", Range{0.0, 1.0, true}, 1.0);
   std::string topo = inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch"}, "fat-tree");
   if (topo == "rail-optimized") inter.fail("topology", "\"rail-optimized\" is not modelled yet (issue #4)");
   c.topology = topo == "single-switch" ? network::Topology::SingleSwitch : network::Topology::FatTree;
@@ -201,6 +203,15 @@ Scenario load_scenario(const std::string& path) {
     s.backend = sim->choice("backend", {"simgrid", "analytical"}, "simgrid") == "analytical" ? Backend::Analytical
                                                                                           : Backend::SimGrid;
     sim->finish();
+  }
+  if (auto ref = root.optional_object("reference")) {
+    Reference r;
+    r.source = ref->text("source");
+    r.step_time_s = ref->number("step_time_s", Range{0.0, 1e9, true});
+    r.tflops_per_gpu = ref->number("tflops_per_gpu", Range{0.0, 1e6, true});
+    r.flops_per_step = ref->number("flops_per_step", Range{0.0, 1e30, true});
+    ref->finish();
+    s.reference = r;
   }
   root.finish();
   return s;

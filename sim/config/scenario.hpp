@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "models/model_graph.hpp"
@@ -10,6 +11,12 @@
 namespace dtsim::config {
 
 enum class Backend { SimGrid, Analytical };
+
+// A published measurement the scenario reproduces, for `dtsim validate`.
+struct Reference {
+  std::string source;
+  double step_time_s = 0, tflops_per_gpu = 0, flops_per_step = 0;
+};
 
 struct Scenario {
   std::string name, description, file;
@@ -23,6 +30,7 @@ struct Scenario {
   strategies::HostSpec host;
   std::uint64_t seed = 1;
   Backend backend = Backend::SimGrid;
+  std::optional<Reference> reference;
 };
 
 // Reads and validates a scenario (SPEC.md). Throws InputError naming file and JSON pointer.

@@ -26,9 +26,10 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   if (spec.fabric != Fabric::NvSwitch) throw std::invalid_argument("only the nvswitch fabric is modelled so far");
   const int gpus = spec.num_gpus();
   endpoint_links_.resize(static_cast<std::size_t>(gpus + spec.nodes * spec.nics_per_node));
-  // Each GPU's NVSwitch port; the switch itself does not block. Latency is split over both ends.
+  // Each GPU's NVSwitch port; the switch itself does not block. Latency is split over both ends;
+  // bandwidth is what collectives reach of the line rate (protocol overhead, measured by nccl-tests).
   for (int g = 0; g < gpus; ++g) {
-    links_.push_back({"nvl" + std::to_string(g), spec.intra_bandwidth, spec.intra_latency / 2});
+    links_.push_back({"nvl" + std::to_string(g), spec.intra_bandwidth * spec.intra_efficiency, spec.intra_latency / 2});
     endpoint_links_[static_cast<std::size_t>(g)] = {static_cast<int>(links_.size()) - 1};
   }
   // An oversubscribed fabric is modelled as one uplink per node carrying all its NICs' traffic at
@@ -37,11 +38,13 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   for (int n = 0; n < spec.nodes; ++n) {
     int uplink = -1;
     if (oversubscribed) {
-      links_.push_back({"up" + std::to_string(n), spec.nics_per_node * spec.nic_bandwidth / spec.oversubscription, 0});
+      links_.push_back({"up" + std::to_string(n),
+                        spec.nics_per_node * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription, 0});
       uplink = static_cast<int>(links_.size()) - 1;
     }
     for (int j = 0; j < spec.nics_per_node; ++j) {
-      links_.push_back({"nic" + std::to_string(n) + "." + std::to_string(j), spec.nic_bandwidth, spec.inter_latency / 2});
+      links_.push_back({"nic" + std::to_string(n) + "." + std::to_string(j), spec.nic_bandwidth * spec.inter_efficiency,
+                        spec.inter_latency / 2});
       auto& l = endpoint_links_[static_cast<std::size_t>(gpus + n * spec.nics_per_node + j)];
       l = {static_cast<int>(links_.size()) - 1};
       if (uplink >= 0) l.push_back(uplink);

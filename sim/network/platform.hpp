@@ -15,8 +15,10 @@ struct ClusterSpec {
   int nodes = 1, gpus_per_node = 1;
   Fabric fabric = Fabric::NvSwitch;
   double intra_bandwidth = 0, intra_latency = 0;  // per GPU, per direction; end to end
+  double intra_efficiency = 1.0;                  // fraction of line rate collectives reach
   int nics_per_node = 1;
   double nic_bandwidth = 0, inter_latency = 0;  // per NIC, per direction; end to end
+  double inter_efficiency = 1.0;
   Topology topology = Topology::FatTree;
   double oversubscription = 1.0;
   int num_gpus() const { return nodes * gpus_per_node; }
