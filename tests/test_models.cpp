@@ -91,3 +91,13 @@ TEST(Models, FlashAttentionKeepsNoScoreMatrix) {
   EXPECT_GT(standard.layers[1].saved_bytes() - flash.layers[1].saved_bytes(), 0.9 * scores);
   EXPECT_DOUBLE_EQ(standard.model_flops(), flash.model_flops());
 }
+
+TEST(Models, TensorAndSequenceParallelActivationsMatchKorthikantiTable2) {
+  auto spec = preset("gpt3-175b");
+  for (std::int64_t t : {2, 8})
+    for (bool sp : {false, true}) {
+      auto g = models::build_transformer(spec, models::BuildOptions{1, 2, models::Attention::Standard, t, sp});
+      EXPECT_NEAR(g.layers[1].saved_bytes() / models::korthikanti_layer_activation_bytes(spec, 1, t, sp), 1.0, 1e-12)
+          << "t=" << t << " sp=" << sp;
+    }
+}

@@ -3,6 +3,10 @@
 #include "models/model_graph.hpp"
 #include "strategies/plan.hpp"
 #include "strategies/works.hpp"
+#include "sim/network/platform.hpp"
+#include "sim/replay/replay.hpp"
+
+#include <tuple>
 
 using namespace dtsim;
 
@@ -178,4 +182,82 @@ TEST(Pipeline, GPipeHoldsEveryMicroBatch1F1BOnlyPipelineDepth) {
   double f1b = s.plan().stage_memory[1].activations;
   // Stage 1 of 4: GPipe keeps 8 micro-batches, 1F1B keeps p - s = 3.
   EXPECT_NEAR(gpipe / f1b, 8.0 / 3.0, 1e-9);
+}
+
+namespace {
+
+// Step time of a pipeline whose every pass takes `fwd` or `bwd` seconds and whose transfers are
+// free, replayed by the analytical backend.
+double uniform_pipeline_step(strategies::Schedule sched, int p, int m, int v, double fwd, double bwd) {
+  models::TransformerSpec spec = small();
+  spec.num_layers = p * v * 2;
+  auto s = setup(1, 1, m, 1, p);
+  s.graph = models::build_transformer(spec, {1, 2, models::Attention::Standard, 1, false});
+  s.par.schedule = sched;
+  s.par.virtual_stages = v;
+  auto plan = s.plan();
+  std::vector<double> seconds;
+  for (const auto& w : plan.graph.works)
+    seconds.push_back(w.name.rfind("fwd", 0) == 0 ? fwd : w.name.rfind("bwd", 0) == 0 ? bwd : 0.0);
+  network::ClusterSpec c;
+  c.nodes = p;
+  c.intra_bandwidth = c.nic_bandwidth = 1e30;
+  network::Platform pf(c);
+  return replay::replay_analytical({plan.graph, seconds, pf}).makespan;
+}
+
+}  // namespace
+
+TEST(PipelineBubble, OneFOneBAndGPipeMatchPMinusOneOverM) {
+  for (auto sched : {strategies::Schedule::OneFOneB, strategies::Schedule::GPipe})
+    for (auto [p, m] : {std::pair{4, 8}, {8, 32}, {4, 4}}) {
+      double ideal = m * 3.0;
+      double step = uniform_pipeline_step(sched, p, m, 1, 1.0, 2.0);
+      EXPECT_NEAR((step - ideal) / ideal, strategies::bubble_fraction(sched, p, m, 1), 1e-9)
+          << strategies::to_string(sched) << " p=" << p << " m=" << m;
+    }
+}
+
+TEST(PipelineBubble, InterleavingDividesTheBubbleByV) {
+  for (auto [p, m, v] : {std::tuple{4, 8, 2}, {4, 16, 4}, {8, 16, 2}}) {
+    double ideal = m * v * 3.0;
+    double step = uniform_pipeline_step(strategies::Schedule::Interleaved, p, m, v, 1.0, 2.0);
+    EXPECT_NEAR((step - ideal) / ideal, (p - 1.0) / (v * m), 1e-9) << "p=" << p << " m=" << m << " v=" << v;
+  }
+}
+
+TEST(PipelineBubble, NaiveSplitIdlesAllButOneStage) {
+  double step = uniform_pipeline_step(strategies::Schedule::Naive, 4, 3, 1, 1.0, 2.0);
+  EXPECT_NEAR(step, 3 * 4 * 3.0, 1e-9);  // each micro-batch crosses all 4 stages alone
+}
+
+TEST(Zero, ShardsOptimizerGradientsAndParametersInTurn) {
+  double states[4];
+  for (int z = 0; z < 4; ++z) {
+    auto s = setup(8, 1, 8);
+    s.par.zero_stage = z;
+    auto m = s.plan().memory;
+    states[z] = m.params + m.gradients + m.optimizer;
+  }
+  const double psi = setup(8, 1, 8).graph.params();
+  EXPECT_DOUBLE_EQ(states[0], 16 * psi);
+  EXPECT_DOUBLE_EQ(states[1], 4 * psi + 12 * psi / 8);
+  EXPECT_DOUBLE_EQ(states[2], 2 * psi + 14 * psi / 8);
+  EXPECT_DOUBLE_EQ(states[3], 16 * psi / 8);
+}
+
+TEST(Zero, Stage3GathersEveryLayerForwardAndBackward) {
+  auto s = setup(4, 1, 8);
+  s.par.zero_stage = 3;
+  auto plan = s.plan();
+  const int layers = static_cast<int>(s.graph.layers.size()), micro_batches = 2;
+  EXPECT_EQ(count(plan.graph, taskgraph::CollectiveOp::AllGather), 2 * layers * micro_batches);
+  EXPECT_EQ(count(plan.graph, taskgraph::CollectiveOp::ReduceScatter), layers * micro_batches);
+  EXPECT_EQ(count(plan.graph, taskgraph::CollectiveOp::AllReduce), 0);
+}
+
+TEST(Offload, MovesOptimizerStateOffTheGpu) {
+  auto s = setup(2, 1, 2);
+  s.par.offload_optimizer = true;
+  EXPECT_EQ(s.plan().memory.optimizer, 0.0);
 }

@@ -35,9 +35,16 @@ int main(int argc, char** argv) {
   cmp_cmd->add_option("candidate", cand, "candidate result.json")->required();
   cmp_cmd->add_option("--rel-tol", rel_tol, "relative tolerance")->check(CLI::Range(0.0, 10.0));
 
+  cli::ValidateOptions val;
+  auto* val_cmd = app.add_subcommand("validate", "published measurements vs predictions, error table");
+  val_cmd->add_option("--dir", val.directory, "scenarios with a \"reference\" (default scenarios/validation)");
+  val_cmd->add_option("-j,--jobs", val.jobs, "simulations at once (default: cores)")->check(CLI::Range(1, 256));
+  val_cmd->add_option("--max-mean-error", val.max_mean_error, "exit 3 if the mean |error| exceeds this percent");
+  val_cmd->add_option("--max-error", val.max_error, "exit 3 if any |error| exceeds this percent");
+  val_cmd->add_option("--json", val.json_out, "also write the table as JSON here");
+
   // Commands of the interface contract that later issues build.
-  const std::pair<const char*, const char*> planned[] = {
-      {"validate", "#3"}, {"sweep", "#3"}, {"collective", "#4"}, {"profile", "#5"}};
+  const std::pair<const char*, const char*> planned[] = {{"sweep", "#3"}, {"collective", "#4"}, {"profile", "#5"}};
   for (const auto& [name, issue] : planned) app.add_subcommand(name, std::string("not implemented yet (issue ") + issue + ")")->allow_extras();
 
   try {
@@ -51,6 +58,7 @@ int main(int argc, char** argv) {
     if (*mem_cmd) return cli::memory(mem_scenario, mem_format);
     if (*list_cmd) return cli::list(what);
     if (*cmp_cmd) return cli::compare(base, cand, rel_tol);
+    if (*val_cmd) return cli::validate(val);
     for (const auto& [name, issue] : planned)
       if (app.got_subcommand(name)) {
         std::cerr << "dtsim " << name << ": not implemented yet (issue " << issue << ")\n";
