@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -204,4 +205,17 @@ TEST(Cli, ListShowsPresets) {
   EXPECT_EQ(r.code, 0);
   for (const char* m : {"gpt2", "gpt3-175b", "llama-3-8b", "llama-3-70b"}) EXPECT_NE(r.out.find(m), std::string::npos) << m;
   EXPECT_NE(dtsim_cli("list devices", dir).out.find("h100-sxm-80gb"), std::string::npos);
+}
+
+TEST(Cli, ValidateReproducesMegatronTable1Within20Percent) {
+  // Every row of Megatron SC21 Table 1; the tolerance guards against regressions, the README
+  // gives the current errors.
+  test::TempDir dir;
+  auto r = dtsim_cli("validate --json " + dir.path("v.json"), dir);
+  ASSERT_TRUE(r.code == 0 || r.code == 3) << r.err;
+  auto j = nlohmann::json::parse(slurp(dir.path("v.json")));
+  ASSERT_EQ(j["rows"].size(), 10u);
+  for (const auto& row : j["rows"]) EXPECT_LT(std::fabs(row["error_percent"].get<double>()), 20.0) << row["scenario"];
+  EXPECT_NE(r.out.find("mean |error|"), std::string::npos);
+  EXPECT_EQ(dtsim_cli("validate --max-error 0.001", dir).code, 3);
 }
