@@ -4,6 +4,8 @@
 #include <string>
 #include <unistd.h>
 
+#include "sim/network/platform.hpp"
+
 namespace dtsim::test {
 
 // A fresh directory under the system temp dir, removed with the object.
@@ -30,5 +32,31 @@ class TempDir {
 };
 
 inline std::string source_dir() { return DTSIM_SOURCE_DIR; }
+
+// A valid scenario: GPT-2 small on one 8-GPU node, data parallel.
+inline const char* kValidScenario = R"({
+  "schema_version": 1, "name": "test",
+  "model": {"preset": "gpt2"},
+  "hardware": {"device": "a100-sxm-80gb"},
+  "cluster": {"nodes": 1, "gpus_per_node": 8,
+              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+              "inter_node": {"nics_per_node": 8, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+  "parallelism": {"data": 8, "micro_batch_size": 4},
+  "training": {"global_batch_size": 64}
+})";
+
+// One GPU per node, one 25 GB/s NIC each, one switch: a uniform ring (alpha 5 us).
+inline network::ClusterSpec flat_cluster(int p) {
+  network::ClusterSpec c;
+  c.nodes = p;
+  c.gpus_per_node = 1;
+  c.intra_bandwidth = 300e9;
+  c.intra_latency = 2e-6;
+  c.nics_per_node = 1;
+  c.nic_bandwidth = 25e9;
+  c.inter_latency = 5e-6;
+  c.topology = network::Topology::SingleSwitch;
+  return c;
+}
 
 }  // namespace dtsim::test

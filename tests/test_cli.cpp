@@ -34,16 +34,6 @@ Outcome dtsim_cli(const std::string& args, const test::TempDir& dir) {
 
 std::string scenario(const std::string& name) { return test::source_dir() + "/scenarios/" + name; }
 
-const char* kValid = R"({
-  "schema_version": 1, "name": "cli-test",
-  "model": {"preset": "gpt2"},
-  "hardware": {"device": "a100-sxm-80gb"},
-  "cluster": {"nodes": 1, "gpus_per_node": 8,
-              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
-              "inter_node": {"nics_per_node": 8, "nic_bandwidth_GBps": 25, "latency_us": 5}},
-  "parallelism": {"data": 8, "micro_batch_size": 4},
-  "training": {"global_batch_size": 64}
-})";
 
 }  // namespace
 
@@ -97,7 +87,7 @@ TEST(Cli, OverlappingBucketsWithBackwardShortensTheStep) {
 
 TEST(Cli, SimGridAndAnalyticalBackendsAgreeWithoutContention) {
   test::TempDir dir;
-  std::string base = dir.file("base.json", kValid);
+  std::string base = dir.file("base.json", test::kValidScenario);
   std::string fast = dir.file("fast.json", R"({"extends": "base.json", "simulation": {"backend": "analytical"}})");
   auto a = nlohmann::json::parse(dtsim_cli("run " + base + " -o " + dir.path("a") + " --format json", dir).out);
   auto b = nlohmann::json::parse(dtsim_cli("run " + fast + " -o " + dir.path("b") + " --format json", dir).out);
@@ -116,7 +106,7 @@ TEST(Cli, MemoryCommandNeedsNoSimulation) {
 TEST(Cli, PlainDataParallel7p5BHolds120GBOfModelStates) {
   // ZeRO paper Table 1 / Figure 1: 7.5 B parameters, mixed-precision Adam, no sharding.
   test::TempDir dir;
-  dir.file("base.json", kValid);
+  dir.file("base.json", test::kValidScenario);
   std::string f = dir.file("m.json", R"({"extends": "base.json", "model": {"preset": null, "kind": "transformer",
       "num_layers": 36, "hidden_size": 4096, "num_heads": 32, "seq_len": 2048, "vocab_size": 51200}})");
   auto r = dtsim_cli("memory " + f + " --format json", dir);
@@ -142,7 +132,7 @@ class CliBadInput : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(CliBadInput, ExitsTwoNamingThePointerAndWritesNothing) {
   test::TempDir dir;
-  dir.file("base.json", kValid);
+  dir.file("base.json", test::kValidScenario);
   std::string f = dir.file("child.json", GetParam().body);
   auto r = dtsim_cli("run " + f + " -o " + dir.path("out"), dir);
   EXPECT_EQ(r.code, 2);

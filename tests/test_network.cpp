@@ -4,25 +4,14 @@
 
 #include "sim/network/collectives.hpp"
 
+#include "helpers.hpp"
+
 using namespace dtsim;
 
 namespace {
 
-network::ClusterSpec flat(int p) {  // one GPU per node, one NIC each, one switch: a uniform ring
-  network::ClusterSpec c;
-  c.nodes = p;
-  c.gpus_per_node = 1;
-  c.intra_bandwidth = 300e9;
-  c.intra_latency = 2e-6;
-  c.nics_per_node = 1;
-  c.nic_bandwidth = 25e9;
-  c.inter_latency = 5e-6;
-  c.topology = network::Topology::SingleSwitch;
-  return c;
-}
-
 network::ClusterSpec dgx(int nodes) {
-  network::ClusterSpec c = flat(nodes);
+  network::ClusterSpec c = test::flat_cluster(nodes);
   c.gpus_per_node = 8;
   c.nics_per_node = 8;
   return c;
@@ -42,7 +31,7 @@ network::LoweredCollective all_reduce(const network::Platform& pf, double bytes,
 
 TEST(RingAllReduce, EachProcessSendsTwiceItsShareTimesPMinusOne) {
   for (int p : {2, 8, 100}) {
-    network::Platform pf(flat(p));
+    network::Platform pf(test::flat_cluster(p));
     const double n = 1e9;
     auto lc = all_reduce(pf, n, iota(p));
     ASSERT_EQ(lc.flows.size(), static_cast<std::size_t>(p));
@@ -52,7 +41,7 @@ TEST(RingAllReduce, EachProcessSendsTwiceItsShareTimesPMinusOne) {
 
 TEST(RingAllReduce, AnalyticalTimeIsTheClosedForm) {
   for (int p : {2, 8, 512}) {
-    network::Platform pf(flat(p));
+    network::Platform pf(test::flat_cluster(p));
     for (double bytes : {1e3, 1e6, 1e9}) {
       double t = network::analytical_time(pf, all_reduce(pf, bytes, iota(p)));
       EXPECT_NEAR(t / network::ring_all_reduce_closed_form(p, bytes, 5e-6, 25e9), 1.0, 1e-12) << p << " " << bytes;
@@ -61,7 +50,7 @@ TEST(RingAllReduce, AnalyticalTimeIsTheClosedForm) {
 }
 
 TEST(RingAllReduce, SingleGpuHasNothingToDo) {
-  network::Platform pf(flat(1));
+  network::Platform pf(test::flat_cluster(1));
   EXPECT_TRUE(all_reduce(pf, 1e9, {0}).flows.empty());
 }
 
@@ -103,7 +92,7 @@ TEST(Platform, OversubscribedFatTreeAddsASharedUplinkPerNode) {
 }
 
 TEST(RingReduceScatterAllGather, HalfTheAllReduceTraffic) {
-  network::Platform pf(flat(8));
+  network::Platform pf(test::flat_cluster(8));
   auto rs = network::lower(pf, taskgraph::CollectiveOp::ReduceScatter, taskgraph::Algorithm::Ring, 1e9, iota(8));
   auto ag = network::lower(pf, taskgraph::CollectiveOp::AllGather, taskgraph::Algorithm::Ring, 1e9, iota(8));
   for (const auto* lc : {&rs, &ag}) {

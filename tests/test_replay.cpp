@@ -4,26 +4,15 @@
 #include "sim/replay/replay.hpp"
 
 // Each test runs in its own process (gtest_discover_tests): SimGrid's engine runs once per process.
+#include "helpers.hpp"
+
 using namespace dtsim;
 
 namespace {
 
-network::ClusterSpec flat(int p) {
-  network::ClusterSpec c;
-  c.nodes = p;
-  c.gpus_per_node = 1;
-  c.intra_bandwidth = 300e9;
-  c.intra_latency = 2e-6;
-  c.nics_per_node = 1;
-  c.nic_bandwidth = 25e9;
-  c.inter_latency = 5e-6;
-  c.topology = network::Topology::SingleSwitch;
-  return c;
-}
-
 // One ring all-reduce of `bytes` on p ranks, after a compute task of 1 ms on rank 0.
 double simulate_ring(int p, double bytes) {
-  network::Platform pf(flat(p));
+  network::Platform pf(test::flat_cluster(p));
   taskgraph::TaskGraph g;
   g.num_ranks = p;
   taskgraph::Work warm;
@@ -52,7 +41,7 @@ TEST(SimGridRing, MatchesClosedFormAt512Ranks1MB) { expect_closed_form(512, 1e6)
 
 TEST(SimGridReplay, ContendingCollectivesShareLinks) {
   // Two identical all-reduces at once on the same ranks take twice as long as one.
-  network::Platform pf(flat(8));
+  network::Platform pf(test::flat_cluster(8));
   taskgraph::TaskGraph g;
   g.num_ranks = 8;
   std::vector<int> ranks{0, 1, 2, 3, 4, 5, 6, 7};

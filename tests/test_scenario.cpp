@@ -8,21 +8,11 @@ using namespace dtsim;
 
 namespace {
 
-const char* kBase = R"({
-  "schema_version": 1, "name": "base",
-  "model": {"preset": "gpt2"},
-  "hardware": {"device": "a100-sxm-80gb"},
-  "cluster": {"nodes": 2, "gpus_per_node": 8,
-              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
-              "inter_node": {"nics_per_node": 8, "nic_bandwidth_GBps": 25, "latency_us": 5}},
-  "parallelism": {"data": 16, "micro_batch_size": 2},
-  "training": {"global_batch_size": 64}
-})";
 
 // Loads `child` written beside the base scenario and returns the error it raises.
 InputError error_of(const std::string& child) {
   test::TempDir dir;
-  dir.file("base.json", kBase);
+  dir.file("base.json", test::kValidScenario);
   std::string f = dir.file("child.json", child);
   try {
     config::load_scenario(f);
@@ -37,7 +27,7 @@ InputError error_of(const std::string& child) {
 
 TEST(Scenario, ExtendsMergesChildOverBase) {
   test::TempDir dir;
-  dir.file("base.json", kBase);
+  dir.file("base.json", test::kValidScenario);
   auto s = config::load_scenario(dir.file("c.json", R"({"extends": "base.json", "name": "child",
       "cluster": {"inter_node": {"nic_bandwidth_GBps": null, "nic_bandwidth_Gbps": 400}}})"));
   EXPECT_EQ(s.name, "child");
@@ -45,12 +35,12 @@ TEST(Scenario, ExtendsMergesChildOverBase) {
   EXPECT_DOUBLE_EQ(s.cluster.inter_latency, 5e-6);      // base, merged not replaced
   EXPECT_EQ(s.cluster.nics_per_node, 8);
   EXPECT_EQ(s.model_preset, "gpt2");
-  EXPECT_EQ(s.parallelism.data, 16);
+  EXPECT_EQ(s.parallelism.data, 8);
 }
 
 TEST(Scenario, PresetValuesCanBeOverridden) {
   test::TempDir dir;
-  dir.file("base.json", kBase);
+  dir.file("base.json", test::kValidScenario);
   auto s = config::load_scenario(dir.file("c.json", R"({"extends": "base.json", "model": {"seq_len": 2048}})"));
   EXPECT_EQ(s.model.seq_len, 2048);
   EXPECT_EQ(s.model.num_layers, 12);
@@ -58,7 +48,7 @@ TEST(Scenario, PresetValuesCanBeOverridden) {
 
 TEST(Scenario, UnitSuffixesConvertToSI) {
   test::TempDir dir;
-  dir.file("base.json", kBase);
+  dir.file("base.json", test::kValidScenario);
   auto s = config::load_scenario(dir.file("c.json", R"({"extends": "base.json",
       "cluster": {"intra_node": {"latency_us": null, "latency_ms": 0.004}}})"));
   EXPECT_DOUBLE_EQ(s.cluster.intra_latency, 4e-6);
@@ -71,8 +61,8 @@ TEST(Scenario, UnknownKeyNamesItsPointer) {
 }
 
 TEST(Scenario, InheritedValueErrorNamesTheFileThatSetIt) {
-  // 64 samples cannot be split over 16 ranks x 8: the offending value lives in base.json.
-  auto e = error_of(R"({"extends": "base.json", "parallelism": {"micro_batch_size": 8}})");
+  // 64 samples cannot be split over 8 ranks x 16: the offending value lives in base.json.
+  auto e = error_of(R"({"extends": "base.json", "parallelism": {"micro_batch_size": 16}})");
   EXPECT_EQ(e.pointer(), "/training/global_batch_size");
   EXPECT_NE(e.file().find("base.json"), std::string::npos);
 }
