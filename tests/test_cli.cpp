@@ -209,3 +209,27 @@ TEST(Cli, ValidateReproducesMegatronTable1Within20Percent) {
   EXPECT_NE(r.out.find("mean |error|"), std::string::npos);
   EXPECT_EQ(dtsim_cli("validate --max-error 0.001", dir).code, 3);
 }
+
+TEST(Cli, CollectiveTableForEveryOperation) {
+  test::TempDir dir;
+  for (const char* op : {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all"}) {
+    auto r = dtsim_cli(std::string("collective --op ") + op + " --algorithm auto --gpus 16 -b 1K -e 1M -f 32 --format json", dir);
+    ASSERT_EQ(r.code, 0) << op << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["rows"].size(), 3u) << op;
+    double prev = 0;
+    for (const auto& row : j["rows"]) {
+      EXPECT_GT(row["time_us"].get<double>(), prev) << op;  // bigger buffers take longer
+      prev = row["time_us"].get<double>();
+      EXPECT_GT(row["busbw_GBps"].get<double>(), 0.0);
+    }
+  }
+}
+
+TEST(Cli, CollectiveRejectsAnUnsupportedPair) {
+  test::TempDir dir;
+  auto r = dtsim_cli("collective --op broadcast --algorithm master-worker", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--algorithm"), std::string::npos);
+  EXPECT_EQ(dtsim_cli("collective -b 8X", dir).code, 2);
+}

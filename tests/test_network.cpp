@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "sim/network/collectives.hpp"
 
@@ -29,13 +31,21 @@ network::LoweredCollective all_reduce(const network::Platform& pf, double bytes,
 
 }  // namespace
 
+using taskgraph::Algorithm;
+using taskgraph::CollectiveOp;
+
+network::LoweredCollective lower(const network::Platform& pf, CollectiveOp op, Algorithm a, double bytes, int p) {
+  return network::lower(pf, op, a, bytes, iota(p));
+}
+
 TEST(RingAllReduce, EachProcessSendsTwiceItsShareTimesPMinusOne) {
   for (int p : {2, 8, 100}) {
     network::Platform pf(test::flat_cluster(p));
     const double n = 1e9;
     auto lc = all_reduce(pf, n, iota(p));
-    ASSERT_EQ(lc.flows.size(), static_cast<std::size_t>(p));
-    for (const auto& f : lc.flows) EXPECT_DOUBLE_EQ(f.bytes, 2.0 * (n / p) * (p - 1));  // 2 (N/m)(m-1)
+    ASSERT_EQ(lc.phases.size(), 1u);
+    ASSERT_EQ(lc.flow_count(), static_cast<std::size_t>(p));
+    for (const auto& f : lc.all_flows()) EXPECT_DOUBLE_EQ(f.bytes, 2.0 * (n / p) * (p - 1));  // 2 (N/m)(m-1)
   }
 }
 
@@ -51,7 +61,7 @@ TEST(RingAllReduce, AnalyticalTimeIsTheClosedForm) {
 
 TEST(RingAllReduce, SingleGpuHasNothingToDo) {
   network::Platform pf(test::flat_cluster(1));
-  EXPECT_TRUE(all_reduce(pf, 1e9, {0}).flows.empty());
+  EXPECT_EQ(all_reduce(pf, 1e9, {0}).flow_count(), 0u);
 }
 
 TEST(RingAllReduce, AcrossNodesEveryNicCarriesOneChannel) {
@@ -60,7 +70,7 @@ TEST(RingAllReduce, AcrossNodesEveryNicCarriesOneChannel) {
   const double bytes = 8e9;
   auto lc = all_reduce(pf, bytes, iota(p));
   std::map<int, double> sent;  // by source endpoint
-  for (const auto& f : lc.flows) sent[f.src] += f.bytes;
+  for (const auto& f : lc.all_flows()) sent[f.src] += f.bytes;
   const double per_gpu = 2.0 * (p - 1) / p * bytes;
   for (int g = 0; g < p; ++g) {
     // Of each GPU's 2(p-1)/p S, one channel in eight leaves through its NIC, the rest over NVLink.
@@ -93,20 +103,118 @@ TEST(Platform, OversubscribedFatTreeAddsASharedUplinkPerNode) {
 
 TEST(RingReduceScatterAllGather, HalfTheAllReduceTraffic) {
   network::Platform pf(test::flat_cluster(8));
-  auto rs = network::lower(pf, taskgraph::CollectiveOp::ReduceScatter, taskgraph::Algorithm::Ring, 1e9, iota(8));
-  auto ag = network::lower(pf, taskgraph::CollectiveOp::AllGather, taskgraph::Algorithm::Ring, 1e9, iota(8));
-  for (const auto* lc : {&rs, &ag}) {
-    ASSERT_EQ(lc->flows.size(), 8u);
-    EXPECT_DOUBLE_EQ(lc->flows[0].bytes, 7.0 / 8 * 1e9);  // (p-1)/p S per process
-    EXPECT_DOUBLE_EQ(lc->extra_latency, 6 * 5e-6);         // p-1 steps, one paid by the flow
+  for (auto op : {CollectiveOp::ReduceScatter, CollectiveOp::AllGather}) {
+    auto lc = lower(pf, op, Algorithm::Ring, 1e9, 8);
+    ASSERT_EQ(lc.flow_count(), 8u);
+    EXPECT_DOUBLE_EQ(lc.phases[0].flows[0].bytes, 7.0 / 8 * 1e9);  // (p-1)/p S per process
+    EXPECT_DOUBLE_EQ(lc.phases[0].latency, 6 * 5e-6);               // p-1 steps, one paid by the flow
   }
+}
+
+TEST(MasterWorker, TwoNTimesMMinusOneThroughTheMaster) {
+  const int m = 16;
+  const double n = 1e8;
+  network::Platform pf(test::flat_cluster(m));
+  auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::MasterWorker, n, m);
+  double through = 0;
+  for (const auto& f : lc.all_flows())
+    if (f.src == pf.nic_endpoint(0) || f.dst == pf.nic_endpoint(0)) through += f.bytes;
+  EXPECT_DOUBLE_EQ(through, 2.0 * n * (m - 1));
+  // Gather then scatter, each through the master's one link: 2 (m-1) N / B.
+  EXPECT_NEAR(network::analytical_time(pf, lc), 2.0 * ((m - 1) * n / 25e9 + 5e-6), 1e-9);
+}
+
+TEST(HalvingDoubling, MatchesRabenseifnerClosedForm) {
+  for (int p : {2, 8, 64}) {
+    network::Platform pf(test::flat_cluster(p));
+    const double s = 1e9;
+    auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::HalvingDoubling, s, p);
+    EXPECT_EQ(lc.phases.size(), 2 * static_cast<std::size_t>(std::log2(p)));
+    // 2 log2(p) alpha + 2 (p-1)/p S / B (Thakur et al. 2005).
+    double expected = 2 * std::log2(p) * 5e-6 + 2.0 * (p - 1) / p * s / 25e9;
+    EXPECT_NEAR(network::analytical_time(pf, lc) / expected, 1.0, 1e-12) << p;
+  }
+}
+
+TEST(HalvingDoubling, NonPowerOfTwoFoldsTheExtraRanksIn) {
+  network::Platform pf(test::flat_cluster(6));
+  auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::HalvingDoubling, 1e6, 6);
+  EXPECT_EQ(lc.phases.size(), 1 + 4 + 1u);  // fold, 2 halving, 2 doubling, unfold
+}
+
+TEST(Tree, LatencyGrowsWithLogPNotP) {
+  network::Platform pf(test::flat_cluster(512));
+  const double tiny = 8;
+  double tree = network::analytical_time(pf, lower(pf, CollectiveOp::AllReduce, Algorithm::Tree, tiny, 512));
+  double ring = network::analytical_time(pf, lower(pf, CollectiveOp::AllReduce, Algorithm::Ring, tiny, 512));
+  EXPECT_NEAR(tree, 2 * 9 * 5e-6, 1e-7);  // up and down a tree of depth log2(512) = 9
+  EXPECT_NEAR(ring, 2 * 511 * 5e-6, 1e-7);
+  // NCCL's choice: tree for small messages at scale, ring for large ones.
+  EXPECT_EQ(network::choose(pf, CollectiveOp::AllReduce, Algorithm::Auto, tiny, iota(512)), Algorithm::Tree);
+  network::Platform one(dgx(1));
+  EXPECT_EQ(network::choose(one, CollectiveOp::AllReduce, Algorithm::Auto, 1e9, iota(8)), Algorithm::Ring);
+}
+
+TEST(Tree, MovesAsMuchAsARingPerRank) {
+  network::Platform pf(test::flat_cluster(16));
+  auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::Tree, 1e9, 16);
+  std::map<int, double> sent;
+  for (const auto& f : lc.all_flows()) sent[f.src] += f.bytes;
+  for (const auto& [ep, b] : sent) EXPECT_LE(b, 2 * 1e9 + 1);  // at most S up and S down per rank
+}
+
+TEST(Hierarchical, ReduceScatterInsideAllReduceAcrossAllGatherInside) {
+  network::Platform pf(dgx(4));
+  auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::Hierarchical, 8e9, 32);
+  ASSERT_EQ(lc.phases.size(), 3u);
+  for (const auto& f : lc.phases[0].flows) EXPECT_LT(f.src, 32);   // NVLink ports only
+  for (const auto& f : lc.phases[1].flows) EXPECT_GE(f.src, 32);   // NICs only
+  // Across nodes each local rank's ring carries S/8: 2 (4-1)/4 x 1 GB per NIC.
+  for (const auto& f : lc.phases[1].flows) EXPECT_DOUBLE_EQ(f.bytes, 2.0 * 3 / 4 * 1e9);
+}
+
+TEST(DirectAndRoundRobin, SameBytesDifferentPhases) {
+  network::Platform pf(test::flat_cluster(8));
+  auto direct = lower(pf, CollectiveOp::AllToAll, Algorithm::Direct, 8e6, 8);
+  auto rr = lower(pf, CollectiveOp::AllToAll, Algorithm::RoundRobin, 8e6, 8);
+  EXPECT_EQ(direct.phases.size(), 1u);
+  EXPECT_EQ(direct.flow_count(), 56u);
+  EXPECT_EQ(rr.phases.size(), 7u);
+  double a = 0, b = 0;
+  for (const auto& f : direct.all_flows()) a += f.bytes;
+  for (const auto& f : rr.all_flows()) b += f.bytes;
+  EXPECT_DOUBLE_EQ(a, 56 * 1e6);
+  EXPECT_DOUBLE_EQ(a, b);
+}
+
+TEST(Broadcast, PipelinedChainAndBinomialTree) {
+  network::Platform pf(test::flat_cluster(8));
+  const double s = 1e9;
+  // Chain: (p-1) alpha to fill the pipeline, then S / B.
+  EXPECT_NEAR(network::analytical_time(pf, lower(pf, CollectiveOp::Broadcast, Algorithm::Ring, s, 8)),
+              7 * 5e-6 + s / 25e9, 1e-9);
+  // Binomial: log2(p) rounds of alpha + S / B.
+  EXPECT_NEAR(network::analytical_time(pf, lower(pf, CollectiveOp::Broadcast, Algorithm::Tree, s, 8)),
+              3 * (5e-6 + s / 25e9), 1e-9);
+}
+
+TEST(Unsupported, PairsAreRejected) {
+  network::Platform pf(test::flat_cluster(4));
+  EXPECT_THROW(lower(pf, CollectiveOp::Broadcast, Algorithm::HalvingDoubling, 1e6, 4), std::invalid_argument);
+  EXPECT_THROW(lower(pf, CollectiveOp::ReduceScatter, Algorithm::MasterWorker, 1e6, 4), std::invalid_argument);
+}
+
+TEST(BusBandwidth, NcclTestsFactors) {
+  EXPECT_DOUBLE_EQ(network::bus_bandwidth_factor(CollectiveOp::AllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(network::bus_bandwidth_factor(CollectiveOp::AllGather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(network::bus_bandwidth_factor(CollectiveOp::Broadcast, 8), 1.0);
 }
 
 TEST(SendRecv, UsesNvlinkInsideANodeAndNicsAcross) {
   network::Platform pf(dgx(2));
-  auto inside = network::lower(pf, taskgraph::CollectiveOp::SendRecv, taskgraph::Algorithm::Ring, 1e6, {0, 1});
-  auto across = network::lower(pf, taskgraph::CollectiveOp::SendRecv, taskgraph::Algorithm::Ring, 1e6, {0, 8});
-  EXPECT_EQ(inside.flows[0].src, pf.fabric_endpoint(0));
-  EXPECT_EQ(across.flows[0].src, pf.nic_endpoint(0));
-  EXPECT_EQ(across.flows[0].dst, pf.nic_endpoint(8));
+  auto inside = network::lower(pf, CollectiveOp::SendRecv, Algorithm::Ring, 1e6, {0, 1});
+  auto across = network::lower(pf, CollectiveOp::SendRecv, Algorithm::Ring, 1e6, {0, 8});
+  EXPECT_EQ(inside.phases[0].flows[0].src, pf.fabric_endpoint(0));
+  EXPECT_EQ(across.phases[0].flows[0].src, pf.nic_endpoint(0));
+  EXPECT_EQ(across.phases[0].flows[0].dst, pf.nic_endpoint(8));
 }

@@ -56,3 +56,16 @@ TEST(SimGridReplay, ContendingCollectivesShareLinks) {
   auto b = replay::step_breakdown(g, t, none, none);
   EXPECT_NEAR(b.total(), t.makespan, 1e-12);
 }
+
+TEST(SimGridPhases, HalvingDoublingMatchesClosedForm) {
+  network::Platform pf(test::flat_cluster(64));
+  taskgraph::TaskGraph g;
+  g.num_ranks = 64;
+  std::vector<int> ranks;
+  for (int i = 0; i < 64; ++i) ranks.push_back(i);
+  int grp = g.add_group(ranks);
+  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::HalvingDoubling, {grp}, 1e9}, "hd", {});
+  std::vector<double> none;
+  auto t = replay::replay_simgrid({g, none, pf});
+  EXPECT_NEAR(t.makespan / (2 * 6 * 5e-6 + 2.0 * 63 / 64 * 1e9 / 25e9), 1.0, 0.01);
+}

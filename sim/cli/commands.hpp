@@ -14,6 +14,14 @@ struct ValidateOptions {
   double max_mean_error = -1, max_error = -1;  // percent; exceeded -> exit 3
 };
 
+struct CollectiveOptions {
+  std::string op = "all_reduce", algorithm = "ring", scenario, format = "text";
+  std::string min_bytes = "8", max_bytes = "128M";
+  double factor = 2;
+  int gpus = 8, gpus_per_node = 8;
+  bool analytical = false;
+};
+
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.
 int run(const RunOptions& o);
 int memory(const std::string& scenario, const std::string& format);
@@ -21,5 +29,7 @@ int list(const std::string& what);
 int compare(const std::string& baseline, const std::string& candidate, double rel_tol);
 // Published measurements (scenarios with a "reference") against predictions.
 int validate(const ValidateOptions& o);
+// An nccl-tests style table from the network model.
+int collective(const CollectiveOptions& o);
 
 }  // namespace dtsim::cli

@@ -132,8 +132,15 @@ void parse_parallelism(Reader r, Scenario& s) {
   p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
   p.first_bucket_bytes = r.quantity("first_bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.first_bucket_bytes);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
-  r.choice("all_reduce_algorithm", {"ring"}, "ring");
-  p.algorithm = taskgraph::Algorithm::Ring;
+  p.algorithm = *taskgraph::algorithm_from_string(
+      r.choice("all_reduce_algorithm",
+               {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin", "auto"}, "ring"));
+  const bool scatter_gather = p.algorithm == taskgraph::Algorithm::Ring || p.algorithm == taskgraph::Algorithm::Auto ||
+                              p.algorithm == taskgraph::Algorithm::HalvingDoubling ||
+                              p.algorithm == taskgraph::Algorithm::Direct || p.algorithm == taskgraph::Algorithm::RoundRobin;
+  if (p.zero_stage > 0 && !scatter_gather)
+    r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
+                                               taskgraph::to_string(p.algorithm)));
   r.finish();
 }
 

@@ -3,124 +3,164 @@
 #include <algorithm>
 #include <map>
 #include <stdexcept>
-#include <utility>
+#include <string>
+
+#include "sim/network/algorithms.hpp"
 
 namespace dtsim::network {
 
-namespace {
+using taskgraph::Algorithm;
+using taskgraph::CollectiveOp;
 
-// A ring as NCCL builds it across nodes: one ring (channel) per NIC, each entering a node at a
-// different GPU so that every channel leaves through a different NIC. All-reduce sends 2(p-1)/p
-// of the buffer over every hop in 2(p-1) steps; reduce-scatter and all-gather half of that.
-LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes) {
-  LoweredCollective out;
-  const int p = static_cast<int>(ranks.size());
-  if (p < 2 || bytes <= 0) return out;
+std::size_t LoweredCollective::flow_count() const {
+  std::size_t n = 0;
+  for (const auto& ph : phases) n += ph.flows.size();
+  return n;
+}
 
-  std::vector<std::vector<int>> by_node;  // members of each node, in node order
-  std::map<int, std::size_t> node_index;
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  for (int g : sorted) {
-    auto [it, fresh] = node_index.try_emplace(pf.node_of(g), by_node.size());
-    if (fresh) by_node.emplace_back();
-    by_node[it->second].push_back(g);
-  }
-  std::size_t widest = 0;
-  for (const auto& m : by_node) widest = std::max(widest, m.size());
-  const int channels = by_node.size() > 1 ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
-  const double per_hop = passes * (p - 1) / p * bytes / channels;
-
-  std::map<std::pair<int, int>, double> merged;  // flows sharing a route run as one
-  double alpha = 0;
-  for (int c = 0; c < channels; ++c) {
-    std::vector<int> order;
-    for (const auto& members : by_node) {
-      const std::size_t n = members.size();
-      const std::size_t entry = static_cast<std::size_t>(c) * n / static_cast<std::size_t>(channels);
-      for (std::size_t i = 0; i < n; ++i) order.push_back(members[(entry + i) % n]);
-    }
-    for (int i = 0; i < p; ++i) {
-      int a = order[static_cast<std::size_t>(i)], b = order[static_cast<std::size_t>((i + 1) % p)];
-      bool same_node = pf.node_of(a) == pf.node_of(b);
-      int src = same_node ? pf.fabric_endpoint(a) : pf.nic_endpoint(a);
-      int dst = same_node ? pf.fabric_endpoint(b) : pf.nic_endpoint(b);
-      merged[{src, dst}] += per_hop;
-      alpha = std::max(alpha, pf.route_latency(src, dst));
-    }
-  }
-  for (const auto& [route, b] : merged) out.flows.push_back({route.first, route.second, b});
-  // Every step waits for its slowest hop; the flows already paid one step's latency.
-  out.extra_latency = (passes * (p - 1) - 1.0) * alpha;
+std::vector<Flow> LoweredCollective::all_flows() const {
+  std::vector<Flow> out;
+  for (const auto& ph : phases) out.insert(out.end(), ph.flows.begin(), ph.flows.end());
   return out;
 }
 
-LoweredCollective send_recv(const Platform& pf, double bytes, int src, int dst) {
-  LoweredCollective out;
-  if (src == dst || bytes <= 0) return out;
-  bool same_node = pf.node_of(src) == pf.node_of(dst);
-  out.flows.push_back({same_node ? pf.fabric_endpoint(src) : pf.nic_endpoint(src),
-                       same_node ? pf.fabric_endpoint(dst) : pf.nic_endpoint(dst), bytes});
-  return out;
+namespace {
+
+[[noreturn]] void unsupported(CollectiveOp op, Algorithm a) {
+  throw std::invalid_argument(std::string(taskgraph::to_string(a)) + " does not implement " + taskgraph::to_string(op));
+}
+
+LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
+  namespace alg = algorithms;
+  const double p = static_cast<double>(r.size());
+  if (r.size() < 2 || bytes <= 0) return {};
+  switch (op) {
+    case CollectiveOp::AllReduce:
+      switch (a) {
+        case Algorithm::Ring: return alg::ring(pf, bytes, r, 2.0);
+        case Algorithm::Tree: return alg::double_tree(pf, bytes, r);
+        case Algorithm::HalvingDoubling: return alg::halving_doubling(pf, bytes, r, true, true);
+        case Algorithm::Hierarchical: return alg::hierarchical(pf, bytes, r);
+        case Algorithm::Direct: return alg::direct(pf, bytes / p, r, 2);  // scatter, then gather
+        case Algorithm::MasterWorker: return alg::master_worker(pf, bytes, r);
+        case Algorithm::RoundRobin: return alg::round_robin(pf, bytes / p, r, 2);
+        default: break;
+      }
+      break;
+    case CollectiveOp::ReduceScatter:
+    case CollectiveOp::AllGather: {
+      const bool scatter = op == CollectiveOp::ReduceScatter;
+      switch (a) {
+        case Algorithm::Ring: return alg::ring(pf, bytes, r, 1.0);
+        case Algorithm::HalvingDoubling: return alg::halving_doubling(pf, bytes, r, scatter, !scatter);
+        case Algorithm::Direct: return alg::direct(pf, bytes / p, r, 1);
+        case Algorithm::RoundRobin: return alg::round_robin(pf, bytes / p, r, 1);
+        default: break;
+      }
+      break;
+    }
+    case CollectiveOp::Broadcast:
+    case CollectiveOp::Reduce: {
+      const bool up = op == CollectiveOp::Reduce;
+      if (a == Algorithm::Ring) return alg::chain(pf, bytes, r, up);
+      if (a == Algorithm::Tree) return alg::binomial(pf, bytes, r, up);
+      break;
+    }
+    case CollectiveOp::AllToAll:
+      if (a == Algorithm::Direct) return alg::direct(pf, bytes / p, r, 1);
+      if (a == Algorithm::RoundRobin) return alg::round_robin(pf, bytes / p, r, 1);
+      break;
+    case CollectiveOp::SendRecv:
+      if (r.size() != 2) throw std::invalid_argument("send_recv needs a source and a destination");
+      return alg::chain(pf, bytes, r, false);
+  }
+  unsupported(op, a);
 }
 
 }  // namespace
 
-LoweredCollective lower(const Platform& pf, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
-                        const std::vector<int>& ranks) {
-  using taskgraph::CollectiveOp;
-  if (a != taskgraph::Algorithm::Ring) throw std::invalid_argument("only the ring algorithm is implemented");
+Algorithm choose(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
+  if (a != Algorithm::Auto) return a;
   switch (op) {
-    case CollectiveOp::AllReduce: return ring(pf, bytes, ranks, 2.0);
-    case CollectiveOp::ReduceScatter:
-    case CollectiveOp::AllGather: return ring(pf, bytes, ranks, 1.0);
-    case CollectiveOp::SendRecv:
-      if (ranks.size() != 2) throw std::invalid_argument("send_recv needs a source and a destination");
-      return send_recv(pf, bytes, ranks[0], ranks[1]);
-    default:
-      throw std::invalid_argument(std::string("collective not implemented yet: ") + taskgraph::to_string(op));
+    case CollectiveOp::AllReduce: {
+      Algorithm best = Algorithm::Ring;
+      double best_t = analytical_time(pf, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks));
+      for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {
+        double t = analytical_time(pf, lower_fixed(pf, op, c, bytes, ranks));
+        if (t < best_t) best = c, best_t = t;
+      }
+      return best;
+    }
+    case CollectiveOp::AllToAll: return Algorithm::Direct;
+    default: return Algorithm::Ring;
   }
+}
+
+LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
+  return lower_fixed(pf, op, choose(pf, op, a, bytes, ranks), bytes, ranks);
 }
 
 LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
   if (groups.size() == 1) return lower(pf, c.op, c.algorithm, c.bytes, groups[0]);
   LoweredCollective out;
-  std::map<std::pair<int, int>, double> merged;
+  std::vector<std::map<std::pair<int, int>, double>> merged;
   for (const auto& g : groups) {
     auto one = lower(pf, c.op, c.algorithm, c.bytes, g);
-    out.extra_latency = std::max(out.extra_latency, one.extra_latency);
-    for (const auto& f : one.flows) merged[{f.src, f.dst}] += f.bytes;
+    if (one.phases.size() > out.phases.size()) {
+      out.phases.resize(one.phases.size());
+      merged.resize(one.phases.size());
+    }
+    for (std::size_t k = 0; k < one.phases.size(); ++k) {
+      out.phases[k].latency = std::max(out.phases[k].latency, one.phases[k].latency);
+      for (const auto& f : one.phases[k].flows) merged[k][{f.src, f.dst}] += f.bytes;
+    }
   }
-  for (const auto& [route, b] : merged) out.flows.push_back({route.first, route.second, b});
+  for (std::size_t k = 0; k < merged.size(); ++k)
+    for (const auto& [route, b] : merged[k]) out.phases[k].flows.push_back({route.first, route.second, b});
   return out;
 }
 
-double inline_time(const Platform& pf, const taskgraph::InlineCollective& c, const std::vector<int>& ranks) {
-  return c.count * analytical_time(pf, lower(pf, c.op, taskgraph::Algorithm::Ring, c.bytes, ranks));
+double analytical_time(const Platform& pf, const LoweredCollective& lc) {
+  double total = 0;
+  std::vector<double> load(pf.links().size() * 2, 0.0);  // bytes per link direction: 2l up, 2l+1 down
+  for (const auto& ph : lc.phases) {
+    std::fill(load.begin(), load.end(), 0.0);
+    for (const auto& f : ph.flows) {
+      for (int l : pf.endpoint_links(f.src)) load[static_cast<std::size_t>(l) * 2] += f.bytes;
+      for (int l : pf.endpoint_links(f.dst)) load[static_cast<std::size_t>(l) * 2 + 1] += f.bytes;
+    }
+    double worst = 0;
+    for (const auto& f : ph.flows) {
+      double t = 0;
+      for (int l : pf.endpoint_links(f.src))
+        t = std::max(t, load[static_cast<std::size_t>(l) * 2] / pf.links()[static_cast<std::size_t>(l)].bandwidth);
+      for (int l : pf.endpoint_links(f.dst))
+        t = std::max(t, load[static_cast<std::size_t>(l) * 2 + 1] / pf.links()[static_cast<std::size_t>(l)].bandwidth);
+      worst = std::max(worst, t + pf.route_latency(f.src, f.dst));
+    }
+    total += worst + ph.latency;
+  }
+  return total;
 }
 
-double analytical_time(const Platform& pf, const LoweredCollective& lc) {
-  // bytes crossing each link direction: index*2 for up, index*2+1 for down
-  std::vector<double> load(pf.links().size() * 2, 0.0);
-  for (const auto& f : lc.flows) {
-    for (int l : pf.endpoint_links(f.src)) load[static_cast<std::size_t>(l) * 2] += f.bytes;
-    for (int l : pf.endpoint_links(f.dst)) load[static_cast<std::size_t>(l) * 2 + 1] += f.bytes;
-  }
-  double worst = 0;
-  for (const auto& f : lc.flows) {
-    double t = 0;
-    for (int l : pf.endpoint_links(f.src))
-      t = std::max(t, load[static_cast<std::size_t>(l) * 2] / pf.links()[static_cast<std::size_t>(l)].bandwidth);
-    for (int l : pf.endpoint_links(f.dst))
-      t = std::max(t, load[static_cast<std::size_t>(l) * 2 + 1] / pf.links()[static_cast<std::size_t>(l)].bandwidth);
-    worst = std::max(worst, t + pf.route_latency(f.src, f.dst));
-  }
-  return worst + (lc.flows.empty() ? 0.0 : lc.extra_latency);
+double inline_time(const Platform& pf, const taskgraph::InlineCollective& c, const std::vector<int>& ranks) {
+  return c.count * analytical_time(pf, lower(pf, c.op, Algorithm::Ring, c.bytes, ranks));
 }
 
 double ring_all_reduce_closed_form(int p, double bytes, double alpha, double bandwidth) {
   if (p < 2) return 0;
   return 2.0 * (p - 1) * (alpha + bytes / (p * bandwidth));
+}
+
+double bus_bandwidth_factor(CollectiveOp op, int p) {
+  const double n = p;
+  switch (op) {
+    case CollectiveOp::AllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::ReduceScatter:
+    case CollectiveOp::AllGather:
+    case CollectiveOp::AllToAll: return (n - 1) / n;
+    default: return 1.0;
+  }
 }
 
 }  // namespace dtsim::network

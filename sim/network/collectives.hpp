@@ -11,25 +11,37 @@ struct Flow {
   double bytes = 0;
 };
 
-// A collective as a few long concurrent flows plus a fixed latency paid after they finish.
-// A uniform ring moves the same bytes over the same hop at every step, so its 2(p-1) steps are
-// aggregated into one flow per hop: O(p) flows instead of O(p^2) messages. The step latencies the
-// aggregation hides are added back in `extra_latency`.
-struct LoweredCollective {
+// Flows that run at once, then a fixed latency before the next phase. A uniform algorithm (ring,
+// pipelined tree) moves the same bytes over the same hops at every step, so its steps are
+// aggregated into one phase of long flows, O(p) instead of O(p^2) messages, and the step latencies
+// the aggregation hides come back as `latency`. Algorithms whose steps use different links
+// (halving-doubling, hierarchical, master-worker) keep one phase per step.
+struct Phase {
   std::vector<Flow> flows;
-  double extra_latency = 0;
+  double latency = 0;
 };
 
-// One group: `ranks` are GPU ids. For SendRecv, ranks = {source, destination}.
+struct LoweredCollective {
+  std::vector<Phase> phases;
+  std::size_t flow_count() const;
+  std::vector<Flow> all_flows() const;
+};
+
+// One group: `ranks` are GPU ids, the first is the root of rooted operations (broadcast,
+// reduce, master-worker). For SendRecv, ranks = {source, destination}.
 LoweredCollective lower(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
                         const std::vector<int>& ranks);
-// Every group of `c` at once; flows with the same route are merged.
+// Every group of `c` at once; phase k of every group runs together.
 LoweredCollective lower(const Platform& platform, const taskgraph::Collective& c,
                         const std::vector<std::vector<int>>& groups);
 
-// Contention-free estimate from the same flows: each flow runs at its route's most loaded link's
-// fair share; the collective ends with its slowest flow plus the extra latency.
+// Contention-free estimate from the same flows: each phase lasts as long as its slowest flow at
+// its route's most loaded link's fair share, plus the phase latency.
 double analytical_time(const Platform& platform, const LoweredCollective& lc);
+
+// The algorithm `Auto` resolves to for this collective.
+taskgraph::Algorithm choose(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
+                            const std::vector<int>& ranks);
 
 // Contention-free time of one inline collective on its group.
 double inline_time(const Platform& platform, const taskgraph::InlineCollective& c, const std::vector<int>& ranks);
@@ -37,5 +49,8 @@ double inline_time(const Platform& platform, const taskgraph::InlineCollective& 
 // Closed form of a ring all-reduce on p ranks at per-step latency alpha and bandwidth B:
 // 2(p-1)(alpha + S/(p B)) (Thakur et al. 2005; Patarasuk & Yuan 2009).
 double ring_all_reduce_closed_form(int p, double bytes, double alpha, double bandwidth);
+
+// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw x factor.
+double bus_bandwidth_factor(taskgraph::CollectiveOp op, int p);
 
 }  // namespace dtsim::network

@@ -28,7 +28,7 @@ Timeline replay_analytical(const ReplayInput& in) {
       auto it = priced.find(key);
       if (it == priced.end()) {
         auto lowered = network::lower(in.platform, c, groups_of(g, c));
-        out.flows += lowered.flows.size();
+        out.flows += lowered.flow_count();
         it = priced.emplace(key, network::analytical_time(in.platform, lowered)).first;
       }
       duration = it->second;

@@ -65,55 +65,78 @@ Timeline replay_simgrid(const ReplayInput& in) {
   Timeline out;
   out.start.assign(n, 0.0);
   out.end.assign(n, 0.0);
-  enum class Role { Last, Flow };
+  enum class Role { Last, Flow, PhaseEnd };
   std::unordered_map<const sg4::Activity*, std::pair<std::size_t, Role>> role;
   std::vector<sg4::ActivityPtr> keep;  // SimGrid must not free an activity while it completes
   keep.reserve(n * 2);
-  std::vector<double> delay(n, 0.0);
+  // A collective in flight: its phases and the one running.
+  struct Running {
+    network::LoweredCollective lowered;
+    std::size_t phase = 0;
+  };
+  std::unordered_map<std::size_t, Running> running;
 
-  auto run_exec = [&](std::size_t task, sg4::Host* host, double seconds) {
+  auto run_exec = [&](std::size_t task, sg4::Host* host, double seconds, Role r) {
     sg4::ExecPtr e = sg4::Exec::init()->set_flops_amount(seconds * kSpeed)->set_host(host);
-    role.emplace(e.get(), std::make_pair(task, Role::Last));
+    role.emplace(e.get(), std::make_pair(task, r));
     keep.push_back(e);
     e->start();
+  };
+  // Starts the current phase's flows, or its closing latency when it has none.
+  auto start_phase = [&](std::size_t task) {
+    auto& run = running.at(task);
+    const auto& ph = run.lowered.phases[run.phase];
+    flows_left[task] = static_cast<int>(ph.flows.size());
+    out.flows += ph.flows.size();
+    if (ph.flows.empty()) run_exec(task, clock, ph.latency, Role::PhaseEnd);
+    for (const auto& f : ph.flows) {
+      sg4::CommPtr c = sg4::Comm::sendto_init(hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)])
+                           ->set_payload_size(f.bytes);
+      role.emplace(c.get(), std::make_pair(task, Role::Flow));
+      keep.push_back(c);
+      c->start();
+    }
   };
   auto launch = [&](std::size_t i) {
     const auto& t = g.tasks[i];
     out.start[i] = sg4::Engine::get_clock();
     if (!t.is_collective) {
       auto* host = hosts[static_cast<std::size_t>(pf.fabric_endpoint(t.rank))];
-      run_exec(i, host, in.work_seconds[static_cast<std::size_t>(t.work)]);
+      run_exec(i, host, in.work_seconds[static_cast<std::size_t>(t.work)], Role::Last);
       return;
     }
     auto lowered = network::lower(pf, t.collective, groups_of(g, t.collective));
-    if (lowered.flows.empty()) {
-      run_exec(i, clock, 0.0);
+    if (lowered.phases.empty()) {
+      run_exec(i, clock, 0.0, Role::Last);
       return;
     }
-    delay[i] = lowered.extra_latency;
-    flows_left[i] = static_cast<int>(lowered.flows.size());
-    out.flows += lowered.flows.size();
-    for (const auto& f : lowered.flows) {
-      sg4::CommPtr c = sg4::Comm::sendto_init(hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)])
-                           ->set_payload_size(f.bytes);
-      role.emplace(c.get(), std::make_pair(i, Role::Flow));
-      keep.push_back(c);
-      c->start();
-    }
+    running[i] = Running{std::move(lowered), 0};
+    start_phase(i);
+  };
+  auto finish = [&](std::size_t task) {
+    out.end[task] = sg4::Engine::get_clock();
+    for (int s : successors[task])
+      if (--waiting[static_cast<std::size_t>(s)] == 0) launch(static_cast<std::size_t>(s));
   };
   sg4::Activity::on_completion_cb([&](const sg4::Activity& a) {
     auto it = role.find(&a);
     if (it == role.end()) return;
     auto [task, r] = it->second;
     role.erase(it);
-    if (r == Role::Flow) {
-      // The step latencies the aggregated flows do not pay are added once they all finish.
-      if (--flows_left[task] == 0) run_exec(task, clock, delay[task]);
-      return;
+    if (r == Role::Last) {
+      finish(task);
+    } else if (r == Role::Flow) {
+      // The step latencies the aggregated flows do not pay come once they all finish.
+      if (--flows_left[task] == 0) run_exec(task, clock, running.at(task).lowered.phases[running.at(task).phase].latency, Role::PhaseEnd);
+    } else {
+      auto& run = running.at(task);
+      if (++run.phase < run.lowered.phases.size()) {
+        start_phase(task);
+      } else {
+        running.erase(task);
+        finish(task);
+      }
     }
-    out.end[task] = sg4::Engine::get_clock();
-    for (int s : successors[task])
-      if (--waiting[static_cast<std::size_t>(s)] == 0) launch(static_cast<std::size_t>(s));
   });
   for (std::size_t i = 0; i < n; ++i)
     if (waiting[i] == 0) launch(i);

@@ -1,4 +1,5 @@
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,15 @@ namespace dtsim::taskgraph {
 enum class Category { Compute, Optimizer, Communication };
 
 enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
-enum class Algorithm { Ring };
+// How a collective moves data. `Auto` picks, per collective, the one the network model predicts
+// fastest among ring, tree and hierarchical, as NCCL's tuner does with its own model.
+enum class Algorithm { Ring, Tree, HalvingDoubling, Hierarchical, Direct, MasterWorker, RoundRobin, Auto };
 
 const char* to_string(CollectiveOp op);
 const char* to_string(Algorithm a);
 const char* to_string(Category c);
+std::optional<Algorithm> algorithm_from_string(const std::string& s);
+std::optional<CollectiveOp> op_from_string(const std::string& s);
 
 // A collective that blocks the compute stream (Megatron's tensor-parallel all-reduces): it is
 // priced alone on its group, without contention, and adds to the task's duration.

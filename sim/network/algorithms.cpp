@@ -1,0 +1,248 @@
+#include "sim/network/algorithms.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace dtsim::network::algorithms {
+
+namespace {
+
+// Flows are added hop by hop; flows sharing a route in one phase run as one.
+class Builder {
+ public:
+  explicit Builder(const Platform& pf) : pf_(pf) {}
+  void hop(int a, int b, double bytes) {
+    if (a == b || bytes <= 0) return;
+    bool same = pf_.node_of(a) == pf_.node_of(b);
+    int src = same ? pf_.fabric_endpoint(a) : pf_.nic_endpoint(a);
+    int dst = same ? pf_.fabric_endpoint(b) : pf_.nic_endpoint(b);
+    current_[{src, dst}] += bytes;
+    alpha_ = std::max(alpha_, pf_.route_latency(src, dst));
+  }
+  // Closes the phase. `steps` aggregated steps wait for the slowest hop each; the flows
+  // themselves paid one.
+  void end_phase(double steps = 1) {
+    if (current_.empty()) return;
+    Phase ph;
+    for (const auto& [route, b] : current_) ph.flows.push_back({route.first, route.second, b});
+    ph.latency = std::max(0.0, steps - 1.0) * alpha_;
+    out_.phases.push_back(std::move(ph));
+    current_.clear();
+    alpha_ = 0;
+  }
+  LoweredCollective done() {
+    end_phase();
+    return std::move(out_);
+  }
+
+ private:
+  const Platform& pf_;
+  std::map<std::pair<int, int>, double> current_;
+  double alpha_ = 0;
+  LoweredCollective out_;
+};
+
+// Members grouped by node, nodes in order of first appearance.
+std::vector<std::vector<int>> by_node(const Platform& pf, const std::vector<int>& ranks) {
+  std::vector<std::vector<int>> out;
+  std::map<int, std::size_t> index;
+  for (int g : ranks) {
+    auto [it, fresh] = index.try_emplace(pf.node_of(g), out.size());
+    if (fresh) out.emplace_back();
+    out[it->second].push_back(g);
+  }
+  return out;
+}
+
+int floor_pow2(int p) {
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  return q;
+}
+
+}  // namespace
+
+LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes) {
+  const int p = static_cast<int>(ranks.size());
+  Builder b(pf);
+  if (p < 2) return b.done();
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  auto nodes = by_node(pf, sorted);
+  std::size_t widest = 0;
+  for (const auto& m : nodes) widest = std::max(widest, m.size());
+  const int channels = nodes.size() > 1 ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
+  const double per_hop = passes * (p - 1) / p * bytes / channels;
+  for (int c = 0; c < channels; ++c) {
+    std::vector<int> order;
+    for (const auto& members : nodes) {
+      const std::size_t n = members.size();
+      const std::size_t entry = static_cast<std::size_t>(c) * n / static_cast<std::size_t>(channels);
+      for (std::size_t i = 0; i < n; ++i) order.push_back(members[(entry + i) % n]);
+    }
+    for (int i = 0; i < p; ++i) b.hop(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>((i + 1) % p)], per_hop);
+  }
+  b.end_phase(passes * (p - 1));
+  return b.done();
+}
+
+LoweredCollective chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root) {
+  Builder b(pf);
+  const std::size_t p = ranks.size();
+  for (std::size_t i = 0; i + 1 < p; ++i)
+    toward_root ? b.hop(ranks[i + 1], ranks[i], bytes) : b.hop(ranks[i], ranks[i + 1], bytes);
+  b.end_phase(static_cast<double>(p) - 1.0);  // pipeline fill: one step per hop
+  return b.done();
+}
+
+LoweredCollective double_tree(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+  Builder b(pf);
+  if (ranks.size() < 2) return b.done();
+  auto nodes = by_node(pf, ranks);
+  std::size_t widest = 0;
+  for (const auto& m : nodes) widest = std::max(widest, m.size());
+  // As for rings, NCCL runs one tree pair per NIC across nodes, each entering at another GPU.
+  const int channels = nodes.size() > 1 ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
+  const double share = bytes / (2.0 * channels);
+  const int n = static_cast<int>(nodes.size());
+  int levels = 0;
+  for (int k = 1; k < n; k = 2 * k + 1) ++levels;  // edges from root to deepest leaf: floor(log2 n)
+  for (int c = 0; c < channels; ++c)
+    for (int tree = 0; tree < 2; ++tree) {
+      // A heap over nodes, mirrored for the second tree so that nodes inner in one tree are
+      // leaves in the other; inside a node, a chain from the channel's entry GPU.
+      auto pos = [&](int i) { return tree == 0 ? i : n - 1 - i; };
+      auto order = [&](int node) {
+        const auto& m = nodes[static_cast<std::size_t>(node)];
+        const std::size_t entry = (static_cast<std::size_t>(c) * m.size() / static_cast<std::size_t>(channels) +
+                                   (tree == 0 ? 0 : m.size() / 2)) % m.size();
+        std::vector<int> o;
+        for (std::size_t i = 0; i < m.size(); ++i) o.push_back(m[(entry + i) % m.size()]);
+        return o;
+      };
+      for (int i = 0; i < n; ++i) {
+        auto mine = order(i);
+        for (std::size_t k = 0; k + 1 < mine.size(); ++k) {
+          b.hop(mine[k + 1], mine[k], share);  // reduce toward the entry
+          b.hop(mine[k], mine[k + 1], share);  // broadcast away from it
+        }
+        const int h = pos(i);  // heap position of node i; pos is its own inverse
+        if (h == 0) continue;
+        const int parent = order(pos((h - 1) / 2)).front();
+        b.hop(mine.front(), parent, share);
+        b.hop(parent, mine.front(), share);
+      }
+    }
+  b.end_phase(2.0 * (levels + static_cast<double>(widest) - 1.0));  // up and down, pipelined
+  return b.done();
+}
+
+LoweredCollective halving_doubling(const Platform& pf, double bytes, const std::vector<int>& ranks, bool scatter, bool gather) {
+  Builder b(pf);
+  const int p = static_cast<int>(ranks.size());
+  if (p < 2) return b.done();
+  const int q = floor_pow2(p), extra = p - q;
+  auto r = [&](int i) { return ranks[static_cast<std::size_t>(i)]; };
+  for (int i = 0; i < extra; ++i) b.hop(r(q + i), r(i), bytes);  // fold the extra ranks in
+  b.end_phase();
+  // Halving exchanges S/2 with the nearest partner first, so the largest messages stay inside a
+  // node (ranks are in node order); doubling mirrors it.
+  if (scatter)
+    for (int d = 1, k = 1; d < q; d *= 2, ++k) {
+      for (int i = 0; i < q; ++i) b.hop(r(i), r(i ^ d), bytes / (1 << k));
+      b.end_phase();
+    }
+  if (gather)
+    for (int d = q / 2, k = static_cast<int>(std::log2(q)); d >= 1; d /= 2, --k) {
+      for (int i = 0; i < q; ++i) b.hop(r(i), r(i ^ d), bytes / (1 << k));
+      b.end_phase();
+    }
+  for (int i = 0; i < extra; ++i) b.hop(r(i), r(q + i), bytes);
+  return b.done();
+}
+
+LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+  auto nodes = by_node(pf, ranks);
+  if (nodes.size() < 2) return ring(pf, bytes, ranks, 2.0);
+  LoweredCollective out;
+  auto append = [&](LoweredCollective part) {
+    for (auto& ph : part.phases) out.phases.push_back(std::move(ph));
+  };
+  auto inside = [&](double passes) {  // one ring per node, all nodes at once
+    LoweredCollective all;
+    for (const auto& members : nodes) {
+      auto one = ring(pf, bytes, members, passes);
+      if (all.phases.empty()) all = one;
+      else if (!one.phases.empty()) {
+        all.phases[0].flows.insert(all.phases[0].flows.end(), one.phases[0].flows.begin(), one.phases[0].flows.end());
+        all.phases[0].latency = std::max(all.phases[0].latency, one.phases[0].latency);
+      }
+    }
+    return all;
+  };
+  append(inside(1.0));
+  std::size_t g = 0;
+  for (const auto& m : nodes) g = std::max(g, m.size());
+  LoweredCollective across;
+  for (std::size_t j = 0; j < g; ++j) {  // local rank j of every node: a ring over S/g
+    std::vector<int> peers;
+    for (const auto& m : nodes)
+      if (j < m.size()) peers.push_back(m[j]);
+    auto one = ring(pf, bytes / static_cast<double>(g), peers, 2.0);
+    if (across.phases.empty()) across = one;
+    else if (!one.phases.empty()) {
+      across.phases[0].flows.insert(across.phases[0].flows.end(), one.phases[0].flows.begin(), one.phases[0].flows.end());
+      across.phases[0].latency = std::max(across.phases[0].latency, one.phases[0].latency);
+    }
+  }
+  append(across);
+  append(inside(1.0));
+  return out;
+}
+
+LoweredCollective direct(const Platform& pf, double per_pair, const std::vector<int>& ranks, int repeats) {
+  Builder b(pf);
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (int a : ranks)
+      for (int c : ranks) b.hop(a, c, per_pair);
+    b.end_phase();
+  }
+  return b.done();
+}
+
+LoweredCollective round_robin(const Platform& pf, double per_pair, const std::vector<int>& ranks, int repeats) {
+  Builder b(pf);
+  const std::size_t p = ranks.size();
+  for (int rep = 0; rep < repeats; ++rep)
+    for (std::size_t k = 1; k < p; ++k) {
+      for (std::size_t i = 0; i < p; ++i) b.hop(ranks[i], ranks[(i + k) % p], per_pair);
+      b.end_phase();
+    }
+  return b.done();
+}
+
+LoweredCollective master_worker(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+  Builder b(pf);
+  for (std::size_t i = 1; i < ranks.size(); ++i) b.hop(ranks[i], ranks[0], bytes);
+  b.end_phase();
+  for (std::size_t i = 1; i < ranks.size(); ++i) b.hop(ranks[0], ranks[i], bytes);
+  return b.done();
+}
+
+LoweredCollective binomial(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root) {
+  Builder b(pf);
+  const int p = static_cast<int>(ranks.size());
+  std::vector<int> spans;
+  for (int d = 1; d < p; d *= 2) spans.push_back(d);
+  if (toward_root) std::reverse(spans.begin(), spans.end());
+  for (int d : spans) {
+    for (int i = 0; i < d && i + d < p; ++i)
+      toward_root ? b.hop(ranks[static_cast<std::size_t>(i + d)], ranks[static_cast<std::size_t>(i)], bytes)
+                  : b.hop(ranks[static_cast<std::size_t>(i)], ranks[static_cast<std::size_t>(i + d)], bytes);
+    b.end_phase();
+  }
+  return b.done();
+}
+
+}  // namespace dtsim::network::algorithms

@@ -1,0 +1,33 @@
+#pragma once
+#include <vector>
+
+#include "sim/network/collectives.hpp"
+
+// Each collective algorithm as phases of flows on a platform. `ranks` are GPU ids; the first is
+// the root of rooted operations. Bytes follow nccl-tests: S is the full buffer.
+namespace dtsim::network::algorithms {
+
+// Ring over `passes` x (p-1) steps of S/p per hop: all-reduce 2, reduce-scatter/all-gather 1.
+// Across nodes one ring per NIC (NCCL's channels), each leaving its node through another NIC.
+LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes);
+// Pipelined chain from the root (broadcast) or toward it (reduce): every hop carries S.
+LoweredCollective chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root);
+// NCCL's double binary tree: two trees, each reducing then broadcasting half of S, pipelined;
+// across nodes the trees join node leaders and each node is a chain.
+LoweredCollective double_tree(const Platform& pf, double bytes, const std::vector<int>& ranks);
+// Rabenseifner: recursive-halving reduce-scatter and/or recursive-doubling all-gather, one phase
+// per step; ranks beyond a power of two fold in first and receive the result last.
+LoweredCollective halving_doubling(const Platform& pf, double bytes, const std::vector<int>& ranks, bool scatter, bool gather);
+// Reduce-scatter inside each node, all-reduce across nodes per local rank, all-gather inside.
+LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vector<int>& ranks);
+// Every rank sends `per_pair` bytes to every other rank at once (phases = 1) or in p-1 rounds of
+// one partner each (round robin: rank i sends to i+k in round k).
+LoweredCollective direct(const Platform& pf, double per_pair, const std::vector<int>& ranks, int repeats);
+LoweredCollective round_robin(const Platform& pf, double per_pair, const std::vector<int>& ranks, int repeats);
+// Gather S from every worker to the root, then send S back to each (a parameter server's
+// push and pull).
+LoweredCollective master_worker(const Platform& pf, double bytes, const std::vector<int>& ranks);
+// Binomial tree, one phase per level, S per edge.
+LoweredCollective binomial(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root);
+
+}  // namespace dtsim::network::algorithms
