@@ -206,16 +206,36 @@ void Planner::synchronise_gradients(int s) {
   Layers mine;
   for (int j = s; j < chunks_; j += p_.pipeline)
     for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) mine.push_back(l);
-  auto buckets = make_buckets(mine, grad_bytes_per_param(t_.precision), p_.bucket_bytes, p_.first_bucket_bytes);
+  const double gbytes = grad_bytes_per_param(t_.precision);
+  auto buckets = make_buckets(mine, gbytes, p_.bucket_bytes, p_.first_bucket_bytes);
   if (s == 0) plan_.gradient_buckets = buckets.size();
-  const CollectiveOp op = p_.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+  CollectiveOp op = p_.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+  // Bytes on the wire per gradient byte, and encode/decode passes over the bucket in HBM.
+  double wire = 1.0, passes = 0.0;
+  switch (p_.compression) {
+    case Compression::None: break;
+    case Compression::Fp16: wire = 2.0 / gbytes; passes = wire < 1.0 ? 2.0 : 0.0; break;
+    case Compression::Int8: wire = 1.0 / gbytes; passes = 3.0; break;
+    case Compression::TopK:  // each rank's kept values and indices are gathered by all
+      wire = p_.topk_ratio * (gbytes + 4.0) / gbytes * p_.data;
+      passes = 4.0;  // selection reads the bucket several times; decoding scatter-adds
+      op = CollectiveOp::AllGather;
+      break;
+  }
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::vector<int> deps;
     if (p_.overlap_grad_reduce) deps.push_back(final_backward_.at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
     else deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
     if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
-    last_comm_[static_cast<std::size_t>(s)] =
-        collective(op, data_groups(s), buckets[b].bytes, deps, std::string(taskgraph::to_string(op)) + " bucket " + std::to_string(b));
+    if (passes > 0) {  // compression kernels share the GPU with backward
+      taskgraph::Work w;
+      w.name = "compress";
+      w.kernels = {models::Kernel{"compress", models::KernelKind::Memory, 1, 0, 0, 0, 4.0 * buckets[b].bytes / gbytes,
+                                  passes * buckets[b].bytes}};
+      deps = {plan_.graph.add_compute(rep(s), table_.get(w), Category::Communication, "compress bucket " + std::to_string(b), deps)};
+    }
+    last_comm_[static_cast<std::size_t>(s)] = collective(op, data_groups(s), buckets[b].bytes * wire, deps,
+                                                         std::string(taskgraph::to_string(op)) + " bucket " + std::to_string(b));
   }
 }
 

@@ -9,6 +9,10 @@
 namespace dtsim::strategies {
 
 enum class Recompute { None, Selective, Full };
+// Gradient compression before synchronisation: fp16 halves fp32 gradients; int8 quantises to one
+// byte per value (as 1-bit/8-bit Adam-style schemes do); top-k keeps a fraction of the values with
+// their 4-byte indices and must gather instead of sum (Lin et al. 2018, Deep Gradient Compression).
+enum class Compression { None, Fp16, Int8, TopK };
 enum class Precision { Fp32, Tf32, Bf16, Fp16 };
 
 struct ParallelismSpec {
@@ -29,6 +33,8 @@ struct ParallelismSpec {
   // as Megatron-LM's default rank order does.
   bool pipeline_outer = false;
   bool offload_optimizer = false;  // ZeRO-Offload: optimizer state and step on the host
+  Compression compression = Compression::None;
+  double topk_ratio = 0.01;
 };
 
 // Host side of a node, for offload.

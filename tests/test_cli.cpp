@@ -233,3 +233,16 @@ TEST(Cli, CollectiveRejectsAnUnsupportedPair) {
   EXPECT_NE(r.err.find("--algorithm"), std::string::npos);
   EXPECT_EQ(dtsim_cli("collective -b 8X", dir).code, 2);
 }
+
+TEST(Cli, RingOvertakesParameterServersAsWorkersGrow) {
+  test::TempDir dir;
+  auto step = [&](const std::string& name) {
+    auto r = dtsim_cli("run " + scenario("architectures/" + name + ".json") + " --format json -o " + dir.path(name), dir);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["step_time_s"].get<double>();
+  };
+  // 8 servers: as fast as a ring for 8 workers, far slower for 64, since each server's link
+  // carries p/8 of the gradients.
+  EXPECT_NEAR(step("ps-8") / step("ring-8"), 1.0, 0.05);
+  EXPECT_GT(step("ps-64") / step("ring-64"), 1.5);
+}

@@ -218,3 +218,39 @@ TEST(SendRecv, UsesNvlinkInsideANodeAndNicsAcross) {
   EXPECT_EQ(across.phases[0].flows[0].src, pf.nic_endpoint(0));
   EXPECT_EQ(across.phases[0].flows[0].dst, pf.nic_endpoint(8));
 }
+
+TEST(ParameterServer, DedicatedServersBoundByTheirLinks) {
+  for (int p : {4, 16, 64}) {
+    network::ClusterSpec c = test::flat_cluster(p);
+    c.ps_servers = 8;
+    c.ps_nic_bandwidth = 25e9;
+    c.host_memory_bandwidth = 100e9;
+    network::Platform pf(c);
+    const double s = 1e9;
+    auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::ParameterServer, s, p);
+    // Push and pull each take max(S / B_worker, p S / (N B_server)) plus a hop; the servers sum
+    // p contributions of S/N in between.
+    const double move = std::max(s / 25e9, p * s / (8 * 25e9)) + 5e-6;
+    const double sum = (p + 1) * (s / 8) / 100e9;
+    EXPECT_NEAR(network::analytical_time(pf, lc) / (2 * move + sum), 1.0, 1e-9) << p;
+  }
+}
+
+TEST(ParameterServer, ColocatedShardsOnEveryWorker) {
+  network::Platform pf(test::flat_cluster(8));
+  auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::ParameterServer, 8e6, 8);
+  ASSERT_EQ(lc.phases.size(), 2u);
+  EXPECT_EQ(lc.phases[0].flows.size(), 56u);  // each worker to the 7 other shards
+}
+
+TEST(CentralStorage, EveryGpuCrossesPcieTwice) {
+  network::ClusterSpec c = test::flat_cluster(1);
+  c.gpus_per_node = 8;
+  c.pcie_bandwidth = 16e9;
+  c.host_memory_bandwidth = 100e9;
+  network::Platform pf(c);
+  const double s = 1e9;
+  auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::CentralStorage, s, 8);
+  // Host memory takes 8 S each way at 100 GB/s, slower than one GPU's S over 16 GB/s PCIe.
+  EXPECT_NEAR(network::analytical_time(pf, lc), 2 * (std::max(s / 16e9, 8 * s / 100e9) + 2e-6), 1e-9);
+}

@@ -261,3 +261,26 @@ TEST(Offload, MovesOptimizerStateOffTheGpu) {
   s.par.offload_optimizer = true;
   EXPECT_EQ(s.plan().memory.optimizer, 0.0);
 }
+
+namespace {
+double wire_bytes(const strategies::Plan& plan, taskgraph::CollectiveOp op) {
+  double b = 0;
+  for (const auto& t : plan.graph.tasks)
+    if (t.is_collective && t.collective.op == op) b += t.collective.bytes;
+  return b;
+}
+}  // namespace
+
+TEST(Compression, Int8SendsOneBytePerValueTopKGathersItsShare) {
+  auto s = setup(8, 1, 8);
+  const double plain = wire_bytes(s.plan(), taskgraph::CollectiveOp::AllReduce);
+  EXPECT_DOUBLE_EQ(plain, 2.0 * s.graph.params());  // bf16 gradients
+  s.par.compression = strategies::Compression::Int8;
+  EXPECT_DOUBLE_EQ(wire_bytes(s.plan(), taskgraph::CollectiveOp::AllReduce), plain / 2);
+  s.par.compression = strategies::Compression::TopK;
+  s.par.topk_ratio = 0.01;
+  // 1 % of values, 2-byte value + 4-byte index, from each of 8 ranks.
+  EXPECT_NEAR(wire_bytes(s.plan(), taskgraph::CollectiveOp::AllGather), s.graph.params() * 0.01 * 6 * 8, 1.0);
+  s.par.compression = strategies::Compression::Fp16;  // already 16-bit: nothing to gain
+  EXPECT_DOUBLE_EQ(wire_bytes(s.plan(), taskgraph::CollectiveOp::AllReduce), plain);
+}

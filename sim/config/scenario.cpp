@@ -71,6 +71,11 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
   if (topo == "rail-optimized") inter.fail("topology", "\"rail-optimized\" is not modelled yet (issue #4)");
   c.topology = topo == "single-switch" ? network::Topology::SingleSwitch : network::Topology::FatTree;
   c.oversubscription = inter.number("oversubscription", Range{1.0, 1000.0}, 1.0);
+  if (auto ps = r.optional_object("parameter_servers")) {
+    c.ps_servers = static_cast<int>(ps->integer("count", 1, 65536));
+    c.ps_nic_bandwidth = ps->quantity("nic_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+    ps->finish();
+  }
   if (c.topology == network::Topology::SingleSwitch && c.oversubscription != 1.0)
     inter.fail("oversubscription", "a single switch is not oversubscribed; use \"fat-tree\"");
   inter.finish();
@@ -134,7 +139,22 @@ void parse_parallelism(Reader r, Scenario& s) {
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   p.algorithm = *taskgraph::algorithm_from_string(
       r.choice("all_reduce_algorithm",
-               {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin", "auto"}, "ring"));
+               {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin",
+                "parameter-server", "central-storage", "auto"},
+               "ring"));
+  if (p.algorithm == taskgraph::Algorithm::CentralStorage && s.cluster.nodes > 1)
+    r.fail("all_reduce_algorithm", "central storage keeps variables in one host's memory: it needs cluster.nodes = 1");
+  const std::string comp = r.choice("gradient_compression", {"none", "fp16", "int8", "topk"}, "none");
+  p.compression = comp == "fp16"   ? strategies::Compression::Fp16
+                  : comp == "int8" ? strategies::Compression::Int8
+                  : comp == "topk" ? strategies::Compression::TopK
+                                   : strategies::Compression::None;
+  p.topk_ratio = r.number("topk_ratio", Range{0.0, 1.0, true}, 0.01);
+  if (p.compression != strategies::Compression::None && p.zero_stage > 0)
+    r.fail("gradient_compression", "compression with ZeRO's sharded gradients is not modelled");
+  const bool reduces = p.algorithm != taskgraph::Algorithm::ParameterServer && p.algorithm != taskgraph::Algorithm::CentralStorage;
+  if (p.zero_stage > 0 && !reduces)
+    r.fail("all_reduce_algorithm", "ZeRO shards gradients with reduce-scatter; parameter servers and central storage do not");
   const bool scatter_gather = p.algorithm == taskgraph::Algorithm::Ring || p.algorithm == taskgraph::Algorithm::Auto ||
                               p.algorithm == taskgraph::Algorithm::HalvingDoubling ||
                               p.algorithm == taskgraph::Algorithm::Direct || p.algorithm == taskgraph::Algorithm::RoundRobin;
@@ -201,6 +221,8 @@ Scenario load_scenario(const std::string& path) {
   const double host_bw = hw.quantity("host_memory_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 200e9);
   s.host.memory_bandwidth_per_gpu = host_bw / s.cluster.gpus_per_node;
   s.host.pcie_bandwidth = s.device.pcie_bandwidth;
+  s.cluster.host_memory_bandwidth = host_bw;
+  s.cluster.pcie_bandwidth = s.device.pcie_bandwidth;
   hw.finish();
 
   parse_parallelism(root.object("parallelism"), s);

@@ -12,6 +12,13 @@ namespace {
 class Builder {
  public:
   explicit Builder(const Platform& pf) : pf_(pf) {}
+  // A flow between two endpoints as they are (servers, host memory).
+  void raw(int src, int dst, double bytes) {
+    if (bytes <= 0) return;
+    current_[{src, dst}] += bytes;
+    alpha_ = std::max(alpha_, pf_.route_latency(src, dst));
+  }
+  void add_latency(double seconds) { extra_ += seconds; }
   void hop(int a, int b, double bytes) {
     if (a == b || bytes <= 0) return;
     bool same = pf_.node_of(a) == pf_.node_of(b);
@@ -26,10 +33,11 @@ class Builder {
     if (current_.empty()) return;
     Phase ph;
     for (const auto& [route, b] : current_) ph.flows.push_back({route.first, route.second, b});
-    ph.latency = std::max(0.0, steps - 1.0) * alpha_;
+    ph.latency = std::max(0.0, steps - 1.0) * alpha_ + extra_;
     out_.phases.push_back(std::move(ph));
     current_.clear();
     alpha_ = 0;
+    extra_ = 0;
   }
   LoweredCollective done() {
     end_phase();
@@ -39,7 +47,7 @@ class Builder {
  private:
   const Platform& pf_;
   std::map<std::pair<int, int>, double> current_;
-  double alpha_ = 0;
+  double alpha_ = 0, extra_ = 0;
   LoweredCollective out_;
 };
 
@@ -227,6 +235,33 @@ LoweredCollective master_worker(const Platform& pf, double bytes, const std::vec
   for (std::size_t i = 1; i < ranks.size(); ++i) b.hop(ranks[i], ranks[0], bytes);
   b.end_phase();
   for (std::size_t i = 1; i < ranks.size(); ++i) b.hop(ranks[0], ranks[i], bytes);
+  return b.done();
+}
+
+LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+  Builder b(pf);
+  const int dedicated = pf.spec().ps_servers;
+  const int shards = dedicated > 0 ? dedicated : static_cast<int>(ranks.size());
+  const double share = bytes / shards;
+  auto shard_of = [&](int k) { return dedicated > 0 ? -1 : ranks[static_cast<std::size_t>(k)]; };
+  for (int w : ranks)
+    for (int k = 0; k < shards; ++k)
+      dedicated > 0 ? b.raw(pf.nic_endpoint(w), pf.ps_endpoint(k), share) : b.hop(w, shard_of(k), share);
+  // A shard sums p contributions of S/N: read p S/N, write S/N at host (or HBM) speed.
+  const double bw = dedicated > 0 ? pf.spec().host_memory_bandwidth : 1e12;
+  b.add_latency((static_cast<double>(ranks.size()) + 1.0) * share / bw);
+  b.end_phase();
+  for (int w : ranks)
+    for (int k = 0; k < shards; ++k)
+      dedicated > 0 ? b.raw(pf.ps_endpoint(k), pf.nic_endpoint(w), share) : b.hop(shard_of(k), w, share);
+  return b.done();
+}
+
+LoweredCollective central_storage(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+  Builder b(pf);
+  for (int g : ranks) b.raw(pf.pcie_endpoint(g), pf.host_endpoint(pf.node_of(g)), bytes);
+  b.end_phase();
+  for (int g : ranks) b.raw(pf.host_endpoint(pf.node_of(g)), pf.pcie_endpoint(g), bytes);
   return b.done();
 }
 

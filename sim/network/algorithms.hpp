@@ -27,6 +27,13 @@ LoweredCollective round_robin(const Platform& pf, double per_pair, const std::ve
 // Gather S from every worker to the root, then send S back to each (a parameter server's
 // push and pull).
 LoweredCollective master_worker(const Platform& pf, double bytes, const std::vector<int>& ranks);
+// Synchronous parameter servers: every worker pushes S/N to each of N shards, the shards sum
+// (host memory bandwidth), every worker pulls S/N back. Shards on the platform's dedicated
+// servers when it has them, else on the first N workers (colocated).
+LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks);
+// TensorFlow's central storage: variables in the node's host memory; each GPU sends S over PCIe,
+// the host sums, each GPU reads S back.
+LoweredCollective central_storage(const Platform& pf, double bytes, const std::vector<int>& ranks);
 // Binomial tree, one phase per level, S per edge.
 LoweredCollective binomial(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root);
 

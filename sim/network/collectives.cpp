@@ -44,6 +44,8 @@ LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, 
         case Algorithm::Direct: return alg::direct(pf, bytes / p, r, 2);  // scatter, then gather
         case Algorithm::MasterWorker: return alg::master_worker(pf, bytes, r);
         case Algorithm::RoundRobin: return alg::round_robin(pf, bytes / p, r, 2);
+        case Algorithm::ParameterServer: return alg::parameter_server(pf, bytes, r);
+        case Algorithm::CentralStorage: return alg::central_storage(pf, bytes, r);
         default: break;
       }
       break;

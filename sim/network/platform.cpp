@@ -50,6 +50,23 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
       if (uplink >= 0) l.push_back(uplink);
     }
   }
+  auto link = [&](std::string name, double bw, double lat) {
+    links_.push_back({std::move(name), bw, lat});
+    return static_cast<int>(links_.size()) - 1;
+  };
+  ps_base_ = num_endpoints();
+  for (int k = 0; k < spec.ps_servers; ++k)
+    add_endpoint({link("ps" + std::to_string(k), spec.ps_nic_bandwidth * spec.inter_efficiency, spec.inter_latency / 2)});
+  // Host memory is a link too: a host's CPU sums what its GPUs send at memory bandwidth.
+  pcie_base_ = num_endpoints();
+  for (int g = 0; g < gpus; ++g) add_endpoint({link("pcie" + std::to_string(g), spec.pcie_bandwidth, 1e-6)});
+  host_base_ = num_endpoints();
+  for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("host" + std::to_string(n), spec.host_memory_bandwidth, 1e-6)});
+}
+
+int Platform::add_endpoint(std::vector<int> links) {
+  endpoint_links_.push_back(std::move(links));
+  return num_endpoints() - 1;
 }
 
 int Platform::nic_endpoint(int gpu) const {
@@ -59,6 +76,9 @@ int Platform::nic_endpoint(int gpu) const {
 
 std::string Platform::endpoint_name(int endpoint) const {
   if (endpoint < spec_.num_gpus()) return "gpu" + std::to_string(endpoint);
+  if (endpoint >= host_base_) return "host" + std::to_string(endpoint - host_base_);
+  if (endpoint >= pcie_base_) return "pcie" + std::to_string(endpoint - pcie_base_);
+  if (endpoint >= ps_base_) return "ps" + std::to_string(endpoint - ps_base_);
   int k = endpoint - spec_.num_gpus();
   return "nic" + std::to_string(k / spec_.nics_per_node) + "." + std::to_string(k % spec_.nics_per_node);
 }

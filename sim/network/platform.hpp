@@ -21,6 +21,12 @@ struct ClusterSpec {
   double inter_efficiency = 1.0;
   Topology topology = Topology::FatTree;
   double oversubscription = 1.0;
+  // Dedicated parameter-server hosts, each behind one NIC on the same fabric.
+  int ps_servers = 0;
+  double ps_nic_bandwidth = 0;
+  // Each node's host: GPUs reach its memory over their own PCIe link (central storage).
+  double pcie_bandwidth = 16e9;
+  double host_memory_bandwidth = 200e9;
   int num_gpus() const { return nodes * gpus_per_node; }
 };
 
@@ -51,12 +57,18 @@ class Platform {
   // Endpoint of the NIC a GPU uses to leave its node (GPUs share NICs when there are fewer).
   int nic_endpoint(int gpu) const;
 
+  int ps_endpoint(int server) const { return ps_base_ + server; }
+  int pcie_endpoint(int gpu) const { return pcie_base_ + gpu; }
+  int host_endpoint(int node) const { return host_base_ + node; }
+
   double route_latency(int src, int dst) const;
 
  private:
   ClusterSpec spec_;
   std::vector<Link> links_;
   std::vector<std::vector<int>> endpoint_links_;
+  int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0;
+  int add_endpoint(std::vector<int> links);
 };
 
 }  // namespace dtsim::network

@@ -54,6 +54,8 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
     double span = t.end[i] - std::max(t.start[i], now);
     if (task.category == taskgraph::Category::Optimizer) {
       b.optimizer += span;
+    } else if (task.category == taskgraph::Category::Communication) {  // e.g. compression kernels
+      b.exposed_communication += span;
     } else {
       const auto w = static_cast<std::size_t>(task.work);
       double comm = work_seconds[w] > 0 ? span * work_comm_seconds[w] / work_seconds[w] : 0.0;

@@ -26,6 +26,8 @@ const char* to_string(Algorithm a) {
     case Algorithm::Direct: return "direct";
     case Algorithm::MasterWorker: return "master-worker";
     case Algorithm::RoundRobin: return "round-robin";
+    case Algorithm::ParameterServer: return "parameter-server";
+    case Algorithm::CentralStorage: return "central-storage";
     case Algorithm::Auto: return "auto";
   }
   return "?";
@@ -33,7 +35,8 @@ const char* to_string(Algorithm a) {
 
 std::optional<Algorithm> algorithm_from_string(const std::string& s) {
   for (auto a : {Algorithm::Ring, Algorithm::Tree, Algorithm::HalvingDoubling, Algorithm::Hierarchical, Algorithm::Direct,
-                 Algorithm::MasterWorker, Algorithm::RoundRobin, Algorithm::Auto})
+                 Algorithm::MasterWorker, Algorithm::RoundRobin, Algorithm::ParameterServer, Algorithm::CentralStorage,
+                 Algorithm::Auto})
     if (s == to_string(a)) return a;
   return std::nullopt;
 }

@@ -15,7 +15,9 @@ enum class Category { Compute, Optimizer, Communication };
 enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
 // How a collective moves data. `Auto` picks, per collective, the one the network model predicts
 // fastest among ring, tree and hierarchical, as NCCL's tuner does with its own model.
-enum class Algorithm { Ring, Tree, HalvingDoubling, Hierarchical, Direct, MasterWorker, RoundRobin, Auto };
+enum class Algorithm {
+  Ring, Tree, HalvingDoubling, Hierarchical, Direct, MasterWorker, RoundRobin, ParameterServer, CentralStorage, Auto
+};
 
 const char* to_string(CollectiveOp op);
 const char* to_string(Algorithm a);
