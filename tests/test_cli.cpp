@@ -246,3 +246,17 @@ TEST(Cli, RingOvertakesParameterServersAsWorkersGrow) {
   EXPECT_NEAR(step("ps-8") / step("ring-8"), 1.0, 0.05);
   EXPECT_GT(step("ps-64") / step("ring-64"), 1.5);
 }
+
+TEST(Cli, ProfileWritesATableARunCanUse) {
+  test::TempDir dir;
+  auto r = dtsim_cli("profile --device cpu --model tiny-gpt --micro-batch 1 --repeats 1 -o " + dir.path("t.json"), dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto t = nlohmann::json::parse(slurp(dir.path("t.json")));
+  for (const char* k : {"cpu_model", "threads", "compiler", "eigen", "date"}) EXPECT_TRUE(t["provenance"].contains(k)) << k;
+  EXPECT_GT(t["gemm"].size(), 5u);
+  // The shipped CPU scenario prices all its compute from the shipped measured table.
+  auto run = dtsim_cli("run " + scenario("cpu/tiny-gpt-cpu.json") + " --format json -o " + dir.path("o"), dir);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(run.out)["compute_source"]["measured_share"].get<double>(), 1.0);
+  EXPECT_EQ(dtsim_cli("profile --device cuda", dir).code, 2);
+}

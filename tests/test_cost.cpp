@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
 #include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
 #include "sim/cost/roofline.hpp"
+
+#include <cmath>
 
 using namespace dtsim;
 
@@ -54,4 +57,72 @@ TEST(DeviceProfiles, ShippedProfilesLoadWithSources) {
   auto a100 = config::load_device_profile("a100-sxm-80gb");
   EXPECT_DOUBLE_EQ(a100.peak_flops.at("bf16"), 312e12);  // A100 datasheet, dense
   EXPECT_DOUBLE_EQ(a100.hbm_bandwidth, 2039e9);
+}
+
+namespace {
+cost::KernelTable table() {
+  cost::KernelTable t;
+  t.gemms = {{1, 64, 64, 64, 1e-5}, {1, 1024, 1024, 1024, 2e-2}};
+  t.memory = {{1e6, 1e-5}, {1e8, 2e-3}};
+  return t;
+}
+models::Kernel square(std::int64_t n) {
+  double f = 2.0 * n * n * n;
+  return {"g", models::KernelKind::Gemm, 1, n, n, n, f, 12.0 * n * n};
+}
+}  // namespace
+
+TEST(KernelTable, ExactShapeWins) {
+  auto p = table().price(square(64));
+  ASSERT_TRUE(p);
+  EXPECT_DOUBLE_EQ(p->first, 1e-5);
+  EXPECT_EQ(p->second, cost::PriceSource::Exact);
+}
+
+TEST(KernelTable, InterpolatesTheRateInLogSpace) {
+  auto t = table();
+  auto p = t.price(square(256));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->second, cost::PriceSource::Interpolated);
+  // Rates at the ends: 2*64^3/1e-5 and 2*1024^3/2e-2; 256^3 sits halfway in log(FLOPs).
+  const double r0 = 2.0 * 64 * 64 * 64 / 1e-5, r1 = 2.0 * 1024 * 1024 * 1024 / 2e-2;
+  EXPECT_NEAR(p->first, 2.0 * 256 * 256 * 256 / std::sqrt(r0 * r1), 1e-12);
+  auto m = t.price({"add", models::KernelKind::Memory, 1, 0, 0, 0, 0, 1e7});
+  ASSERT_TRUE(m);
+  EXPECT_NEAR(m->first, 1e7 / std::sqrt(1e6 / 1e-5 * 1e8 / 2e-3), 1e-12);
+}
+
+TEST(KernelTable, OutsideTheMeasuredRangeFallsBackToTheRoofline) {
+  auto d = toy();
+  d.peak_flops["fp32"] = 100e12;
+  d.kernels = table();
+  auto big = square(4096);
+  EXPECT_FALSE(d.kernels->price(big));
+  auto [s, source] = cost::price_kernel(d, big, "fp32");
+  EXPECT_EQ(source, cost::PriceSource::Roofline);
+  EXPECT_DOUBLE_EQ(s, cost::kernel_time(d, big, "fp32"));
+  // A table measured in another precision does not price this one.
+  EXPECT_EQ(cost::price_kernel(d, square(64), "bf16").second, cost::PriceSource::Roofline);
+}
+
+TEST(KernelTable, RoundTripsAndRejectsBadEntries) {
+  auto t = table();
+  t.provenance = {{"device", "cpu"}};
+  auto back = cost::KernelTable::from_json(t.to_json(), "t.json");
+  EXPECT_EQ(back.gemms.size(), 2u);
+  auto j = t.to_json();
+  j["gemm"][1]["seconds"] = -1;
+  try {
+    cost::KernelTable::from_json(j, "t.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.pointer(), "/gemm/1/seconds");
+  }
+}
+
+TEST(DeviceProfiles, CpuProfileCarriesItsMeasuredTable) {
+  auto d = config::load_device_profile("cpu-epyc-2core");
+  ASSERT_TRUE(d.kernels);
+  EXPECT_EQ(d.kernels->provenance["device"], "cpu");
+  EXPECT_GT(d.kernels->gemms.size(), 10u);
 }

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace dtsim::cli {
@@ -22,6 +23,12 @@ struct CollectiveOptions {
   bool analytical = false;
 };
 
+struct ProfileOptions {
+  std::string device = "cpu", model, scenario, out = "kernel_table.json";
+  std::int64_t micro_batch = 0;  // 0: the scenario's, or 1
+  int repeats = 5;
+};
+
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.
 int run(const RunOptions& o);
 int memory(const std::string& scenario, const std::string& format);
@@ -31,5 +38,7 @@ int compare(const std::string& baseline, const std::string& candidate, double re
 int validate(const ValidateOptions& o);
 // An nccl-tests style table from the network model.
 int collective(const CollectiveOptions& o);
+// Times the kernels a model needs on this machine and writes a kernel table.
+int profile(const ProfileOptions& o);
 
 }  // namespace dtsim::cli

@@ -50,6 +50,15 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
   d.pcie_bandwidth = r.quantity("pcie_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 16e9);
   if (!r.raw("sources").is_object()) r.fail("sources", "expected an object naming the source of each number");
+  if (r.has("kernel_table")) {
+    // A measured table (`dtsim profile`), relative to hardware_profiles/.
+    const std::string rel = r.text("kernel_table");
+    if (!std::regex_match(rel, std::regex("[A-Za-z0-9._/-]+")) || rel.find("..") != std::string::npos)
+      r.fail("kernel_table", "expected a path inside hardware_profiles/");
+    const std::string path = data_dir() + "/hardware_profiles/" + rel;
+    if (!std::filesystem::is_regular_file(path)) r.fail("kernel_table", fmt::format("\"{}\" not found", rel));
+    d.kernels = cost::KernelTable::from_json(parse_json_file(path), path);
+  }
   r.finish();
   return d;
 }

@@ -191,6 +191,16 @@ void parse_training(Reader r, Scenario& s) {
 
 }  // namespace
 
+models::TransformerSpec load_model_preset(const std::string& name) {
+  Document doc;
+  doc.origins = std::make_shared<Origins>();
+  doc.origins->default_file = "--model";
+  doc.json = Json{{"model", Json{{"preset", name}}}};
+  const std::string preset = expand_preset(doc, "model", "models/presets", "model");
+  Reader root(doc.json, "", doc.origins);
+  return parse_model(root.object("model"), preset);
+}
+
 Scenario load_scenario(const std::string& path) {
   Document doc = load_with_extends(path);
   const std::string model_preset = expand_preset(doc, "model", "models/presets", "model");

@@ -36,6 +36,9 @@ struct Scenario {
 // Reads and validates a scenario (SPEC.md). Throws InputError naming file and JSON pointer.
 Scenario load_scenario(const std::string& path);
 
+// A model preset from models/presets/NAME.json, as a scenario's {"preset": NAME} would load it.
+models::TransformerSpec load_model_preset(const std::string& name);
+
 // A device profile from hardware_profiles/NAME.json.
 cost::DeviceProfile load_device_profile(const std::string& name);
 

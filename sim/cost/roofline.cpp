@@ -21,13 +21,25 @@ double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::s
   return std::max({compute, traffic, d.kernel_min_s});
 }
 
-std::vector<double> price_works(const taskgraph::TaskGraph& g, const DeviceProfile& d, const std::string& dtype) {
-  std::vector<double> out;
-  out.reserve(g.works.size());
+std::pair<double, PriceSource> price_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  if (d.kernels && d.kernels->dtype == dtype)
+    if (auto measured = d.kernels->price(k)) return *measured;
+  return {kernel_time(d, k, dtype), PriceSource::Roofline};
+}
+
+Priced price_works(const taskgraph::TaskGraph& g, const DeviceProfile& d, const std::string& dtype) {
+  Priced out;
+  out.seconds.reserve(g.works.size());
+  out.measured_seconds.reserve(g.works.size());
   for (const auto& w : g.works) {
-    double s = 0;
-    for (const auto& k : w.kernels) s += kernel_time(d, k, dtype);
-    out.push_back(s * w.repeat);
+    double s = 0, measured = 0;
+    for (const auto& k : w.kernels) {
+      auto [t, source] = price_kernel(d, k, dtype);
+      s += t;
+      if (source != PriceSource::Roofline) measured += t;
+    }
+    out.seconds.push_back(s * w.repeat);
+    out.measured_seconds.push_back(measured * w.repeat);
   }
   return out;
 }

@@ -1,9 +1,11 @@
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/model_graph.hpp"
+#include "sim/cost/kernel_table.hpp"
 #include "sim/taskgraph/task_graph.hpp"
 
 namespace dtsim::cost {
@@ -25,13 +27,21 @@ struct DeviceProfile {
   EfficiencyCurve gemm, memory;
   double kernel_min_s = 0;
   double pcie_bandwidth = 0;  // bytes/s per direction
+  std::optional<KernelTable> kernels;  // measured on this device, when it has been profiled
 };
 
 // Seconds for one kernel: the slower of its compute and its memory traffic, never below the
 // device's minimum kernel time. `dtype` selects the matrix peak used by GEMMs.
 double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
 
-// Seconds for each Work of the graph (a sum over its kernels), in the graph's work order.
-std::vector<double> price_works(const taskgraph::TaskGraph& g, const DeviceProfile& d, const std::string& dtype);
+// A kernel priced from the device's measured table when it covers it, else by the roofline.
+std::pair<double, PriceSource> price_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
+
+// Seconds for each Work of the graph (a sum over its kernels), in the graph's work order, and how
+// much of each came from measurements.
+struct Priced {
+  std::vector<double> seconds, measured_seconds;
+};
+Priced price_works(const taskgraph::TaskGraph& g, const DeviceProfile& d, const std::string& dtype);
 
 }  // namespace dtsim::cost

@@ -57,7 +57,9 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
     j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_fraction(
         s.parallelism.schedule, s.parallelism.pipeline, static_cast<int>(r.plan.micro_batches), s.parallelism.virtual_stages);
   }
-  j["compute_source"] = {{"measured_share", r.measured_share}, {"model", "roofline"}, {"device", s.device.name}};
+  j["compute_source"] = {{"measured_share", r.measured_share},
+                         {"kernel_table", s.device.kernels ? "measured" : "none"},
+                         {"device", s.device.name}};
   if (r.timed)
     j["simulation"] = {{"backend", r.timeline.backend},
                        {"network_model", r.timeline.network_model},

@@ -49,7 +49,8 @@ Result simulate(const config::Scenario& s) {
   auto t0 = std::chrono::steady_clock::now();
   Result r = plan_only(s);
   const auto& g = r.plan.graph;
-  r.work_seconds = cost::price_works(g, s.device, config::compute_dtype(s.training.precision));
+  const auto priced = cost::price_works(g, s.device, config::compute_dtype(s.training.precision));
+  r.work_seconds = priced.seconds;
   network::Platform platform(s.cluster);
   // Inline collectives (tensor parallelism) are priced alone on their group and add to the work.
   r.work_comm_seconds.assign(g.works.size(), 0.0);
@@ -61,6 +62,14 @@ Result simulate(const config::Scenario& s) {
   replay::ReplayInput in{g, r.work_seconds, platform};
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
   r.breakdown = replay::step_breakdown(g, r.timeline, r.work_seconds, r.work_comm_seconds);
+  // Share of compute time priced from measurements, over the compute tasks the replay ran.
+  double all = 0, measured = 0;
+  for (const auto& t : g.tasks)
+    if (!t.is_collective) {
+      all += priced.seconds[static_cast<std::size_t>(t.work)];
+      measured += priced.measured_seconds[static_cast<std::size_t>(t.work)];
+    }
+  r.measured_share = all > 0 ? measured / all : 0.0;
 
   r.step_time_s = r.timeline.makespan;
   const double samples = static_cast<double>(s.training.global_batch);
