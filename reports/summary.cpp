@@ -41,7 +41,7 @@ std::string summary(const results::Result& r) {
     const auto& b = r.breakdown;
     for (auto [name, v] : {std::pair{"compute", b.compute}, {"exposed communication", b.exposed_communication},
                            {"pipeline bubble", b.pipeline_bubble}, {"optimizer", b.optimizer},
-                           {"straggler wait", b.straggler_wait}})
+                           {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall}})
       out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / r.step_time_s, bar(v / r.step_time_s));
   }
   const auto& m = r.memory;
@@ -50,6 +50,16 @@ std::string summary(const results::Result& r) {
   for (auto [name, v] : {std::pair{"parameters", m.params}, {"gradients", m.gradients}, {"optimizer state", m.optimizer},
                          {"activations", m.activations}, {"other", m.other}})
     out += fmt::format("  {:<22} {}  {}\n", name, gib(v), bar(v / std::max(r.capacity_bytes, m.peak())));
+  if (r.faults) {
+    const auto& f = *r.faults;
+    out += fmt::format("\nfailures: system MTBF {:.2f} h; checkpoint every {:.1f} min (Young {:.1f}, Daly {:.1f})\n",
+                       f.system_mtbf_s / 3600, f.interval_s / 60, f.young_interval_s / 60, f.daly_interval_s / 60);
+    out += fmt::format("  goodput {:.1f}% (at Daly's interval {:.1f}%)", 100 * f.goodput, 100 * f.goodput_at_daly);
+    if (f.ideal_time_s > 0)
+      out += fmt::format("; {:.1f} days of training take {:.1f} days with ~{:.0f} failures", f.ideal_time_s / 86400,
+                         f.expected_time_s / 86400, f.expected_failures);
+    out += "\n";
+  }
   for (const auto& w : r.warnings) out += "\nwarning: " + w + "\n";
   return out;
 }

@@ -11,6 +11,14 @@ double optimizer_bytes_per_param(Precision p, models::OptimizerKind o) {
   return states + (mixed_precision(p) ? 4.0 : 0.0);               // fp32 master weights
 }
 
+double InputPipeline::seconds(std::int64_t micro_batch) const {
+  if (!enabled) return 0;
+  const double b = static_cast<double>(micro_batch);
+  const double cpu = b * cpu_seconds_per_sample / std::max(1, workers_per_gpu);
+  const double io = storage_bandwidth_per_gpu > 0 ? b * sample_bytes / storage_bandwidth_per_gpu : 0.0;
+  return std::max(cpu, io);
+}
+
 const char* to_string(Recompute r) {
   switch (r) {
     case Recompute::None: return "none";

@@ -96,6 +96,7 @@ class Planner {
   std::vector<int> tp_group_, last_compute_, last_comm_;
   std::vector<std::vector<int>> fwd_out_, bwd_out_;  // per model chunk, per micro-batch: task handing on
   std::map<const models::Layer*, int> final_backward_;
+  int last_load_ = -1;
   std::map<std::pair<int, int>, int> p2p_groups_;
   std::map<int, std::vector<int>> data_groups_;
 };
@@ -141,6 +142,17 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   const double wbytes = weight_bytes_per_param(t_.precision), gbytes = grad_bytes_per_param(t_.precision);
   std::vector<int> cross;
   if (op.forward && j > 0) cross.push_back(fwd_out_[static_cast<std::size_t>(j - 1)][mb]);
+  if (op.forward && j == 0 && p_.input.enabled) {  // the loader stream hands over this micro-batch
+    // The loader filled the first micro-batch during the previous step's tail; later ones keep
+    // the GPU waiting only when the loader is slower than the GPU.
+    taskgraph::Work w;
+    w.name = last_load_ < 0 ? "prefetched micro-batch" : "load micro-batch";
+    w.fixed_seconds = last_load_ < 0 ? 0.0 : p_.input.seconds(p_.micro_batch);
+    std::vector<int> deps;
+    if (last_load_ >= 0) deps.push_back(last_load_);
+    last_load_ = plan_.graph.add_compute(rep(s), table_.get(w), Category::Input, "load" + tag, deps);
+    cross.push_back(last_load_);
+  }
   if (!op.forward && j < chunks_ - 1) cross.push_back(bwd_out_[static_cast<std::size_t>(j + 1)][mb]);
 
   // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs.

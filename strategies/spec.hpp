@@ -15,6 +15,18 @@ enum class Recompute { None, Selective, Full };
 enum class Compression { None, Fp16, Int8, TopK };
 enum class Precision { Fp32, Tf32, Bf16, Fp16 };
 
+// The data loader feeding each GPU: CPU preprocessing spread over worker processes, and reads
+// from storage shared by the node's GPUs. Loaders run ahead of the GPU without bound.
+struct InputPipeline {
+  bool enabled = false;
+  double cpu_seconds_per_sample = 0;
+  int workers_per_gpu = 1;
+  double sample_bytes = 0;
+  double storage_bandwidth_per_gpu = 0;  // bytes/s
+  // Seconds to load one micro-batch.
+  double seconds(std::int64_t micro_batch) const;
+};
+
 struct ParallelismSpec {
   int data = 1, tensor = 1, pipeline = 1;
   std::int64_t micro_batch = 1;
@@ -35,6 +47,7 @@ struct ParallelismSpec {
   bool offload_optimizer = false;  // ZeRO-Offload: optimizer state and step on the host
   Compression compression = Compression::None;
   double topk_ratio = 0.01;
+  InputPipeline input;
 };
 
 // Host side of a node, for offload.

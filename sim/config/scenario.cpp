@@ -172,6 +172,7 @@ void parse_training(Reader r, Scenario& s) {
                                                                         : models::OptimizerKind::Adam;
   t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash
                                                                                    : models::Attention::Standard;
+  s.steps = r.integer("steps", 0, std::int64_t{1} << 40, 0);
   const std::int64_t per_step = static_cast<std::int64_t>(s.parallelism.data) * s.parallelism.micro_batch;
   if (t.global_batch % per_step != 0)
     r.fail("global_batch_size", fmt::format("{} is not a multiple of data ({}) x micro_batch_size ({}) = {}",
@@ -237,6 +238,27 @@ Scenario load_scenario(const std::string& path) {
 
   parse_parallelism(root.object("parallelism"), s);
   parse_training(root.object("training"), s);
+  if (auto f = root.optional_object("faults")) {
+    auto& fs = s.faults;
+    fs.enabled = true;
+    fs.gpu_mtbf_s = f->quantity("gpu_mtbf", Dimension::Time, Range{0.0, 1e13, true}, 0.0);
+    fs.node_mtbf_s = f->quantity("node_mtbf", Dimension::Time, Range{0.0, 1e13, true}, 0.0);
+    if (fs.gpu_mtbf_s == 0 && fs.node_mtbf_s == 0) f->fail_here("give gpu_mtbf_hours or node_mtbf_hours");
+    fs.checkpoint_interval_s = f->quantity("checkpoint_interval", Dimension::Time, Range{0.0, 1e9, true}, 0.0);
+    fs.checkpoint_save_s = f->quantity("checkpoint_save", Dimension::Time, Range{0.0, 1e6});
+    fs.restart_s = f->quantity("restart", Dimension::Time, Range{0.0, 1e6});
+    f->finish();
+  }
+  if (auto in = root.optional_object("input_pipeline")) {
+    auto& ip = s.parallelism.input;
+    ip.enabled = true;
+    ip.cpu_seconds_per_sample = in->quantity("cpu_per_sample", Dimension::Time, Range{0.0, 3600.0}, 0.0);
+    ip.workers_per_gpu = static_cast<int>(in->integer("loader_workers_per_gpu", 1, 1024, 1));
+    ip.sample_bytes = in->quantity("sample", Dimension::Bytes, Range{0.0, 1e12}, 0.0);
+    const double storage = in->quantity("storage_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 1e15);
+    ip.storage_bandwidth_per_gpu = storage / s.cluster.gpus_per_node;  // per node, shared by its GPUs
+    in->finish();
+  }
   if (auto sim = root.optional_object("simulation")) {
     s.seed = static_cast<std::uint64_t>(sim->integer("seed", 0, (std::int64_t{1} << 53), 1));
     s.backend = sim->choice("backend", {"simgrid", "analytical"}, "simgrid") == "analytical" ? Backend::Analytical

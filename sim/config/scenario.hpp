@@ -7,6 +7,7 @@
 #include "sim/cost/roofline.hpp"
 #include "sim/network/platform.hpp"
 #include "strategies/spec.hpp"
+#include "sim/faults/faults.hpp"
 
 namespace dtsim::config {
 
@@ -31,6 +32,8 @@ struct Scenario {
   std::uint64_t seed = 1;
   Backend backend = Backend::SimGrid;
   std::optional<Reference> reference;
+  faults::FaultSpec faults;
+  std::int64_t steps = 0;  // training.steps: a whole run, for time to train
 };
 
 // Reads and validates a scenario (SPEC.md). Throws InputError naming file and JSON pointer.

@@ -3,7 +3,9 @@
 namespace dtsim::units {
 
 const std::vector<Suffix>& suffixes(Dimension d) {
-  static const std::vector<Suffix> time{{"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
+  static const std::vector<Suffix> time{{"s", 1.0},      {"ms", 1e-3},     {"us", 1e-6},
+                                        {"ns", 1e-9},     {"min", 60.0},    {"hours", 3600.0},
+                                        {"days", 86400.0}};
   static const std::vector<Suffix> bytes{{"bytes", 1.0}, {"KiB", 1024.0}, {"MiB", kMiB},
                                          {"GiB", kGiB},  {"MB", 1e6},     {"GB", 1e9}};
   // Bandwidths are per direction. Gbps is bits: network cards are sold that way (200 Gb/s HDR).

@@ -16,6 +16,7 @@ namespace {
 // What a wait for task `d` is charged to.
 double* charge_for(const taskgraph::TaskGraph& g, std::size_t d, int rank, Breakdown& b) {
   const auto& task = g.tasks[d];
+  if (task.category == taskgraph::Category::Input) return &b.input_stall;
   if (task.is_collective)
     return task.collective.op == taskgraph::CollectiveOp::SendRecv ? &b.pipeline_bubble : &b.exposed_communication;
   return task.rank == rank ? &b.straggler_wait : &b.pipeline_bubble;
@@ -30,15 +31,18 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
   // The GPU whose stream ends last.
   std::size_t last = g.tasks.size();
   for (std::size_t i = 0; i < g.tasks.size(); ++i)
-    if (!g.tasks[i].is_collective && (last == g.tasks.size() || t.end[i] > t.end[last])) last = i;
+    if (!g.tasks[i].is_collective && g.tasks[i].category != taskgraph::Category::Input &&
+        (last == g.tasks.size() || t.end[i] > t.end[last]))
+      last = i;
   if (last == g.tasks.size()) {  // only collectives
     b.exposed_communication = t.makespan;
     return b;
   }
   b.rank = g.tasks[last].rank;
-  std::vector<std::size_t> mine;
+  std::vector<std::size_t> mine;  // the GPU's own stream; its loader runs beside it
   for (std::size_t i = 0; i < g.tasks.size(); ++i)
-    if (!g.tasks[i].is_collective && g.tasks[i].rank == b.rank) mine.push_back(i);
+    if (!g.tasks[i].is_collective && g.tasks[i].rank == b.rank && g.tasks[i].category != taskgraph::Category::Input)
+      mine.push_back(i);
   std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] < t.start[y]; });
 
   double now = 0;

@@ -32,9 +32,11 @@ Timeline replay_analytical(const ReplayInput& in);
 // inline collectives inside it, optimizer) and its idle time, charged to what it waited for (a
 // collective: exposed communication; another stage: pipeline bubble). Adds up to the makespan.
 struct Breakdown {
-  double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0;
+  double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0, input_stall = 0;
   int rank = 0;
-  double total() const { return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait; }
+  double total() const {
+    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall;
+  }
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
                          const std::vector<double>& work_comm_seconds);

@@ -101,7 +101,8 @@ Timeline replay_simgrid(const ReplayInput& in) {
     const auto& t = g.tasks[i];
     out.start[i] = sg4::Engine::get_clock();
     if (!t.is_collective) {
-      auto* host = hosts[static_cast<std::size_t>(pf.fabric_endpoint(t.rank))];
+      // Data loading runs on the host's CPUs, beside the GPU rather than on it.
+      auto* host = t.category == taskgraph::Category::Input ? clock : hosts[static_cast<std::size_t>(pf.fabric_endpoint(t.rank))];
       run_exec(i, host, in.work_seconds[static_cast<std::size_t>(t.work)], Role::Last);
       return;
     }

@@ -27,7 +27,8 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                         {"exposed_communication", r.breakdown.exposed_communication},
                         {"pipeline_bubble", r.breakdown.pipeline_bubble},
                         {"optimizer", r.breakdown.optimizer},
-                        {"straggler_wait", r.breakdown.straggler_wait}};
+                        {"straggler_wait", r.breakdown.straggler_wait},
+                        {"input_stall", r.breakdown.input_stall}};
   }
   j["memory"] = {{"worst_rank", r.worst_rank},
                  {"params_bytes", whole_bytes(r.memory.params)},
@@ -39,6 +40,14 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                  {"capacity_bytes", whole_bytes(r.capacity_bytes)},
                  {"fits", r.fits}};
   j["warnings"] = r.warnings;
+  if (r.faults) {
+    const auto& f = *r.faults;
+    j["faults"] = {{"system_mtbf_s", f.system_mtbf_s},       {"checkpoint_interval_s", f.interval_s},
+                   {"young_interval_s", f.young_interval_s}, {"daly_interval_s", f.daly_interval_s},
+                   {"goodput", f.goodput},                   {"goodput_at_daly_interval", f.goodput_at_daly},
+                   {"expected_failures", f.expected_failures}, {"ideal_time_to_train_s", f.ideal_time_s},
+                   {"expected_time_to_train_s", f.expected_time_s}};
+  }
   j["model"] = {{"name", s.model.name}, {"params", r.params}, {"layers", s.model.num_layers}, {"seq_len", s.model.seq_len}};
   j["parallelism"] = {{"gpus", r.gpus},
                       {"data", s.parallelism.data},

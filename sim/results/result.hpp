@@ -6,6 +6,9 @@
 #include "sim/config/scenario.hpp"
 #include "sim/replay/replay.hpp"
 #include "strategies/plan.hpp"
+#include "sim/faults/faults.hpp"
+
+#include <optional>
 
 namespace dtsim::results {
 
@@ -23,6 +26,7 @@ struct Result {
   bool fits = true;
   std::vector<std::string> warnings;
   double measured_share = 0;
+  std::optional<faults::FaultReport> faults;
   bool timed = true;  // false for `dtsim memory`
 
   config::Scenario scenario_spec;

@@ -82,6 +82,11 @@ Result simulate(const config::Scenario& s) {
   const double exposed = r.breakdown.exposed_communication / r.step_time_s;
   if (exposed > 0.25)
     r.warnings.push_back(fmt::format("{:.0f}% of the step is communication that backward does not hide", 100 * exposed));
+  if (s.faults.enabled) {
+    r.faults = faults::analyse_faults(s.faults, r.gpus, s.cluster.nodes, r.step_time_s, s.steps);
+    if (r.faults->goodput < 0.9)
+      r.warnings.push_back(fmt::format("failures and checkpoints leave {:.0f}% goodput", 100 * r.faults->goodput));
+  }
   r.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

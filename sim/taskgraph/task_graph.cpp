@@ -53,6 +53,7 @@ const char* to_string(Category c) {
     case Category::Compute: return "compute";
     case Category::Optimizer: return "optimizer";
     case Category::Communication: return "communication";
+    case Category::Input: return "input";
   }
   return "?";
 }

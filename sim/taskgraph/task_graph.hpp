@@ -10,7 +10,7 @@
 // as dependencies by the strategy, so a backend only has to honour `deps`.
 namespace dtsim::taskgraph {
 
-enum class Category { Compute, Optimizer, Communication };
+enum class Category { Compute, Optimizer, Communication, Input };
 
 enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
 // How a collective moves data. `Auto` picks, per collective, the one the network model predicts
