@@ -67,7 +67,7 @@ class Planner {
   Plan run();
 
  private:
-  int rep(int s) const { return place_.gpu(0, s, 0); }
+  int rep(int s) const { return place_.gpu(d_, s, 0); }
   int stage_of(int chunk) const { return chunk % p_.pipeline; }
   int p2p_group(int from, int to);
   std::vector<int> data_groups(int s);
@@ -77,6 +77,7 @@ class Planner {
   void emit(int s, std::size_t index, const PipeOp& op);
   void synchronise_gradients(int s);
   void step_optimizer(int s, int embedding_sync);
+  void step_optimizer_one(int s, int embedding_sync);
   MemoryBreakdown stage_memory(int s) const;
 
   const models::ModelGraph& g_;
@@ -97,6 +98,9 @@ class Planner {
   std::vector<std::vector<int>> fwd_out_, bwd_out_;  // per model chunk, per micro-batch: task handing on
   std::map<const models::Layer*, int> final_backward_;
   int last_load_ = -1;
+  int d_ = 0;  // the replica being emitted
+  std::vector<std::map<const models::Layer*, int>> replica_final_;
+  std::vector<std::vector<int>> replica_last_;
   std::map<std::pair<int, int>, int> p2p_groups_;
   std::map<int, std::vector<int>> data_groups_;
 };
@@ -236,15 +240,23 @@ void Planner::synchronise_gradients(int s) {
   }
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::vector<int> deps;
-    if (p_.overlap_grad_reduce) deps.push_back(final_backward_.at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
-    else deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
+    for (std::size_t d = 0; d < replica_final_.size(); ++d) {
+      if (p_.overlap_grad_reduce) deps.push_back(replica_final_[d].at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
+      else deps.push_back(replica_last_[d][static_cast<std::size_t>(s)]);
+    }
     if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
     if (passes > 0) {  // compression kernels share the GPU with backward
       taskgraph::Work w;
       w.name = "compress";
       w.kernels = {models::Kernel{"compress", models::KernelKind::Memory, 1, 0, 0, 0, 4.0 * buckets[b].bytes / gbytes,
                                   passes * buckets[b].bytes}};
-      deps = {plan_.graph.add_compute(rep(s), table_.get(w), Category::Communication, "compress bucket " + std::to_string(b), deps)};
+      const int work = table_.get(w);
+      std::vector<int> compressed;
+      for (std::size_t d = 0; d < replica_final_.size(); ++d) {
+        d_ = static_cast<int>(d);
+        compressed.push_back(plan_.graph.add_compute(rep(s), work, Category::Communication, "compress bucket " + std::to_string(b), deps));
+      }
+      deps = compressed;
     }
     last_comm_[static_cast<std::size_t>(s)] = collective(op, data_groups(s), buckets[b].bytes * wire, deps,
                                                          std::string(taskgraph::to_string(op)) + " bucket " + std::to_string(b));
@@ -252,6 +264,23 @@ void Planner::synchronise_gradients(int s) {
 }
 
 void Planner::step_optimizer(int s, int embedding_sync) {
+  for (std::size_t d = 0; d < replica_last_.size(); ++d) {
+    d_ = static_cast<int>(d);
+    last_compute_[static_cast<std::size_t>(s)] = replica_last_[d][static_cast<std::size_t>(s)];
+    step_optimizer_one(s, embedding_sync);
+  }
+  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.data > 1) {
+    Layers mine;
+    for (int j = s; j < chunks_; j += p_.pipeline)
+      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) mine.push_back(l);
+    std::vector<int> deps;
+    for (const auto& last : replica_last_) deps.push_back(last[static_cast<std::size_t>(s)]);
+    collective(CollectiveOp::AllGather, data_groups(s), layer_params(mine) * weight_bytes_per_param(t_.precision), deps,
+               "zero gather params");
+  }
+}
+
+void Planner::step_optimizer_one(int s, int embedding_sync) {
   Layers mine;
   for (int j = s; j < chunks_; j += p_.pipeline)
     for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) mine.push_back(l);
@@ -273,11 +302,8 @@ void Planner::step_optimizer(int s, int embedding_sync) {
   if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
   if (embedding_sync >= 0) deps.push_back(embedding_sync);
   if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
-  int opt = plan_.graph.add_compute(rep(s), table_.get(w), Category::Optimizer, "optimizer", deps);
-  last_compute_[static_cast<std::size_t>(s)] = opt;
-  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.data > 1)
-    collective(CollectiveOp::AllGather, data_groups(s), layer_params(mine) * weight_bytes_per_param(t_.precision), {opt},
-               "zero gather params");
+  replica_last_[static_cast<std::size_t>(d_)][static_cast<std::size_t>(s)] =
+      plan_.graph.add_compute(rep(s), table_.get(w), Category::Optimizer, "optimizer", deps);
 }
 
 MemoryBreakdown Planner::stage_memory(int s) const {
@@ -322,7 +348,6 @@ Plan Planner::run() {
   const auto S = static_cast<std::size_t>(P);
   seq_.resize(S);
   last_backward_.resize(S);
-  last_compute_.assign(S, -1);
   last_comm_.assign(S, -1);
   for (int s = 0; s < P; ++s) {
     seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(m_), v_);
@@ -335,27 +360,36 @@ Plan Planner::run() {
       for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) blocks += l->kind == models::LayerKind::Block;
     plan_.stage_layers.push_back(blocks);
   }
-  fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
-  bwd_out_ = fwd_out_;
-
-  // Emit passes in an order every dependency respects: each stage runs its schedule as far as
-  // the passes it waits for exist.
-  std::vector<std::size_t> next(S, 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int s = 0; s < P; ++s) {
-      auto& i = next[static_cast<std::size_t>(s)];
-      const auto& q = seq_[static_cast<std::size_t>(s)];
-      while (i < q.size() && ready(s, q[i])) {
-        emit(s, i, q[i]);
-        ++i;
-        progress = true;
+  const int replicas = p_.all_replicas ? p_.data : 1;
+  plan_.replicas = replicas;
+  for (d_ = 0; d_ < replicas; ++d_) {
+    fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
+    bwd_out_ = fwd_out_;
+    last_compute_.assign(S, -1);
+    final_backward_.clear();
+    last_load_ = -1;
+    // Emit passes in an order every dependency respects: each stage runs its schedule as far as
+    // the passes it waits for exist.
+    std::vector<std::size_t> next(S, 0);
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int s = 0; s < P; ++s) {
+        auto& i = next[static_cast<std::size_t>(s)];
+        const auto& q = seq_[static_cast<std::size_t>(s)];
+        while (i < q.size() && ready(s, q[i])) {
+          emit(s, i, q[i]);
+          ++i;
+          progress = true;
+        }
       }
     }
+    for (int s = 0; s < P; ++s)
+      if (next[static_cast<std::size_t>(s)] != seq_[static_cast<std::size_t>(s)].size())
+        throw std::logic_error("pipeline schedule cannot make progress");
+    replica_final_.push_back(final_backward_);
+    replica_last_.push_back(last_compute_);
   }
-  for (int s = 0; s < P; ++s)
-    if (next[static_cast<std::size_t>(s)] != seq_[static_cast<std::size_t>(s)].size())
-      throw std::logic_error("pipeline schedule cannot make progress");
+  d_ = 0;
 
   for (int s = 0; s < P; ++s) synchronise_gradients(s);
   // Tied embeddings on different stages: the first and last stage sum the table's gradients.
@@ -365,7 +399,12 @@ Plan Planner::run() {
     for (int d = 0; d < p_.data; ++d)
       for (int t = 0; t < p_.tensor; ++t) groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t), place_.gpu(d, P - 1, t)}));
     const double table = g_.layers.front().ops.front().params * grad_bytes_per_param(t_.precision);
-    embedding_sync = collective(CollectiveOp::AllReduce, groups, table, {last_compute_[0], last_compute_[S - 1]}, "embedding all_reduce");
+    std::vector<int> deps;
+    for (const auto& last : replica_last_) {
+      deps.push_back(last[0]);
+      deps.push_back(last[S - 1]);
+    }
+    embedding_sync = collective(CollectiveOp::AllReduce, groups, table, deps, "embedding all_reduce");
   }
   for (int s = 0; s < P; ++s) step_optimizer(s, (s == 0 || s == P - 1) ? embedding_sync : -1);
 

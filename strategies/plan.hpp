@@ -23,6 +23,7 @@ struct Plan {
   std::vector<MemoryBreakdown> stage_memory;  // per pipeline stage
   std::size_t gradient_buckets = 0;           // per stage, data-parallel synchronisation
   std::vector<int> stage_layers;              // transformer blocks per stage
+  int replicas = 1;                           // data-parallel replicas given their own compute
 };
 
 // Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice

@@ -48,6 +48,9 @@ struct ParallelismSpec {
   Compression compression = Compression::None;
   double topk_ratio = 0.01;
   InputPipeline input;
+  // Give every data-parallel replica its own compute (stragglers make them differ); otherwise
+  // replica 0 stands for all.
+  bool all_replicas = false;
 };
 
 // Host side of a node, for offload.
