@@ -50,6 +50,16 @@ std::string summary(const results::Result& r) {
   for (auto [name, v] : {std::pair{"parameters", m.params}, {"gradients", m.gradients}, {"optimizer state", m.optimizer},
                          {"activations", m.activations}, {"other", m.other}})
     out += fmt::format("  {:<22} {}  {}\n", name, gib(v), bar(v / std::max(r.capacity_bytes, m.peak())));
+  if (r.steps) {
+    const auto& st = *r.steps;
+    out += fmt::format("\n{} steps: mean {:.4f} s, p50 {:.4f} s, p99 {:.4f} s, max {:.4f} s\n", st.step_times.size(), st.mean,
+                       st.p50, st.p99, st.max);
+    out += fmt::format("  idle at the gradient sync: {:.4f} s per GPU and step on average, {:.4f} s at most (GPU {})\n",
+                       st.mean_wait_s, st.max_wait_s, st.max_wait_gpu);
+    if (!st.critical.empty())
+      out += fmt::format("  last to the sync most often: GPU {} ({} of {} steps)\n", st.critical.front().first,
+                         st.critical.front().second, st.step_times.size());
+  }
   if (r.faults) {
     const auto& f = *r.faults;
     out += fmt::format("\nfailures: system MTBF {:.2f} h; checkpoint every {:.1f} min (Young {:.1f}, Daly {:.1f})\n",

@@ -238,6 +238,44 @@ Scenario load_scenario(const std::string& path) {
 
   parse_parallelism(root.object("parallelism"), s);
   parse_training(root.object("training"), s);
+  if (auto st = root.optional_object("stragglers")) {
+    auto& sp = s.stragglers;
+    sp.enabled = true;
+    sp.seed = static_cast<std::uint64_t>(st->integer("seed", 0, std::int64_t{1} << 53, 1));
+    if (auto j = st->optional_object("jitter")) {
+      const std::string d = j->choice("distribution", {"exponential", "lognormal", "empirical"});
+      if (d == "exponential") {
+        sp.jitter = faults::Jitter::Exponential;
+        sp.mean = j->number("mean", Range{0.0, 100.0, true});
+      } else if (d == "lognormal") {
+        sp.jitter = faults::Jitter::Lognormal;
+        sp.sigma = j->number("sigma", Range{0.0, 10.0, true});
+      } else {
+        sp.jitter = faults::Jitter::Empirical;
+        const Json& v = j->raw("values");
+        if (!v.is_array() || v.empty()) j->fail("values", "expected a non-empty list of slowdown multipliers");
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          if (!v[i].is_number() || !(v[i].get<double>() > 0) || v[i].get<double>() > 1000)
+            j->fail("values", fmt::format("entry {} must be a multiplier > 0 and <= 1000", i));
+          sp.values.push_back(v[i].get<double>());
+        }
+      }
+      j->finish();
+    }
+    if (st->has("slow_gpus")) {
+      const Json& v = st->raw("slow_gpus");
+      if (!v.is_array()) st->fail("slow_gpus", "expected a list of {\"gpu\": N, \"slowdown\": X}");
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        Reader e(v[i], st->pointer("slow_gpus") + "/" + std::to_string(i), doc.origins);
+        const int gpu = static_cast<int>(e.integer("gpu", 0, s.cluster.num_gpus() - 1));
+        sp.slow_gpus.emplace_back(gpu, e.number("slowdown", Range{0.0, 1000.0, true}));
+        e.finish();
+      }
+    }
+    st->finish();
+    if (s.parallelism.zero_stage > 1) root.fail("stragglers", "stragglers are simulated with ZeRO stages 0 and 1 only");
+    s.parallelism.all_replicas = true;
+  }
   if (auto f = root.optional_object("faults")) {
     auto& fs = s.faults;
     fs.enabled = true;
@@ -263,6 +301,7 @@ Scenario load_scenario(const std::string& path) {
     s.seed = static_cast<std::uint64_t>(sim->integer("seed", 0, (std::int64_t{1} << 53), 1));
     s.backend = sim->choice("backend", {"simgrid", "analytical"}, "simgrid") == "analytical" ? Backend::Analytical
                                                                                           : Backend::SimGrid;
+    s.steps_simulated = static_cast<int>(sim->integer("steps", 1, 100000, 1));
     sim->finish();
   }
   if (auto ref = root.optional_object("reference")) {

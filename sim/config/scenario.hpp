@@ -33,6 +33,8 @@ struct Scenario {
   Backend backend = Backend::SimGrid;
   std::optional<Reference> reference;
   faults::FaultSpec faults;
+  faults::StragglerSpec stragglers;
+  int steps_simulated = 1;  // simulation.steps
   std::int64_t steps = 0;  // training.steps: a whole run, for time to train
 };
 

@@ -1,8 +1,22 @@
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
-// Failures and checkpoint/restart over a long run, from the simulated step time.
+// Variability: seeded per-GPU slowdowns, and failures with checkpoint/restart over a long run.
 namespace dtsim::faults {
+
+enum class Jitter { None, Exponential, Lognormal, Empirical };
+
+struct StragglerSpec {
+  bool enabled = false;
+  std::uint64_t seed = 1;
+  Jitter jitter = Jitter::None;
+  double mean = 0;             // exponential: compute time x (1 + X), X ~ Exp(mean)
+  double sigma = 0;            // lognormal: compute time x exp(sigma Z), Z ~ N(0, 1)
+  std::vector<double> values;  // empirical: a multiplier drawn uniformly per GPU and step
+  std::vector<std::pair<int, double>> slow_gpus;  // GPU -> constant slowdown
+};
 
 struct FaultSpec {
   bool enabled = false;

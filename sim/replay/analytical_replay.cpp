@@ -21,7 +21,7 @@ Timeline replay_analytical(const ReplayInput& in) {
     for (int d : t.deps) start = std::max(start, out.end[static_cast<std::size_t>(d)]);
     double duration = 0;
     if (!t.is_collective) {
-      duration = in.work_seconds[static_cast<std::size_t>(t.work)];
+      duration = in.seconds(i);
     } else {
       const auto& c = t.collective;
       auto key = std::make_tuple(static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes);

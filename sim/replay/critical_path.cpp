@@ -52,8 +52,16 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
       std::size_t waited = i;
       for (int d : task.deps)
         if (waited == i || t.end[static_cast<std::size_t>(d)] > t.end[waited]) waited = static_cast<std::size_t>(d);
-      double* where = waited == i ? &b.straggler_wait : charge_for(g, waited, b.rank, b);
-      *where += t.start[i] - now;
+      const auto& w = g.tasks[waited];
+      if (waited != i && w.is_collective && w.collective.op != taskgraph::CollectiveOp::SendRecv) {
+        // Until the collective started it waited for slower GPUs; after, for the network.
+        const double slow = std::clamp(t.start[waited] - now, 0.0, t.start[i] - now);
+        b.straggler_wait += slow;
+        b.exposed_communication += t.start[i] - now - slow;
+      } else {
+        double* where = waited == i ? &b.straggler_wait : charge_for(g, waited, b.rank, b);
+        *where += t.start[i] - now;
+      }
     }
     double span = t.end[i] - std::max(t.start[i], now);
     if (task.category == taskgraph::Category::Optimizer) {

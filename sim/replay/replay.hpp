@@ -11,6 +11,11 @@ struct ReplayInput {
   const taskgraph::TaskGraph& graph;
   const std::vector<double>& work_seconds;  // per Work: kernels plus inline collectives
   const network::Platform& platform;
+  const std::vector<double>* task_scale = nullptr;  // per task duration multiplier (stragglers)
+  double seconds(std::size_t task) const {
+    const auto& t = graph.tasks[task];
+    return work_seconds[static_cast<std::size_t>(t.work)] * (task_scale ? (*task_scale)[task] : 1.0);
+  }
 };
 
 struct Timeline {

@@ -103,7 +103,7 @@ Timeline replay_simgrid(const ReplayInput& in) {
     if (!t.is_collective) {
       // Data loading runs on the host's CPUs, beside the GPU rather than on it.
       auto* host = t.category == taskgraph::Category::Input ? clock : hosts[static_cast<std::size_t>(pf.fabric_endpoint(t.rank))];
-      run_exec(i, host, in.work_seconds[static_cast<std::size_t>(t.work)], Role::Last);
+      run_exec(i, host, in.seconds(i), Role::Last);
       return;
     }
     auto lowered = network::lower(pf, t.collective, groups_of(g, t.collective));

@@ -40,6 +40,15 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                  {"capacity_bytes", whole_bytes(r.capacity_bytes)},
                  {"fits", r.fits}};
   j["warnings"] = r.warnings;
+  if (r.steps) {
+    const auto& st = *r.steps;
+    nlohmann::ordered_json crit = nlohmann::ordered_json::array();
+    for (const auto& [gpu, n] : st.critical) crit.push_back({{"gpu", gpu}, {"steps", n}});
+    j["stragglers"] = {{"steps", st.step_times.size()},  {"step_time_mean_s", st.mean}, {"step_time_p50_s", st.p50},
+                       {"step_time_p99_s", st.p99},       {"step_time_max_s", st.max},   {"critical_gpus", crit},
+                       {"sync_wait_mean_s", st.mean_wait_s}, {"sync_wait_max_s", st.max_wait_s},
+                       {"sync_wait_max_gpu", st.max_wait_gpu}};
+  }
   if (r.faults) {
     const auto& f = *r.faults;
     j["faults"] = {{"system_mtbf_s", f.system_mtbf_s},       {"checkpoint_interval_s", f.interval_s},

@@ -7,6 +7,7 @@
 #include "sim/replay/replay.hpp"
 #include "strategies/plan.hpp"
 #include "sim/faults/faults.hpp"
+#include "sim/results/steps.hpp"
 
 #include <optional>
 
@@ -27,12 +28,14 @@ struct Result {
   std::vector<std::string> warnings;
   double measured_share = 0;
   std::optional<faults::FaultReport> faults;
+  std::optional<StepReport> steps;  // when several steps were simulated
   bool timed = true;  // false for `dtsim memory`
 
   config::Scenario scenario_spec;
   strategies::Plan plan;
   replay::Timeline timeline;
   std::vector<double> work_seconds, work_comm_seconds;
+  taskgraph::TaskGraph replayed;  // the graph the replay ran: one step, or several
   double wall_time_s = 0;
 };
 

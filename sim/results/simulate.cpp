@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/units.hpp"
+#include "sim/core/errors.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/network/collectives.hpp"
 #include "sim/results/result.hpp"
@@ -59,9 +60,23 @@ Result simulate(const config::Scenario& s) {
       r.work_comm_seconds[w] += network::inline_time(platform, c, g.groups[static_cast<std::size_t>(c.group)]);
     r.work_seconds[w] += r.work_comm_seconds[w] + g.works[w].fixed_seconds;
   }
-  replay::ReplayInput in{g, r.work_seconds, platform};
+  const int steps = s.steps_simulated;
+  if (static_cast<double>(g.tasks.size()) * steps > 5e6)
+    throw InputError(s.file, "/simulation/steps",
+                     fmt::format("{} steps of {} tasks is more than 5 million tasks to replay", steps, g.tasks.size()));
+  std::vector<int> step_of(g.tasks.size(), 0);
+  r.replayed = steps > 1 ? repeat_steps(g, steps, step_of) : g;
+  std::vector<double> scales;
+  if (s.stragglers.enabled) scales = task_scales(r.replayed, step_of, steps, s.stragglers);
+  replay::ReplayInput in{r.replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr};
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
-  r.breakdown = replay::step_breakdown(g, r.timeline, r.work_seconds, r.work_comm_seconds);
+  r.breakdown = replay::step_breakdown(r.replayed, r.timeline, r.work_seconds, r.work_comm_seconds);
+  if (steps > 1) {
+    r.steps = report_steps(r.replayed, r.timeline, step_of, steps);
+    for (double* part : {&r.breakdown.compute, &r.breakdown.exposed_communication, &r.breakdown.pipeline_bubble,
+                         &r.breakdown.optimizer, &r.breakdown.straggler_wait, &r.breakdown.input_stall})
+      *part /= steps;  // per step, on average
+  }
   // Share of compute time priced from measurements, over the compute tasks the replay ran.
   double all = 0, measured = 0;
   for (const auto& t : g.tasks)
@@ -71,7 +86,7 @@ Result simulate(const config::Scenario& s) {
     }
   r.measured_share = all > 0 ? measured / all : 0.0;
 
-  r.step_time_s = r.timeline.makespan;
+  r.step_time_s = r.timeline.makespan / steps;
   const double samples = static_cast<double>(s.training.global_batch);
   r.samples_per_s = samples / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq_len);

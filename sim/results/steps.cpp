@@ -1,0 +1,125 @@
+#include "sim/results/steps.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace dtsim::results {
+
+taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, std::vector<int>& step_of) {
+  taskgraph::TaskGraph g;
+  g.num_ranks = one.num_ranks;
+  g.works = one.works;
+  g.groups = one.groups;
+  const int n = static_cast<int>(one.tasks.size());
+  g.tasks.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(steps));
+  step_of.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(steps), 0);
+  std::map<int, int> first_on_rank;  // each GPU's first task of a step
+  for (int i = n - 1; i >= 0; --i)
+    if (!one.tasks[static_cast<std::size_t>(i)].is_collective) first_on_rank[one.tasks[static_cast<std::size_t>(i)].rank] = i;
+  std::map<int, int> last_of_rank;  // in the previous step
+  for (int k = 0; k < steps; ++k) {
+    std::map<int, int> last_now;
+    for (int i = 0; i < n; ++i) {
+      taskgraph::Task t = one.tasks[static_cast<std::size_t>(i)];
+      for (int& d : t.deps) d += k * n;
+      if (k > 0 && !t.is_collective && first_on_rank.at(t.rank) == i)
+        if (auto it = last_of_rank.find(t.rank); it != last_of_rank.end()) t.deps.push_back(it->second);
+      const int id = k * n + i;
+      if (!t.is_collective) last_now[t.rank] = id;
+      step_of[static_cast<std::size_t>(id)] = k;
+      g.tasks.push_back(std::move(t));
+    }
+    last_of_rank = std::move(last_now);
+  }
+  return g;
+}
+
+std::vector<double> task_scales(const taskgraph::TaskGraph& g, const std::vector<int>& step_of, int steps,
+                                const StragglerSpec& s) {
+  std::vector<int> ranks;
+  for (const auto& t : g.tasks)
+    if (!t.is_collective && t.category == taskgraph::Category::Compute) ranks.push_back(t.rank);
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::mt19937_64 rng(s.seed);
+  auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0; };  // (0, 1)
+  std::map<std::pair<int, int>, double> draw;  // (step, GPU) -> multiplier
+  for (int k = 0; k < steps; ++k)
+    for (int r : ranks) {
+      double m = 1.0;
+      switch (s.jitter) {
+        case Jitter::None: break;
+        case Jitter::Exponential: m = 1.0 - s.mean * std::log(uniform()); break;
+        case Jitter::Lognormal: {  // Box-Muller, written out so every platform draws the same numbers
+          const double u1 = uniform(), u2 = uniform();
+          m = std::exp(s.sigma * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+          break;
+        }
+        case Jitter::Empirical:
+          m = s.values[std::min(s.values.size() - 1, static_cast<std::size_t>(uniform() * static_cast<double>(s.values.size())))];
+          break;
+      }
+      for (const auto& [gpu, slow] : s.slow_gpus)
+        if (gpu == r) m *= slow;
+      draw[{k, r}] = m;
+    }
+  std::vector<double> out(g.tasks.size(), 1.0);
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const auto& t = g.tasks[i];
+    if (!t.is_collective && t.category == taskgraph::Category::Compute) out[i] = draw.at({step_of[i], t.rank});
+  }
+  return out;
+}
+
+StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps) {
+  StepReport r;
+  std::vector<double> end(static_cast<std::size_t>(steps), 0.0);
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+    end[static_cast<std::size_t>(step_of[i])] = std::max(end[static_cast<std::size_t>(step_of[i])], t.end[i]);
+  double prev = 0;
+  for (double e : end) {
+    r.step_times.push_back(e - prev);
+    prev = e;
+  }
+  std::vector<double> sorted = r.step_times;
+  std::sort(sorted.begin(), sorted.end());
+  auto pct = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(q * (sorted.size() - 1) + 0.5))]; };
+  double sum = 0;
+  for (double x : sorted) sum += x;
+  r.mean = sum / static_cast<double>(sorted.size());
+  r.p50 = pct(0.5);
+  r.p99 = pct(0.99);
+  r.max = sorted.back();
+  // At the synchronisation before each optimizer step: how long each GPU sat idle after its last
+  // backward, and whose backward ended last.
+  std::map<int, int> critical;
+  std::map<int, double> wait;
+  std::vector<std::pair<double, int>> latest(static_cast<std::size_t>(steps), {-1.0, -1});
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const auto& o = g.tasks[i];
+    if (o.is_collective || o.category != taskgraph::Category::Optimizer) continue;
+    for (int d : o.deps) {
+      const auto& c = g.tasks[static_cast<std::size_t>(d)];
+      if (c.is_collective || c.rank != o.rank) continue;
+      const double done = t.end[static_cast<std::size_t>(d)];
+      wait[o.rank] += std::max(0.0, t.start[i] - done);
+      auto& best = latest[static_cast<std::size_t>(step_of[i])];
+      if (done > best.first) best = {done, o.rank};
+    }
+  }
+  for (const auto& [when, gpu] : latest)
+    if (gpu >= 0) ++critical[gpu];
+  for (const auto& [gpu, n] : critical) r.critical.emplace_back(gpu, n);
+  std::sort(r.critical.begin(), r.critical.end(), [](auto a, auto b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  if (r.critical.size() > 10) r.critical.resize(10);
+  double total = 0;
+  for (const auto& [gpu, w] : wait) {
+    total += w;
+    if (w / steps > r.max_wait_s) r.max_wait_s = w / steps, r.max_wait_gpu = gpu;
+  }
+  r.mean_wait_s = wait.empty() ? 0.0 : total / static_cast<double>(wait.size()) / steps;
+  return r;
+}
+
+}  // namespace dtsim::results

@@ -1,0 +1,57 @@
+#include <gtest/gtest.h>
+
+#include "helpers.hpp"
+#include "sim/config/scenario.hpp"
+#include "sim/results/result.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+// GPT-2 small, synchronous data parallelism over 64 GPUs, replayed analytically (several runs fit
+// in one process).
+results::Result run(const std::string& extra) {
+  test::TempDir dir;
+  dir.file("base.json", test::kValidScenario);
+  std::string f = dir.file("s.json", R"({"extends": "base.json", "cluster": {"nodes": 8},
+      "parallelism": {"data": 64, "micro_batch_size": 8}, "training": {"global_batch_size": 512},
+      "simulation": {"backend": "analytical")" + extra + "}}");
+  return results::simulate(config::load_scenario(f));
+}
+
+double harmonic(int n) {
+  double h = 0;
+  for (int k = 1; k <= n; ++k) h += 1.0 / k;
+  return h;
+}
+
+}  // namespace
+
+TEST(Stragglers, ExponentialJitterSlowsBySlowestOfNDraws) {
+  const double mu = 0.1;
+  auto calm = run("}, \"stragglers\": {\"seed\": 3");
+  auto noisy = run(", \"steps\": 300}, \"stragglers\": {\"seed\": 3, \"jitter\": {\"distribution\": \"exponential\", \"mean\": 0.1}");
+  // Every GPU's compute is T (1 + X), X ~ Exp(mu); the step waits for the slowest of 64, whose
+  // expectation is T (1 + mu H_64) (H_n the harmonic number).
+  const double t_compute = calm.breakdown.compute;
+  const double slowdown = noisy.steps->mean - calm.step_time_s;
+  EXPECT_NEAR(slowdown / (t_compute * mu * harmonic(64)), 1.0, 0.08);
+  EXPECT_GT(noisy.steps->p99, noisy.steps->p50);
+}
+
+TEST(Stragglers, SameSeedSameStepsOtherSeedOtherSteps) {
+  const std::string jitter = ", \"steps\": 5}, \"stragglers\": {\"jitter\": {\"distribution\": \"lognormal\", \"sigma\": 0.2}, \"seed\": ";
+  auto a = run(jitter + "11"), b = run(jitter + "11"), c = run(jitter + "12");
+  EXPECT_EQ(a.steps->step_times, b.steps->step_times);
+  EXPECT_NE(a.steps->step_times, c.steps->step_times);
+}
+
+TEST(Stragglers, OneSlowGpuSetsThePaceAndIsNamed) {
+  auto calm = run("}, \"stragglers\": {\"seed\": 1");
+  auto slow = run(", \"steps\": 4}, \"stragglers\": {\"slow_gpus\": [{\"gpu\": 13, \"slowdown\": 1.5}]");
+  EXPECT_NEAR(slow.step_time_s - calm.step_time_s, 0.5 * calm.breakdown.compute, 0.02 * calm.step_time_s);
+  ASSERT_FALSE(slow.steps->critical.empty());
+  EXPECT_EQ(slow.steps->critical.front(), std::make_pair(13, 4));
+  EXPECT_GT(slow.breakdown.straggler_wait, 0.0);
+}
+
