@@ -258,8 +258,17 @@ void Planner::synchronise_gradients(int s) {
       }
       deps = compressed;
     }
-    last_comm_[static_cast<std::size_t>(s)] = collective(op, data_groups(s), buckets[b].bytes * wire, deps,
-                                                         std::string(taskgraph::to_string(op)) + " bucket " + std::to_string(b));
+    std::vector<int> ready;  // the replicas' gradients; with backup workers only some are awaited
+    if (p_.backup_workers > 0) std::swap(ready, deps);
+    if (last_comm_[static_cast<std::size_t>(s)] >= 0 && p_.backup_workers > 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
+    const int id = collective(op, data_groups(s), buckets[b].bytes * wire, deps,
+                              std::string(taskgraph::to_string(op)) + " bucket " + std::to_string(b));
+    if (p_.backup_workers > 0) {
+      auto& task = plan_.graph.tasks[static_cast<std::size_t>(id)];
+      task.any_deps = std::move(ready);
+      task.quorum = static_cast<int>(task.any_deps.size()) - p_.backup_workers;
+    }
+    last_comm_[static_cast<std::size_t>(s)] = id;
   }
 }
 

@@ -51,6 +51,8 @@ struct ParallelismSpec {
   // Give every data-parallel replica its own compute (stragglers make them differ); otherwise
   // replica 0 stands for all.
   bool all_replicas = false;
+  // Backup workers (Chen et al. 2016): the gradient sync goes ahead without the last k replicas.
+  int backup_workers = 0;
 };
 
 // Host side of a node, for offload.

@@ -55,3 +55,11 @@ TEST(Stragglers, OneSlowGpuSetsThePaceAndIsNamed) {
   EXPECT_GT(slow.breakdown.straggler_wait, 0.0);
 }
 
+
+TEST(Stragglers, ABackupWorkerStopsTheSlowGpuSettingThePace) {
+  auto calm = run("}, \"stragglers\": {\"seed\": 1");
+  auto slow = run(", \"steps\": 6}, \"stragglers\": {\"slow_gpus\": [{\"gpu\": 13, \"slowdown\": 1.5}]");
+  auto backup = run(", \"steps\": 6}, \"stragglers\": {\"backup_workers\": 1, \"slow_gpus\": [{\"gpu\": 13, \"slowdown\": 1.5}]");
+  EXPECT_GT(slow.step_time_s, 1.3 * calm.step_time_s);
+  EXPECT_NEAR(backup.step_time_s / calm.step_time_s, 1.0, 0.02);
+}

@@ -272,6 +272,9 @@ Scenario load_scenario(const std::string& path) {
         e.finish();
       }
     }
+    s.parallelism.backup_workers = static_cast<int>(st->integer("backup_workers", 0, s.parallelism.data - 1, 0));
+    if (s.parallelism.backup_workers > 0 && s.parallelism.zero_stage > 0)
+      st->fail("backup_workers", "dropping late gradients needs replicated optimizer state (zero_stage 0)");
     st->finish();
     if (s.parallelism.zero_stage > 1) root.fail("stragglers", "stragglers are simulated with ZeRO stages 0 and 1 only");
     s.parallelism.all_replicas = true;

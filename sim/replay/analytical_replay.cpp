@@ -19,6 +19,12 @@ Timeline replay_analytical(const ReplayInput& in) {
     const auto& t = g.tasks[i];
     double start = 0;
     for (int d : t.deps) start = std::max(start, out.end[static_cast<std::size_t>(d)]);
+    if (!t.any_deps.empty() && t.quorum > 0) {  // the quorum-th earliest of these
+      std::vector<double> ends;
+      for (int d : t.any_deps) ends.push_back(out.end[static_cast<std::size_t>(d)]);
+      std::sort(ends.begin(), ends.end());
+      start = std::max(start, ends[static_cast<std::size_t>(std::min<int>(t.quorum, static_cast<int>(ends.size())) - 1)]);
+    }
     double duration = 0;
     if (!t.is_collective) {
       duration = in.seconds(i);

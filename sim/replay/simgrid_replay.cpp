@@ -56,11 +56,14 @@ Timeline replay_simgrid(const ReplayInput& in) {
   // pre-created Execs took 9 s, created on demand 0.3 s).
   const auto& g = in.graph;
   const std::size_t n = g.tasks.size();
-  std::vector<int> waiting(n, 0), flows_left(n, 0);
-  std::vector<std::vector<int>> successors(n);
+  std::vector<int> waiting(n, 0), flows_left(n, 0), quorum_left(n, 0);
+  std::vector<std::vector<int>> successors(n), quorum_successors(n);
   for (std::size_t i = 0; i < n; ++i) {
-    waiting[i] = static_cast<int>(g.tasks[i].deps.size());
-    for (int d : g.tasks[i].deps) successors[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+    const auto& t = g.tasks[i];
+    quorum_left[i] = t.any_deps.empty() ? 0 : std::min<int>(t.quorum, static_cast<int>(t.any_deps.size()));
+    waiting[i] = static_cast<int>(t.deps.size()) + quorum_left[i];
+    for (int d : t.deps) successors[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+    for (int d : t.any_deps) quorum_successors[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
   }
   Timeline out;
   out.start.assign(n, 0.0);
@@ -118,6 +121,10 @@ Timeline replay_simgrid(const ReplayInput& in) {
     out.end[task] = sg4::Engine::get_clock();
     for (int s : successors[task])
       if (--waiting[static_cast<std::size_t>(s)] == 0) launch(static_cast<std::size_t>(s));
+    for (int s : quorum_successors[task]) {
+      const auto k = static_cast<std::size_t>(s);
+      if (quorum_left[k] > 0 && (--quorum_left[k], --waiting[k] == 0)) launch(k);
+    }
   };
   sg4::Activity::on_completion_cb([&](const sg4::Activity& a) {
     auto it = role.find(&a);

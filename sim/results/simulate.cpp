@@ -73,6 +73,7 @@ Result simulate(const config::Scenario& s) {
   r.breakdown = replay::step_breakdown(r.replayed, r.timeline, r.work_seconds, r.work_comm_seconds);
   if (steps > 1) {
     r.steps = report_steps(r.replayed, r.timeline, step_of, steps);
+    r.step_time_s = r.steps->mean;
     for (double* part : {&r.breakdown.compute, &r.breakdown.exposed_communication, &r.breakdown.pipeline_bubble,
                          &r.breakdown.optimizer, &r.breakdown.straggler_wait, &r.breakdown.input_stall})
       *part /= steps;  // per step, on average
@@ -86,7 +87,7 @@ Result simulate(const config::Scenario& s) {
     }
   r.measured_share = all > 0 ? measured / all : 0.0;
 
-  r.step_time_s = r.timeline.makespan / steps;
+  if (steps == 1) r.step_time_s = r.timeline.makespan;
   const double samples = static_cast<double>(s.training.global_batch);
   r.samples_per_s = samples / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq_len);

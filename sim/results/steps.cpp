@@ -23,6 +23,7 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
     for (int i = 0; i < n; ++i) {
       taskgraph::Task t = one.tasks[static_cast<std::size_t>(i)];
       for (int& d : t.deps) d += k * n;
+      for (int& d : t.any_deps) d += k * n;
       if (k > 0 && !t.is_collective && first_on_rank.at(t.rank) == i)
         if (auto it = last_of_rank.find(t.rank); it != last_of_rank.end()) t.deps.push_back(it->second);
       const int id = k * n + i;
@@ -74,9 +75,17 @@ std::vector<double> task_scales(const taskgraph::TaskGraph& g, const std::vector
 
 StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps) {
   StepReport r;
+  // A step ends when its gradient synchronisation completes: the job's cadence. A replica that
+  // lags behind (and whose gradients backup workers drop) does not hold it up. Without any
+  // collective, when its last task ends.
+  bool synced = false;
+  for (const auto& task : g.tasks) synced = synced || (task.is_collective && task.collective.op != taskgraph::CollectiveOp::SendRecv);
   std::vector<double> end(static_cast<std::size_t>(steps), 0.0);
-  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const auto& task = g.tasks[i];
+    if (synced && !(task.is_collective && task.collective.op != taskgraph::CollectiveOp::SendRecv)) continue;
     end[static_cast<std::size_t>(step_of[i])] = std::max(end[static_cast<std::size_t>(step_of[i])], t.end[i]);
+  }
   double prev = 0;
   for (double e : end) {
     r.step_times.push_back(e - prev);

@@ -60,6 +60,9 @@ struct Task {
   bool is_collective = false;
   Collective collective;
   std::vector<int> deps;  // indices of earlier tasks
+  // Of these, only the first `quorum` to finish are waited for (backup workers).
+  std::vector<int> any_deps;
+  int quorum = 0;
 };
 
 // Ranks are GPU ids on the cluster. A strategy may give tasks to a few representative GPUs only
