@@ -272,3 +272,23 @@ TEST(Cli, SlowLoaderShowsAsInputStall) {
   for (const auto& [k, v] : j["breakdown_s"].items()) sum += v.get<double>();
   EXPECT_NEAR(sum, j["step_time_s"].get<double>(), 1e-9);
 }
+
+TEST(Cli, SweepRanksStrategiesThatFitFirst) {
+  test::TempDir dir;
+  auto r = dtsim_cli("sweep " + scenario("gpt2-dp8-a100.json") + " --format json --top 1000", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_GT(j["rows"].size(), 10u);
+  bool seen_unfit = false;
+  double prev = 1e300;
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["tensor"].get<int>() * row["pipeline"].get<int>() * row["data"].get<int>(), 8);
+    if (!row["fits"].get<bool>()) seen_unfit = true;
+    else {
+      EXPECT_FALSE(seen_unfit);  // every fitting strategy ranks above every other
+      EXPECT_LE(row["samples_per_s"].get<double>(), prev);
+      prev = row["samples_per_s"].get<double>();
+    }
+  }
+  EXPECT_EQ(dtsim_cli("sweep " + scenario("gpt2-dp8-a100.json") + " --gpus 12", dir).code, 2);
+}

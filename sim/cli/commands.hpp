@@ -29,6 +29,11 @@ struct ProfileOptions {
   int repeats = 5;
 };
 
+struct SweepOptions {
+  std::string scenario, format = "text";
+  int gpus = 0, jobs = 0, top = 15;
+};
+
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.
 int run(const RunOptions& o);
 int memory(const std::string& scenario, const std::string& format);
@@ -40,5 +45,7 @@ int validate(const ValidateOptions& o);
 int collective(const CollectiveOptions& o);
 // Times the kernels a model needs on this machine and writes a kernel table.
 int profile(const ProfileOptions& o);
+// Enumerates parallel strategies for the scenario's model and cluster and ranks them.
+int sweep(const SweepOptions& o);
 
 }  // namespace dtsim::cli

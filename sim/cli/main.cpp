@@ -66,9 +66,13 @@ int main(int argc, char** argv) {
   prof_cmd->add_option("--repeats", prof.repeats, "timed repetitions per kernel (median kept)")->check(CLI::Range(1, 1000));
   prof_cmd->add_option("-o,--out", prof.out, "kernel table to write");
 
-  // Commands of the interface contract that later issues build.
-  const std::pair<const char*, const char*> planned[] = {{"sweep", "#3"}};
-  for (const auto& [name, issue] : planned) app.add_subcommand(name, std::string("not implemented yet (issue ") + issue + ")")->allow_extras();
+  cli::SweepOptions sw;
+  auto* sweep_cmd = app.add_subcommand("sweep", "enumerate parallel strategies for a model and cluster, rank them");
+  sweep_cmd->add_option("scenario", sw.scenario, "scenario JSON file (model, device, cluster, batch)")->required();
+  sweep_cmd->add_option("--gpus", sw.gpus, "GPUs to plan for (default: the scenario's cluster)")->check(CLI::Range(1, 1 << 20));
+  sweep_cmd->add_option("--jobs", sw.jobs, "simulations at once (default: cores)")->check(CLI::Range(1, 256));
+  sweep_cmd->add_option("--top", sw.top, "rows to show")->check(CLI::Range(1, 100000));
+  sweep_cmd->add_option("--format", sw.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
 
   try {
     app.parse(argc, argv);
@@ -84,11 +88,7 @@ int main(int argc, char** argv) {
     if (*val_cmd) return cli::validate(val);
     if (*coll_cmd) return cli::collective(coll);
     if (*prof_cmd) return cli::profile(prof);
-    for (const auto& [name, issue] : planned)
-      if (app.got_subcommand(name)) {
-        std::cerr << "dtsim " << name << ": not implemented yet (issue " << issue << ")\n";
-        return 1;
-      }
+    if (*sweep_cmd) return cli::sweep(sw);
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
