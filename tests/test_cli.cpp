@@ -292,3 +292,19 @@ TEST(Cli, SweepRanksStrategiesThatFitFirst) {
   }
   EXPECT_EQ(dtsim_cli("sweep " + scenario("gpt2-dp8-a100.json") + " --gpus 12", dir).code, 2);
 }
+
+TEST(Cli, ThrottledGpuAndFlappingLinkSlowTheStepsTheyTouch) {
+  test::TempDir dir;
+  auto steps = [&](const std::string& name) {
+    auto r = dtsim_cli("run " + scenario("stragglers/" + name + ".json") + " --format json -o " + dir.path(name), dir);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["stragglers"];
+  };
+  auto healthy = nlohmann::json::parse(
+      dtsim_cli("run " + scenario("gpt2-dp64-a100.json") + " --format json -o " + dir.path("h"), dir).out)["step_time_s"].get<double>();
+  auto throttled = steps("dp64-throttled-gpu");
+  // Half speed for 100 ms costs about 50 ms over the run; steps outside the window are untouched.
+  EXPECT_NEAR(throttled["step_time_p50_s"].get<double>(), healthy, 0.01 * healthy);
+  EXPECT_NEAR((throttled["step_time_mean_s"].get<double>() - healthy) * 6, 0.05, 0.01);
+  EXPECT_GT(steps("dp64-flapping-link")["step_time_mean_s"].get<double>(), 1.05 * healthy);
+}

@@ -272,6 +272,33 @@ Scenario load_scenario(const std::string& path) {
         e.finish();
       }
     }
+    auto list = [&](const char* key, auto&& one) {
+      if (!st->has(key)) return;
+      const Json& v = st->raw(key);
+      if (!v.is_array()) st->fail(key, "expected a list of objects");
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        Reader e(v[i], st->pointer(key) + "/" + std::to_string(i), doc.origins);
+        one(e);
+        e.finish();
+      }
+    };
+    list("throttles", [&](Reader& e) {
+      faults::StragglerSpec::Throttle t;
+      t.gpu = static_cast<int>(e.integer("gpu", 0, s.cluster.num_gpus() - 1));
+      t.start_s = e.quantity("start", Dimension::Time, Range{0.0, 1e9});
+      t.duration_s = e.quantity("duration", Dimension::Time, Range{0.0, 1e9, true});
+      t.slowdown = e.number("slowdown", Range{1.0, 1000.0});
+      sp.throttles.push_back(t);
+    });
+    list("flapping_links", [&](Reader& e) {
+      faults::StragglerSpec::Flap f;
+      f.gpu = static_cast<int>(e.integer("gpu", 0, s.cluster.num_gpus() - 1));
+      f.period_s = e.quantity("period", Dimension::Time, Range{0.0, 1e9, true});
+      f.degraded_s = e.quantity("degraded", Dimension::Time, Range{0.0, 1e9, true});
+      if (f.degraded_s >= f.period_s) e.fail("degraded_s", "must be shorter than period_s");
+      f.bandwidth_fraction = e.number("bandwidth_fraction", Range{0.0, 1.0, true});
+      sp.flapping_links.push_back(f);
+    });
     s.parallelism.backup_workers = static_cast<int>(st->integer("backup_workers", 0, s.parallelism.data - 1, 0));
     if (s.parallelism.backup_workers > 0 && s.parallelism.zero_stage > 0)
       st->fail("backup_workers", "dropping late gradients needs replicated optimizer state (zero_stage 0)");
@@ -305,6 +332,8 @@ Scenario load_scenario(const std::string& path) {
     s.backend = sim->choice("backend", {"simgrid", "analytical"}, "simgrid") == "analytical" ? Backend::Analytical
                                                                                           : Backend::SimGrid;
     s.steps_simulated = static_cast<int>(sim->integer("steps", 1, 100000, 1));
+    if ((!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty()) && s.backend == Backend::Analytical)
+      sim->fail("backend", "throttled periods and flapping links change over time: only the simgrid backend replays them");
     sim->finish();
   }
   if (auto ref = root.optional_object("reference")) {

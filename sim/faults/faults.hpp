@@ -16,6 +16,16 @@ struct StragglerSpec {
   double sigma = 0;            // lognormal: compute time x exp(sigma Z), Z ~ N(0, 1)
   std::vector<double> values;  // empirical: a multiplier drawn uniformly per GPU and step
   std::vector<std::pair<int, double>> slow_gpus;  // GPU -> constant slowdown
+  struct Throttle {
+    int gpu = 0;
+    double start_s = 0, duration_s = 0, slowdown = 1;
+  };
+  struct Flap {
+    int gpu = 0;
+    double period_s = 0, degraded_s = 0, bandwidth_fraction = 1;
+  };
+  std::vector<Throttle> throttles;  // a GPU slowed for a time window (SimGrid backend)
+  std::vector<Flap> flapping_links;  // a GPU's NIC periodically degraded (SimGrid backend)
 };
 
 struct FaultSpec {

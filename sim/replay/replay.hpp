@@ -7,11 +7,26 @@
 
 namespace dtsim::replay {
 
+// Changes over time that only the SimGrid backend replays (SimGrid speed and bandwidth profiles).
+struct Variability {
+  struct Throttle {
+    int gpu = 0;
+    double start_s = 0, duration_s = 0, slowdown = 1;
+  };
+  struct Flap {  // the GPU's NIC: degraded for `degraded_s` at the end of every `period_s`
+    int gpu = 0;
+    double period_s = 0, degraded_s = 0, bandwidth_fraction = 1;
+  };
+  std::vector<Throttle> throttles;
+  std::vector<Flap> flaps;
+};
+
 struct ReplayInput {
   const taskgraph::TaskGraph& graph;
   const std::vector<double>& work_seconds;  // per Work: kernels plus inline collectives
   const network::Platform& platform;
   const std::vector<double>* task_scale = nullptr;  // per task duration multiplier (stragglers)
+  const Variability* variability = nullptr;
   double seconds(std::size_t task) const {
     const auto& t = graph.tasks[task];
     return work_seconds[static_cast<std::size_t>(t.work)] * (task_scale ? (*task_scale)[task] : 1.0);

@@ -1,9 +1,13 @@
 // The only file that includes SimGrid. Each task becomes SimGrid activities (an Exec for compute
 // and for fixed delays, one Comm per network flow) started from completion callbacks, so no actor
 // and no context switch is needed and the cost follows the number of activities.
+#include <simgrid/kernel/ProfileBuilder.hpp>
 #include <simgrid/s4u.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 #include <utility>
 
@@ -34,14 +38,39 @@ Timeline replay_simgrid(const ReplayInput& in) {
 
   const auto& pf = in.platform;
   auto* zone = sg4::create_star_zone("cluster");
+  namespace profile = simgrid::kernel::profile;
+  // Profiles must be attached before a resource is sealed.
+  std::map<int, const Variability::Flap*> flap_of_link;
+  std::map<int, const Variability::Throttle*> throttle_of_host;
+  if (in.variability) {
+    for (const auto& f : in.variability->flaps) flap_of_link[pf.endpoint_links(pf.nic_endpoint(f.gpu)).front()] = &f;
+    for (const auto& t : in.variability->throttles) throttle_of_host[pf.fabric_endpoint(t.gpu)] = &t;
+  }
   std::vector<sg4::Link*> links;
   links.reserve(pf.links().size());
-  for (const auto& l : pf.links())
-    links.push_back(zone->create_split_duplex_link(l.name, l.bandwidth)->set_latency(l.latency)->seal());
+  for (std::size_t i = 0; i < pf.links().size(); ++i) {
+    const auto& l = pf.links()[i];
+    auto* link = zone->create_split_duplex_link(l.name, l.bandwidth);
+    link->set_latency(l.latency);
+    if (auto it = flap_of_link.find(static_cast<int>(i)); it != flap_of_link.end()) {
+      // Full bandwidth, then degraded for the last degraded_s of every period (values are bytes/s).
+      const auto& f = *it->second;
+      const std::string trace = fmt::format("0 {}\n{} {}\n", l.bandwidth, f.period_s - f.degraded_s, l.bandwidth * f.bandwidth_fraction);
+      for (auto* dir : {link->get_link_up(), link->get_link_down()})
+        dir->set_bandwidth_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name(), trace, f.degraded_s));
+    }
+    links.push_back(link->seal());
+  }
   std::vector<sg4::Host*> hosts;
   hosts.reserve(static_cast<std::size_t>(pf.num_endpoints()));
   for (int e = 0; e < pf.num_endpoints(); ++e) {
-    auto* h = zone->create_host(pf.endpoint_name(e), kSpeed)->seal();
+    auto* h = zone->create_host(pf.endpoint_name(e), kSpeed);
+    if (auto it = throttle_of_host.find(e); it != throttle_of_host.end()) {
+      const auto& t = *it->second;  // speed profile values are fractions of the peak
+      h->set_speed_profile(profile::ProfileBuilder::from_string(
+          h->get_name() + ".throttle", fmt::format("0 1.0\n{} {}\n{} 1.0\n", t.start_s, 1.0 / t.slowdown, t.start_s + t.duration_s), -1));
+    }
+    h->seal();
     std::vector<sg4::LinkInRoute> route;
     for (int l : pf.endpoint_links(e)) route.emplace_back(links[static_cast<std::size_t>(l)], sg4::LinkInRoute::Direction::UP);
     zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, route, true);

@@ -68,7 +68,11 @@ Result simulate(const config::Scenario& s) {
   r.replayed = steps > 1 ? repeat_steps(g, steps, step_of) : g;
   std::vector<double> scales;
   if (s.stragglers.enabled) scales = task_scales(r.replayed, step_of, steps, s.stragglers);
-  replay::ReplayInput in{r.replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr};
+  replay::Variability variability;
+  for (const auto& t : s.stragglers.throttles) variability.throttles.push_back({t.gpu, t.start_s, t.duration_s, t.slowdown});
+  for (const auto& f : s.stragglers.flapping_links)
+    variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction});
+  replay::ReplayInput in{r.replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
   r.breakdown = replay::step_breakdown(r.replayed, r.timeline, r.work_seconds, r.work_comm_seconds);
   if (steps > 1) {
