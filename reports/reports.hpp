@@ -14,6 +14,9 @@ std::string summary(const results::Result& r);
 // as two threads. Only the first `max_ranks` ranks are written; big runs would be unreadable.
 nlohmann::json chrome_trace(const results::Result& r, int max_ranks = 64);
 
+// A self-contained HTML page: breakdown bar, timeline of the simulated GPUs, memory bars.
+std::string html_report(const results::Result& r);
+
 struct Comparison {
   std::vector<std::string> lines;  // one per metric compared
   bool regression = false;

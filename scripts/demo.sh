@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-build/dtsim run scenarios/default.json --trace
+build/dtsim run scenarios/default.json --trace --html

@@ -308,3 +308,16 @@ TEST(Cli, ThrottledGpuAndFlappingLinkSlowTheStepsTheyTouch) {
   EXPECT_NEAR((throttled["step_time_mean_s"].get<double>() - healthy) * 6, 0.05, 0.01);
   EXPECT_GT(steps("dp64-flapping-link")["step_time_mean_s"].get<double>(), 1.05 * healthy);
 }
+
+TEST(Cli, HtmlReportDrawsTimelineBreakdownAndMemory) {
+  test::TempDir dir;
+  auto r = dtsim_cli("run " + scenario("pipeline/gpt3-175b-1f1b.json") + " --html -o " + dir.path("o"), dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = slurp(dir.path("o/report.html"));
+  EXPECT_NE(html.find("gpt3-175b-pp8-1f1b"), std::string::npos);
+  EXPECT_NE(html.find("pipeline bubble"), std::string::npos);
+  EXPECT_NE(html.find("stage 7"), std::string::npos);  // one memory bar per pipeline stage
+  std::size_t svgs = 0;
+  for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
+  EXPECT_EQ(svgs, 2u + 8u);  // breakdown, timeline, 8 stages
+}

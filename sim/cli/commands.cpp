@@ -36,8 +36,10 @@ int run(const RunOptions& o) {
                                                                     {"wall_time_s", r.wall_time_s},
                                                                     {"scenario_file", s.file}}.dump(2) + "\n");
   if (o.trace) write_file_atomic(dir + "/trace.json", reports::chrome_trace(r).dump() + "\n");
+  if (o.html) write_file_atomic(dir + "/report.html", reports::html_report(r));
   print(r, o.format);
-  if (o.format != "json") std::cout << "\nwrote " << dir << "/result.json" << (o.trace ? " and trace.json" : "") << "\n";
+  if (o.format != "json")
+    std::cout << "\nwrote " << dir << "/result.json" << (o.trace ? ", trace.json" : "") << (o.html ? ", report.html" : "") << "\n";
   return 0;
 }
 

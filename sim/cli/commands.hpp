@@ -6,7 +6,7 @@ namespace dtsim::cli {
 
 struct RunOptions {
   std::string scenario, out_dir, format = "text";
-  bool trace = false;
+  bool trace = false, html = false;
 };
 
 struct ValidateOptions {

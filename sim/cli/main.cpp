@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("-o,--out", run.out_dir, "output directory (default out/<scenario name>)");
   run_cmd->add_option("--format", run.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_flag("--trace", run.trace, "also write a Chrome trace (trace.json)");
+  run_cmd->add_flag("--html", run.html, "also write report.html: timeline, breakdown and memory bars");
 
   std::string mem_scenario, mem_format = "text";
   auto* mem_cmd = app.add_subcommand("memory", "per-GPU memory breakdown only, no time simulation");
