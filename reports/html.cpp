@@ -34,7 +34,7 @@ const char* colour(const taskgraph::Task& t) {
 
 // One lane per simulated GPU (compute above, its collectives below), time to the right.
 std::string timeline(const results::Result& r, int max_gpus) {
-  const auto& g = r.replayed;
+  const auto& g = r.replayed();
   const auto& t = r.timeline;
   std::vector<int> gpus;
   for (const auto& task : g.tasks)

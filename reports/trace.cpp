@@ -5,7 +5,7 @@
 namespace dtsim::reports {
 
 nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
-  const auto& g = r.replayed;
+  const auto& g = r.replayed();
   const auto& t = r.timeline;
   nlohmann::json events = nlohmann::json::array();
   // GPUs that run tasks (one per pipeline stage of the first replica), up to max_ranks of them.

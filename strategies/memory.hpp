@@ -1,4 +1,6 @@
 #pragma once
+#include <vector>
+
 #include "models/model_graph.hpp"
 #include "strategies/spec.hpp"
 
@@ -10,8 +12,9 @@ struct MemoryBreakdown {
   double peak() const { return params + gradients + optimizer + activations + other; }
 };
 
-// Activation bytes one micro-batch keeps alive at its peak (the start of its backward).
-double activation_bytes_per_micro_batch(const models::ModelGraph& g, Recompute r);
+// Activation bytes a micro-batch leaves behind after its forward through `layers`: what each op
+// saves, less what recomputation drops (full recomputation keeps only each block's input).
+double kept_activations(const std::vector<const models::Layer*>& layers, Recompute r);
 
 // Model states for `params` parameters, sharded over `dp` ranks by ZeRO stage (Rajbhandari et al.
 // 2020, Sec. 5: stage 1 shards optimizer state, 2 adds gradients, 3 adds parameters).

@@ -45,20 +45,6 @@ double layer_params(const Layers& ls) {
   return p;
 }
 
-// Activation bytes a micro-batch leaves behind after a forward pass through `ls`.
-double kept_activations(const Layers& ls, Recompute r) {
-  double b = 0;
-  for (const auto* l : ls) {
-    bool block = l->kind == models::LayerKind::Block;
-    if (block && r == Recompute::Full) {
-      b += l->input_bytes;
-      continue;
-    }
-    for (const auto& op : l->ops) b += (block && r == Recompute::Selective) ? op.saved_bytes_selective : op.saved_bytes;
-  }
-  return b;
-}
-
 class Planner {
  public:
   Planner(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host)
@@ -69,6 +55,7 @@ class Planner {
  private:
   int rep(int s) const { return place_.gpu(d_, s, 0); }
   int stage_of(int chunk) const { return chunk % p_.pipeline; }
+  Layers stage_layers(int s) const;  // all of a stage's chunks, in model order
   int p2p_group(int from, int to);
   std::vector<int> data_groups(int s);
   int compute(int s, int work, std::vector<int> deps, const std::string& label);
@@ -104,6 +91,13 @@ class Planner {
   std::map<std::pair<int, int>, int> p2p_groups_;
   std::map<int, std::vector<int>> data_groups_;
 };
+
+Layers Planner::stage_layers(int s) const {
+  Layers out;
+  for (int j = s; j < chunks_; j += p_.pipeline)
+    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) out.push_back(l);
+  return out;
+}
 
 int Planner::p2p_group(int from, int to) {
   auto [it, fresh] = p2p_groups_.try_emplace({from, to}, -1);
@@ -219,9 +213,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
 
 void Planner::synchronise_gradients(int s) {
   if (p_.data <= 1 || p_.zero_stage == 3) return;
-  Layers mine;
-  for (int j = s; j < chunks_; j += p_.pipeline)
-    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) mine.push_back(l);
+  const Layers mine = stage_layers(s);
   const double gbytes = grad_bytes_per_param(t_.precision);
   auto buckets = make_buckets(mine, gbytes, p_.bucket_bytes, p_.first_bucket_bytes);
   if (s == 0) plan_.gradient_buckets = buckets.size();
@@ -279,9 +271,7 @@ void Planner::step_optimizer(int s, int embedding_sync) {
     step_optimizer_one(s, embedding_sync);
   }
   if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.data > 1) {
-    Layers mine;
-    for (int j = s; j < chunks_; j += p_.pipeline)
-      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) mine.push_back(l);
+    const Layers mine = stage_layers(s);
     std::vector<int> deps;
     for (const auto& last : replica_last_) deps.push_back(last[static_cast<std::size_t>(s)]);
     collective(CollectiveOp::AllGather, data_groups(s), layer_params(mine) * weight_bytes_per_param(t_.precision), deps,
@@ -290,9 +280,7 @@ void Planner::step_optimizer(int s, int embedding_sync) {
 }
 
 void Planner::step_optimizer_one(int s, int embedding_sync) {
-  Layers mine;
-  for (int j = s; j < chunks_; j += p_.pipeline)
-    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) mine.push_back(l);
+  const Layers mine = stage_layers(s);
   const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? p_.data : 1);
   taskgraph::Work w;
   if (p_.offload_optimizer) {
@@ -316,13 +304,10 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
 }
 
 MemoryBreakdown Planner::stage_memory(int s) const {
-  Layers mine;
-  double rebuild = 0;
-  for (int j = s; j < chunks_; j += p_.pipeline)
-    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) {
-      mine.push_back(l);
-      if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
-    }
+  const Layers mine = stage_layers(s);
+  double rebuild = 0;  // under full recomputation one block at a time is rebuilt in full
+  for (const auto* l : mine)
+    if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
   MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, p_.data);
   if (p_.offload_optimizer) m.optimizer = 0;
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until
@@ -364,10 +349,9 @@ Plan Planner::run() {
     for (std::size_t i = 0; i < q.size(); ++i)
       if (!q[i].forward) last_backward_[static_cast<std::size_t>(s)][q[i].chunk] = i;
     tp_group_.push_back(plan_.graph.add_group(place_.tensor_group(0, s)));
-    int blocks = 0;
-    for (int j = s; j < chunks_; j += P)
-      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) blocks += l->kind == models::LayerKind::Block;
-    plan_.stage_layers.push_back(blocks);
+    const Layers mine = stage_layers(s);
+    plan_.stage_layers.push_back(static_cast<int>(
+        std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
   }
   const int replicas = p_.all_replicas ? p_.data : 1;
   plan_.replicas = replicas;

@@ -81,25 +81,32 @@ LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, 
 
 }  // namespace
 
-Algorithm choose(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
-  if (a != Algorithm::Auto) return a;
-  switch (op) {
-    case CollectiveOp::AllReduce: {
-      Algorithm best = Algorithm::Ring;
-      double best_t = analytical_time(pf, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks));
-      for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {
-        double t = analytical_time(pf, lower_fixed(pf, op, c, bytes, ranks));
-        if (t < best_t) best = c, best_t = t;
-      }
-      return best;
-    }
-    case CollectiveOp::AllToAll: return Algorithm::Direct;
-    default: return Algorithm::Ring;
+namespace {
+
+// Auto: the candidate the network model predicts fastest, with its lowering.
+std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp op, Algorithm a, double bytes,
+                                                const std::vector<int>& ranks) {
+  if (a != Algorithm::Auto) return {a, lower_fixed(pf, op, a, bytes, ranks)};
+  if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks)};
+  if (op != CollectiveOp::AllReduce) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
+  std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
+  double best_t = analytical_time(pf, best.second);
+  for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {
+    auto lc = lower_fixed(pf, op, c, bytes, ranks);
+    const double t = analytical_time(pf, lc);
+    if (t < best_t) best = {c, std::move(lc)}, best_t = t;
   }
+  return best;
+}
+
+}  // namespace
+
+Algorithm choose(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
+  return resolve(pf, op, a, bytes, ranks).first;
 }
 
 LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
-  return lower_fixed(pf, op, choose(pf, op, a, bytes, ranks), bytes, ranks);
+  return resolve(pf, op, a, bytes, ranks).second;
 }
 
 LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {

@@ -35,7 +35,8 @@ struct Result {
   strategies::Plan plan;
   replay::Timeline timeline;
   std::vector<double> work_seconds, work_comm_seconds;
-  taskgraph::TaskGraph replayed;  // the graph the replay ran: one step, or several
+  taskgraph::TaskGraph repeated;  // several steps, when simulated; else the plan's graph was replayed
+  const taskgraph::TaskGraph& replayed() const { return steps ? repeated : plan.graph; }
   double wall_time_s = 0;
 };
 

@@ -65,18 +65,19 @@ Result simulate(const config::Scenario& s) {
     throw InputError(s.file, "/simulation/steps",
                      fmt::format("{} steps of {} tasks is more than 5 million tasks to replay", steps, g.tasks.size()));
   std::vector<int> step_of(g.tasks.size(), 0);
-  r.replayed = steps > 1 ? repeat_steps(g, steps, step_of) : g;
+  if (steps > 1) r.repeated = repeat_steps(g, steps, step_of);
+  const taskgraph::TaskGraph& replayed = steps > 1 ? r.repeated : g;
   std::vector<double> scales;
-  if (s.stragglers.enabled) scales = task_scales(r.replayed, step_of, steps, s.stragglers);
+  if (s.stragglers.enabled) scales = task_scales(replayed, step_of, steps, s.stragglers);
   replay::Variability variability;
   for (const auto& t : s.stragglers.throttles) variability.throttles.push_back({t.gpu, t.start_s, t.duration_s, t.slowdown});
   for (const auto& f : s.stragglers.flapping_links)
     variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction});
-  replay::ReplayInput in{r.replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
+  replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
-  r.breakdown = replay::step_breakdown(r.replayed, r.timeline, r.work_seconds, r.work_comm_seconds);
+  r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds);
   if (steps > 1) {
-    r.steps = report_steps(r.replayed, r.timeline, step_of, steps);
+    r.steps = report_steps(replayed, r.timeline, step_of, steps);
     r.step_time_s = r.steps->mean;
     for (double* part : {&r.breakdown.compute, &r.breakdown.exposed_communication, &r.breakdown.pipeline_bubble,
                          &r.breakdown.optimizer, &r.breakdown.straggler_wait, &r.breakdown.input_stall})

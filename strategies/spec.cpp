@@ -1,0 +1,31 @@
+#include "strategies/spec.hpp"
+
+#include <algorithm>
+
+namespace dtsim::strategies {
+
+double weight_bytes_per_param(Precision p) { return mixed_precision(p) ? 2.0 : 4.0; }
+double grad_bytes_per_param(Precision p) { return mixed_precision(p) ? 2.0 : 4.0; }
+double optimizer_bytes_per_param(Precision p, models::OptimizerKind o) {
+  double states = o == models::OptimizerKind::Adam ? 8.0 : 4.0;  // (m, v) or momentum, fp32
+  return states + (mixed_precision(p) ? 4.0 : 0.0);               // fp32 master weights
+}
+
+double InputPipeline::seconds(std::int64_t micro_batch) const {
+  if (!enabled) return 0;
+  const double b = static_cast<double>(micro_batch);
+  const double cpu = b * cpu_seconds_per_sample / std::max(1, workers_per_gpu);
+  const double io = storage_bandwidth_per_gpu > 0 ? b * sample_bytes / storage_bandwidth_per_gpu : 0.0;
+  return std::max(cpu, io);
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+}  // namespace dtsim::strategies
