@@ -71,4 +71,13 @@ Kernel optimizer_kernel(OptimizerKind kind, double params, bool mixed_precision)
   return k;
 }
 
+Kernel grad_accumulate_kernel(double params, int element_bytes) {
+  Kernel k;
+  k.name = "grad_accumulate";
+  k.kind = KernelKind::Memory;
+  k.flops = params;
+  k.bytes = 3.0 * element_bytes * params;
+  return k;
+}
+
 }  // namespace dtsim::models

@@ -97,4 +97,8 @@ enum class OptimizerKind { Adam, Sgd };
 // The optimizer update over `params` parameters as one memory-bound kernel.
 Kernel optimizer_kernel(OptimizerKind kind, double params, bool mixed_precision);
 
+// Adding one micro-batch's weight gradients of `params` parameters into the accumulation buffer
+// when the GEMM does not write into it directly: read both, write the buffer.
+Kernel grad_accumulate_kernel(double params, int element_bytes);
+
 }  // namespace dtsim::models

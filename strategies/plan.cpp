@@ -59,6 +59,7 @@ class Planner {
   int p2p_group(int from, int to);
   std::vector<int> data_groups(int s);
   int compute(int s, int work, std::vector<int> deps, const std::string& label);
+  int send(int from, int to, int after, const std::string& label);
   int collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label);
   bool ready(int s, const PipeOp& op) const;
   void emit(int s, std::size_t index, const PipeOp& op);
@@ -81,7 +82,7 @@ class Planner {
   std::vector<Layers> chunk_layers_;
   std::vector<std::vector<PipeOp>> seq_;
   std::vector<std::map<int, std::size_t>> last_backward_;  // per stage: chunk -> index of its final backward
-  std::vector<int> tp_group_, last_compute_, last_comm_;
+  std::vector<int> tp_group_, last_compute_, last_comm_, last_send_;
   std::vector<std::vector<int>> fwd_out_, bwd_out_;  // per model chunk, per micro-batch: task handing on
   std::map<const models::Layer*, int> final_backward_;
   int last_load_ = -1;
@@ -114,8 +115,20 @@ std::vector<int> Planner::data_groups(int s) {
 
 int Planner::compute(int s, int work, std::vector<int> deps, const std::string& label) {
   if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
+  if (last_send_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_send_[static_cast<std::size_t>(s)]);
   int id = plan_.graph.add_compute(rep(s), work, Category::Compute, label, std::move(deps));
   last_compute_[static_cast<std::size_t>(s)] = id;
+  return id;
+}
+
+// One rank's share of the activation crosses between stages; without sequence parallelism the
+// receiving tensor group all-gathers it back (Megatron's scatter/gather, SC21 Sec. 4.1).
+int Planner::send(int from, int to, int after, const std::string& label) {
+  int id = collective(CollectiveOp::SendRecv, {p2p_group(from, to)}, p2p_bytes_, {after}, label);
+  if (p_.blocking_p2p) last_send_[static_cast<std::size_t>(from)] = id;
+  if (p_.tensor > 1 && !p_.sequence_parallel)
+    id = collective(CollectiveOp::AllGather, {tp_group_[static_cast<std::size_t>(to)]}, p2p_bytes_ * p_.tensor, {id},
+                    "gather " + label);
   return id;
 }
 
@@ -175,8 +188,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
       last = compute(s, table_.get(forward_work(layers, g_, p_, tpg)), cross, "fwd" + tag);
     }
     if (j < chunks_ - 1)
-      fwd_out_[static_cast<std::size_t>(j)][mb] =
-          collective(CollectiveOp::SendRecv, {p2p_group(s, stage_of(j + 1))}, p2p_bytes_, {last}, "send act" + tag);
+      fwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j + 1), last, "send act" + tag);
     return;
   }
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
@@ -207,8 +219,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     }
   }
   if (j > 0)
-    bwd_out_[static_cast<std::size_t>(j)][mb] =
-        collective(CollectiveOp::SendRecv, {p2p_group(s, stage_of(j - 1))}, p2p_bytes_, {last}, "send grad" + tag);
+    bwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j - 1), last, "send grad" + tag);
 }
 
 void Planner::synchronise_gradients(int s) {
@@ -359,6 +370,7 @@ Plan Planner::run() {
     fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
     bwd_out_ = fwd_out_;
     last_compute_.assign(S, -1);
+    last_send_.assign(S, -1);
     final_backward_.clear();
     last_load_ = -1;
     // Emit passes in an order every dependency respects: each stage runs its schedule as far as

@@ -53,6 +53,14 @@ struct ParallelismSpec {
   bool all_replicas = false;
   // Backup workers (Chen et al. 2016): the gradient sync goes ahead without the last k replicas.
   int backup_workers = 0;
+  // Weight-gradient GEMMs that add straight into the gradient buffer (Megatron-Core's
+  // gradient_accumulation_fusion). Otherwise each micro-batch's gradients take a separate pass:
+  // read the new gradient, read and write the buffer (PyTorch's AccumulateGrad, DDP's bucket
+  // copy, Megatron's main_grad.add_).
+  bool fused_grad_accumulation = false;
+  // Stage-to-stage sends that hold the sender until they finish (Megatron-LM 2021 synchronised
+  // the device after each batch_isend_irecv), instead of running beside its next pass.
+  bool blocking_p2p = false;
 };
 
 // Host side of a node, for offload.

@@ -87,6 +87,8 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
       if (rerun(l, op, p.recompute)) w.kernels.insert(w.kernels.end(), op.forward.begin(), op.forward.end());
     for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op)
       w.kernels.insert(w.kernels.end(), op->backward.begin(), op->backward.end());
+    if (!p.fused_grad_accumulation && l.params() > 0)
+      w.kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
     auto c = tensor_parallel_comms(l, false, g, p, tp_group);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
   }

@@ -254,10 +254,12 @@ TEST(Cli, ProfileWritesATableARunCanUse) {
   auto t = nlohmann::json::parse(slurp(dir.path("t.json")));
   for (const char* k : {"cpu_model", "threads", "compiler", "eigen", "date"}) EXPECT_TRUE(t["provenance"].contains(k)) << k;
   EXPECT_GT(t["gemm"].size(), 5u);
-  // The shipped CPU scenario prices all its compute from the shipped measured table.
+  // The shipped CPU scenario prices its compute from the shipped measured table, all but the
+  // final norm's 6 KB gradient add: smaller than any size that table measured, it falls back to
+  // the roofline rather than extrapolate.
   auto run = dtsim_cli("run " + scenario("cpu/tiny-gpt-cpu.json") + " --format json -o " + dir.path("o"), dir);
   ASSERT_EQ(run.code, 0) << run.err;
-  EXPECT_DOUBLE_EQ(nlohmann::json::parse(run.out)["compute_source"]["measured_share"].get<double>(), 1.0);
+  EXPECT_GT(nlohmann::json::parse(run.out)["compute_source"]["measured_share"].get<double>(), 0.9999);
   EXPECT_EQ(dtsim_cli("profile --device cuda", dir).code, 2);
 }
 

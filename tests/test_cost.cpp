@@ -5,6 +5,12 @@
 #include "sim/cost/roofline.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers.hpp"
 
 using namespace dtsim;
 
@@ -14,8 +20,8 @@ cost::DeviceProfile toy() {
   d.name = "toy";
   d.peak_flops = {{"fp32", 10e12}, {"bf16", 100e12}};
   d.hbm_bandwidth = 1e12;
-  d.gemm = {0.8, 1e9};
-  d.memory = {0.9, 1e6};
+  d.gemm = {0.8, 1e9, {}};
+  d.memory = {0.9, 1e6, {}};
   d.kernel_min_s = 2e-6;
   return d;
 }
@@ -125,4 +131,39 @@ TEST(DeviceProfiles, CpuProfileCarriesItsMeasuredTable) {
   ASSERT_TRUE(d.kernels);
   EXPECT_EQ(d.kernels->provenance["device"], "cpu");
   EXPECT_GT(d.kernels->gemms.size(), 10u);
+}
+
+TEST(EfficiencyCurve, MeasuredPointsAreFollowedLogLinearly) {
+  cost::EfficiencyCurve c{0.8, 1e9, {{1e9, 0.4}, {1e11, 0.6}, {1e13, 0.7}}};
+  EXPECT_DOUBLE_EQ(c.at(1e11), 0.6);
+  EXPECT_NEAR(c.at(1e10), 0.5, 1e-12);  // halfway in log size between 1e9 and 1e11
+  EXPECT_DOUBLE_EQ(c.at(1e15), 0.7);    // flat above the largest measurement
+  // Below the smallest point the smooth curve's shape, scaled to meet the point.
+  EXPECT_NEAR(c.at(1e8), 0.4 * (1e8 / (1e8 + 1e9)) / (1e9 / (2e9)), 1e-12);
+}
+
+namespace {
+// Loads a copy of the A100 profile whose GEMM points are `points`, from a scratch data directory.
+std::string device_error(const std::string& points) {
+  test::TempDir dir;
+  std::ifstream in(test::source_dir() + "/hardware_profiles/a100-sxm-80gb.json");
+  auto doc = nlohmann::json::parse(in);
+  doc["gemm_efficiency"]["points"] = nlohmann::json::parse(points);
+  dir.file("hardware_profiles/bad.json", doc.dump());
+  setenv("DTSIM_HOME", dir.path().c_str(), 1);
+  std::string msg;
+  try {
+    config::load_device_profile("bad");
+  } catch (const InputError& e) {
+    msg = e.what();
+  }
+  unsetenv("DTSIM_HOME");
+  return msg;
+}
+}  // namespace
+
+TEST(EfficiencyCurve, BadMeasuredPointsAreInputErrors) {
+  for (const char* bad : {"[]", "[[1e9, 0.5], [1e8, 0.6]]", "[[1e9, 1.5]]", "[[1e9, 0]]", "[[-1, 0.5]]", "[1e9]"})
+    EXPECT_NE(device_error(bad).find("points"), std::string::npos) << bad;
+  EXPECT_EQ(device_error("[[1e9, 0.5], [1e12, 0.7]]"), "");
 }

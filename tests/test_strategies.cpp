@@ -284,3 +284,61 @@ TEST(Compression, Int8SendsOneBytePerValueTopKGathersItsShare) {
   s.par.compression = strategies::Compression::Fp16;  // already 16-bit: nothing to gain
   EXPECT_DOUBLE_EQ(wire_bytes(s.plan(), taskgraph::CollectiveOp::AllReduce), plain);
 }
+
+TEST(GradAccumulation, SeparateAddsThreePassesOverTheGradientsFusedNone) {
+  auto s = setup(1, 2, 8);
+  const auto& block = s.graph.layers[1];
+  auto bytes_of = [&](const taskgraph::Work& w) {
+    double b = 0;
+    for (const auto& k : w.kernels) b += k.name == "grad_accumulate" ? k.bytes : 0.0;
+    return b;
+  };
+  // Read the bf16 gradient and the accumulator, write the accumulator: 3 x 2 bytes per parameter.
+  EXPECT_DOUBLE_EQ(bytes_of(strategies::backward_work({&block}, s.graph, s.par, 0)), 3 * 2 * block.params());
+  s.par.fused_grad_accumulation = true;
+  EXPECT_EQ(bytes_of(strategies::backward_work({&block}, s.graph, s.par, 0)), 0.0);
+}
+
+TEST(Pipeline, TensorGroupsGatherTheScatteredActivationOnlyWithoutSequenceParallelism) {
+  auto gathers = [](bool sp) {
+    auto s = setup(1, 1, 4, 2, 2);
+    s.par.sequence_parallel = sp;
+    s.graph = models::build_transformer(small(), {1, 2, models::Attention::Standard, 2, sp});
+    int n = 0;
+    for (const auto& t : s.plan().graph.tasks) n += t.is_collective && t.label.rfind("gather send", 0) == 0;
+    return n;
+  };
+  EXPECT_EQ(gathers(false), 4 * 2);  // 4 micro-batches, forward activation and backward gradient
+  EXPECT_EQ(gathers(true), 0);
+}
+
+namespace {
+// A 2-stage pipeline whose passes take 1 s and 2 s and whose stage-to-stage transfer takes `hop`
+// seconds on the analytical network.
+double two_stage_step(bool blocking, double hop) {
+  auto s = setup(1, 1, 4, 1, 2);
+  s.par.blocking_p2p = blocking;
+  auto plan = s.plan();
+  std::vector<double> seconds;
+  for (const auto& w : plan.graph.works)
+    seconds.push_back(w.name.rfind("fwd", 0) == 0 ? 1.0 : w.name.rfind("bwd", 0) == 0 ? 2.0 : 0.0);
+  network::ClusterSpec c;
+  c.nodes = 2;
+  c.intra_latency = c.inter_latency = 0;
+  for (const auto& t : plan.graph.tasks)
+    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::SendRecv) c.nic_bandwidth = t.collective.bytes / hop;
+  c.intra_bandwidth = c.nic_bandwidth;
+  network::Platform pf(c);
+  return replay::replay_analytical({plan.graph, seconds, pf}).makespan;
+}
+}  // namespace
+
+TEST(Pipeline, BlockingSendsHoldTheSenderBack) {
+  const double free = two_stage_step(false, 1e-9), overlapped = two_stage_step(false, 0.1),
+               blocking = two_stage_step(true, 0.1);
+  EXPECT_NEAR(free, 4 * 3.0 + 3.0, 1e-6);  // 1F1B, p = 2, m = 4: bubble (p-1)(f+b)
+  EXPECT_GT(overlapped, free);  // transfers, and the tied embedding's all-reduce, now take time
+  // Stage 0's second forward now waits for the first send; every later send hides in the 1F1B
+  // wait for a gradient, so by hand the step grows by one hop.
+  EXPECT_NEAR(blocking - overlapped, 0.1, 1e-6);
+}

@@ -31,11 +31,13 @@ int profile(const ProfileOptions& o) {
   if (o.micro_batch > 0) opts.micro_batch = o.micro_batch;
   const auto g = models::build_transformer(spec, opts);
   std::vector<models::Kernel> kernels;
-  for (const auto& l : g.layers)
+  for (const auto& l : g.layers) {
     for (const auto& op : l.ops) {
       kernels.insert(kernels.end(), op.forward.begin(), op.forward.end());
       kernels.insert(kernels.end(), op.backward.begin(), op.backward.end());
     }
+    if (l.params() > 0) kernels.push_back(models::grad_accumulate_kernel(l.params(), opts.activation_bytes));
+  }
   kernels.push_back(models::optimizer_kernel(models::OptimizerKind::Adam, g.params(), false));
   profile::Options po;
   po.repeats = o.repeats;

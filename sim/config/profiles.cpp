@@ -1,3 +1,4 @@
+#include <cmath>
 #include <filesystem>
 #include <regex>
 
@@ -18,6 +19,17 @@ cost::EfficiencyCurve curve(Reader& parent, const char* key, const char* half_ke
   cost::EfficiencyCurve c;
   c.max = r.number("max", Range{0.0, 1.0, true});
   c.half = r.number(half_key, Range{0.0, 1e18});
+  if (r.has("points")) {
+    const Json& pts = r.raw("points");
+    auto bad = [&] { r.fail("points", "expected [[size, efficiency], ...] with sizes increasing and 0 < efficiency <= 1"); };
+    if (!pts.is_array() || pts.empty()) bad();
+    for (const auto& p : pts) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) bad();
+      const double x = p[0].get<double>(), e = p[1].get<double>();
+      if (!(x > 0) || !(e > 0) || e > 1 || !std::isfinite(x) || (!c.points.empty() && x <= c.points.back().first)) bad();
+      c.points.emplace_back(x, e);
+    }
+  }
   r.finish();
   return c;
 }

@@ -137,6 +137,7 @@ void parse_parallelism(Reader r, Scenario& s) {
   p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
   p.first_bucket_bytes = r.quantity("first_bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.first_bucket_bytes);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
+  p.blocking_p2p = r.choice("pipeline_p2p", {"overlapped", "blocking"}, "overlapped") == "blocking";
   p.algorithm = *taskgraph::algorithm_from_string(
       r.choice("all_reduce_algorithm",
                {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin",
@@ -173,6 +174,7 @@ void parse_training(Reader r, Scenario& s) {
   t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash
                                                                                    : models::Attention::Standard;
   s.steps = r.integer("steps", 0, std::int64_t{1} << 40, 0);
+  s.parallelism.fused_grad_accumulation = r.choice("grad_accumulation", {"separate", "fused"}, "separate") == "fused";
   const std::int64_t per_step = static_cast<std::int64_t>(s.parallelism.data) * s.parallelism.micro_batch;
   if (t.global_batch % per_step != 0)
     r.fail("global_batch_size", fmt::format("{} is not a multiple of data ({}) x micro_batch_size ({}) = {}",

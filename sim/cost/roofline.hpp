@@ -13,10 +13,14 @@ namespace dtsim::cost {
 // Fraction of a peak reached by a kernel of size x (FLOPs or bytes): max * x / (x + half).
 // Equivalently time = x / (max * peak) + half / (max * peak): a fixed ramp-up cost (launch, wave
 // quantisation, pipeline fill) plus the streaming rate, which is how small GEMMs behave.
+// When measured points are given, efficiency follows them instead (linear in log x between
+// points, flat beyond the largest): a two-parameter curve cannot follow a measured dip, and
+// the sizes training uses often sit in one.
 struct EfficiencyCurve {
   double max = 1.0;
   double half = 0.0;
-  double at(double x) const { return x <= 0 ? max : max * x / (x + half); }
+  std::vector<std::pair<double, double>> points;  // (size, efficiency), sizes increasing
+  double at(double x) const;
 };
 
 struct DeviceProfile {

@@ -62,7 +62,7 @@ cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const 
     else shapes.insert({k.batch, k.m, k.n, k.k});
   }
   for (std::int64_t s = 64; s <= 1024; s *= 2) shapes.insert({1, s, s, s});
-  for (double b = 64.0 * 1024; b <= 256.0 * 1024 * 1024; b *= 4) sizes.insert(b);
+  for (double b = 4.0 * 1024; b <= 256.0 * 1024 * 1024; b *= 4) sizes.insert(b);
   for (const auto& [batch, m, n, k] : shapes) t.gemms.push_back({batch, m, n, k, time_gemm(batch, m, n, k, o)});
   for (double b : sizes) t.memory.push_back({b, time_stream(b, o)});
   return t;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <map>
 
 #include "sim/replay/replay.hpp"
 
@@ -20,6 +21,21 @@ double* charge_for(const taskgraph::TaskGraph& g, std::size_t d, int rank, Break
   if (task.is_collective)
     return task.collective.op == taskgraph::CollectiveOp::SendRecv ? &b.pipeline_bubble : &b.exposed_communication;
   return task.rank == rank ? &b.straggler_wait : &b.pipeline_bubble;
+}
+
+// When the last other GPU's compute feeding collective `c` ended, following the chain of collectives
+// it queues behind (bucket after bucket): how long `rank` waited for slower GPUs, not the network.
+double others_ready(const taskgraph::TaskGraph& g, const Timeline& t, std::size_t c, int rank,
+                    std::map<std::size_t, double>& memo) {
+  if (auto it = memo.find(c); it != memo.end()) return it->second;
+  double ready = 0;
+  for (int d : g.tasks[c].deps) {
+    const auto k = static_cast<std::size_t>(d);
+    const auto& w = g.tasks[k];
+    if (w.is_collective) ready = std::max(ready, others_ready(g, t, k, rank, memo));
+    else if (w.category != taskgraph::Category::Input && w.rank != rank) ready = std::max(ready, t.end[k]);
+  }
+  return memo[c] = ready;
 }
 
 }  // namespace
@@ -45,6 +61,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
       mine.push_back(i);
   std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] < t.start[y]; });
 
+  std::map<std::size_t, double> memo;
   double now = 0;
   for (std::size_t i : mine) {
     const auto& task = g.tasks[i];
@@ -54,10 +71,11 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
         if (waited == i || t.end[static_cast<std::size_t>(d)] > t.end[waited]) waited = static_cast<std::size_t>(d);
       const auto& w = g.tasks[waited];
       if (waited != i && w.is_collective && w.collective.op != taskgraph::CollectiveOp::SendRecv) {
-        // Until the collective started it waited for slower GPUs; after, for the network.
-        const double slow = std::clamp(t.start[waited] - now, 0.0, t.start[i] - now);
-        b.straggler_wait += slow;
-        b.exposed_communication += t.start[i] - now - slow;
+        // Until slower GPUs' compute reached the collective (or the collectives it queues behind)
+        // it waited for them; the rest of the wait is for the network.
+        const double late = std::clamp(others_ready(g, t, waited, b.rank, memo) - now, 0.0, t.start[i] - now);
+        b.straggler_wait += late;
+        b.exposed_communication += t.start[i] - now - late;
       } else {
         double* where = waited == i ? &b.straggler_wait : charge_for(g, waited, b.rank, b);
         *where += t.start[i] - now;
