@@ -60,6 +60,15 @@ std::string summary(const results::Result& r) {
       out += fmt::format("  last to the sync most often: GPU {} ({} of {} steps)\n", st.critical.front().first,
                          st.critical.front().second, st.step_times.size());
   }
+  if (r.async) {
+    const auto& a = *r.async;
+    const auto& p = r.scenario_spec.parallelism;
+    out += fmt::format("\n{} updates: {} applied in {:.4f} s while all workers ran, {:.1f} samples/s\n",
+                       strategies::to_string(p.updates), a.updates, a.window_s, a.samples_per_s);
+    out += fmt::format("  staleness (updates by others since the worker's last pull): mean {:.2f}, p50 {:.0f}, p99 {:.0f}, max {:.0f}",
+                       a.staleness_mean, a.staleness_p50, a.staleness_p99, a.staleness_max);
+    out += p.staleness_bound >= 0 ? fmt::format(" (bound: {} steps ahead)\n", p.staleness_bound) : std::string("\n");
+  }
   if (r.faults) {
     const auto& f = *r.faults;
     out += fmt::format("\nfailures: system MTBF {:.2f} h; checkpoint every {:.1f} min (Young {:.1f}, Daly {:.1f})\n",

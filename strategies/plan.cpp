@@ -66,6 +66,10 @@ class Planner {
   void synchronise_gradients(int s);
   void step_optimizer(int s, int embedding_sync);
   void step_optimizer_one(int s, int embedding_sync);
+  void emit_passes();
+  Plan finish();
+  void local_optimizer();
+  void asynchronous_update(int& previous_exchange);
   MemoryBreakdown stage_memory(int s) const;
 
   const models::ModelGraph& g_;
@@ -314,6 +318,62 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
       plan_.graph.add_compute(rep(s), table_.get(w), Category::Optimizer, "optimizer", deps);
 }
 
+// One replica's forward and backward passes of one step.
+void Planner::emit_passes() {
+  const auto S = static_cast<std::size_t>(p_.pipeline);
+  fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
+  bwd_out_ = fwd_out_;
+  final_backward_.clear();
+  // Emit passes in an order every dependency respects: each stage runs its schedule as far as
+  // the passes it waits for exist.
+  std::vector<std::size_t> next(S, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < p_.pipeline; ++s) {
+      auto& i = next[static_cast<std::size_t>(s)];
+      const auto& q = seq_[static_cast<std::size_t>(s)];
+      while (i < q.size() && ready(s, q[i])) {
+        emit(s, i, q[i]);
+        ++i;
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < p_.pipeline; ++s)
+    if (next[static_cast<std::size_t>(s)] != seq_[static_cast<std::size_t>(s)].size())
+      throw std::logic_error("pipeline schedule cannot make progress");
+}
+
+// An EASGD worker's own optimizer step between exchanges with the centre.
+void Planner::local_optimizer() {
+  taskgraph::Work w;
+  w.name = "optimizer";
+  w.kernels = {models::optimizer_kernel(t_.optimizer, layer_params(stage_layers(0)), mixed_precision(t_.precision))};
+  last_compute_[0] = plan_.graph.add_compute(rep(0), table_.get(w), Category::Optimizer, "optimizer", {last_compute_[0]});
+}
+
+// Replica d_'s exchange with the shared weights, on its own time. Async and Hogwild push the
+// gradients and pull the weights the servers (or host memory) updated with them; EASGD steps
+// locally, then sends its fp32 weights to the centre and gets the elastic difference back, one
+// worker after another. The worker then takes the new weights in.
+void Planner::asynchronous_update(int& previous_exchange) {
+  const double params = layer_params(stage_layers(0));
+  const bool easgd = p_.updates == Updates::Easgd;
+  if (easgd) local_optimizer();
+  std::vector<int> deps{last_compute_[0]};
+  if (easgd && previous_exchange >= 0) deps.push_back(previous_exchange);
+  const double bytes = params * (easgd ? 4.0 : grad_bytes_per_param(t_.precision));
+  const int id = plan_.graph.add_collective({CollectiveOp::AllReduce, p_.algorithm, data_groups(0), bytes, rep(0)},
+                                            easgd ? "exchange with centre" : "push and pull", deps);
+  previous_exchange = id;
+  taskgraph::Work w;
+  w.name = easgd ? "elastic update" : "take new weights";
+  // EASGD moves its weights toward the centre: read both, write its own (fp32).
+  if (easgd) w.kernels = {models::Kernel{"elastic_update", models::KernelKind::Memory, 1, 0, 0, 0, 3.0 * params, 12.0 * params}};
+  last_compute_[0] = plan_.graph.add_compute(rep(0), table_.get(w), Category::Optimizer, w.name, {id, last_compute_[0]});
+  replica_last_.back()[0] = last_compute_[0];
+}
+
 MemoryBreakdown Planner::stage_memory(int s) const {
   const Layers mine = stage_layers(s);
   double rebuild = 0;  // under full recomputation one block at a time is rebuilt in full
@@ -364,37 +424,29 @@ Plan Planner::run() {
     plan_.stage_layers.push_back(static_cast<int>(
         std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
   }
-  const int replicas = p_.all_replicas ? p_.data : 1;
+  const bool sync = p_.updates == Updates::Sync;
+  if (!sync && (P > 1 || p_.tensor > 1 || p_.zero_stage > 0))
+    throw std::invalid_argument("asynchronous updates are modelled for pure data parallelism only");
+  // Every asynchronous worker runs on its own, so each gets its own tasks.
+  const int replicas = p_.all_replicas || !sync ? p_.data : 1;
+  const int iterations = p_.updates == Updates::Easgd ? p_.easgd_period : 1;
   plan_.replicas = replicas;
+  plan_.iterations_per_step = iterations;
+  int previous_exchange = -1;  // EASGD's workers take turns with the centre
   for (d_ = 0; d_ < replicas; ++d_) {
-    fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
-    bwd_out_ = fwd_out_;
     last_compute_.assign(S, -1);
     last_send_.assign(S, -1);
-    final_backward_.clear();
     last_load_ = -1;
-    // Emit passes in an order every dependency respects: each stage runs its schedule as far as
-    // the passes it waits for exist.
-    std::vector<std::size_t> next(S, 0);
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (int s = 0; s < P; ++s) {
-        auto& i = next[static_cast<std::size_t>(s)];
-        const auto& q = seq_[static_cast<std::size_t>(s)];
-        while (i < q.size() && ready(s, q[i])) {
-          emit(s, i, q[i]);
-          ++i;
-          progress = true;
-        }
-      }
+    for (int it = 0; it < iterations; ++it) {
+      if (it > 0) local_optimizer();
+      emit_passes();
     }
-    for (int s = 0; s < P; ++s)
-      if (next[static_cast<std::size_t>(s)] != seq_[static_cast<std::size_t>(s)].size())
-        throw std::logic_error("pipeline schedule cannot make progress");
     replica_final_.push_back(final_backward_);
     replica_last_.push_back(last_compute_);
+    if (!sync) asynchronous_update(previous_exchange);
   }
   d_ = 0;
+  if (!sync) return finish();
 
   for (int s = 0; s < P; ++s) synchronise_gradients(s);
   // Tied embeddings on different stages: the first and last stage sum the table's gradients.
@@ -412,7 +464,11 @@ Plan Planner::run() {
     embedding_sync = collective(CollectiveOp::AllReduce, groups, table, deps, "embedding all_reduce");
   }
   for (int s = 0; s < P; ++s) step_optimizer(s, (s == 0 || s == P - 1) ? embedding_sync : -1);
+  return finish();
+}
 
+Plan Planner::finish() {
+  const int P = p_.pipeline;
   for (int s = 0; s < P; ++s) {
     plan_.stage_memory.push_back(stage_memory(s));
     if (s == 0 || plan_.stage_memory.back().peak() > plan_.memory.peak()) {
@@ -420,7 +476,7 @@ Plan Planner::run() {
       plan_.worst_rank = rep(s);
     }
   }
-  const double micro_batches = static_cast<double>(m_) * p_.data;
+  const double micro_batches = static_cast<double>(m_) * p_.data * plan_.iterations_per_step;
   double recompute = 0;
   for (const auto& l : g_.layers) recompute += recompute_flops(l, p_.recompute);
   plan_.model_flops_per_step = g_.model_flops() * p_.tensor * micro_batches;

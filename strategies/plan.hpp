@@ -24,6 +24,7 @@ struct Plan {
   std::size_t gradient_buckets = 0;           // per stage, data-parallel synchronisation
   std::vector<int> stage_layers;              // transformer blocks per stage
   int replicas = 1;                           // data-parallel replicas given their own compute
+  int iterations_per_step = 1;                // local steps per simulated step (EASGD's period)
 };
 
 // Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice

@@ -28,4 +28,14 @@ const char* to_string(Recompute r) {
   return "?";
 }
 
+const char* to_string(Updates u) {
+  switch (u) {
+    case Updates::Sync: return "sync";
+    case Updates::Async: return "async";
+    case Updates::Hogwild: return "hogwild";
+    case Updates::Easgd: return "easgd";
+  }
+  return "?";
+}
+
 }  // namespace dtsim::strategies

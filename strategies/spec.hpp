@@ -14,6 +14,16 @@ enum class Recompute { None, Selective, Full };
 // their 4-byte indices and must gather instead of sum (Lin et al. 2018, Deep Gradient Compression).
 enum class Compression { None, Fp16, Int8, TopK };
 enum class Precision { Fp32, Tf32, Bf16, Fp16 };
+// How data-parallel workers combine their work.
+// - Sync: every step waits for everyone's gradients (all-reduce, parameter servers, central storage).
+// - Async: each worker pushes its gradients to the parameter servers and pulls the weights back
+//   on its own time (Dean et al. 2012, Downpour SGD), optionally at most a bounded number of
+//   steps ahead of the slowest worker (stale-synchronous parallel, Ho et al. 2013).
+// - Hogwild: workers on one node write their updates into shared host-memory weights without
+//   locks (Recht et al. 2011), as PyTorch's multiprocessing Hogwild example does.
+// - Easgd: each worker steps its own weights and every `easgd_period` steps exchanges them with a
+//   centre variable on a CPU master, the workers taking turns (Zhang et al. 2015, elastic averaging).
+enum class Updates { Sync, Async, Hogwild, Easgd };
 
 // The data loader feeding each GPU: CPU preprocessing spread over worker processes, and reads
 // from storage shared by the node's GPUs. Loaders run ahead of the GPU without bound.
@@ -61,6 +71,9 @@ struct ParallelismSpec {
   // Stage-to-stage sends that hold the sender until they finish (Megatron-LM 2021 synchronised
   // the device after each batch_isend_irecv), instead of running beside its next pass.
   bool blocking_p2p = false;
+  Updates updates = Updates::Sync;
+  int staleness_bound = -1;  // async: how many steps a worker may run ahead of the slowest; -1 any
+  int easgd_period = 1;      // local steps between exchanges with the centre
 };
 
 // Host side of a node, for offload.
@@ -84,5 +97,6 @@ double weight_bytes_per_param(Precision p);
 double grad_bytes_per_param(Precision p);
 double optimizer_bytes_per_param(Precision p, models::OptimizerKind o);
 const char* to_string(Recompute r);
+const char* to_string(Updates u);
 
 }  // namespace dtsim::strategies

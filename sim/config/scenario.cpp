@@ -90,6 +90,36 @@ strategies::Precision parse_precision(const std::string& s) {
   return strategies::Precision::Bf16;
 }
 
+// Asynchronous data parallelism: what it needs and the exchange it implies.
+void parse_updates(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  using strategies::Updates;
+  const std::string u = r.choice("updates", {"sync", "async", "hogwild", "easgd"}, "sync");
+  p.updates = u == "async" ? Updates::Async : u == "hogwild" ? Updates::Hogwild : u == "easgd" ? Updates::Easgd : Updates::Sync;
+  if (r.has("staleness_bound") && p.updates != Updates::Async) r.fail("staleness_bound", "needs \"updates\": \"async\"");
+  p.staleness_bound = static_cast<int>(r.integer("staleness_bound", 0, 1000000, -1));
+  if (r.has("easgd_period") && p.updates != Updates::Easgd) r.fail("easgd_period", "needs \"updates\": \"easgd\"");
+  p.easgd_period = static_cast<int>(r.integer("easgd_period", 1, 1000, 1));
+  if (p.updates == Updates::Sync) return;
+  if (p.tensor > 1 || p.pipeline > 1 || p.zero_stage > 0)
+    r.fail("updates", fmt::format("\"{}\" updates are modelled for pure data parallelism (tensor 1, pipeline 1, zero_stage 0)", u));
+  if (r.has("gradient_compression")) r.fail("gradient_compression", fmt::format("not modelled with \"{}\" updates", u));
+  const bool servers = s.cluster.ps_servers > 0, one_node = s.cluster.nodes == 1;
+  using taskgraph::Algorithm;
+  Algorithm want = Algorithm::ParameterServer;
+  if (p.updates == Updates::Hogwild) {
+    if (!one_node) r.fail("updates", "Hogwild shares weights in one host's memory: it needs cluster.nodes = 1");
+    want = Algorithm::CentralStorage;
+  } else if (p.updates == Updates::Easgd) {
+    if (!servers && !one_node)
+      r.fail("updates", "EASGD's centre lives on a CPU master: give cluster.parameter_servers, or use one node (host memory)");
+    want = servers ? Algorithm::ParameterServer : Algorithm::CentralStorage;
+  }
+  if (r.has("all_reduce_algorithm") && p.algorithm != want)
+    r.fail("all_reduce_algorithm", fmt::format("\"{}\" updates go through \"{}\"", u, taskgraph::to_string(want)));
+  p.algorithm = want;
+}
+
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
   const auto& m = s.model;
@@ -143,6 +173,7 @@ void parse_parallelism(Reader r, Scenario& s) {
                {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin",
                 "parameter-server", "central-storage", "auto"},
                "ring"));
+  parse_updates(r, s);
   if (p.algorithm == taskgraph::Algorithm::CentralStorage && s.cluster.nodes > 1)
     r.fail("all_reduce_algorithm", "central storage keeps variables in one host's memory: it needs cluster.nodes = 1");
   const std::string comp = r.choice("gradient_compression", {"none", "fp16", "int8", "topk"}, "none");
@@ -239,6 +270,7 @@ Scenario load_scenario(const std::string& path) {
   hw.finish();
 
   parse_parallelism(root.object("parallelism"), s);
+  if (s.parallelism.updates != strategies::Updates::Sync) s.steps_simulated = 10;  // unless simulation.steps says
   parse_training(root.object("training"), s);
   if (auto st = root.optional_object("stragglers")) {
     auto& sp = s.stragglers;
@@ -302,6 +334,8 @@ Scenario load_scenario(const std::string& path) {
       sp.flapping_links.push_back(f);
     });
     s.parallelism.backup_workers = static_cast<int>(st->integer("backup_workers", 0, s.parallelism.data - 1, 0));
+    if (s.parallelism.backup_workers > 0 && s.parallelism.updates != strategies::Updates::Sync)
+      st->fail("backup_workers", "backup workers drop late gradients from a synchronous step; these updates are asynchronous");
     if (s.parallelism.backup_workers > 0 && s.parallelism.zero_stage > 0)
       st->fail("backup_workers", "dropping late gradients needs replicated optimizer state (zero_stage 0)");
     st->finish();
@@ -333,7 +367,9 @@ Scenario load_scenario(const std::string& path) {
     s.seed = static_cast<std::uint64_t>(sim->integer("seed", 0, (std::int64_t{1} << 53), 1));
     s.backend = sim->choice("backend", {"simgrid", "analytical"}, "simgrid") == "analytical" ? Backend::Analytical
                                                                                           : Backend::SimGrid;
-    s.steps_simulated = static_cast<int>(sim->integer("steps", 1, 100000, 1));
+    s.steps_simulated = static_cast<int>(sim->integer("steps", 1, 100000, s.steps_simulated));
+    if (s.parallelism.updates != strategies::Updates::Sync && s.steps_simulated < 2)
+      sim->fail("steps", "asynchronous updates are measured over several steps: give 2 or more");
     if ((!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty()) && s.backend == Backend::Analytical)
       sim->fail("backend", "throttled periods and flapping links change over time: only the simgrid backend replays them");
     sim->finish();

@@ -238,30 +238,32 @@ LoweredCollective master_worker(const Platform& pf, double bytes, const std::vec
   return b.done();
 }
 
-LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks, int only) {
   Builder b(pf);
   const int dedicated = pf.spec().ps_servers;
   const int shards = dedicated > 0 ? dedicated : static_cast<int>(ranks.size());
   const double share = bytes / shards;
   auto shard_of = [&](int k) { return dedicated > 0 ? -1 : ranks[static_cast<std::size_t>(k)]; };
-  for (int w : ranks)
+  const std::vector<int> workers = only >= 0 ? std::vector<int>{only} : ranks;
+  for (int w : workers)
     for (int k = 0; k < shards; ++k)
       dedicated > 0 ? b.raw(pf.nic_endpoint(w), pf.ps_endpoint(k), share) : b.hop(w, shard_of(k), share);
-  // A shard sums p contributions of S/N: read p S/N, write S/N at host (or HBM) speed.
+  // A shard sums the contributions of S/N it receives (read each, write S/N) at host (or HBM) speed.
   const double bw = dedicated > 0 ? pf.spec().host_memory_bandwidth : 1e12;
-  b.add_latency((static_cast<double>(ranks.size()) + 1.0) * share / bw);
+  b.add_latency((static_cast<double>(workers.size()) + 1.0) * share / bw);
   b.end_phase();
-  for (int w : ranks)
+  for (int w : workers)
     for (int k = 0; k < shards; ++k)
       dedicated > 0 ? b.raw(pf.ps_endpoint(k), pf.nic_endpoint(w), share) : b.hop(shard_of(k), w, share);
   return b.done();
 }
 
-LoweredCollective central_storage(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+LoweredCollective central_storage(const Platform& pf, double bytes, const std::vector<int>& ranks, int only) {
   Builder b(pf);
-  for (int g : ranks) b.raw(pf.pcie_endpoint(g), pf.host_endpoint(pf.node_of(g)), bytes);
+  const std::vector<int> gpus = only >= 0 ? std::vector<int>{only} : ranks;
+  for (int g : gpus) b.raw(pf.pcie_endpoint(g), pf.host_endpoint(pf.node_of(g)), bytes);
   b.end_phase();
-  for (int g : ranks) b.raw(pf.host_endpoint(pf.node_of(g)), pf.pcie_endpoint(g), bytes);
+  for (int g : gpus) b.raw(pf.host_endpoint(pf.node_of(g)), pf.pcie_endpoint(g), bytes);
   return b.done();
 }
 

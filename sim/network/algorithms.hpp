@@ -29,11 +29,12 @@ LoweredCollective round_robin(const Platform& pf, double per_pair, const std::ve
 LoweredCollective master_worker(const Platform& pf, double bytes, const std::vector<int>& ranks);
 // Synchronous parameter servers: every worker pushes S/N to each of N shards, the shards sum
 // (host memory bandwidth), every worker pulls S/N back. Shards on the platform's dedicated
-// servers when it has them, else on the first N workers (colocated).
-LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks);
+// servers when it has them, else on the first N workers (colocated). With `only` one worker's
+// asynchronous push and pull: the shards add its contribution alone.
+LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks, int only = -1);
 // TensorFlow's central storage: variables in the node's host memory; each GPU sends S over PCIe,
-// the host sums, each GPU reads S back.
-LoweredCollective central_storage(const Platform& pf, double bytes, const std::vector<int>& ranks);
+// the host sums, each GPU reads S back. With `only` one GPU's update alone (Hogwild, EASGD).
+LoweredCollective central_storage(const Platform& pf, double bytes, const std::vector<int>& ranks, int only = -1);
 // Binomial tree, one phase per level, S per edge.
 LoweredCollective binomial(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root);
 

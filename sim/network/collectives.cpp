@@ -110,6 +110,12 @@ LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double
 }
 
 LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
+  if (c.only >= 0) {
+    if (groups.size() != 1 || c.op != CollectiveOp::AllReduce || c.bytes <= 0) throw std::invalid_argument("bad asynchronous update");
+    if (c.algorithm == Algorithm::ParameterServer) return algorithms::parameter_server(pf, c.bytes, groups[0], c.only);
+    if (c.algorithm == Algorithm::CentralStorage) return algorithms::central_storage(pf, c.bytes, groups[0], c.only);
+    unsupported(c.op, c.algorithm);
+  }
   if (groups.size() == 1) return lower(pf, c.op, c.algorithm, c.bytes, groups[0]);
   LoweredCollective out;
   std::vector<std::map<std::pair<int, int>, double>> merged;

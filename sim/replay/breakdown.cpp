@@ -59,7 +59,9 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
   for (std::size_t i = 0; i < g.tasks.size(); ++i)
     if (!g.tasks[i].is_collective && g.tasks[i].rank == b.rank && g.tasks[i].category != taskgraph::Category::Input)
       mine.push_back(i);
-  std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] < t.start[y]; });
+  // Ties in start time keep graph order, which follows the stream (an instant task before the
+  // pass that waits for it).
+  std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] != t.start[y] ? t.start[x] < t.start[y] : x < y; });
 
   std::map<std::size_t, double> memo;
   double now = 0;

@@ -49,6 +49,20 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                        {"sync_wait_mean_s", st.mean_wait_s}, {"sync_wait_max_s", st.max_wait_s},
                        {"sync_wait_max_gpu", st.max_wait_gpu}};
   }
+  if (r.async) {
+    const auto& a = *r.async;
+    const auto& p = s.parallelism;
+    j["async"] = {{"updates", strategies::to_string(p.updates)},
+                  {"staleness_bound", p.staleness_bound >= 0 ? nlohmann::ordered_json(p.staleness_bound) : nlohmann::ordered_json()},
+                  {"easgd_period", p.easgd_period},
+                  {"updates_applied", a.updates},
+                  {"window_s", a.window_s},
+                  {"samples_per_s", a.samples_per_s},
+                  {"staleness_mean", a.staleness_mean},
+                  {"staleness_p50", a.staleness_p50},
+                  {"staleness_p99", a.staleness_p99},
+                  {"staleness_max", a.staleness_max}};
+  }
   if (r.faults) {
     const auto& f = *r.faults;
     j["faults"] = {{"system_mtbf_s", f.system_mtbf_s},       {"checkpoint_interval_s", f.interval_s},
@@ -68,6 +82,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                       {"virtual_stages", s.parallelism.virtual_stages},
                       {"sequence_parallel", s.parallelism.sequence_parallel},
                       {"zero_stage", s.parallelism.zero_stage},
+                      {"updates", strategies::to_string(s.parallelism.updates)},
                       {"gradient_buckets", r.plan.gradient_buckets},
                       {"recompute", strategies::to_string(s.parallelism.recompute)}};
   if (s.parallelism.pipeline > 1) {

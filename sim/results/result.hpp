@@ -29,6 +29,7 @@ struct Result {
   double measured_share = 0;
   std::optional<faults::FaultReport> faults;
   std::optional<StepReport> steps;  // when several steps were simulated
+  std::optional<AsyncReport> async;  // asynchronous data parallelism
   bool timed = true;  // false for `dtsim memory`
 
   config::Scenario scenario_spec;

@@ -65,7 +65,7 @@ Result simulate(const config::Scenario& s) {
     throw InputError(s.file, "/simulation/steps",
                      fmt::format("{} steps of {} tasks is more than 5 million tasks to replay", steps, g.tasks.size()));
   std::vector<int> step_of(g.tasks.size(), 0);
-  if (steps > 1) r.repeated = repeat_steps(g, steps, step_of);
+  if (steps > 1) r.repeated = repeat_steps(g, steps, step_of, s.parallelism.staleness_bound);
   const taskgraph::TaskGraph& replayed = steps > 1 ? r.repeated : g;
   std::vector<double> scales;
   if (s.stragglers.enabled) scales = task_scales(replayed, step_of, steps, s.stragglers);
@@ -93,7 +93,14 @@ Result simulate(const config::Scenario& s) {
   r.measured_share = all > 0 ? measured / all : 0.0;
 
   if (steps == 1) r.step_time_s = r.timeline.makespan;
-  const double samples = static_cast<double>(s.training.global_batch);
+  // A simulated step is the global batch once per local iteration (EASGD runs several).
+  const double samples = static_cast<double>(s.training.global_batch) * r.plan.iterations_per_step;
+  if (s.parallelism.updates != strategies::Updates::Sync) {
+    // Workers do not step together: the step time is how long the cluster takes per step's worth
+    // of samples at the throughput measured while all of them ran.
+    r.async = report_async(replayed, r.timeline, samples / s.parallelism.data);
+    r.step_time_s = samples / r.async->samples_per_s;
+  }
   r.samples_per_s = samples / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq_len);
   const double peak = s.device.peak_flops.at(config::compute_dtype(s.training.precision));

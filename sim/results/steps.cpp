@@ -2,34 +2,49 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace dtsim::results {
 
-taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, std::vector<int>& step_of) {
+taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, std::vector<int>& step_of, int lead) {
   taskgraph::TaskGraph g;
   g.num_ranks = one.num_ranks;
   g.works = one.works;
   g.groups = one.groups;
   const int n = static_cast<int>(one.tasks.size());
-  g.tasks.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(steps));
-  step_of.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(steps), 0);
+  g.tasks.reserve(static_cast<std::size_t>(n + 1) * static_cast<std::size_t>(steps));
+  step_of.clear();
   std::map<int, int> first_on_rank;  // each GPU's first task of a step
   for (int i = n - 1; i >= 0; --i)
     if (!one.tasks[static_cast<std::size_t>(i)].is_collective) first_on_rank[one.tasks[static_cast<std::size_t>(i)].rank] = i;
   std::map<int, int> last_of_rank;  // in the previous step
+  std::vector<int> everyone_done;    // per step, with a staleness bound
   for (int k = 0; k < steps; ++k) {
+    const int base = static_cast<int>(g.tasks.size());
     std::map<int, int> last_now;
     for (int i = 0; i < n; ++i) {
       taskgraph::Task t = one.tasks[static_cast<std::size_t>(i)];
-      for (int& d : t.deps) d += k * n;
-      for (int& d : t.any_deps) d += k * n;
-      if (k > 0 && !t.is_collective && first_on_rank.at(t.rank) == i)
+      for (int& d : t.deps) d += base;
+      for (int& d : t.any_deps) d += base;
+      if (!t.is_collective && first_on_rank.at(t.rank) == i) {
         if (auto it = last_of_rank.find(t.rank); it != last_of_rank.end()) t.deps.push_back(it->second);
-      const int id = k * n + i;
-      if (!t.is_collective) last_now[t.rank] = id;
-      step_of[static_cast<std::size_t>(id)] = k;
+        if (lead >= 0 && k - lead - 1 >= 0) t.deps.push_back(everyone_done[static_cast<std::size_t>(k - lead - 1)]);
+      }
+      if (!t.is_collective) last_now[t.rank] = base + i;
+      step_of.push_back(k);
       g.tasks.push_back(std::move(t));
+    }
+    if (lead >= 0) {  // no network traffic: it only joins the GPUs' ends of the step
+      taskgraph::Task done;
+      done.is_collective = true;
+      done.category = taskgraph::Category::Communication;
+      done.label = "staleness bound";
+      done.collective.bytes = 0;
+      for (const auto& [rank, id] : last_now) done.deps.push_back(id);
+      everyone_done.push_back(static_cast<int>(g.tasks.size()));
+      step_of.push_back(k);
+      g.tasks.push_back(std::move(done));
     }
     last_of_rank = std::move(last_now);
   }
@@ -128,6 +143,44 @@ StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t
     if (w / steps > r.max_wait_s) r.max_wait_s = w / steps, r.max_wait_gpu = gpu;
   }
   r.mean_wait_s = wait.empty() ? 0.0 : total / static_cast<double>(wait.size()) / steps;
+  return r;
+}
+
+AsyncReport report_async(const taskgraph::TaskGraph& g, const replay::Timeline& t, double samples_per_update) {
+  AsyncReport r;
+  // Updates in the order the shared weights took them in: by arrival, simultaneous ones in
+  // worker order.
+  std::vector<std::pair<double, int>> order;
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+    if (g.tasks[i].is_collective && g.tasks[i].collective.only >= 0) order.emplace_back(t.end[i], g.tasks[i].collective.only);
+  if (order.empty()) return r;
+  std::sort(order.begin(), order.end());
+  // Throughput while every worker is still running: up to the first one's last update.
+  std::map<int, double> last;
+  for (const auto& [end, w] : order) last[w] = end;
+  r.window_s = std::numeric_limits<double>::infinity();
+  for (const auto& [w, end] : last) r.window_s = std::min(r.window_s, end);
+  for (const auto& [end, w] : order) r.updates += end <= r.window_s;
+  r.samples_per_s = r.window_s > 0 ? static_cast<double>(r.updates) * samples_per_update / r.window_s : 0.0;
+  // An update's staleness: how many other updates the weights took in after this worker last
+  // pulled them (right after its previous update) and before its own; its gradient was computed
+  // on weights that many versions old.
+  std::vector<double> stale;
+  std::map<int, std::size_t> previous;  // worker -> position of its last update
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const int w = order[k].second;
+    auto it = previous.find(w);
+    stale.push_back(static_cast<double>(it == previous.end() ? k : k - it->second - 1));
+    previous[w] = k;
+  }
+  std::sort(stale.begin(), stale.end());
+  double sum = 0;
+  for (double x : stale) sum += x;
+  const auto at = [&](double q) { return stale[static_cast<std::size_t>(q * static_cast<double>(stale.size() - 1) + 0.5)]; };
+  r.staleness_mean = sum / static_cast<double>(stale.size());
+  r.staleness_p50 = at(0.5);
+  r.staleness_p99 = at(0.99);
+  r.staleness_max = stale.back();
   return r;
 }
 

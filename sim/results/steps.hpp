@@ -14,8 +14,9 @@ using faults::Jitter;
 using faults::StragglerSpec;
 
 // `steps` copies of one step's graph; each step's first tasks on a GPU wait for that GPU's last
-// task of the step before. step_of[i] gives task i's step.
-taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, std::vector<int>& step_of);
+// task of the step before. With `lead` >= 0 no GPU starts step k before every GPU finished step
+// k - lead - 1 (a staleness bound). step_of[i] gives task i's step.
+taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, std::vector<int>& step_of, int lead = -1);
 
 // A duration multiplier per task: one draw per (GPU, step) applied to all its compute tasks, so a
 // GPU is slow for a whole step (throttling, noisy neighbour), as the expected-maximum closed form
@@ -30,6 +31,15 @@ struct StepReport {
   double mean_wait_s = 0, max_wait_s = 0;     // per GPU and step: idle between its backward and its optimizer
   int max_wait_gpu = -1;
 };
+// Asynchronous updates: throughput and how stale the applied gradients were, counted in updates
+// by other workers (Dean et al. 2012 and Ho et al. 2013 measure staleness the same way).
+struct AsyncReport {
+  std::size_t updates = 0;  // completed while every worker was still running
+  double window_s = 0, samples_per_s = 0;
+  double staleness_mean = 0, staleness_p50 = 0, staleness_p99 = 0, staleness_max = 0;
+};
+AsyncReport report_async(const taskgraph::TaskGraph& g, const replay::Timeline& t, double samples_per_update);
+
 StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps);
 
 }  // namespace dtsim::results

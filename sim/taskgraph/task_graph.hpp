@@ -50,6 +50,9 @@ struct Collective {
   Algorithm algorithm = Algorithm::Ring;
   std::vector<int> groups;
   double bytes = 0;  // the buffer size S, as nccl-tests counts it; for SendRecv the message
+  // Asynchronous updates: only this member pushes and pulls, on its own time, against servers the
+  // whole group shares (parameter servers or host memory). -1: every member, together.
+  int only = -1;
 };
 
 struct Task {
