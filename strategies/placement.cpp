@@ -14,4 +14,15 @@ std::vector<int> Placement::data_group(int s, int t) const {
   return g;
 }
 
+std::vector<int> balance_stages(int blocks, const std::vector<double>& slowdown) {
+  std::vector<int> out(slowdown.size(), 1);
+  for (int left = blocks - static_cast<int>(slowdown.size()); left > 0; --left) {
+    std::size_t best = 0;
+    for (std::size_t s = 1; s < out.size(); ++s)
+      if ((out[s] + 1) * slowdown[s] < (out[best] + 1) * slowdown[best]) best = s;
+    ++out[best];
+  }
+  return out;
+}
+
 }  // namespace dtsim::strategies

@@ -19,4 +19,9 @@ struct Placement {
   std::vector<int> data_group(int s, int t) const;
 };
 
+// Blocks per stage that minimise the slowest stage's time when stage s runs `slowdown[s]` times
+// slower (its slowest GPU sets its pace): each block in turn goes to the stage it delays least,
+// which is optimal for this min-max split. Every stage keeps at least one block.
+std::vector<int> balance_stages(int blocks, const std::vector<double>& slowdown);
+
 }  // namespace dtsim::strategies

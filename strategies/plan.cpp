@@ -17,8 +17,9 @@ using taskgraph::CollectiveOp;
 using Layers = std::vector<const models::Layer*>;
 
 // Model chunks in model order: blocks split evenly (the first chunks take one more when they do
-// not divide), the embedding on the first chunk and the head on the last. Chunk c is on stage c % P.
-std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks) {
+// not divide) unless `blocks` gives each chunk's count, the embedding on the first chunk and the
+// head on the last. Chunk c is on stage c % P.
+std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks, const std::vector<int>& blocks_per_chunk) {
   Layers blocks;
   const models::Layer *embedding = nullptr, *head = nullptr;
   for (const auto& l : g.layers) {
@@ -32,6 +33,8 @@ std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks) {
   std::size_t next = 0;
   for (std::size_t c = 0; c < n; ++c) {
     std::size_t count = blocks.size() / n + (c < blocks.size() % n ? 1 : 0);
+    if (!blocks_per_chunk.empty()) count = static_cast<std::size_t>(blocks_per_chunk.at(c));
+    if (next + count > blocks.size()) throw std::invalid_argument("stage layers add up to more than the model's blocks");
     if (c == 0 && embedding) out[c].push_back(embedding);
     for (std::size_t i = 0; i < count; ++i) out[c].push_back(blocks[next++]);
     if (c + 1 == n && head) out[c].push_back(head);
@@ -407,7 +410,9 @@ Plan Planner::run() {
   chunks_ = P * v_;
   plan_.micro_batches = m_;
   plan_.graph.num_ranks = p_.data * P * p_.tensor;
-  chunk_layers_ = split_chunks(g_, chunks_);
+  if (!p_.stage_blocks.empty() && (v_ != 1 || static_cast<int>(p_.stage_blocks.size()) != P))
+    throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
+  chunk_layers_ = split_chunks(g_, chunks_, p_.stage_blocks);
   p2p_bytes_ = static_cast<double>(g_.tokens()) * static_cast<double>(g_.spec.hidden_size) * g_.options.activation_bytes / p_.tensor;
 
   const auto S = static_cast<std::size_t>(P);

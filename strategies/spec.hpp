@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/model_graph.hpp"
 #include "sim/taskgraph/task_graph.hpp"
@@ -71,6 +72,8 @@ struct ParallelismSpec {
   // Stage-to-stage sends that hold the sender until they finish (Megatron-LM 2021 synchronised
   // the device after each batch_isend_irecv), instead of running beside its next pass.
   bool blocking_p2p = false;
+  // Transformer blocks per pipeline stage when not split evenly (no virtual stages).
+  std::vector<int> stage_blocks;
   Updates updates = Updates::Sync;
   int staleness_bound = -1;  // async: how many steps a worker may run ahead of the slowest; -1 any
   int easgd_period = 1;      // local steps between exchanges with the centre

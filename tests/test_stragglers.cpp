@@ -2,7 +2,9 @@
 
 #include "helpers.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
 #include "sim/results/result.hpp"
+#include "strategies/placement.hpp"
 
 using namespace dtsim;
 
@@ -62,4 +64,45 @@ TEST(Stragglers, ABackupWorkerStopsTheSlowGpuSettingThePace) {
   auto backup = run(", \"steps\": 6}, \"stragglers\": {\"backup_workers\": 1, \"slow_gpus\": [{\"gpu\": 13, \"slowdown\": 1.5}]");
   EXPECT_GT(slow.step_time_s, 1.3 * calm.step_time_s);
   EXPECT_NEAR(backup.step_time_s / calm.step_time_s, 1.0, 0.02);
+}
+
+TEST(Rebalance, SlowStagesGetFewerBlocksSoNoStageTakesLonger) {
+  // A 2x slow stage among four, 16 blocks: the min-max split gives it 2 (time 4) and keeps every
+  // other stage at 5 or less, instead of 4 x 2 = 8 for the slow stage of an even split.
+  EXPECT_EQ(strategies::balance_stages(16, {1, 2, 1, 1}), (std::vector<int>{5, 2, 5, 4}));
+  EXPECT_EQ(strategies::balance_stages(16, {1, 1, 1, 1}), (std::vector<int>{4, 4, 4, 4}));
+  EXPECT_EQ(strategies::balance_stages(4, {1, 3, 1, 1}), (std::vector<int>{1, 1, 1, 1}));  // at least one each
+}
+
+TEST(Rebalance, RebalancedPipelineRecoversMostOfTheSlowGpusLoss) {
+  auto step = [](const std::string& name, const std::string& extra) {
+    test::TempDir dir;
+    std::string f = dir.file("s.json", R"({"extends": ")" + test::source_dir() + "/scenarios/stragglers/" + name +
+                                            R"(.json", "simulation": {"backend": "analytical", "steps": 2})" + extra + "}");
+    return results::simulate(config::load_scenario(f));
+  };
+  auto slow = step("pp8-one-slow-gpu", "");
+  auto fixed = step("pp8-one-slow-gpu-rebalanced", "");
+  auto calm = step("pp8-one-slow-gpu", R"(, "stragglers": null)");
+  EXPECT_EQ(fixed.plan.stage_layers, (std::vector<int>{7, 7, 6, 6, 6, 4, 6, 6}));
+  // GPU 5 at 1.5x costs the even split about 15 %; with 4 blocks its stage takes 6 blocks' time.
+  EXPECT_GT(slow.step_time_s / calm.step_time_s, 1.10);
+  EXPECT_LT(fixed.step_time_s / calm.step_time_s, 1.03);
+}
+
+TEST(Rebalance, ExplicitStageLayersMustCoverTheModel) {
+  test::TempDir dir;
+  dir.file("base.json", test::kValidScenario);
+  auto err = [&](const std::string& par) {
+    try {
+      config::load_scenario(dir.file("s.json", R"({"extends": "base.json", "parallelism": {"data": 2, "pipeline": 4)" + par + "}}"));
+    } catch (const InputError& e) {
+      return e.pointer();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(err(R"(, "stage_layers": [3, 3, 3, 2])"), "/parallelism/stage_layers");  // 11 of 12
+  EXPECT_EQ(err(R"(, "stage_layers": [6, 6])"), "/parallelism/stage_layers");
+  EXPECT_EQ(err(R"(, "stage_layers": [0, 4, 4, 4])"), "/parallelism/stage_layers");
+  EXPECT_EQ(err(R"(, "stage_layers": [5, 3, 2, 2])"), "");
 }

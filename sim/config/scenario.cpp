@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "sim/config/merge.hpp"
+#include "strategies/placement.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/paths.hpp"
 
@@ -120,6 +121,22 @@ void parse_updates(Reader& r, Scenario& s) {
   p.algorithm = want;
 }
 
+// Fewer blocks for the pipeline stages that hold slow GPUs (a stage runs at its slowest GPU's pace).
+void rebalance_stages(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  if (p.pipeline < 2) r.fail("rebalance_stages", "needs pipeline parallelism (parallelism.pipeline > 1)");
+  if (!p.stage_blocks.empty()) r.fail("rebalance_stages", "parallelism.stage_layers already fixes the split");
+  if (p.virtual_stages > 1) r.fail("rebalance_stages", "uneven stages with virtual stages are not modelled");
+  const strategies::Placement place(p);
+  std::vector<double> slowdown(static_cast<std::size_t>(p.pipeline), 1.0);
+  for (int d = 0; d < p.data; ++d)
+    for (int st = 0; st < p.pipeline; ++st)
+      for (int t = 0; t < p.tensor; ++t)
+        for (const auto& [gpu, slow] : s.stragglers.slow_gpus)
+          if (gpu == place.gpu(d, st, t)) slowdown[static_cast<std::size_t>(st)] = std::max(slowdown[static_cast<std::size_t>(st)], slow);
+  p.stage_blocks = strategies::balance_stages(static_cast<int>(s.model.num_layers), slowdown);
+}
+
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
   const auto& m = s.model;
@@ -150,6 +167,21 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (chunks > m.num_layers)
     r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than model.num_layers ({})", p.pipeline,
                                    p.virtual_stages, m.num_layers));
+  if (r.has("stage_layers")) {
+    const Json& v = r.raw("stage_layers");
+    auto bad = [&](const std::string& why) { r.fail("stage_layers", why); };
+    if (!v.is_array() || static_cast<int>(v.size()) != p.pipeline)
+      bad(fmt::format("expected a list of {} block counts, one per pipeline stage", p.pipeline));
+    if (p.virtual_stages > 1) bad("uneven stages with virtual stages are not modelled");
+    std::int64_t sum = 0;
+    for (const auto& n : v) {
+      if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.num_layers)
+        bad("each stage needs a whole number of blocks, at least 1");
+      sum += n.get<std::int64_t>();
+      p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
+    }
+    if (sum != m.num_layers) bad(fmt::format("the stages hold {} blocks, but model.num_layers is {}", sum, m.num_layers));
+  }
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   if (p.sequence_parallel && p.tensor == 1) r.fail("sequence_parallel", "sequence parallelism needs tensor > 1");
   p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 3, 0));
@@ -333,6 +365,7 @@ Scenario load_scenario(const std::string& path) {
       f.bandwidth_fraction = e.number("bandwidth_fraction", Range{0.0, 1.0, true});
       sp.flapping_links.push_back(f);
     });
+    if (st->boolean("rebalance_stages", false)) rebalance_stages(*st, s);
     s.parallelism.backup_workers = static_cast<int>(st->integer("backup_workers", 0, s.parallelism.data - 1, 0));
     if (s.parallelism.backup_workers > 0 && s.parallelism.updates != strategies::Updates::Sync)
       st->fail("backup_workers", "backup workers drop late gradients from a synchronous step; these updates are asynchronous");
