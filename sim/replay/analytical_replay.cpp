@@ -14,7 +14,7 @@ Timeline replay_analytical(const ReplayInput& in) {
   out.network_model = "per-collective fair share, no contention between collectives";
   out.start.resize(g.tasks.size());
   out.end.resize(g.tasks.size());
-  std::map<std::tuple<int, int, std::vector<int>, double>, double> priced;  // identical collectives cost the same
+  std::map<std::tuple<int, int, std::vector<int>, double, int>, double> priced;  // identical collectives cost the same
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
     double start = 0;
@@ -30,7 +30,7 @@ Timeline replay_analytical(const ReplayInput& in) {
       duration = in.seconds(i);
     } else {
       const auto& c = t.collective;
-      auto key = std::make_tuple(static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes);
+      auto key = std::make_tuple(static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes, c.only);
       auto it = priced.find(key);
       if (it == priced.end()) {
         auto lowered = network::lower(in.platform, c, groups_of(g, c));

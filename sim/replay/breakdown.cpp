@@ -14,12 +14,20 @@ std::vector<std::vector<int>> groups_of(const taskgraph::TaskGraph& g, const tas
 
 namespace {
 
+// A stage-to-stage transfer, or the tensor group's gather right after one.
+bool from_other_stage(const taskgraph::TaskGraph& g, const taskgraph::Task& task) {
+  if (!task.is_collective) return false;
+  if (task.collective.op == taskgraph::CollectiveOp::SendRecv) return true;
+  return task.collective.op == taskgraph::CollectiveOp::AllGather && task.deps.size() == 1 &&
+         g.tasks[static_cast<std::size_t>(task.deps[0])].is_collective &&
+         g.tasks[static_cast<std::size_t>(task.deps[0])].collective.op == taskgraph::CollectiveOp::SendRecv;
+}
+
 // What a wait for task `d` is charged to.
 double* charge_for(const taskgraph::TaskGraph& g, std::size_t d, int rank, Breakdown& b) {
   const auto& task = g.tasks[d];
   if (task.category == taskgraph::Category::Input) return &b.input_stall;
-  if (task.is_collective)
-    return task.collective.op == taskgraph::CollectiveOp::SendRecv ? &b.pipeline_bubble : &b.exposed_communication;
+  if (task.is_collective) return from_other_stage(g, task) ? &b.pipeline_bubble : &b.exposed_communication;
   return task.rank == rank ? &b.straggler_wait : &b.pipeline_bubble;
 }
 
@@ -72,7 +80,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
       for (int d : task.deps)
         if (waited == i || t.end[static_cast<std::size_t>(d)] > t.end[waited]) waited = static_cast<std::size_t>(d);
       const auto& w = g.tasks[waited];
-      if (waited != i && w.is_collective && w.collective.op != taskgraph::CollectiveOp::SendRecv) {
+      if (waited != i && w.is_collective && !from_other_stage(g, w)) {
         // Until slower GPUs' compute reached the collective (or the collectives it queues behind)
         // it waited for them; the rest of the wait is for the network.
         const double late = std::clamp(others_ready(g, t, waited, b.rank, memo) - now, 0.0, t.start[i] - now);
