@@ -69,3 +69,60 @@ TEST(SimGridPhases, HalvingDoublingMatchesClosedForm) {
   auto t = replay::replay_simgrid({g, none, pf});
   EXPECT_NEAR(t.makespan / (2 * 6 * 5e-6 + 2.0 * 63 / 64 * 1e9 / 25e9), 1.0, 0.01);
 }
+
+namespace {
+
+// One ring all-reduce on every GPU of `c`, replayed on SimGrid and priced analytically.
+std::pair<double, double> both_backends(const network::ClusterSpec& c, double bytes) {
+  network::Platform pf(c);
+  taskgraph::TaskGraph g;
+  g.num_ranks = c.num_gpus();
+  std::vector<int> ranks;
+  for (int i = 0; i < c.num_gpus(); ++i) ranks.push_back(i);
+  int grp = g.add_group(ranks);
+  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, {grp}, bytes}, "ar", {});
+  std::vector<double> none;
+  const double analytical = network::analytical_time(
+      pf, network::lower(pf, taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, bytes, ranks));
+  return {replay::replay_simgrid({g, none, pf}).makespan, analytical};
+}
+
+network::ClusterSpec topology_node(network::Fabric f) {
+  network::ClusterSpec c = test::flat_cluster(2);
+  c.gpus_per_node = 4;
+  c.nics_per_node = 4;
+  c.fabric = f;
+  c.topology = network::Topology::RailOptimized;
+  c.oversubscription = 4;
+  return c;
+}
+
+}  // namespace
+
+TEST(SimGridTopology, NvlinkRingNodesAgreeWithTheAnalyticalModel) {
+  auto [simgrid, analytical] = both_backends(topology_node(network::Fabric::NvLinkRing), 1e9);
+  EXPECT_NEAR(simgrid / analytical, 1.0, 0.01);
+}
+
+TEST(SimGridTopology, PcieNodesAndRailsAgreeWithTheAnalyticalModel) {
+  auto [simgrid, analytical] = both_backends(topology_node(network::Fabric::Pcie), 1e9);
+  EXPECT_NEAR(simgrid / analytical, 1.0, 0.01);
+}
+
+TEST(SimGridTopology, CrossRailTrafficClimbsThroughTheSpine) {
+  // GPU 0 (rail 0) sends to GPU 4 of the next node (rail 0), then to GPU 5 (rail 1).
+  network::ClusterSpec c = topology_node(network::Fabric::NvSwitch);
+  c.oversubscription = 16;  // rail uplinks of 2 x 25 / 16 GB/s
+  network::Platform pf(c);
+  taskgraph::TaskGraph g;
+  g.num_ranks = c.num_gpus();
+  int same = g.add_group({0, 4}), cross = g.add_group({0, 5});
+  int a = g.add_collective({taskgraph::CollectiveOp::SendRecv, taskgraph::Algorithm::Ring, {same}, 1e9}, "same rail", {});
+  int b = g.add_collective({taskgraph::CollectiveOp::SendRecv, taskgraph::Algorithm::Ring, {cross}, 1e9}, "cross", {a});
+  std::vector<double> none;
+  auto t = replay::replay_simgrid({g, none, pf});
+  const double same_s = t.end[static_cast<std::size_t>(a)] - t.start[static_cast<std::size_t>(a)];
+  const double cross_s = t.end[static_cast<std::size_t>(b)] - t.start[static_cast<std::size_t>(b)];
+  EXPECT_NEAR(same_s, 1e9 / 25e9 + 5e-6, 1e-6);
+  EXPECT_NEAR(cross_s, 1e9 / (2 * 25e9 / 16) + 5e-6, 1e-6);
+}

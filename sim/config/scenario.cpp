@@ -54,8 +54,13 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
     r.fail("nodes", fmt::format("{} nodes x {} GPUs is more than {} GPUs", c.nodes, c.gpus_per_node, kMaxGpus));
   Reader intra = r.object("intra_node");
   std::string fabric = intra.choice("fabric", {"nvswitch", "nvlink-ring", "pcie"}, "nvswitch");
-  if (fabric != "nvswitch") intra.fail("fabric", "only \"nvswitch\" is modelled so far (nvlink-ring and pcie: issue #4)");
-  c.fabric = network::Fabric::NvSwitch;
+  c.fabric = fabric == "pcie" ? network::Fabric::Pcie : fabric == "nvlink-ring" ? network::Fabric::NvLinkRing : network::Fabric::NvSwitch;
+  if (c.fabric == network::Fabric::NvLinkRing && c.gpus_per_node < 3)
+    intra.fail("fabric", "an NVLink ring needs at least 3 GPUs per node");
+  // A PCIe node's GPUs talk through the host bridge; by default it carries one GPU link's worth.
+  const auto bridge = intra.optional_quantity("host_bridge_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+  if (bridge && c.fabric != network::Fabric::Pcie) intra.fail("fabric", "host_bridge_bandwidth is for \"pcie\" nodes");
+  c.host_bridge_bandwidth = bridge.value_or(0.0);
   c.intra_bandwidth = intra.quantity("bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
   c.intra_efficiency = intra.number("efficiency", Range{0.0, 1.0, true}, 1.0);
@@ -69,8 +74,9 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
   c.inter_latency = inter.quantity("latency", Dimension::Time, Range{0.0, 1.0});
   c.inter_efficiency = inter.number("efficiency", Range{0.0, 1.0, true}, 1.0);
   std::string topo = inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch"}, "fat-tree");
-  if (topo == "rail-optimized") inter.fail("topology", "\"rail-optimized\" is not modelled yet (issue #4)");
-  c.topology = topo == "single-switch" ? network::Topology::SingleSwitch : network::Topology::FatTree;
+  c.topology = topo == "single-switch"    ? network::Topology::SingleSwitch
+               : topo == "rail-optimized" ? network::Topology::RailOptimized
+                                          : network::Topology::FatTree;
   c.oversubscription = inter.number("oversubscription", Range{1.0, 1000.0}, 1.0);
   if (auto ps = r.optional_object("parameter_servers")) {
     c.ps_servers = static_cast<int>(ps->integer("count", 1, 65536));

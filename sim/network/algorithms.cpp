@@ -89,7 +89,17 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
       const std::size_t entry = static_cast<std::size_t>(c) * n / static_cast<std::size_t>(channels);
       for (std::size_t i = 0; i < n; ++i) order.push_back(members[(entry + i) % n]);
     }
-    for (int i = 0; i < p; ++i) b.hop(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>((i + 1) % p)], per_hop);
+    for (int i = 0; i < p; ++i) {
+      const int from = order[static_cast<std::size_t>(i)], to = order[static_cast<std::size_t>((i + 1) % p)];
+      if (pf.node_of(from) == pf.node_of(to)) {
+        b.hop(from, to, per_hop);
+      } else {
+        // NCCL keeps a channel on one rail: the sending node hands the data to the NIC on the
+        // receiving GPU's rail (PXN), so the hop never crosses between rails.
+        const int twin = pf.node_of(from) * pf.spec().gpus_per_node + pf.local_of(to);
+        b.raw(pf.nic_endpoint(twin), pf.nic_endpoint(to), per_hop);
+      }
+    }
   }
   b.end_phase(passes * (p - 1));
   return b.done();

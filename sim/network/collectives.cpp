@@ -140,18 +140,22 @@ double analytical_time(const Platform& pf, const LoweredCollective& lc) {
   std::vector<double> load(pf.links().size() * 2, 0.0);  // bytes per link direction: 2l up, 2l+1 down
   for (const auto& ph : lc.phases) {
     std::fill(load.begin(), load.end(), 0.0);
+    std::vector<std::vector<Hop>> routes;
+    routes.reserve(ph.flows.size());
+    auto slot = [](const Hop& h) { return static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1); };
     for (const auto& f : ph.flows) {
-      for (int l : pf.endpoint_links(f.src)) load[static_cast<std::size_t>(l) * 2] += f.bytes;
-      for (int l : pf.endpoint_links(f.dst)) load[static_cast<std::size_t>(l) * 2 + 1] += f.bytes;
+      routes.push_back(pf.route(f.src, f.dst));
+      for (const auto& h : routes.back()) load[slot(h)] += f.bytes;
     }
     double worst = 0;
-    for (const auto& f : ph.flows) {
-      double t = 0;
-      for (int l : pf.endpoint_links(f.src))
-        t = std::max(t, load[static_cast<std::size_t>(l) * 2] / pf.links()[static_cast<std::size_t>(l)].bandwidth);
-      for (int l : pf.endpoint_links(f.dst))
-        t = std::max(t, load[static_cast<std::size_t>(l) * 2 + 1] / pf.links()[static_cast<std::size_t>(l)].bandwidth);
-      worst = std::max(worst, t + pf.route_latency(f.src, f.dst));
+    for (const auto& r : routes) {
+      double t = 0, latency = 0;
+      for (const auto& h : r) {
+        const auto& link = pf.links()[static_cast<std::size_t>(h.link)];
+        t = std::max(t, load[slot(h)] / link.bandwidth);
+        latency += link.latency;
+      }
+      worst = std::max(worst, t + latency);
     }
     total += worst + ph.latency;
   }

@@ -23,18 +23,45 @@ const char* to_string(Topology t) {
 }
 
 Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
-  if (spec.fabric != Fabric::NvSwitch) throw std::invalid_argument("only the nvswitch fabric is modelled so far");
-  const int gpus = spec.num_gpus();
+  const int gpus = spec.num_gpus(), per_node = spec.gpus_per_node;
   endpoint_links_.resize(static_cast<std::size_t>(gpus + spec.nodes * spec.nics_per_node));
-  // Each GPU's NVSwitch port; the switch itself does not block. Latency is split over both ends;
-  // bandwidth is what collectives reach of the line rate (protocol overhead, measured by nccl-tests).
-  for (int g = 0; g < gpus; ++g) {
-    links_.push_back({"nvl" + std::to_string(g), spec.intra_bandwidth * spec.intra_efficiency, spec.intra_latency / 2});
-    endpoint_links_[static_cast<std::size_t>(g)] = {static_cast<int>(links_.size()) - 1};
+  // Bandwidth is what collectives reach of the line rate (protocol overhead, measured by nccl-tests).
+  const double intra = spec.intra_bandwidth * spec.intra_efficiency;
+  std::vector<int> own_pcie;  // PCIe nodes: the GPU's one link carries peer and host traffic alike
+  if (spec.fabric == Fabric::NvSwitch) {
+    // Each GPU's NVSwitch port; the switch itself does not block. Latency is split over both ends.
+    for (int g = 0; g < gpus; ++g) {
+      links_.push_back({"nvl" + std::to_string(g), intra, spec.intra_latency / 2});
+      endpoint_links_[static_cast<std::size_t>(g)] = {static_cast<int>(links_.size()) - 1};
+    }
+  } else if (spec.fabric == Fabric::NvLinkRing) {
+    // One NVLink between neighbours; a transfer to a farther GPU crosses every link on the way.
+    ring_base_ = static_cast<int>(links_.size());
+    for (int n = 0; n < spec.nodes; ++n)
+      for (int i = 0; i < per_node; ++i)
+        links_.push_back({"ring" + std::to_string(n) + "." + std::to_string(i), intra, spec.intra_latency});
+  } else {
+    // Peer traffic leaves through the GPU's PCIe link and crosses the node's host bridge.
+    const int bridge0 = static_cast<int>(links_.size());
+    const double bridge = spec.host_bridge_bandwidth > 0 ? spec.host_bridge_bandwidth : spec.intra_bandwidth;
+    for (int n = 0; n < spec.nodes; ++n) links_.push_back({"bridge" + std::to_string(n), bridge * spec.intra_efficiency, 0});
+    for (int g = 0; g < gpus; ++g) {
+      links_.push_back({"pcie" + std::to_string(g), intra, spec.intra_latency / 2});
+      own_pcie.push_back(static_cast<int>(links_.size()) - 1);
+      endpoint_links_[static_cast<std::size_t>(g)] = {own_pcie.back(), bridge0 + g / per_node};
+    }
   }
   // An oversubscribed fabric is modelled as one uplink per node carrying all its NICs' traffic at
   // nics x bandwidth / oversubscription: a leaf switch with fewer uplinks than downlinks.
   const bool oversubscribed = spec.topology == Topology::FatTree && spec.oversubscription > 1.0;
+  if (spec.topology == Topology::RailOptimized) {
+    // NIC j of every node hangs off rail switch j; between rails traffic climbs to the spine
+    // through the rail's uplinks, all of a rail's NICs' worth over the oversubscription.
+    rail_base_ = static_cast<int>(links_.size());
+    for (int j = 0; j < spec.nics_per_node; ++j)
+      links_.push_back({"rail" + std::to_string(j),
+                        spec.nodes * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription, 0});
+  }
   for (int n = 0; n < spec.nodes; ++n) {
     int uplink = -1;
     if (oversubscribed) {
@@ -59,7 +86,8 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
     add_endpoint({link("ps" + std::to_string(k), spec.ps_nic_bandwidth * spec.inter_efficiency, spec.inter_latency / 2)});
   // Host memory is a link too: a host's CPU sums what its GPUs send at memory bandwidth.
   pcie_base_ = num_endpoints();
-  for (int g = 0; g < gpus; ++g) add_endpoint({link("pcie" + std::to_string(g), spec.pcie_bandwidth, 1e-6)});
+  for (int g = 0; g < gpus; ++g)
+    add_endpoint({own_pcie.empty() ? link("pcie" + std::to_string(g), spec.pcie_bandwidth, 1e-6) : own_pcie[static_cast<std::size_t>(g)]});
   host_base_ = num_endpoints();
   for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("host" + std::to_string(n), spec.host_memory_bandwidth, 1e-6)});
 }
@@ -83,10 +111,45 @@ std::string Platform::endpoint_name(int endpoint) const {
   return "nic" + std::to_string(k / spec_.nics_per_node) + "." + std::to_string(k % spec_.nics_per_node);
 }
 
+int Platform::ring_link(int node, int local) const {
+  return ring_base_ < 0 ? -1 : ring_base_ + node * spec_.gpus_per_node + local;
+}
+
+int Platform::rail_of(int endpoint) const {
+  const int gpus = spec_.num_gpus();
+  if (rail_base_ < 0 || endpoint < gpus || endpoint >= gpus + spec_.nodes * spec_.nics_per_node) return -1;
+  return (endpoint - gpus) % spec_.nics_per_node;
+}
+
+int Platform::rail_uplink(int rail) const { return rail_base_ < 0 ? -1 : rail_base_ + rail; }
+
+std::vector<Hop> Platform::route(int src, int dst) const {
+  std::vector<Hop> r;
+  const int gpus = spec_.num_gpus();
+  if (ring_base_ >= 0 && src < gpus && dst < gpus) {
+    if (node_of(src) != node_of(dst)) throw std::logic_error("GPUs of different nodes talk through their NICs");
+    // The shorter way around the ring (ties go up).
+    const int g = spec_.gpus_per_node, a = local_of(src), n = node_of(src);
+    const int up = (local_of(dst) - a + g) % g;
+    if (up <= g - up)
+      for (int k = 0; k < up; ++k) r.push_back({ring_link(n, (a + k) % g), true});
+    else
+      for (int k = 0; k < g - up; ++k) r.push_back({ring_link(n, (a - k - 1 + g) % g), false});
+    return r;
+  }
+  for (int l : endpoint_links(src)) r.push_back({l, true});
+  const int ra = rail_of(src), rb = rail_of(dst);
+  if (rail_base_ >= 0 && ra != rb) {
+    if (ra >= 0) r.push_back({rail_uplink(ra), true});
+    if (rb >= 0) r.push_back({rail_uplink(rb), false});
+  }
+  for (int l : endpoint_links(dst)) r.push_back({l, false});
+  return r;
+}
+
 double Platform::route_latency(int src, int dst) const {
   double l = 0;
-  for (int i : endpoint_links(src)) l += links_[static_cast<std::size_t>(i)].latency;
-  for (int i : endpoint_links(dst)) l += links_[static_cast<std::size_t>(i)].latency;
+  for (const auto& h : route(src, dst)) l += links_[static_cast<std::size_t>(h.link)].latency;
   return l;
 }
 

@@ -2,9 +2,11 @@
 #include <string>
 #include <vector>
 
-// The cluster as endpoints and links, independent of any simulator. Every endpoint reaches a
-// central non-blocking point through its own list of links (a star), each link full duplex with
-// the same bandwidth per direction: a route from A to B is A's links then B's links.
+// The cluster as endpoints and links, independent of any simulator. Mostly a star: every endpoint
+// reaches a central non-blocking point through its own list of links, each link full duplex with
+// the same bandwidth per direction, and a route from A to B is A's links up then B's links down.
+// Two exceptions: GPUs of an NVLink-ring node reach each other around their ring, and with a
+// rail-optimised fabric NICs on different rails also cross their rails' spine uplinks.
 namespace dtsim::network {
 
 enum class Fabric { NvSwitch, NvLinkRing, Pcie };
@@ -16,6 +18,8 @@ struct ClusterSpec {
   Fabric fabric = Fabric::NvSwitch;
   double intra_bandwidth = 0, intra_latency = 0;  // per GPU, per direction; end to end
   double intra_efficiency = 1.0;                  // fraction of line rate collectives reach
+  // PCIe nodes: what GPU-to-GPU traffic shares on its way through the host (root complex).
+  double host_bridge_bandwidth = 0;
   int nics_per_node = 1;
   double nic_bandwidth = 0, inter_latency = 0;  // per NIC, per direction; end to end
   double inter_efficiency = 1.0;
@@ -37,6 +41,12 @@ struct Link {
   std::string name;
   double bandwidth = 0;  // bytes/s per direction
   double latency = 0;    // seconds
+};
+
+// One link of a route and the direction it is crossed in ("up": away from the source's side).
+struct Hop {
+  int link = 0;
+  bool up = true;
 };
 
 class Platform {
@@ -61,13 +71,22 @@ class Platform {
   int pcie_endpoint(int gpu) const { return pcie_base_ + gpu; }
   int host_endpoint(int node) const { return host_base_ + node; }
 
+  std::vector<Hop> route(int src, int dst) const;
   double route_latency(int src, int dst) const;
+
+  // The non-star parts, for a simulator that builds them. The link from local GPU i to GPU i + 1
+  // of an NVLink-ring node (crossed "up" that way, "down" back); -1 on other fabrics.
+  int ring_link(int node, int local) const;
+  // Rail-optimised: the NIC endpoint's rail and each rail's spine uplink; -1 elsewhere.
+  int rail_of(int endpoint) const;
+  int rail_uplink(int rail) const;
 
  private:
   ClusterSpec spec_;
   std::vector<Link> links_;
   std::vector<std::vector<int>> endpoint_links_;
   int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0;
+  int ring_base_ = -1, rail_base_ = -1;
   int add_endpoint(std::vector<int> links);
 };
 

@@ -61,20 +61,64 @@ Timeline replay_simgrid(const ReplayInput& in) {
     }
     links.push_back(link->seal());
   }
+  // Most endpoints hang off the star. An NVLink-ring node's GPUs sit in a zone of their own with a
+  // route for every pair around the ring; a rail's NICs sit in a star of their own whose gateway
+  // reaches the spine through the rail's uplink.
+  auto up = [](bool u) { return u ? sg4::LinkInRoute::Direction::UP : sg4::LinkInRoute::Direction::DOWN; };
+  const int gpus = pf.spec().num_gpus(), per_node = pf.spec().gpus_per_node;
+  std::vector<sg4::NetZone*> node_zones, rail_zones;
+  std::vector<simgrid::kernel::routing::NetPoint*> rail_gateways;
+  if (pf.ring_link(0, 0) >= 0)
+    for (int n = 0; n < pf.spec().nodes; ++n) {
+      auto* nz = sg4::create_full_zone("node" + std::to_string(n));
+      nz->set_parent(zone);
+      node_zones.push_back(nz);
+    }
+  if (pf.rail_uplink(0) >= 0)
+    for (int j = 0; j < pf.spec().nics_per_node; ++j) {
+      auto* rz = sg4::create_star_zone("rail" + std::to_string(j));
+      rz->set_parent(zone);
+      auto* gw = rz->create_router("rail" + std::to_string(j) + "-gw");
+      rz->add_route(gw, nullptr, nullptr, nullptr, {}, true);
+      rail_gateways.push_back(gw);
+      rail_zones.push_back(rz);
+    }
   std::vector<sg4::Host*> hosts;
   hosts.reserve(static_cast<std::size_t>(pf.num_endpoints()));
   for (int e = 0; e < pf.num_endpoints(); ++e) {
-    auto* h = zone->create_host(pf.endpoint_name(e), kSpeed);
+    sg4::NetZone* home = zone;
+    if (!node_zones.empty() && e < gpus) home = node_zones[static_cast<std::size_t>(e / per_node)];
+    if (pf.rail_of(e) >= 0) home = rail_zones[static_cast<std::size_t>(pf.rail_of(e))];
+    auto* h = home->create_host(pf.endpoint_name(e), kSpeed);
     if (auto it = throttle_of_host.find(e); it != throttle_of_host.end()) {
       const auto& t = *it->second;  // speed profile values are fractions of the peak
       h->set_speed_profile(profile::ProfileBuilder::from_string(
           h->get_name() + ".throttle", fmt::format("0 1.0\n{} {}\n{} 1.0\n", t.start_s, 1.0 / t.slowdown, t.start_s + t.duration_s), -1));
     }
     h->seal();
-    std::vector<sg4::LinkInRoute> route;
-    for (int l : pf.endpoint_links(e)) route.emplace_back(links[static_cast<std::size_t>(l)], sg4::LinkInRoute::Direction::UP);
-    zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, route, true);
     hosts.push_back(h);
+    if (home == zone || pf.rail_of(e) >= 0) {
+      std::vector<sg4::LinkInRoute> route;
+      for (int l : pf.endpoint_links(e)) route.emplace_back(links[static_cast<std::size_t>(l)], sg4::LinkInRoute::Direction::UP);
+      home->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, route, true);
+    }
+  }
+  for (std::size_t n = 0; n < node_zones.size(); ++n) {
+    for (int a = 0; a < per_node; ++a)
+      for (int b = 0; b < per_node; ++b) {
+        if (a == b) continue;
+        const int ga = static_cast<int>(n) * per_node + a, gb = static_cast<int>(n) * per_node + b;
+        std::vector<sg4::LinkInRoute> route;
+        for (const auto& hop : pf.route(ga, gb)) route.emplace_back(links[static_cast<std::size_t>(hop.link)], up(hop.up));
+        node_zones[n]->add_route(hosts[static_cast<std::size_t>(ga)]->get_netpoint(), hosts[static_cast<std::size_t>(gb)]->get_netpoint(),
+                                 nullptr, nullptr, route, false);
+      }
+    node_zones[n]->seal();
+  }
+  for (std::size_t j = 0; j < rail_zones.size(); ++j) {
+    rail_zones[j]->seal();
+    const std::vector<sg4::LinkInRoute> uplink{{links[static_cast<std::size_t>(pf.rail_uplink(static_cast<int>(j)))], up(true)}};
+    zone->add_route(rail_zones[j]->get_netpoint(), nullptr, rail_gateways[j], nullptr, uplink, true);
   }
   // Fixed delays (collective step latencies) run here, on enough cores never to share one.
   auto* clock = zone->create_host("clock", kSpeed)->set_core_count(1 << 16)->seal();
