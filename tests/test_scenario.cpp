@@ -109,3 +109,15 @@ TEST(Scenario, EveryShippedScenarioLoads) {
     EXPECT_NO_THROW(config::load_scenario(entry.path().string())) << entry.path();
   }
 }
+
+TEST(Scenario, FabricsAndBackgroundTrafficAreChecked) {
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "cluster": {"background_traffic": {"nic": 1.5}}})").pointer(),
+            "/cluster/background_traffic/nic");
+  // The base cluster is fat-tree without oversubscription: no uplinks to load.
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "cluster": {"background_traffic": {"uplink": 0.5}}})").pointer(),
+            "/cluster/background_traffic/uplink");
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "cluster": {"intra_node": {"host_bridge_bandwidth_GBps": 50}}})").pointer(),
+            "/cluster/intra_node/fabric");
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "cluster": {"gpus_per_node": 2, "nodes": 4,
+      "inter_node": {"nics_per_node": 2}, "intra_node": {"fabric": "nvlink-ring"}}})").pointer(), "/cluster/intra_node/fabric");
+}

@@ -100,3 +100,12 @@ TEST(RailOptimized, SameRailIsOneHopOtherRailsClimbToTheSpine) {
   flat.oversubscription = 1;
   EXPECT_NEAR(all_reduce(pf, 1e9, iota(16)), all_reduce(network::Platform(flat), 1e9, iota(16)), 1e-12);
 }
+
+TEST(BackgroundTraffic, TakesItsShareOfTheLinks) {
+  network::ClusterSpec c = test::flat_cluster(8);
+  c.inter_latency = 0;
+  const double calm = all_reduce(network::Platform(c), 1e9, iota(8));
+  c.background_nic = 0.3;
+  // Bandwidth-bound: 1 / (1 - 0.3) as long.
+  EXPECT_NEAR(all_reduce(network::Platform(c), 1e9, iota(8)) / calm, 1 / 0.7, 1e-9);
+}

@@ -86,6 +86,18 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
   if (c.topology == network::Topology::SingleSwitch && c.oversubscription != 1.0)
     inter.fail("oversubscription", "a single switch is not oversubscribed; use \"fat-tree\"");
   inter.finish();
+  if (auto bg = r.optional_object("background_traffic")) {
+    // Other jobs on the same network: the share of each kind of link they keep busy.
+    const Range share{0.0, 0.99};
+    c.background_intra = bg->number("intra_node", share, 0.0);
+    c.background_nic = bg->number("nic", share, 0.0);
+    c.background_uplink = bg->number("uplink", share, 0.0);
+    const bool uplinks = c.topology == network::Topology::RailOptimized ||
+                         (c.topology == network::Topology::FatTree && c.oversubscription > 1.0);
+    if (c.background_uplink > 0 && !uplinks)
+      bg->fail("uplink", "this fabric has no shared uplinks (rail-optimized, or fat-tree with oversubscription > 1)");
+    bg->finish();
+  }
   r.finish();
   return c;
 }

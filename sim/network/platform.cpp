@@ -26,7 +26,7 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   const int gpus = spec.num_gpus(), per_node = spec.gpus_per_node;
   endpoint_links_.resize(static_cast<std::size_t>(gpus + spec.nodes * spec.nics_per_node));
   // Bandwidth is what collectives reach of the line rate (protocol overhead, measured by nccl-tests).
-  const double intra = spec.intra_bandwidth * spec.intra_efficiency;
+  const double intra = spec.intra_bandwidth * spec.intra_efficiency * (1 - spec.background_intra);
   std::vector<int> own_pcie;  // PCIe nodes: the GPU's one link carries peer and host traffic alike
   if (spec.fabric == Fabric::NvSwitch) {
     // Each GPU's NVSwitch port; the switch itself does not block. Latency is split over both ends.
@@ -44,7 +44,8 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
     // Peer traffic leaves through the GPU's PCIe link and crosses the node's host bridge.
     const int bridge0 = static_cast<int>(links_.size());
     const double bridge = spec.host_bridge_bandwidth > 0 ? spec.host_bridge_bandwidth : spec.intra_bandwidth;
-    for (int n = 0; n < spec.nodes; ++n) links_.push_back({"bridge" + std::to_string(n), bridge * spec.intra_efficiency, 0});
+    for (int n = 0; n < spec.nodes; ++n)
+      links_.push_back({"bridge" + std::to_string(n), bridge * spec.intra_efficiency * (1 - spec.background_intra), 0});
     for (int g = 0; g < gpus; ++g) {
       links_.push_back({"pcie" + std::to_string(g), intra, spec.intra_latency / 2});
       own_pcie.push_back(static_cast<int>(links_.size()) - 1);
@@ -60,17 +61,22 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
     rail_base_ = static_cast<int>(links_.size());
     for (int j = 0; j < spec.nics_per_node; ++j)
       links_.push_back({"rail" + std::to_string(j),
-                        spec.nodes * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription, 0});
+                        spec.nodes * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription *
+                            (1 - spec.background_uplink),
+                        0});
   }
   for (int n = 0; n < spec.nodes; ++n) {
     int uplink = -1;
     if (oversubscribed) {
       links_.push_back({"up" + std::to_string(n),
-                        spec.nics_per_node * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription, 0});
+                        spec.nics_per_node * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription *
+                            (1 - spec.background_uplink),
+                        0});
       uplink = static_cast<int>(links_.size()) - 1;
     }
     for (int j = 0; j < spec.nics_per_node; ++j) {
-      links_.push_back({"nic" + std::to_string(n) + "." + std::to_string(j), spec.nic_bandwidth * spec.inter_efficiency,
+      links_.push_back({"nic" + std::to_string(n) + "." + std::to_string(j),
+                        spec.nic_bandwidth * spec.inter_efficiency * (1 - spec.background_nic),
                         spec.inter_latency / 2});
       auto& l = endpoint_links_[static_cast<std::size_t>(gpus + n * spec.nics_per_node + j)];
       l = {static_cast<int>(links_.size()) - 1};

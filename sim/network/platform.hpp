@@ -31,6 +31,9 @@ struct ClusterSpec {
   // Each node's host: GPUs reach its memory over their own PCIe link (central storage).
   double pcie_bandwidth = 16e9;
   double host_memory_bandwidth = 200e9;
+  // Other jobs' traffic: the share of bandwidth it takes on the node fabric, the NICs and the
+  // uplinks above them (fat-tree leaves, rail spines).
+  double background_intra = 0, background_nic = 0, background_uplink = 0;
   int num_gpus() const { return nodes * gpus_per_node; }
 };
 
