@@ -260,7 +260,13 @@ TEST(Cli, ProfileWritesATableARunCanUse) {
   auto run = dtsim_cli("run " + scenario("cpu/tiny-gpt-cpu.json") + " --format json -o " + dir.path("o"), dir);
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_GT(nlohmann::json::parse(run.out)["compute_source"]["measured_share"].get<double>(), 0.9999);
-  EXPECT_EQ(dtsim_cli("profile --device cuda", dir).code, 2);
+  // No GPU here (or no CUDA in this build): a clear error, exit 2, and no table written.
+  auto cuda = dtsim_cli("profile --device cuda -o " + dir.path("gpu.json"), dir);
+  EXPECT_EQ(cuda.code, 2);
+  EXPECT_NE(cuda.err.find("--device"), std::string::npos) << cuda.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path("gpu.json")));
+  EXPECT_EQ(dtsim_cli("profile --device cpu --dtype bf16 -o " + dir.path("c.json"), dir).code, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir.path("c.json")));
 }
 
 TEST(Cli, SlowLoaderShowsAsInputStall) {

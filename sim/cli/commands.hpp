@@ -25,6 +25,7 @@ struct CollectiveOptions {
 
 struct ProfileOptions {
   std::string device = "cpu", model, scenario, out = "kernel_table.json";
+  std::string dtype;  // default: fp32 on the CPU, bf16 on a GPU
   std::int64_t micro_batch = 0;  // 0: the scenario's, or 1
   int repeats = 5;
 };

@@ -60,7 +60,10 @@ int main(int argc, char** argv) {
 
   cli::ProfileOptions prof;
   auto* prof_cmd = app.add_subcommand("profile", "time the kernels a model needs on this machine; write a kernel table");
-  prof_cmd->add_option("--device", prof.device, "cpu (cuda needs a CUDA build)")->check(CLI::IsMember({"cpu", "cuda"}));
+  prof_cmd->add_option("--device", prof.device, "cpu, or cuda (a CUDA build on a machine with a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  prof_cmd->add_option("--dtype", prof.dtype, "GEMM precision on a GPU: bf16 (default), fp16, tf32, fp32; the CPU times fp32")
+      ->check(CLI::IsMember({"bf16", "fp16", "tf32", "fp32"}));
   prof_cmd->add_option("--model", prof.model, "model preset (default tiny-gpt)");
   prof_cmd->add_option("--scenario", prof.scenario, "take model, micro-batch and slicing from this scenario");
   prof_cmd->add_option("--micro-batch", prof.micro_batch, "micro-batch size")->check(CLI::Range(1, 1 << 20));

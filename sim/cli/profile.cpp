@@ -7,17 +7,22 @@
 #include "sim/core/errors.hpp"
 #include "sim/core/files.hpp"
 #include "sim/profile/cpu_profiler.hpp"
+#include "sim/profile/gpu_profiler.hpp"
 #include "strategies/memory.hpp"
 
 namespace dtsim::cli {
 
 int profile(const ProfileOptions& o) {
-  if (o.device != "cpu")
-    throw InputError("", "--device", "this dtsim was built without CUDA; only --device cpu can be profiled");
+  const bool gpu = o.device == "cuda";
+  std::string why;
+  if (gpu && !profile::gpu_available(why)) throw InputError("", "--device", why);
+  const std::string dtype = o.dtype.empty() ? (gpu ? "bf16" : "fp32") : o.dtype;
+  if (!gpu && dtype != "fp32") throw InputError("", "--dtype", "the CPU profile times fp32 (Eigen)");
   if (!o.model.empty() && !o.scenario.empty()) throw InputError("", "--model", "give --model or --scenario, not both");
+  const bool half = dtype == "bf16" || dtype == "fp16";
   models::TransformerSpec spec;
   models::BuildOptions opts;
-  opts.activation_bytes = 4;  // Eigen times fp32
+  opts.activation_bytes = half ? 2 : 4;
   if (!o.scenario.empty()) {
     const auto s = config::load_scenario(o.scenario);
     spec = s.model;
@@ -38,11 +43,11 @@ int profile(const ProfileOptions& o) {
     }
     if (l.params() > 0) kernels.push_back(models::grad_accumulate_kernel(l.params(), opts.activation_bytes));
   }
-  kernels.push_back(models::optimizer_kernel(models::OptimizerKind::Adam, g.params(), false));
+  kernels.push_back(models::optimizer_kernel(models::OptimizerKind::Adam, g.params(), half));
   profile::Options po;
   po.repeats = o.repeats;
-  std::cerr << fmt::format("profiling {} ({} kernels) on the CPU...\n", spec.name, kernels.size());
-  auto table = profile::profile_cpu(kernels, po);
+  std::cerr << fmt::format("profiling {} ({} kernels) on the {}...\n", spec.name, kernels.size(), gpu ? "GPU" : "CPU");
+  auto table = gpu ? profile::profile_gpu(kernels, dtype, po) : profile::profile_cpu(kernels, po);
   table.provenance["model"] = spec.name;
   table.provenance["micro_batch"] = opts.micro_batch;
   write_file_atomic(o.out, table.to_json().dump(2) + "\n");

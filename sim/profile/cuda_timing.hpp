@@ -1,0 +1,26 @@
+#pragma once
+#include <cstdint>
+#include <string>
+
+// Kernel timing on an NVIDIA GPU through cuBLAS and CUDA events. Plain C++ so the rest of the
+// project never sees a CUDA header; without CUDA at build time every call reports it is absent.
+namespace dtsim::profile::cuda {
+
+struct DeviceInfo {
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int driver_version = 0, runtime_version = 0, cublas_version = 0;
+  int sm_clock_mhz = 0, memory_clock_mhz = 0, sm_count = 0;
+};
+
+// Whether a GPU can be used; `why` says why not.
+bool probe(DeviceInfo& info, std::string& why);
+
+// Median seconds of `batch` GEMMs C[m,n] = A[m,k] B[k,n] in `dtype` (bf16, fp16, tf32 or fp32),
+// after `warmup` untimed runs.
+double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const std::string& dtype,
+                 int warmup, int repeats);
+// Median seconds of a streaming kernel y = a x + y over `bytes` (12 bytes per fp32 element).
+double time_stream(double bytes, int warmup, int repeats);
+
+}  // namespace dtsim::profile::cuda

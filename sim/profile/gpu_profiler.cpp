@@ -1,0 +1,52 @@
+#include "sim/profile/gpu_profiler.hpp"
+
+#include <ctime>
+#include <set>
+#include <tuple>
+
+#include "sim/profile/cuda_timing.hpp"
+
+namespace dtsim::profile {
+
+bool gpu_available(std::string& why) {
+  cuda::DeviceInfo info;
+  return cuda::probe(info, why);
+}
+
+cost::KernelTable profile_gpu(const std::vector<models::Kernel>& kernels, const std::string& dtype, const Options& o) {
+  cuda::DeviceInfo info;
+  std::string why;
+  if (!cuda::probe(info, why)) throw std::runtime_error(why);
+  cost::KernelTable t;
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  t.provenance = {{"device", "cuda"},
+                  {"gpu", info.name},
+                  {"compute_capability", std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor)},
+                  {"sm_count", info.sm_count},
+                  {"sm_clock_mhz", info.sm_clock_mhz},
+                  {"memory_clock_mhz", info.memory_clock_mhz},
+                  {"cuda_driver", info.driver_version},
+                  {"cuda_runtime", info.runtime_version},
+                  {"cublas", info.cublas_version},
+                  {"dtype", dtype},
+                  {"date", date}};
+  t.dtype = dtype;
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> shapes;
+  std::set<double> sizes;
+  for (const auto& k : kernels) {
+    if (k.kind == models::KernelKind::Memory) sizes.insert(k.bytes);
+    else shapes.insert({k.batch, k.m, k.n, k.k});
+  }
+  // Square GEMMs and streams across the range, for the kernels a table does not list.
+  for (std::int64_t s = 256; s <= 16384; s *= 2) shapes.insert({1, s, s, s});
+  for (double b = 4.0 * 1024; b <= 4.0 * 1024 * 1024 * 1024; b *= 4) sizes.insert(b);
+  const int warmup = std::max(o.warmup, 3);  // clocks and cuBLAS heuristics settle
+  for (const auto& [batch, m, n, k] : shapes)
+    t.gemms.push_back({batch, m, n, k, cuda::time_gemm(batch, m, n, k, dtype, warmup, o.repeats)});
+  for (double b : sizes) t.memory.push_back({b, cuda::time_stream(b, warmup, o.repeats)});
+  return t;
+}
+
+}  // namespace dtsim::profile

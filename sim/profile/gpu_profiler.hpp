@@ -1,0 +1,18 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/model_graph.hpp"
+#include "sim/cost/kernel_table.hpp"
+#include "sim/profile/cpu_profiler.hpp"
+
+// Times a model's kernels on the machine's NVIDIA GPU (cuBLAS GEMMs in `dtype`, a CUDA streaming
+// kernel for memory-bound ones) into a kernel table, as profile_cpu does with Eigen.
+namespace dtsim::profile {
+
+// Whether a GPU can be profiled here; `why` says why not.
+bool gpu_available(std::string& why);
+
+cost::KernelTable profile_gpu(const std::vector<models::Kernel>& kernels, const std::string& dtype, const Options& o);
+
+}  // namespace dtsim::profile
