@@ -4,7 +4,9 @@
 Settings the table does not give follow one rule for every row, chosen from the paper's text
 rather than fitted: micro-batch 1; interleaved 1F1B with 2 chunks per stage when a stage's layer
 count is even, else plain 1F1B; full activation recomputation (Eq. 3 assumes it); fp16; the
-gradient all-reduce after backward, as Megatron-LM did in 2021.
+gradient all-reduce after backward, as Megatron-LM did in 2021; stage-to-stage sends that hold
+the sender (Megatron-LM 2021 synchronised after each batch_isend_irecv); gradients added into
+the fp32 main_grad buffer by a separate pass (the fused wgrad GEMM came later).
 """
 import json
 import pathlib
@@ -20,8 +22,9 @@ base = {
     "description": "Megatron SC21 Table 1 setting: DGX A100 80GB nodes on Selene (8 x 200 Gb/s HDR InfiniBand per node), GPT with s = 2048, V = 51200, fp16, full recomputation.",
     "hardware": {"device": "a100-sxm-80gb"},
     "cluster": {"preset": "dgx-a100", "nodes": 1},
-    "parallelism": {"micro_batch_size": 1, "recompute": "full", "overlap_grad_reduce": False},
-    "training": {"precision": "fp16", "optimizer": "adam", "attention": "standard"},
+    "parallelism": {"micro_batch_size": 1, "recompute": "full", "overlap_grad_reduce": False,
+                    "pipeline_p2p": "blocking"},
+    "training": {"precision": "fp16", "optimizer": "adam", "attention": "standard", "grad_accumulation": "separate"},
     "simulation": {"seed": 1},
 }
 (out / "base.json").write_text(json.dumps(base, indent=2) + "\n")
