@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -136,3 +137,49 @@ double time_stream(double bytes, int warmup, int repeats) {
 }
 
 }  // namespace dtsim::profile::cuda
+
+// The plugin's face: C functions dtsim finds with dlsym, so no C++ exception or CUDA type crosses
+// the library boundary. Each returns a negative value and fills `error` on failure.
+namespace {
+void copy_message(const char* what, char* error, int size) {
+  if (size <= 0) return;
+  std::snprintf(error, static_cast<std::size_t>(size), "%s", what);
+}
+}  // namespace
+
+extern "C" {
+
+int dtsim_cuda_probe(char* name, int name_size, int* ints, char* error, int error_size) {
+  dtsim::profile::cuda::DeviceInfo info;
+  std::string why;
+  if (!dtsim::profile::cuda::probe(info, why)) {
+    copy_message(why.c_str(), error, error_size);
+    return -1;
+  }
+  copy_message(info.name.c_str(), name, name_size);
+  const int values[] = {info.cc_major,     info.cc_minor,     info.driver_version, info.runtime_version,
+                        info.cublas_version, info.sm_clock_mhz, info.memory_clock_mhz, info.sm_count};
+  for (int i = 0; i < 8; ++i) ints[i] = values[i];
+  return 0;
+}
+
+double dtsim_cuda_time_gemm(long long batch, long long m, long long n, long long k, const char* dtype, int warmup,
+                            int repeats, char* error, int error_size) {
+  try {
+    return dtsim::profile::cuda::time_gemm(batch, m, n, k, dtype, warmup, repeats);
+  } catch (const std::exception& e) {
+    copy_message(e.what(), error, error_size);
+    return -1;
+  }
+}
+
+double dtsim_cuda_time_stream(double bytes, int warmup, int repeats, char* error, int error_size) {
+  try {
+    return dtsim::profile::cuda::time_stream(bytes, warmup, repeats);
+  } catch (const std::exception& e) {
+    copy_message(e.what(), error, error_size);
+    return -1;
+  }
+}
+
+}  // extern "C"

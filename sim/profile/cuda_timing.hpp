@@ -3,7 +3,8 @@
 #include <string>
 
 // Kernel timing on an NVIDIA GPU through cuBLAS and CUDA events. Plain C++ so the rest of the
-// project never sees a CUDA header; without CUDA at build time every call reports it is absent.
+// project never sees a CUDA header. cuda_timing.cu implements it in the libdtsim_cuda.so plugin;
+// cuda_loader.cpp implements it in dtsim by loading that plugin, and reports when there is none.
 namespace dtsim::profile::cuda {
 
 struct DeviceInfo {
