@@ -315,6 +315,8 @@ TEST(Cli, ThrottledGpuAndFlappingLinkSlowTheStepsTheyTouch) {
   EXPECT_NEAR(throttled["step_time_p50_s"].get<double>(), healthy, 0.01 * healthy);
   EXPECT_NEAR((throttled["step_time_mean_s"].get<double>() - healthy) * 6, 0.05, 0.01);
   EXPECT_GT(steps("dp64-flapping-link")["step_time_mean_s"].get<double>(), 1.05 * healthy);
+  // Latency alone: 2 ms instead of 2.5 us on every message through GPU 0's NIC in the window.
+  EXPECT_GT(steps("dp64-flapping-latency")["step_time_mean_s"].get<double>(), 1.03 * healthy);
 }
 
 TEST(Cli, HtmlReportDrawsTimelineBreakdownAndMemory) {

@@ -110,6 +110,11 @@ TEST(Scenario, EveryShippedScenarioLoads) {
   }
 }
 
+TEST(Scenario, AFlappingLinkMustChangeSomething) {
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "stragglers": {"flapping_links": [{"gpu": 0, "period_s": 1, "degraded_s": 0.5}]}})").pointer(),
+            "/stragglers/flapping_links/0");
+}
+
 TEST(Scenario, FabricsAndBackgroundTrafficAreChecked) {
   EXPECT_EQ(error_of(R"({"extends": "base.json", "cluster": {"background_traffic": {"nic": 1.5}}})").pointer(),
             "/cluster/background_traffic/nic");

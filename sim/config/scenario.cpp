@@ -380,7 +380,10 @@ Scenario load_scenario(const std::string& path) {
       f.period_s = e.quantity("period", Dimension::Time, Range{0.0, 1e9, true});
       f.degraded_s = e.quantity("degraded", Dimension::Time, Range{0.0, 1e9, true});
       if (f.degraded_s >= f.period_s) e.fail("degraded_s", "must be shorter than period_s");
-      f.bandwidth_fraction = e.number("bandwidth_fraction", Range{0.0, 1.0, true});
+      f.bandwidth_fraction = e.number("bandwidth_fraction", Range{0.0, 1.0, true}, 1.0);
+      f.degraded_latency_s = e.quantity("degraded_latency", Dimension::Time, Range{0.0, 1.0}, -1.0);
+      if (f.bandwidth_fraction == 1.0 && f.degraded_latency_s < 0)
+        e.fail_here("give bandwidth_fraction below 1, degraded_latency_us, or both");
       sp.flapping_links.push_back(f);
     });
     if (st->boolean("rebalance_stages", false)) rebalance_stages(*st, s);

@@ -23,6 +23,7 @@ struct StragglerSpec {
   struct Flap {
     int gpu = 0;
     double period_s = 0, degraded_s = 0, bandwidth_fraction = 1;
+    double degraded_latency_s = -1;  // the NIC link's latency while degraded; -1 leaves it
   };
   std::vector<Throttle> throttles;  // a GPU slowed for a time window (SimGrid backend)
   std::vector<Flap> flapping_links;  // a GPU's NIC periodically degraded (SimGrid backend)

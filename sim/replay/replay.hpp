@@ -16,6 +16,7 @@ struct Variability {
   struct Flap {  // the GPU's NIC: degraded for `degraded_s` at the end of every `period_s`
     int gpu = 0;
     double period_s = 0, degraded_s = 0, bandwidth_fraction = 1;
+    double degraded_latency_s = -1;  // the NIC link's latency while degraded; -1 leaves it
   };
   std::vector<Throttle> throttles;
   std::vector<Flap> flaps;

@@ -35,6 +35,14 @@ Timeline replay_simgrid(const ReplayInput& in) {
   engine.set_config("network/model:CM02");
   engine.set_config("network/crosstraffic:0");
   engine.set_config("network/TCP-gamma:0");
+  // SimGrid 3.32's lazy network update loses comms when a link's latency changes mid-run (they
+  // never finish); the full update handles it, at some cost, so only then.
+  if (in.variability)
+    for (const auto& f : in.variability->flaps)
+      if (f.degraded_latency_s >= 0) {
+        engine.set_config("network/optim:Full");
+        break;
+      }
 
   const auto& pf = in.platform;
   auto* zone = sg4::create_star_zone("cluster");
@@ -58,6 +66,11 @@ Timeline replay_simgrid(const ReplayInput& in) {
       const std::string trace = fmt::format("0 {}\n{} {}\n", l.bandwidth, f.period_s - f.degraded_s, l.bandwidth * f.bandwidth_fraction);
       for (auto* dir : {link->get_link_up(), link->get_link_down()})
         dir->set_bandwidth_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name(), trace, f.degraded_s));
+      if (f.degraded_latency_s >= 0) {
+        const std::string lat = fmt::format("0 {}\n{} {}\n", l.latency, f.period_s - f.degraded_s, f.degraded_latency_s);
+        for (auto* dir : {link->get_link_up(), link->get_link_down()})
+          dir->set_latency_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name() + ".lat", lat, f.degraded_s));
+      }
     }
     links.push_back(link->seal());
   }

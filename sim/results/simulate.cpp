@@ -72,7 +72,7 @@ Result simulate(const config::Scenario& s) {
   replay::Variability variability;
   for (const auto& t : s.stragglers.throttles) variability.throttles.push_back({t.gpu, t.start_s, t.duration_s, t.slowdown});
   for (const auto& f : s.stragglers.flapping_links)
-    variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction});
+    variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction, f.degraded_latency_s});
   replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
   r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds);
