@@ -317,6 +317,12 @@ TEST(Cli, ThrottledGpuAndFlappingLinkSlowTheStepsTheyTouch) {
   EXPECT_GT(steps("dp64-flapping-link")["step_time_mean_s"].get<double>(), 1.05 * healthy);
   // Latency alone: 2 ms instead of 2.5 us on every message through GPU 0's NIC in the window.
   EXPECT_GT(steps("dp64-flapping-latency")["step_time_mean_s"].get<double>(), 1.03 * healthy);
+  // A GPU throttled from the very start to past the end: every step takes its compute twice.
+  const std::string f = dir.file("whole.json", R"({"extends": ")" + scenario("stragglers/dp64-throttled-gpu.json") +
+                                                   R"(", "stragglers": {"throttles": [{"gpu": 13, "start_s": 0, "duration_s": 100, "slowdown": 2}]}})");
+  auto whole = dtsim_cli("run " + f + " --format json -o " + dir.path("whole"), dir);
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_GT(nlohmann::json::parse(whole.out)["stragglers"]["step_time_p50_s"].get<double>(), 1.5 * healthy);
 }
 
 TEST(Cli, HtmlReportDrawsTimelineBreakdownAndMemory) {

@@ -110,6 +110,11 @@ TEST(Scenario, EveryShippedScenarioLoads) {
   }
 }
 
+TEST(Scenario, OneGpusThrottlesMustNotOverlap) {
+  EXPECT_EQ(error_of(R"({"extends": "base.json", "stragglers": {"throttles": [{"gpu": 3, "start_s": 0, "duration_s": 1, "slowdown": 2},
+      {"gpu": 3, "start_s": 0.5, "duration_s": 1, "slowdown": 2}]}})").pointer(), "/stragglers/throttles/1");
+}
+
 TEST(Scenario, AFlappingLinkMustChangeSomething) {
   EXPECT_EQ(error_of(R"({"extends": "base.json", "stragglers": {"flapping_links": [{"gpu": 0, "period_s": 1, "degraded_s": 0.5}]}})").pointer(),
             "/stragglers/flapping_links/0");

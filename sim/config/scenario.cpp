@@ -372,6 +372,9 @@ Scenario load_scenario(const std::string& path) {
       t.start_s = e.quantity("start", Dimension::Time, Range{0.0, 1e9});
       t.duration_s = e.quantity("duration", Dimension::Time, Range{0.0, 1e9, true});
       t.slowdown = e.number("slowdown", Range{1.0, 1000.0});
+      for (const auto& o : sp.throttles)
+        if (o.gpu == t.gpu && t.start_s < o.start_s + o.duration_s && o.start_s < t.start_s + t.duration_s)
+          e.fail_here(fmt::format("overlaps another throttle of GPU {}", t.gpu));
       sp.throttles.push_back(t);
     });
     list("flapping_links", [&](Reader& e) {
@@ -384,6 +387,11 @@ Scenario load_scenario(const std::string& path) {
       f.degraded_latency_s = e.quantity("degraded_latency", Dimension::Time, Range{0.0, 1.0}, -1.0);
       if (f.bandwidth_fraction == 1.0 && f.degraded_latency_s < 0)
         e.fail_here("give bandwidth_fraction below 1, degraded_latency_us, or both");
+      // The flap belongs to the GPU's NIC, which the node's GPUs may share.
+      const auto& c = s.cluster;
+      auto nic = [&](int g) { return std::pair{g / c.gpus_per_node, (g % c.gpus_per_node) * c.nics_per_node / c.gpus_per_node}; };
+      for (const auto& o : sp.flapping_links)
+        if (nic(o.gpu) == nic(f.gpu)) e.fail_here(fmt::format("GPU {} uses the same NIC as GPU {}, already flapping", f.gpu, o.gpu));
       sp.flapping_links.push_back(f);
     });
     if (st->boolean("rebalance_stages", false)) rebalance_stages(*st, s);

@@ -35,8 +35,8 @@ Timeline replay_simgrid(const ReplayInput& in) {
   engine.set_config("network/model:CM02");
   engine.set_config("network/crosstraffic:0");
   engine.set_config("network/TCP-gamma:0");
-  // SimGrid 3.32's lazy network update loses comms when a link's latency changes mid-run (they
-  // never finish); the full update handles it, at some cost, so only then.
+  // SimGrid 3.32's lazy network update mishandles a link's latency changing mid-run (comms came
+  // out lost, or a few percent off the full update); the full one costs more, so only then.
   if (in.variability)
     for (const auto& f : in.variability->flaps)
       if (f.degraded_latency_s >= 0) {
@@ -49,10 +49,10 @@ Timeline replay_simgrid(const ReplayInput& in) {
   namespace profile = simgrid::kernel::profile;
   // Profiles must be attached before a resource is sealed.
   std::map<int, const Variability::Flap*> flap_of_link;
-  std::map<int, const Variability::Throttle*> throttle_of_host;
+  std::map<int, std::vector<const Variability::Throttle*>> throttles_of_host;
   if (in.variability) {
     for (const auto& f : in.variability->flaps) flap_of_link[pf.endpoint_links(pf.nic_endpoint(f.gpu)).front()] = &f;
-    for (const auto& t : in.variability->throttles) throttle_of_host[pf.fabric_endpoint(t.gpu)] = &t;
+    for (const auto& t : in.variability->throttles) throttles_of_host[pf.fabric_endpoint(t.gpu)].push_back(&t);
   }
   std::vector<sg4::Link*> links;
   links.reserve(pf.links().size());
@@ -61,15 +61,16 @@ Timeline replay_simgrid(const ReplayInput& in) {
     auto* link = zone->create_split_duplex_link(l.name, l.bandwidth);
     link->set_latency(l.latency);
     if (auto it = flap_of_link.find(static_cast<int>(i)); it != flap_of_link.end()) {
-      // Full bandwidth, then degraded for the last degraded_s of every period (values are bytes/s).
+      // Full bandwidth, then degraded for the last degraded_s of every period (values are bytes/s;
+      // SimGrid repeats the pattern every `periodicity` seconds, counted from its first event).
       const auto& f = *it->second;
       const std::string trace = fmt::format("0 {}\n{} {}\n", l.bandwidth, f.period_s - f.degraded_s, l.bandwidth * f.bandwidth_fraction);
       for (auto* dir : {link->get_link_up(), link->get_link_down()})
-        dir->set_bandwidth_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name(), trace, f.degraded_s));
+        dir->set_bandwidth_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name(), trace, f.period_s));
       if (f.degraded_latency_s >= 0) {
         const std::string lat = fmt::format("0 {}\n{} {}\n", l.latency, f.period_s - f.degraded_s, f.degraded_latency_s);
         for (auto* dir : {link->get_link_up(), link->get_link_down()})
-          dir->set_latency_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name() + ".lat", lat, f.degraded_s));
+          dir->set_latency_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name() + ".lat", lat, f.period_s));
       }
     }
     links.push_back(link->seal());
@@ -103,10 +104,21 @@ Timeline replay_simgrid(const ReplayInput& in) {
     if (!node_zones.empty() && e < gpus) home = node_zones[static_cast<std::size_t>(e / per_node)];
     if (pf.rail_of(e) >= 0) home = rail_zones[static_cast<std::size_t>(pf.rail_of(e))];
     auto* h = home->create_host(pf.endpoint_name(e), kSpeed);
-    if (auto it = throttle_of_host.find(e); it != throttle_of_host.end()) {
-      const auto& t = *it->second;  // speed profile values are fractions of the peak
-      h->set_speed_profile(profile::ProfileBuilder::from_string(
-          h->get_name() + ".throttle", fmt::format("0 1.0\n{} {}\n{} 1.0\n", t.start_s, 1.0 / t.slowdown, t.start_s + t.duration_s), -1));
+    if (auto it = throttles_of_host.find(e); it != throttles_of_host.end()) {
+      // Speed profile values are fractions of the peak; event times must strictly increase (the
+      // scenario rejects overlapping windows on one GPU).
+      auto windows = it->second;
+      std::sort(windows.begin(), windows.end(), [](auto* a, auto* b) { return a->start_s < b->start_s; });
+      std::string trace;
+      double back = 0;  // when the previous window ended
+      for (std::size_t k = 0; k < windows.size(); ++k) {
+        const auto* t = windows[k];
+        if (t->start_s > back || (k == 0 && t->start_s > 0)) trace += fmt::format("{} 1.0\n", back);
+        trace += fmt::format("{} {}\n", t->start_s, 1.0 / t->slowdown);
+        back = t->start_s + t->duration_s;
+      }
+      trace += fmt::format("{} 1.0\n", back);
+      h->set_speed_profile(profile::ProfileBuilder::from_string(h->get_name() + ".throttle", trace, -1));
     }
     h->seal();
     hosts.push_back(h);
