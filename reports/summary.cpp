@@ -37,12 +37,15 @@ std::string summary(const results::Result& r) {
     out += fmt::format("throughput     {:10.1f} samples/s   {:.0f} tokens/s\n", r.samples_per_s, r.tokens_per_s);
     out += fmt::format("model TFLOP/s  {:10.1f} per GPU     MFU {:.1f}%   HFU {:.1f}%\n", r.model_tflops_per_gpu,
                        100 * r.mfu, 100 * r.hfu);
-    out += fmt::format("\nwhere the step goes (GPU {}, the last to finish)\n", r.breakdown.rank);
     const auto& b = r.breakdown;
+    // Asynchronous workers keep their own pace: show the slowest one's own step.
+    const double whole = r.async ? b.total() : r.step_time_s;
+    out += r.async ? fmt::format("\nwhere a step of the slowest worker goes (GPU {}, {:.4f} s)\n", b.rank, whole)
+                   : fmt::format("\nwhere the step goes (GPU {}, the last to finish)\n", b.rank);
     for (auto [name, v] : {std::pair{"compute", b.compute}, {"exposed communication", b.exposed_communication},
                            {"pipeline bubble", b.pipeline_bubble}, {"optimizer", b.optimizer},
                            {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall}})
-      out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / r.step_time_s, bar(v / r.step_time_s));
+      out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / whole, bar(v / whole));
   }
   const auto& m = r.memory;
   out += fmt::format("\nmemory per GPU (rank {}): {} of {}  {}\n", r.worst_rank, gib(m.peak()), gib(r.capacity_bytes),
@@ -52,8 +55,8 @@ std::string summary(const results::Result& r) {
     out += fmt::format("  {:<22} {}  {}\n", name, gib(v), bar(v / std::max(r.capacity_bytes, m.peak())));
   if (r.steps) {
     const auto& st = *r.steps;
-    out += fmt::format("\n{} steps: mean {:.4f} s, p50 {:.4f} s, p99 {:.4f} s, max {:.4f} s\n", st.step_times.size(), st.mean,
-                       st.p50, st.p99, st.max);
+    out += fmt::format("\n{} steps{}: mean {:.4f} s, p50 {:.4f} s, p99 {:.4f} s, max {:.4f} s\n", st.step_times.size(),
+                       r.async ? " per worker, until the last worker ends each" : "", st.mean, st.p50, st.p99, st.max);
     out += fmt::format("  idle at the gradient sync: {:.4f} s per GPU and step on average, {:.4f} s at most (GPU {})\n",
                        st.mean_wait_s, st.max_wait_s, st.max_wait_gpu);
     if (!st.critical.empty())

@@ -107,7 +107,7 @@ Result simulate(const config::Scenario& s) {
   r.model_tflops_per_gpu = r.model_flops / (r.step_time_s * r.gpus) / 1e12;
   r.mfu = r.model_flops / (r.step_time_s * r.gpus * peak);
   r.hfu = r.hardware_flops / (r.step_time_s * r.gpus * peak);
-  const double exposed = r.breakdown.exposed_communication / r.step_time_s;
+  const double exposed = r.breakdown.exposed_communication / (r.async ? r.breakdown.total() : r.step_time_s);
   if (exposed > 0.25)
     r.warnings.push_back(fmt::format("{:.0f}% of the step is communication that backward does not hide", 100 * exposed));
   if (s.faults.enabled) {
