@@ -365,9 +365,14 @@ void Planner::asynchronous_update(int& previous_exchange) {
   if (easgd) local_optimizer();
   std::vector<int> deps{last_compute_[0]};
   if (easgd && previous_exchange >= 0) deps.push_back(previous_exchange);
-  const double bytes = params * (easgd ? 4.0 : grad_bytes_per_param(t_.precision));
-  const int id = plan_.graph.add_collective({CollectiveOp::AllReduce, p_.algorithm, data_groups(0), bytes, rep(0)},
-                                            easgd ? "exchange with centre" : "push and pull", deps);
+  const double gbytes = easgd ? 4.0 : grad_bytes_per_param(t_.precision);
+  taskgraph::Collective c{CollectiveOp::AllReduce, p_.algorithm, data_groups(0), params * gbytes, rep(0)};
+  // A dedicated server applies the update to its shard: the optimizer reads the gradient and
+  // reads and writes its state (Adam: fp32 weights, m, v); EASGD's centre reads the worker's
+  // weights and its own and writes its own.
+  const double state = optimizer_bytes_per_param(t_.precision, t_.optimizer) + (mixed_precision(t_.precision) ? 0.0 : 4.0);
+  c.server_apply_factor = easgd ? 3.0 : (gbytes + 2.0 * state) / gbytes;
+  const int id = plan_.graph.add_collective(std::move(c), easgd ? "exchange with centre" : "push and pull", deps);
   previous_exchange = id;
   taskgraph::Work w;
   w.name = easgd ? "elastic update" : "take new weights";

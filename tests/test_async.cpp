@@ -97,17 +97,22 @@ TEST(AsyncUpdates, OneWorkerPushesItsShareToEachServerAndPullsItBack) {
   network::ClusterSpec c = test::flat_cluster(4);
   c.ps_servers = 2;
   c.ps_nic_bandwidth = 25e9;
+  c.host_memory_bandwidth = 100e9;
   network::Platform pf(c);
   taskgraph::Collective push{taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::ParameterServer, {0}, 1e9, 2};
+  push.server_apply_factor = 13;
   auto lc = network::lower(pf, push, {{0, 1, 2, 3}});
-  ASSERT_EQ(lc.phases.size(), 2u);
-  for (const auto& ph : lc.phases) {
-    ASSERT_EQ(ph.flows.size(), 2u);  // S/2 to (then from) each of the 2 servers, worker 2 alone
-    for (const auto& f : ph.flows) {
+  ASSERT_EQ(lc.phases.size(), 3u);  // push, the servers' update, pull
+  for (std::size_t k : {0u, 2u}) {
+    ASSERT_EQ(lc.phases[k].flows.size(), 2u);  // S/2 to (then from) each of the 2 servers, worker 2 alone
+    for (const auto& f : lc.phases[k].flows) {
       EXPECT_DOUBLE_EQ(f.bytes, 0.5e9);
       EXPECT_TRUE(f.src == pf.nic_endpoint(2) || f.dst == pf.nic_endpoint(2));
     }
   }
+  // Each server runs the optimizer over its half: 13 bytes of traffic per byte received.
+  ASSERT_EQ(lc.phases[1].work.size(), 2u);
+  for (const auto& w : lc.phases[1].work) EXPECT_DOUBLE_EQ(w.seconds, 13 * 0.5e9 / 100e9);
 }
 
 TEST(AsyncUpdates, InputsThatCannotWorkAreErrors) {

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include "sim/config/scenario.hpp"
 #include "sim/network/collectives.hpp"
+#include "sim/results/result.hpp"
 #include "sim/replay/replay.hpp"
 
 // Each test runs in its own process (gtest_discover_tests): SimGrid's engine runs once per process.
@@ -125,4 +127,20 @@ TEST(SimGridTopology, CrossRailTrafficClimbsThroughTheSpine) {
   const double cross_s = t.end[static_cast<std::size_t>(b)] - t.start[static_cast<std::size_t>(b)];
   EXPECT_NEAR(same_s, 1e9 / 25e9 + 5e-6, 1e-6);
   EXPECT_NEAR(cross_s, 1e9 / (2 * 25e9 / 16) + 5e-6, 1e-6);
+}
+
+TEST(SimGridAsync, ABusyServerSetsThePace) {
+  // One dedicated server at 50 GB/s applies Adam for 8 workers (2 + 2 x 12 bytes of traffic per
+  // 2-byte gradient): t = 13 x 2 x params / 50 GB/s per update, longer than a worker's step T.
+  // The server's CPU is shared by the updates in hand, so the 8 equal workers stay in lockstep:
+  // compute T, then all 8 updates together in 8t. 64 samples per T + 8t.
+  test::TempDir dir;
+  dir.file("base.json", test::kValidScenario);
+  auto s = config::load_scenario(dir.file("s.json", R"({"extends": "base.json", "hardware": {"host_memory_bandwidth_GBps": 50},
+      "cluster": {"parameter_servers": {"count": 1, "nic_bandwidth_GBps": 1e6}, "inter_node": {"nic_bandwidth_GBps": 1e6}},
+      "parallelism": {"data": 8, "micro_batch_size": 4, "updates": "async"}})"));
+  auto r = results::simulate(s);
+  const double t = 13 * 2 * r.params / 50e9, step = r.breakdown.compute;
+  EXPECT_GT(8 * t, 4 * step);  // the server, not the workers, sets the pace
+  EXPECT_NEAR(r.samples_per_s / (64 / (step + 8 * t)), 1.0, 0.02);
 }

@@ -19,6 +19,9 @@ class Builder {
     alpha_ = std::max(alpha_, pf_.route_latency(src, dst));
   }
   void add_latency(double seconds) { extra_ += seconds; }
+  void host_work(int endpoint, double seconds) {
+    if (seconds > 0) work_.push_back({endpoint, seconds});
+  }
   void hop(int a, int b, double bytes) {
     if (a == b || bytes <= 0) return;
     bool same = pf_.node_of(a) == pf_.node_of(b);
@@ -30,9 +33,11 @@ class Builder {
   // Closes the phase. `steps` aggregated steps wait for the slowest hop each; the flows
   // themselves paid one.
   void end_phase(double steps = 1) {
-    if (current_.empty()) return;
+    if (current_.empty() && work_.empty()) return;
     Phase ph;
     for (const auto& [route, b] : current_) ph.flows.push_back({route.first, route.second, b});
+    ph.work = std::move(work_);
+    work_.clear();
     ph.latency = std::max(0.0, steps - 1.0) * alpha_ + extra_;
     out_.phases.push_back(std::move(ph));
     current_.clear();
@@ -47,6 +52,7 @@ class Builder {
  private:
   const Platform& pf_;
   std::map<std::pair<int, int>, double> current_;
+  std::vector<HostWork> work_;
   double alpha_ = 0, extra_ = 0;
   LoweredCollective out_;
 };
@@ -248,7 +254,8 @@ LoweredCollective master_worker(const Platform& pf, double bytes, const std::vec
   return b.done();
 }
 
-LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks, int only) {
+LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks, int only,
+                                   double apply_factor) {
   Builder b(pf);
   const int dedicated = pf.spec().ps_servers;
   const int shards = dedicated > 0 ? dedicated : static_cast<int>(ranks.size());
@@ -259,8 +266,16 @@ LoweredCollective parameter_server(const Platform& pf, double bytes, const std::
     for (int k = 0; k < shards; ++k)
       dedicated > 0 ? b.raw(pf.nic_endpoint(w), pf.ps_endpoint(k), share) : b.hop(w, shard_of(k), share);
   // A shard sums the contributions of S/N it receives (read each, write S/N) at host (or HBM) speed.
+  // On dedicated servers that is CPU work each server does for every worker's update, so
+  // concurrent updates queue for it; an asynchronous update also runs the optimizer there.
   const double bw = dedicated > 0 ? pf.spec().host_memory_bandwidth : 1e12;
-  b.add_latency((static_cast<double>(workers.size()) + 1.0) * share / bw);
+  const double passes = only >= 0 && apply_factor > 0 ? apply_factor : static_cast<double>(workers.size()) + 1.0;
+  if (dedicated > 0) {
+    b.end_phase();
+    for (int k = 0; k < shards; ++k) b.host_work(pf.ps_endpoint(k), passes * share / bw);
+  } else {
+    b.add_latency(passes * share / bw);
+  }
   b.end_phase();
   for (int w : workers)
     for (int k = 0; k < shards; ++k)

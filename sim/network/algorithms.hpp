@@ -30,8 +30,10 @@ LoweredCollective master_worker(const Platform& pf, double bytes, const std::vec
 // Synchronous parameter servers: every worker pushes S/N to each of N shards, the shards sum
 // (host memory bandwidth), every worker pulls S/N back. Shards on the platform's dedicated
 // servers when it has them, else on the first N workers (colocated). With `only` one worker's
-// asynchronous push and pull: the shards add its contribution alone.
-LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks, int only = -1);
+// asynchronous push and pull: the shards take its contribution alone, with `apply_factor` bytes
+// of optimizer traffic per byte received when given.
+LoweredCollective parameter_server(const Platform& pf, double bytes, const std::vector<int>& ranks, int only = -1,
+                                   double apply_factor = 0);
 // TensorFlow's central storage: variables in the node's host memory; each GPU sends S over PCIe,
 // the host sums, each GPU reads S back. With `only` one GPU's update alone (Hogwild, EASGD).
 LoweredCollective central_storage(const Platform& pf, double bytes, const std::vector<int>& ranks, int only = -1);

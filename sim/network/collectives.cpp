@@ -112,7 +112,8 @@ LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double
 LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
   if (c.only >= 0) {
     if (groups.size() != 1 || c.op != CollectiveOp::AllReduce || c.bytes <= 0) throw std::invalid_argument("bad asynchronous update");
-    if (c.algorithm == Algorithm::ParameterServer) return algorithms::parameter_server(pf, c.bytes, groups[0], c.only);
+    if (c.algorithm == Algorithm::ParameterServer)
+      return algorithms::parameter_server(pf, c.bytes, groups[0], c.only, c.server_apply_factor);
     if (c.algorithm == Algorithm::CentralStorage) return algorithms::central_storage(pf, c.bytes, groups[0], c.only);
     unsupported(c.op, c.algorithm);
   }
@@ -128,6 +129,7 @@ LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, cons
     for (std::size_t k = 0; k < one.phases.size(); ++k) {
       out.phases[k].latency = std::max(out.phases[k].latency, one.phases[k].latency);
       for (const auto& f : one.phases[k].flows) merged[k][{f.src, f.dst}] += f.bytes;
+      out.phases[k].work.insert(out.phases[k].work.end(), one.phases[k].work.begin(), one.phases[k].work.end());
     }
   }
   for (std::size_t k = 0; k < merged.size(); ++k)
@@ -157,6 +159,8 @@ double analytical_time(const Platform& pf, const LoweredCollective& lc) {
       }
       worst = std::max(worst, t + latency);
     }
+    std::map<int, double> busy;  // CPU work queued on each server
+    for (const auto& w : ph.work) worst = std::max(worst, busy[w.endpoint] += w.seconds);
     total += worst + ph.latency;
   }
   return total;

@@ -16,8 +16,16 @@ struct Flow {
 // aggregated into one phase of long flows, O(p) instead of O(p^2) messages, and the step latencies
 // the aggregation hides come back as `latency`. Algorithms whose steps use different links
 // (halving-doubling, hierarchical, master-worker) keep one phase per step.
+// Work a server's CPU does within a phase (summing or applying gradients); work on one endpoint
+// shares that host's CPU with whatever else runs there.
+struct HostWork {
+  int endpoint = 0;
+  double seconds = 0;
+};
+
 struct Phase {
   std::vector<Flow> flows;
+  std::vector<HostWork> work;
   double latency = 0;
 };
 

@@ -189,9 +189,11 @@ Timeline replay_simgrid(const ReplayInput& in) {
   auto start_phase = [&](std::size_t task) {
     auto& run = running.at(task);
     const auto& ph = run.lowered.phases[run.phase];
-    flows_left[task] = static_cast<int>(ph.flows.size());
+    flows_left[task] = static_cast<int>(ph.flows.size() + ph.work.size());
     out.flows += ph.flows.size();
-    if (ph.flows.empty()) run_exec(task, clock, ph.latency, Role::PhaseEnd);
+    if (ph.flows.empty() && ph.work.empty()) run_exec(task, clock, ph.latency, Role::PhaseEnd);
+    // A server's CPU work shares its host with the other updates it is applying.
+    for (const auto& w : ph.work) run_exec(task, hosts[static_cast<std::size_t>(w.endpoint)], w.seconds, Role::Flow);
     for (const auto& f : ph.flows) {
       sg4::CommPtr c = sg4::Comm::sendto_init(hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)])
                            ->set_payload_size(f.bytes);

@@ -53,6 +53,9 @@ struct Collective {
   // Asynchronous updates: only this member pushes and pulls, on its own time, against servers the
   // whole group shares (parameter servers or host memory). -1: every member, together.
   int only = -1;
+  // Bytes a dedicated parameter server reads and writes per byte it receives when it applies an
+  // asynchronous update (the optimizer step on its shard); 0: it only adds the contribution.
+  double server_apply_factor = 0;
 };
 
 struct Task {
