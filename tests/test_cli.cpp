@@ -265,6 +265,8 @@ TEST(Cli, ProfileWritesATableARunCanUse) {
   EXPECT_EQ(cuda.code, 2);
   EXPECT_NE(cuda.err.find("--device"), std::string::npos) << cuda.err;
   EXPECT_FALSE(std::filesystem::exists(dir.path("gpu.json")));
+  EXPECT_EQ(dtsim_cli("profile --device cuda --dtype int8 -o " + dir.path("gpu.json"), dir).code, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir.path("gpu.json")));
   EXPECT_EQ(dtsim_cli("profile --device cpu --dtype bf16 -o " + dir.path("c.json"), dir).code, 2);
   EXPECT_FALSE(std::filesystem::exists(dir.path("c.json")));
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,34 +21,21 @@ void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(s));
 }
 
-// Median of `repeats` timings of f(), each bracketed by CUDA events on the default stream.
-template <class F>
-double median_seconds(int warmup, int repeats, F&& f) {
-  for (int i = 0; i < warmup; ++i) f();
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> ms;
-  for (int i = 0; i < std::max(1, repeats); ++i) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    f();
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e-3;
-}
+struct Event {
+  cudaEvent_t e{};
+  Event() { check(cudaEventCreate(&e), "cudaEventCreate"); }
+  ~Event() { cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
 
-__global__ void axpy(float a, const float* x, float* y, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
-    y[i] = a * x[i] + y[i];
-}
+struct Handle {
+  cublasHandle_t h{};
+  Handle() { check(cublasCreate(&h), "cublasCreate"); }
+  ~Handle() { cublasDestroy(h); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+};
 
 struct Buffer {
   void* p = nullptr;
@@ -57,12 +45,68 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
+// Median of `repeats` timings of f(), each bracketed by CUDA events on the default stream.
+template <class F>
+double median_seconds(int warmup, int repeats, F&& f) {
+  for (int i = 0; i < warmup; ++i) f();
+  Event start, stop;
+  std::vector<float> ms;
+  for (int i = 0; i < std::max(1, repeats); ++i) {
+    check(cudaEventRecord(start.e), "cudaEventRecord");
+    f();
+    check(cudaEventRecord(stop.e), "cudaEventRecord");
+    check(cudaEventSynchronize(stop.e), "cudaEventSynchronize");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, start.e, stop.e), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e-3;
+}
+
+int blocks_for(long long n, int threads) {
+  return static_cast<int>(std::min<long long>((n + threads - 1) / threads, 65535));
+}
+
+__device__ void store(float* p, float v) { *p = v; }
+__device__ void store(__half* p, float v) { *p = __float2half(v); }
+__device__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
+
+// Values spread over [-1, 1): GPUs draw less power on zeros, and the clocks they then hold would
+// make the table faster than a real step.
+template <class T>
+__global__ void fill_kernel(T* p, long long n) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    store(p + i, static_cast<float>((static_cast<unsigned>(i) * 2654435761u) >> 8) * (2.0f / 16777216.0f) - 1.0f);
+}
+
+void fill(void* p, long long n, cudaDataType_t type) {
+  const int threads = 256, blocks = blocks_for(n, threads);
+  if (type == CUDA_R_16BF) fill_kernel<<<blocks, threads>>>(static_cast<__nv_bfloat16*>(p), n);
+  else if (type == CUDA_R_16F) fill_kernel<<<blocks, threads>>>(static_cast<__half*>(p), n);
+  else fill_kernel<<<blocks, threads>>>(static_cast<float*>(p), n);
+  check(cudaGetLastError(), "fill launch");
+}
+
+__global__ void axpy(float a, const float* x, float* y, long long n) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    y[i] = a * x[i] + y[i];
+}
+
 }  // namespace
 
 bool probe(DeviceInfo& info, std::string& why) {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
     why = "no CUDA device is available on this machine";
+    if (e == cudaErrorInsufficientDriver)
+      why += " (no NVIDIA driver, or one older than CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
+             std::to_string(CUDART_VERSION % 1000 / 10) + ")";
+    else if (e != cudaSuccess)
+      why += std::string(" (") + cudaGetErrorString(e) + ")";
     return false;
   }
   cudaDeviceProp p{};
@@ -90,6 +134,8 @@ bool probe(DeviceInfo& info, std::string& why) {
 
 double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const std::string& dtype,
                  int warmup, int repeats) {
+  if (std::max({batch, m, n, k}) > std::numeric_limits<int>::max() || std::min({batch, m, n, k}) < 1)
+    throw std::runtime_error("GEMM shape out of cuBLAS's range");
   cudaDataType_t in = CUDA_R_16BF, out = CUDA_R_16BF;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   std::size_t element = 2;
@@ -99,37 +145,30 @@ double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_
     element = 4;
     compute = dtype == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   }
-  Buffer a(static_cast<std::size_t>(batch * m * k) * element), b(static_cast<std::size_t>(k * n) * element),
+  // Each product of the batch has its own B, as attention's K and V do: a shared one would sit in
+  // L2 and read faster than the model's kernel.
+  Buffer a(static_cast<std::size_t>(batch * m * k) * element), b(static_cast<std::size_t>(batch * k * n) * element),
       c(static_cast<std::size_t>(batch * m * n) * element);
-  cublasHandle_t h;
-  check(cublasCreate(&h), "cublasCreate");
+  fill(a.p, batch * m * k, in);
+  fill(b.p, batch * k * n, in);
+  Handle h;
   const float one = 1.0f, zero = 0.0f;
-  // Column-major C^T[n,m] = B^T[n,k] A^T[k,m]; B is shared by the batch (stride 0).
-  auto run = [&] {
-    check(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                                     static_cast<int>(k), &one, b.p, in, static_cast<int>(n), 0, a.p, in,
+  // Column-major C^T[n,m] = B^T[n,k] A^T[k,m].
+  return median_seconds(warmup, repeats, [&] {
+    check(cublasGemmStridedBatchedEx(h.h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                                     static_cast<int>(k), &one, b.p, in, static_cast<int>(n), k * n, a.p, in,
                                      static_cast<int>(k), k * m, &zero, c.p, out, static_cast<int>(n), n * m,
                                      static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmStridedBatchedEx");
-  };
-  double s = 0;
-  try {
-    s = median_seconds(warmup, repeats, run);
-  } catch (...) {
-    cublasDestroy(h);
-    throw;
-  }
-  cublasDestroy(h);
-  return s;
+  });
 }
 
 double time_stream(double bytes, int warmup, int repeats) {
   const long long n = std::max(1LL, static_cast<long long>(bytes / 12.0));
   Buffer x(static_cast<std::size_t>(n) * 4), y(static_cast<std::size_t>(n) * 4);
-  check(cudaMemset(x.p, 0, static_cast<std::size_t>(n) * 4), "cudaMemset");
-  check(cudaMemset(y.p, 0, static_cast<std::size_t>(n) * 4), "cudaMemset");
-  const int threads = 256;
-  const int blocks = static_cast<int>(std::min<long long>((n + threads - 1) / threads, 65535));
+  fill(x.p, n, CUDA_R_32F);
+  fill(y.p, n, CUDA_R_32F);
+  const int threads = 256, blocks = blocks_for(n, threads);
   return median_seconds(warmup, repeats, [&] {
     axpy<<<blocks, threads>>>(0.5f, static_cast<const float*>(x.p), static_cast<float*>(y.p), n);
     check(cudaGetLastError(), "axpy launch");
@@ -147,9 +186,11 @@ void copy_message(const char* what, char* error, int size) {
 }
 }  // namespace
 
+#define DTSIM_EXPORT __attribute__((visibility("default")))
+
 extern "C" {
 
-int dtsim_cuda_probe(char* name, int name_size, int* ints, char* error, int error_size) {
+DTSIM_EXPORT int dtsim_cuda_probe(char* name, int name_size, int* ints, char* error, int error_size) {
   dtsim::profile::cuda::DeviceInfo info;
   std::string why;
   if (!dtsim::profile::cuda::probe(info, why)) {
@@ -163,8 +204,8 @@ int dtsim_cuda_probe(char* name, int name_size, int* ints, char* error, int erro
   return 0;
 }
 
-double dtsim_cuda_time_gemm(long long batch, long long m, long long n, long long k, const char* dtype, int warmup,
-                            int repeats, char* error, int error_size) {
+DTSIM_EXPORT double dtsim_cuda_time_gemm(long long batch, long long m, long long n, long long k, const char* dtype,
+                                         int warmup, int repeats, char* error, int error_size) {
   try {
     return dtsim::profile::cuda::time_gemm(batch, m, n, k, dtype, warmup, repeats);
   } catch (const std::exception& e) {
@@ -173,7 +214,7 @@ double dtsim_cuda_time_gemm(long long batch, long long m, long long n, long long
   }
 }
 
-double dtsim_cuda_time_stream(double bytes, int warmup, int repeats, char* error, int error_size) {
+DTSIM_EXPORT double dtsim_cuda_time_stream(double bytes, int warmup, int repeats, char* error, int error_size) {
   try {
     return dtsim::profile::cuda::time_stream(bytes, warmup, repeats);
   } catch (const std::exception& e) {
