@@ -254,3 +254,39 @@ TEST(CentralStorage, EveryGpuCrossesPcieTwice) {
   // Host memory takes 8 S each way at 100 GB/s, slower than one GPU's S over 16 GB/s PCIe.
   EXPECT_NEAR(network::analytical_time(pf, lc), 2 * (std::max(s / 16e9, 8 * s / 100e9) + 2e-6), 1e-9);
 }
+
+TEST(RingChannels, RunAsLockstepChainsOfAtMost64HopsCoveringEveryHop) {
+  // 128 nodes of 8 GPUs and 8 NICs: 8 channels of 1,024 hops each.
+  network::ClusterSpec c = test::flat_cluster(128);
+  c.gpus_per_node = 8;
+  c.nics_per_node = 8;
+  network::Platform pf(c);
+  auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e9, 1024);
+  ASSERT_EQ(lc.phases.size(), 1u);
+  const auto& ph = lc.phases[0];
+  ASSERT_EQ(ph.chains.size(), 8u * 16u);
+  std::vector<int> covered(ph.flows.size(), 0);
+  for (const auto& ch : ph.chains) {
+    EXPECT_LE(ch.count, 64u);
+    for (std::size_t i = ch.first; i < ch.first + ch.count; ++i) {
+      ++covered[i];
+      EXPECT_DOUBLE_EQ(ph.flows[i].bytes, ph.flows[ch.first].bytes);
+    }
+  }
+  for (int n : covered) EXPECT_EQ(n, 1);
+  EXPECT_EQ(ph.flows.size(), 8u * 1024u);
+  // Lockstep changes nothing when every hop is alike: the NIC hop sets the pace of 2(p-1)/p S/8.
+  EXPECT_NEAR(network::analytical_time(pf, lc), 2.0 * 1023 / 1024 * 1e9 / 8 / 25e9 + 2 * 1023 * 5e-6, 1e-9);
+}
+
+TEST(RingChannels, StayPlainFlowsWhenHopsShareALink) {
+  // Every hop of a PCIe node crosses its host bridge: no chain could stand for them.
+  network::ClusterSpec c = test::flat_cluster(1);
+  c.gpus_per_node = 8;
+  c.fabric = network::Fabric::Pcie;
+  network::Platform pf(c);
+  auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e9, 8);
+  ASSERT_EQ(lc.phases.size(), 1u);
+  EXPECT_TRUE(lc.phases[0].chains.empty());
+  EXPECT_EQ(lc.flow_count(), 8u);
+}

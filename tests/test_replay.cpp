@@ -101,6 +101,16 @@ network::ClusterSpec topology_node(network::Fabric f) {
 
 }  // namespace
 
+TEST(SimGridRing, EightChannelsOver64NodesAgreeWithTheAnalyticalModel) {
+  // 512 GPUs, 8 NICs per node: 8 channels of 512 hops, each run as 8 chains of 64.
+  network::ClusterSpec c = test::flat_cluster(64);
+  c.gpus_per_node = 8;
+  c.nics_per_node = 8;
+  auto [simgrid, analytical] = both_backends(c, 1e9);
+  EXPECT_NEAR(simgrid / analytical, 1.0, 0.01);
+  EXPECT_NEAR(analytical, 2.0 * 511 / 512 * 1e9 / 8 / 25e9 + 2 * 511 * 5e-6, 1e-9);
+}
+
 TEST(SimGridTopology, NvlinkRingNodesAgreeWithTheAnalyticalModel) {
   auto [simgrid, analytical] = both_backends(topology_node(network::Fabric::NvLinkRing), 1e9);
   EXPECT_NEAR(simgrid / analytical, 1.0, 0.01);

@@ -24,18 +24,54 @@ class Builder {
   }
   void hop(int a, int b, double bytes) {
     if (a == b || bytes <= 0) return;
-    bool same = pf_.node_of(a) == pf_.node_of(b);
-    int src = same ? pf_.fabric_endpoint(a) : pf_.nic_endpoint(a);
-    int dst = same ? pf_.fabric_endpoint(b) : pf_.nic_endpoint(b);
-    current_[{src, dst}] += bytes;
-    alpha_ = std::max(alpha_, pf_.route_latency(src, dst));
+    auto [src, dst] = endpoints(a, b);
+    raw(src, dst, bytes);
   }
+  // The endpoints a GPU-to-GPU hop runs between: NVSwitch ports inside a node, NICs across.
+  std::pair<int, int> endpoints(int a, int b) const {
+    bool same = pf_.node_of(a) == pf_.node_of(b);
+    return {same ? pf_.fabric_endpoint(a) : pf_.nic_endpoint(a), same ? pf_.fabric_endpoint(b) : pf_.nic_endpoint(b)};
+  }
+  // Hops (endpoint pairs) that each move `bytes` in lockstep. They become a chain when no two of
+  // them cross a link the same way (a shared host bridge would then carry several hops at once);
+  // otherwise they are plain flows.
+  void chain(const std::vector<std::pair<int, int>>& hops, double bytes) {
+    if (bytes <= 0 || hops.empty()) return;
+    bool distinct = hops.size() >= 3;
+    if (distinct) {
+      std::vector<char> used(pf_.links().size() * 2, 0);
+      for (const auto& [src, dst] : hops)
+        for (const auto& h : pf_.route(src, dst)) {
+          char& u = used[static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1)];
+          if (u) distinct = false;
+          u = 1;
+        }
+    }
+    if (!distinct) {
+      for (const auto& [src, dst] : hops) raw(src, dst, bytes);
+      return;
+    }
+    // Segments of at most kChainHops: SimGrid 3.32's constraint bookkeeping is quadratic in the
+    // links of one flow (a 16,384-hop chain took longer than its hops as flows).
+    const std::size_t segments = (hops.size() + kChainHops - 1) / kChainHops;
+    for (std::size_t k = 0; k < segments; ++k) {
+      const std::size_t from = k * hops.size() / segments, to = (k + 1) * hops.size() / segments;
+      chains_.push_back({chained_.size(), to - from});
+      for (std::size_t i = from; i < to; ++i) chained_.push_back({hops[i].first, hops[i].second, bytes});
+    }
+    for (const auto& [src, dst] : hops) alpha_ = std::max(alpha_, pf_.route_latency(src, dst));
+  }
+  static constexpr std::size_t kChainHops = 64;
   // Closes the phase. `steps` aggregated steps wait for the slowest hop each; the flows
   // themselves paid one.
   void end_phase(double steps = 1) {
-    if (current_.empty() && work_.empty()) return;
+    if (current_.empty() && chained_.empty() && work_.empty()) return;
     Phase ph;
     for (const auto& [route, b] : current_) ph.flows.push_back({route.first, route.second, b});
+    for (const auto& c : chains_) ph.chains.push_back({c.first + ph.flows.size(), c.count});
+    ph.flows.insert(ph.flows.end(), chained_.begin(), chained_.end());
+    chained_.clear();
+    chains_.clear();
     ph.work = std::move(work_);
     work_.clear();
     ph.latency = std::max(0.0, steps - 1.0) * alpha_ + extra_;
@@ -52,6 +88,8 @@ class Builder {
  private:
   const Platform& pf_;
   std::map<std::pair<int, int>, double> current_;
+  std::vector<Flow> chained_;
+  std::vector<Chain> chains_;
   std::vector<HostWork> work_;
   double alpha_ = 0, extra_ = 0;
   LoweredCollective out_;
@@ -95,17 +133,20 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
       const std::size_t entry = static_cast<std::size_t>(c) * n / static_cast<std::size_t>(channels);
       for (std::size_t i = 0; i < n; ++i) order.push_back(members[(entry + i) % n]);
     }
+    std::vector<std::pair<int, int>> hops;
+    hops.reserve(static_cast<std::size_t>(p));
     for (int i = 0; i < p; ++i) {
       const int from = order[static_cast<std::size_t>(i)], to = order[static_cast<std::size_t>((i + 1) % p)];
       if (pf.node_of(from) == pf.node_of(to)) {
-        b.hop(from, to, per_hop);
+        hops.push_back(b.endpoints(from, to));
       } else {
         // NCCL keeps a channel on one rail: the sending node hands the data to the NIC on the
         // receiving GPU's rail (PXN), so the hop never crosses between rails.
         const int twin = pf.node_of(from) * pf.spec().gpus_per_node + pf.local_of(to);
-        b.raw(pf.nic_endpoint(twin), pf.nic_endpoint(to), per_hop);
+        hops.emplace_back(pf.nic_endpoint(twin), pf.nic_endpoint(to));
       }
     }
+    b.chain(hops, per_hop);
   }
   b.end_phase(passes * (p - 1));
   return b.done();
@@ -198,10 +239,7 @@ LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vect
     for (const auto& members : nodes) {
       auto one = ring(pf, bytes, members, passes);
       if (all.phases.empty()) all = one;
-      else if (!one.phases.empty()) {
-        all.phases[0].flows.insert(all.phases[0].flows.end(), one.phases[0].flows.begin(), one.phases[0].flows.end());
-        all.phases[0].latency = std::max(all.phases[0].latency, one.phases[0].latency);
-      }
+      else if (!one.phases.empty()) all.phases[0].add(one.phases[0]);
     }
     return all;
   };
@@ -215,10 +253,7 @@ LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vect
       if (j < m.size()) peers.push_back(m[j]);
     auto one = ring(pf, bytes / static_cast<double>(g), peers, 2.0);
     if (across.phases.empty()) across = one;
-    else if (!one.phases.empty()) {
-      across.phases[0].flows.insert(across.phases[0].flows.end(), one.phases[0].flows.begin(), one.phases[0].flows.end());
-      across.phases[0].latency = std::max(across.phases[0].latency, one.phases[0].latency);
-    }
+    else if (!one.phases.empty()) across.phases[0].add(one.phases[0]);
   }
   append(across);
   append(inside(1.0));

@@ -12,6 +12,14 @@ namespace dtsim::network {
 using taskgraph::Algorithm;
 using taskgraph::CollectiveOp;
 
+void Phase::add(const Phase& other) {
+  const std::size_t offset = flows.size();
+  flows.insert(flows.end(), other.flows.begin(), other.flows.end());
+  for (const auto& c : other.chains) chains.push_back({c.first + offset, c.count});
+  work.insert(work.end(), other.work.begin(), other.work.end());
+  latency = std::max(latency, other.latency);
+}
+
 std::size_t LoweredCollective::flow_count() const {
   std::size_t n = 0;
   for (const auto& ph : phases) n += ph.flows.size();
@@ -119,21 +127,38 @@ LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, cons
   }
   if (groups.size() == 1) return lower(pf, c.op, c.algorithm, c.bytes, groups[0]);
   LoweredCollective out;
+  // Flows of different groups on one route run as one; chained flows keep their own.
   std::vector<std::map<std::pair<int, int>, double>> merged;
+  std::vector<Phase> chained;
   for (const auto& g : groups) {
     auto one = lower(pf, c.op, c.algorithm, c.bytes, g);
     if (one.phases.size() > out.phases.size()) {
       out.phases.resize(one.phases.size());
       merged.resize(one.phases.size());
+      chained.resize(one.phases.size());
     }
     for (std::size_t k = 0; k < one.phases.size(); ++k) {
-      out.phases[k].latency = std::max(out.phases[k].latency, one.phases[k].latency);
-      for (const auto& f : one.phases[k].flows) merged[k][{f.src, f.dst}] += f.bytes;
-      out.phases[k].work.insert(out.phases[k].work.end(), one.phases[k].work.begin(), one.phases[k].work.end());
+      auto& ph = one.phases[k];
+      std::vector<char> in_chain(ph.flows.size(), 0);
+      Phase keep;
+      for (const auto& ch : ph.chains) {
+        keep.chains.push_back({keep.flows.size(), ch.count});
+        for (std::size_t i = ch.first; i < ch.first + ch.count; ++i) {
+          in_chain[i] = 1;
+          keep.flows.push_back(ph.flows[i]);
+        }
+      }
+      for (std::size_t i = 0; i < ph.flows.size(); ++i)
+        if (!in_chain[i]) merged[k][{ph.flows[i].src, ph.flows[i].dst}] += ph.flows[i].bytes;
+      keep.work = std::move(ph.work);
+      keep.latency = ph.latency;
+      chained[k].add(keep);
     }
   }
-  for (std::size_t k = 0; k < merged.size(); ++k)
+  for (std::size_t k = 0; k < merged.size(); ++k) {
     for (const auto& [route, b] : merged[k]) out.phases[k].flows.push_back({route.first, route.second, b});
+    out.phases[k].add(chained[k]);
+  }
   return out;
 }
 
@@ -149,18 +174,30 @@ double analytical_time(const Platform& pf, const LoweredCollective& lc) {
       routes.push_back(pf.route(f.src, f.dst));
       for (const auto& h : routes.back()) load[slot(h)] += f.bytes;
     }
-    double worst = 0;
-    for (const auto& r : routes) {
-      double t = 0, latency = 0;
-      for (const auto& h : r) {
+    // Each flow's time at its most loaded link, and its latency.
+    std::vector<double> busy(routes.size(), 0.0), latency(routes.size(), 0.0);
+    for (std::size_t i = 0; i < routes.size(); ++i)
+      for (const auto& h : routes[i]) {
         const auto& link = pf.links()[static_cast<std::size_t>(h.link)];
-        t = std::max(t, load[slot(h)] / link.bandwidth);
-        latency += link.latency;
+        busy[i] = std::max(busy[i], load[slot(h)] / link.bandwidth);
+        latency[i] += link.latency;
       }
-      worst = std::max(worst, t + latency);
+    // A chain runs at its slowest hop's pace and pays its longest hop latency once.
+    for (const auto& c : ph.chains) {
+      double slowest = 0, longest = 0;
+      for (std::size_t i = c.first; i < c.first + c.count; ++i) {
+        slowest = std::max(slowest, busy[i]);
+        longest = std::max(longest, latency[i]);
+      }
+      for (std::size_t i = c.first; i < c.first + c.count; ++i) {
+        busy[i] = slowest;
+        latency[i] = longest;
+      }
     }
-    std::map<int, double> busy;  // CPU work queued on each server
-    for (const auto& w : ph.work) worst = std::max(worst, busy[w.endpoint] += w.seconds);
+    double worst = 0;
+    for (std::size_t i = 0; i < routes.size(); ++i) worst = std::max(worst, busy[i] + latency[i]);
+    std::map<int, double> queued;  // CPU work queued on each server
+    for (const auto& w : ph.work) worst = std::max(worst, queued[w.endpoint] += w.seconds);
     total += worst + ph.latency;
   }
   return total;

@@ -23,10 +23,20 @@ struct HostWork {
   double seconds = 0;
 };
 
+// Flows [first, first + count) of a phase that move in lockstep: the hops of one ring channel each
+// carry the same bytes and can go no faster than the slowest of them. A simulator may run them as
+// one flow across all their links, which costs one event instead of one per hop.
+struct Chain {
+  std::size_t first = 0, count = 0;
+};
+
 struct Phase {
   std::vector<Flow> flows;
+  std::vector<Chain> chains;
   std::vector<HostWork> work;
   double latency = 0;
+  // Appends another group's flows, chains and work, running at the same time.
+  void add(const Phase& other);
 };
 
 struct LoweredCollective {

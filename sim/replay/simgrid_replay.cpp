@@ -2,12 +2,15 @@
 // and for fixed delays, one Comm per network flow) started from completion callbacks, so no actor
 // and no context switch is needed and the cost follows the number of activities.
 #include <simgrid/kernel/ProfileBuilder.hpp>
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <simgrid/s4u.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
+#include <tuple>
+#include <unordered_set>
 #include <unordered_map>
 #include <utility>
 
@@ -54,7 +57,7 @@ Timeline replay_simgrid(const ReplayInput& in) {
     for (const auto& f : in.variability->flaps) flap_of_link[pf.endpoint_links(pf.nic_endpoint(f.gpu)).front()] = &f;
     for (const auto& t : in.variability->throttles) throttles_of_host[pf.fabric_endpoint(t.gpu)].push_back(&t);
   }
-  std::vector<sg4::Link*> links;
+  std::vector<sg4::SplitDuplexLink*> links;
   links.reserve(pf.links().size());
   for (std::size_t i = 0; i < pf.links().size(); ++i) {
     const auto& l = pf.links()[i];
@@ -73,7 +76,8 @@ Timeline replay_simgrid(const ReplayInput& in) {
           dir->set_latency_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name() + ".lat", lat, f.period_s));
       }
     }
-    links.push_back(link->seal());
+    link->seal();
+    links.push_back(link);
   }
   // Most endpoints hang off the star. An NVLink-ring node's GPUs sit in a zone of their own with a
   // route for every pair around the ring; a rail's NICs sit in a star of their own whose gateway
@@ -147,13 +151,95 @@ Timeline replay_simgrid(const ReplayInput& in) {
   }
   // Fixed delays (collective step latencies) run here, on enough cores never to share one.
   auto* clock = zone->create_host("clock", kSpeed)->set_core_count(1 << 16)->seal();
+
+  // Every collective is lowered before the run, once per distinct one, so that each chain (a ring
+  // channel moving in lockstep) can get a zone of its own: two hosts joined by a route through all
+  // of the chain's links. One flow then stands for the whole channel, which keeps SimGrid 3.32's
+  // per-flow bookkeeping (quadratic in flows in flight) out of large rings.
+  const auto& g = in.graph;
+  const std::size_t n = g.tasks.size();
+  struct Prepared {
+    network::LoweredCollective lowered;
+    std::vector<std::vector<int>> chain_pair;  // per phase, per chain: its host pair
+    std::vector<std::vector<char>> chained;    // per phase, per flow: part of a chain
+  };
+  using Key = std::tuple<int, int, std::vector<int>, double, int, double>;
+  std::map<Key, Prepared> prepared;
+  std::vector<const Prepared*> prepared_of(n, nullptr);
+  std::map<std::vector<std::pair<int, int>>, int> pair_of_chain;
+  std::vector<std::pair<sg4::Host*, sg4::Host*>> pairs;
+  std::unordered_map<const sg4::Host*, std::vector<std::vector<sg4::Link*>>> chain_hops;  // by source host
+  // Chain hosts share zones: sealing a zone takes time linear in all hosts, and a full zone's
+  // routing table is quadratic in its own.
+  std::vector<sg4::NetZone*> chain_zones;
+  constexpr std::size_t kPairsPerZone = 64;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& t = g.tasks[i];
+    if (!t.is_collective) continue;
+    const auto& c = t.collective;
+    Key key{static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes, c.only, c.server_apply_factor};
+    auto [it, fresh] = prepared.try_emplace(std::move(key));
+    prepared_of[i] = &it->second;
+    if (!fresh) continue;
+    auto& prep = it->second;
+    prep.lowered = network::lower(pf, c, groups_of(g, c));
+    for (const auto& ph : prep.lowered.phases) {
+      prep.chained.emplace_back(ph.flows.size(), 0);
+      auto& ids = prep.chain_pair.emplace_back();
+      for (const auto& ch : ph.chains) {
+        std::vector<std::pair<int, int>> hops;
+        for (std::size_t f = ch.first; f < ch.first + ch.count; ++f) {
+          hops.emplace_back(ph.flows[f].src, ph.flows[f].dst);
+          prep.chained.back()[f] = 1;
+        }
+        auto [at, added] = pair_of_chain.try_emplace(hops, static_cast<int>(pairs.size()));
+        ids.push_back(at->second);
+        if (!added) continue;
+        if (pairs.size() % kPairsPerZone == 0) {
+          chain_zones.push_back(sg4::create_full_zone("chains" + std::to_string(chain_zones.size())));
+          chain_zones.back()->set_parent(zone);
+        }
+        auto* cz = chain_zones.back();
+        auto* a = cz->create_host("chain" + std::to_string(pairs.size()) + "-in", kSpeed)->seal();
+        auto* b = cz->create_host("chain" + std::to_string(pairs.size()) + "-out", kSpeed)->seal();
+        std::vector<sg4::LinkInRoute> route;
+        auto& per_hop = chain_hops[a];
+        for (const auto& [src, dst] : hops) {
+          auto& hop_links = per_hop.emplace_back();
+          for (const auto& hop : pf.route(src, dst)) {  // the direction crossed: a latency profile changes that one
+            auto* duplex = links[static_cast<std::size_t>(hop.link)];
+            route.emplace_back(duplex, up(hop.up));
+            hop_links.push_back(hop.up ? duplex->get_link_up() : duplex->get_link_down());
+          }
+        }
+        cz->add_route(a->get_netpoint(), b->get_netpoint(), nullptr, nullptr, route, false);
+        pairs.emplace_back(a, b);
+      }
+    }
+  }
+  for (auto* cz : chain_zones) cz->seal();
   zone->seal();
+  // A chain's flow crosses every hop's links but pays one hop's latency, the longest, as the
+  // hops' own flows would have (SimGrid would charge the sum of the whole route's).
+  if (!pairs.empty())
+    zone->get_network_model()->set_lat_factor_cb(
+        [&chain_hops](double, const sg4::Host* src, const sg4::Host*, const std::vector<sg4::Link*>&,
+                      const std::unordered_set<sg4::NetZone*>&) {
+          auto it = chain_hops.find(src);
+          if (it == chain_hops.end()) return 1.0;
+          double longest = 0, sum = 0;
+          for (const auto& hop : it->second) {
+            double l = 0;
+            for (const auto* link : hop) l += link->get_latency();
+            longest = std::max(longest, l);
+            sum += l;
+          }
+          return sum > 0 ? longest / sum : 1.0;
+        });
 
   // Dependencies are counted here and each task's activities are created only when it is ready:
   // SimGrid 3.32 slows down quadratically with activities waiting on dependencies (60,000
   // pre-created Execs took 9 s, created on demand 0.3 s).
-  const auto& g = in.graph;
-  const std::size_t n = g.tasks.size();
   std::vector<int> waiting(n, 0), flows_left(n, 0), quorum_left(n, 0);
   std::vector<std::vector<int>> successors(n), quorum_successors(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -174,7 +260,7 @@ Timeline replay_simgrid(const ReplayInput& in) {
   std::vector<sg4::ActivityPtr> finished;
   // A collective in flight: its phases and the one running.
   struct Running {
-    network::LoweredCollective lowered;
+    const Prepared* prep = nullptr;
     std::size_t phase = 0;
   };
   std::unordered_map<std::size_t, Running> running;
@@ -188,18 +274,26 @@ Timeline replay_simgrid(const ReplayInput& in) {
   // Starts the current phase's flows, or its closing latency when it has none.
   auto start_phase = [&](std::size_t task) {
     auto& run = running.at(task);
-    const auto& ph = run.lowered.phases[run.phase];
-    flows_left[task] = static_cast<int>(ph.flows.size() + ph.work.size());
+    const auto& ph = run.prep->lowered.phases[run.phase];
+    const auto& chained = run.prep->chained[run.phase];
     out.flows += ph.flows.size();
-    if (ph.flows.empty() && ph.work.empty()) run_exec(task, clock, ph.latency, Role::PhaseEnd);
+    flows_left[task] = static_cast<int>(ph.work.size() + ph.chains.size());
+    for (char c : chained) flows_left[task] += c ? 0 : 1;
+    if (flows_left[task] == 0) run_exec(task, clock, ph.latency, Role::PhaseEnd);
     // A server's CPU work shares its host with the other updates it is applying.
     for (const auto& w : ph.work) run_exec(task, hosts[static_cast<std::size_t>(w.endpoint)], w.seconds, Role::Flow);
-    for (const auto& f : ph.flows) {
-      sg4::CommPtr c = sg4::Comm::sendto_init(hosts[static_cast<std::size_t>(f.src)], hosts[static_cast<std::size_t>(f.dst)])
-                           ->set_payload_size(f.bytes);
+    auto send = [&](sg4::Host* from, sg4::Host* to, double bytes) {
+      sg4::CommPtr c = sg4::Comm::sendto_init(from, to)->set_payload_size(bytes);
       role.emplace(c.get(), std::make_pair(task, Role::Flow));
       keep.emplace(c.get(), c);
       c->start();
+    };
+    for (std::size_t f = 0; f < ph.flows.size(); ++f)
+      if (!chained[f])
+        send(hosts[static_cast<std::size_t>(ph.flows[f].src)], hosts[static_cast<std::size_t>(ph.flows[f].dst)], ph.flows[f].bytes);
+    for (std::size_t k = 0; k < ph.chains.size(); ++k) {
+      const auto& pair = pairs[static_cast<std::size_t>(run.prep->chain_pair[run.phase][k])];
+      send(pair.first, pair.second, ph.flows[ph.chains[k].first].bytes);
     }
   };
   auto launch = [&](std::size_t i) {
@@ -211,12 +305,11 @@ Timeline replay_simgrid(const ReplayInput& in) {
       run_exec(i, host, in.seconds(i), Role::Last);
       return;
     }
-    auto lowered = network::lower(pf, t.collective, groups_of(g, t.collective));
-    if (lowered.phases.empty()) {
+    if (prepared_of[i]->lowered.phases.empty()) {
       run_exec(i, clock, 0.0, Role::Last);
       return;
     }
-    running[i] = Running{std::move(lowered), 0};
+    running[i] = Running{prepared_of[i], 0};
     start_phase(i);
   };
   auto finish = [&](std::size_t task) {
@@ -242,10 +335,10 @@ Timeline replay_simgrid(const ReplayInput& in) {
       finish(task);
     } else if (r == Role::Flow) {
       // The step latencies the aggregated flows do not pay come once they all finish.
-      if (--flows_left[task] == 0) run_exec(task, clock, running.at(task).lowered.phases[running.at(task).phase].latency, Role::PhaseEnd);
+      if (--flows_left[task] == 0) run_exec(task, clock, running.at(task).prep->lowered.phases[running.at(task).phase].latency, Role::PhaseEnd);
     } else {
       auto& run = running.at(task);
-      if (++run.phase < run.lowered.phases.size()) {
+      if (++run.phase < run.prep->lowered.phases.size()) {
         start_phase(task);
       } else {
         running.erase(task);
