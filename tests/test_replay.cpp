@@ -75,17 +75,18 @@ TEST(SimGridPhases, HalvingDoublingMatchesClosedForm) {
 namespace {
 
 // One ring all-reduce on every GPU of `c`, replayed on SimGrid and priced analytically.
-std::pair<double, double> both_backends(const network::ClusterSpec& c, double bytes) {
+std::pair<double, double> both_backends(const network::ClusterSpec& c, double bytes,
+                                        taskgraph::Algorithm a = taskgraph::Algorithm::Ring) {
   network::Platform pf(c);
   taskgraph::TaskGraph g;
   g.num_ranks = c.num_gpus();
   std::vector<int> ranks;
   for (int i = 0; i < c.num_gpus(); ++i) ranks.push_back(i);
   int grp = g.add_group(ranks);
-  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, {grp}, bytes}, "ar", {});
+  g.add_collective({taskgraph::CollectiveOp::AllReduce, a, {grp}, bytes}, "ar", {});
   std::vector<double> none;
-  const double analytical = network::analytical_time(
-      pf, network::lower(pf, taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, bytes, ranks));
+  const double analytical =
+      network::analytical_time(pf, network::lower(pf, taskgraph::CollectiveOp::AllReduce, a, bytes, ranks));
   return {replay::replay_simgrid({g, none, pf}).makespan, analytical};
 }
 
@@ -109,6 +110,16 @@ TEST(SimGridRing, EightChannelsOver64NodesAgreeWithTheAnalyticalModel) {
   auto [simgrid, analytical] = both_backends(c, 1e9);
   EXPECT_NEAR(simgrid / analytical, 1.0, 0.01);
   EXPECT_NEAR(analytical, 2.0 * 511 / 512 * 1e9 / 8 / 25e9 + 2 * 511 * 5e-6, 1e-9);
+}
+
+TEST(SimGridTree, PipelinedDoubleTreeOver64NodesAgreesWithTheAnalyticalModel) {
+  // Each NIC carries 4 of the 16 tree shares (inner in one tree, leaf in the other): S/4 at 25 GB/s.
+  network::ClusterSpec c = test::flat_cluster(64);
+  c.gpus_per_node = 8;
+  c.nics_per_node = 8;
+  auto [simgrid, analytical] = both_backends(c, 1e9, taskgraph::Algorithm::Tree);
+  EXPECT_NEAR(simgrid / analytical, 1.0, 0.01);
+  EXPECT_NEAR(analytical, 1e9 / 4 / 25e9, 1e-3);
 }
 
 TEST(SimGridTopology, NvlinkRingNodesAgreeWithTheAnalyticalModel) {

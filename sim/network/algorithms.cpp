@@ -186,22 +186,38 @@ LoweredCollective double_tree(const Platform& pf, double bytes, const std::vecto
         for (std::size_t i = 0; i < m.size(); ++i) o.push_back(m[(entry + i) % m.size()]);
         return o;
       };
+      // The pipelined tree moves in lockstep. Its hops are grouped so that no group crosses a
+      // link twice the same way: inside nodes toward and away from the entry; between nodes
+      // toward and away from the parent, left and right children apart.
+      std::vector<std::vector<std::pair<int, int>>> groups(6);
       for (int i = 0; i < n; ++i) {
         auto mine = order(i);
         for (std::size_t k = 0; k + 1 < mine.size(); ++k) {
-          b.hop(mine[k + 1], mine[k], share);  // reduce toward the entry
-          b.hop(mine[k], mine[k + 1], share);  // broadcast away from it
+          groups[0].push_back(b.endpoints(mine[k + 1], mine[k]));  // reduce toward the entry
+          groups[1].push_back(b.endpoints(mine[k], mine[k + 1]));  // broadcast away from it
         }
         const int h = pos(i);  // heap position of node i; pos is its own inverse
         if (h == 0) continue;
         const int parent = order(pos((h - 1) / 2)).front();
-        b.hop(mine.front(), parent, share);
-        b.hop(parent, mine.front(), share);
+        const std::size_t side = h % 2 == 1 ? 0 : 2;
+        groups[2 + side].push_back(b.endpoints(mine.front(), parent));
+        groups[3 + side].push_back(b.endpoints(parent, mine.front()));
       }
+      for (const auto& hops : groups) b.chain(hops, share);
     }
   b.end_phase(2.0 * (levels + static_cast<double>(widest) - 1.0));  // up and down, pipelined
   return b.done();
 }
+
+namespace {
+// One step of a butterfly: every rank with its partner at distance d, all in lockstep.
+template <class Rank>
+std::vector<std::pair<int, int>> exchange(const Builder& b, int q, int d, Rank r) {
+  std::vector<std::pair<int, int>> hops;
+  for (int i = 0; i < q; ++i) hops.push_back(b.endpoints(r(i), r(i ^ d)));
+  return hops;
+}
+}  // namespace
 
 LoweredCollective halving_doubling(const Platform& pf, double bytes, const std::vector<int>& ranks, bool scatter, bool gather) {
   Builder b(pf);
@@ -215,12 +231,12 @@ LoweredCollective halving_doubling(const Platform& pf, double bytes, const std::
   // node (ranks are in node order); doubling mirrors it.
   if (scatter)
     for (int d = 1, k = 1; d < q; d *= 2, ++k) {
-      for (int i = 0; i < q; ++i) b.hop(r(i), r(i ^ d), bytes / (1 << k));
+      b.chain(exchange(b, q, d, r), bytes / (1 << k));
       b.end_phase();
     }
   if (gather)
     for (int d = q / 2, k = static_cast<int>(std::log2(q)); d >= 1; d /= 2, --k) {
-      for (int i = 0; i < q; ++i) b.hop(r(i), r(i ^ d), bytes / (1 << k));
+      b.chain(exchange(b, q, d, r), bytes / (1 << k));
       b.end_phase();
     }
   for (int i = 0; i < extra; ++i) b.hop(r(i), r(q + i), bytes);
