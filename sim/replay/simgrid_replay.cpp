@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 #include <unordered_set>
 #include <unordered_map>
@@ -296,7 +297,10 @@ Timeline replay_simgrid(const ReplayInput& in) {
       send(pair.first, pair.second, ph.flows[ph.chains[k].first].bytes);
     }
   };
-  auto launch = [&](std::size_t i) {
+  // Streams: the one collective each is running, and the ready ones waiting by priority.
+  std::map<int, bool> busy;
+  std::map<int, std::set<std::pair<double, std::size_t>>> queued;
+  auto begin = [&](std::size_t i) {
     const auto& t = g.tasks[i];
     out.start[i] = sg4::Engine::get_clock();
     if (!t.is_collective) {
@@ -312,8 +316,26 @@ Timeline replay_simgrid(const ReplayInput& in) {
     running[i] = Running{prepared_of[i], 0};
     start_phase(i);
   };
+  auto launch = [&](std::size_t i) {
+    const int s = g.tasks[i].stream;
+    if (s >= 0 && busy[s]) {
+      queued[s].emplace(g.tasks[i].priority, i);
+      return;
+    }
+    if (s >= 0) busy[s] = true;
+    begin(i);
+  };
   auto finish = [&](std::size_t task) {
     out.end[task] = sg4::Engine::get_clock();
+    if (const int s = g.tasks[task].stream; s >= 0) {
+      busy[s] = false;
+      if (auto& q = queued[s]; !q.empty()) {
+        const std::size_t next = q.begin()->second;
+        q.erase(q.begin());
+        busy[s] = true;
+        begin(next);
+      }
+    }
     for (int s : successors[task])
       if (--waiting[static_cast<std::size_t>(s)] == 0) launch(static_cast<std::size_t>(s));
     for (int s : quorum_successors[task]) {

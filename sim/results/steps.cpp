@@ -16,8 +16,9 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
   g.tasks.reserve(static_cast<std::size_t>(n + 1) * static_cast<std::size_t>(steps));
   step_of.clear();
   std::map<int, int> first_on_rank;  // each GPU's first task of a step
+  auto in_order = [&](const taskgraph::Task& t) { return !t.is_collective && !t.off_step_order; };
   for (int i = n - 1; i >= 0; --i)
-    if (!one.tasks[static_cast<std::size_t>(i)].is_collective) first_on_rank[one.tasks[static_cast<std::size_t>(i)].rank] = i;
+    if (in_order(one.tasks[static_cast<std::size_t>(i)])) first_on_rank[one.tasks[static_cast<std::size_t>(i)].rank] = i;
   std::map<int, int> last_of_rank;  // in the previous step
   std::vector<int> everyone_done;    // per step, with a staleness bound
   for (int k = 0; k < steps; ++k) {
@@ -27,11 +28,13 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
       taskgraph::Task t = one.tasks[static_cast<std::size_t>(i)];
       for (int& d : t.deps) d += base;
       for (int& d : t.any_deps) d += base;
-      if (!t.is_collective && first_on_rank.at(t.rank) == i) {
+      if (k > 0)
+        for (int d : t.after_previous_step) t.deps.push_back(base - n - (lead >= 0 ? 1 : 0) + d);
+      if (in_order(t) && first_on_rank.at(t.rank) == i) {
         if (auto it = last_of_rank.find(t.rank); it != last_of_rank.end()) t.deps.push_back(it->second);
         if (lead >= 0 && k - lead - 1 >= 0) t.deps.push_back(everyone_done[static_cast<std::size_t>(k - lead - 1)]);
       }
-      if (!t.is_collective) last_now[t.rank] = base + i;
+      if (in_order(t)) last_now[t.rank] = base + i;
       step_of.push_back(k);
       g.tasks.push_back(std::move(t));
     }

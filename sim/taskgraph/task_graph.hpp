@@ -69,6 +69,15 @@ struct Task {
   // Of these, only the first `quorum` to finish are waited for (backup workers).
   std::vector<int> any_deps;
   int quorum = 0;
+  // Collectives of one stream run one at a time; when it frees, the ready one with the lowest
+  // priority goes next, as ByteScheduler and P3 order gradients. -1: ordered by deps alone.
+  int stream = -1;
+  double priority = 0;
+  // When steps repeat: tasks of this step's graph whose previous-step copies must end first (a
+  // layer's forward waiting for its own parameters' update).
+  std::vector<int> after_previous_step;
+  // Work the next step's first task need not wait for (per-bucket updates it waits on itself).
+  bool off_step_order = false;
 };
 
 // Ranks are GPU ids on the cluster. A strategy may give tasks to a few representative GPUs only
