@@ -17,7 +17,7 @@ std::vector<Bucket> make_buckets(const std::vector<const models::Layer*>& layers
         out.push_back(cur);
         open = false;
       }
-      if (!open) cur = Bucket{0, li};
+      if (!open) cur = Bucket{0, li, li};
       cur.bytes += bytes;
       cur.ready_after_layer = li;
       open = true;

@@ -8,6 +8,7 @@ namespace dtsim::strategies {
 struct Bucket {
   double bytes = 0;
   int ready_after_layer = 0;  // its last gradient is produced by this layer's backward
+  int first_layer = 0;        // its first gradient: the highest layer index it holds
 };
 
 // Fills gradient buckets the way PyTorch DDP does: parameters in reverse order of definition

@@ -68,6 +68,7 @@ class Planner {
   void emit(int s, std::size_t index, const PipeOp& op);
   void synchronise_gradients(int s);
   void step_optimizer(int s, int embedding_sync);
+  void step_optimizer_per_bucket(int s);
   void step_optimizer_one(int s, int embedding_sync);
   void emit_passes();
   Plan finish();
@@ -95,6 +96,11 @@ class Planner {
   int last_load_ = -1;
   int d_ = 0;  // the replica being emitted
   std::vector<std::map<const models::Layer*, int>> replica_final_;
+  // Priority buckets: each replica's first forward of every layer, and each bucket's collective.
+  std::map<const models::Layer*, int> first_forward_;
+  std::vector<std::map<const models::Layer*, int>> replica_first_forward_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_comm_;
   std::vector<std::vector<int>> replica_last_;
   std::map<std::pair<int, int>, int> p2p_groups_;
   std::map<int, std::vector<int>> data_groups_;
@@ -191,6 +197,12 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
         last = compute(s, table_.get(forward_work({l}, g_, p_, tpg)), deps, "fwd " + l->name + tag);
         cross.clear();
       }
+    } else if (p_.priority_buckets && op.micro_batch == 0) {  // each layer waits for its own update
+      for (const auto* l : layers) {
+        last = compute(s, table_.get(forward_work({l}, g_, p_, tpg)), cross, "fwd " + l->name + tag);
+        first_forward_[l] = last;
+        cross.clear();
+      }
     } else {
       last = compute(s, table_.get(forward_work(layers, g_, p_, tpg)), cross, "fwd" + tag);
     }
@@ -254,7 +266,8 @@ void Planner::synchronise_gradients(int s) {
       if (p_.overlap_grad_reduce) deps.push_back(replica_final_[d].at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
       else deps.push_back(replica_last_[d][static_cast<std::size_t>(s)]);
     }
-    if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
+    // In priority order the buckets share a stream instead of queueing in the order they fill.
+    if (last_comm_[static_cast<std::size_t>(s)] >= 0 && !p_.priority_buckets) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
     if (passes > 0) {  // compression kernels share the GPU with backward
       taskgraph::Work w;
       w.name = "compress";
@@ -270,7 +283,7 @@ void Planner::synchronise_gradients(int s) {
     }
     std::vector<int> ready;  // the replicas' gradients; with backup workers only some are awaited
     if (p_.backup_workers > 0) std::swap(ready, deps);
-    if (last_comm_[static_cast<std::size_t>(s)] >= 0 && p_.backup_workers > 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
+    if (last_comm_[static_cast<std::size_t>(s)] >= 0 && p_.backup_workers > 0 && !p_.priority_buckets) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
     const int id = collective(op, data_groups(s), buckets[b].bytes * wire, deps,
                               std::string(taskgraph::to_string(op)) + " bucket " + std::to_string(b));
     if (p_.backup_workers > 0) {
@@ -279,10 +292,43 @@ void Planner::synchronise_gradients(int s) {
       task.quorum = static_cast<int>(task.any_deps.size()) - p_.backup_workers;
     }
     last_comm_[static_cast<std::size_t>(s)] = id;
+    if (p_.priority_buckets) {
+      auto& task = plan_.graph.tasks[static_cast<std::size_t>(id)];
+      task.stream = s;
+      task.priority = buckets[b].ready_after_layer;  // the earliest layer the next forward needs
+      bucket_comm_.push_back(id);
+    }
+  }
+  if (p_.priority_buckets) buckets_ = buckets;
+}
+
+// Priority buckets: one update per bucket, as soon as its gradients are reduced; the next step's
+// forward of a layer waits for the updates of the buckets holding it.
+void Planner::step_optimizer_per_bucket(int s) {
+  const Layers mine = stage_layers(s);
+  const double gbytes = grad_bytes_per_param(t_.precision);
+  for (std::size_t d = 0; d < replica_last_.size(); ++d) {
+    d_ = static_cast<int>(d);
+    std::vector<int> updates;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      taskgraph::Work w;
+      w.name = "optimizer";
+      w.kernels = {models::optimizer_kernel(t_.optimizer, buckets_[b].bytes / gbytes, mixed_precision(t_.precision))};
+      std::vector<int> deps{bucket_comm_[b], replica_last_[d][static_cast<std::size_t>(s)]};
+      updates.push_back(plan_.graph.add_compute(rep(s), table_.get(w), Category::Optimizer, "optimizer bucket " + std::to_string(b), deps));
+      plan_.graph.tasks[static_cast<std::size_t>(updates.back())].off_step_order = true;
+    }
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (int li = buckets_[b].ready_after_layer; li <= buckets_[b].first_layer; ++li) {
+        const int fwd = replica_first_forward_[d].at(mine[static_cast<std::size_t>(li)]);
+        plan_.graph.tasks[static_cast<std::size_t>(fwd)].after_previous_step.push_back(updates[b]);
+      }
+    replica_last_[d][static_cast<std::size_t>(s)] = updates.back();
   }
 }
 
 void Planner::step_optimizer(int s, int embedding_sync) {
+  if (p_.priority_buckets) return step_optimizer_per_bucket(s);
   for (std::size_t d = 0; d < replica_last_.size(); ++d) {
     d_ = static_cast<int>(d);
     last_compute_[static_cast<std::size_t>(s)] = replica_last_[d][static_cast<std::size_t>(s)];
@@ -327,6 +373,7 @@ void Planner::emit_passes() {
   fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
   bwd_out_ = fwd_out_;
   final_backward_.clear();
+  first_forward_.clear();
   // Emit passes in an order every dependency respects: each stage runs its schedule as far as
   // the passes it waits for exist.
   std::vector<std::size_t> next(S, 0);
@@ -452,6 +499,7 @@ Plan Planner::run() {
       emit_passes();
     }
     replica_final_.push_back(final_backward_);
+    replica_first_forward_.push_back(first_forward_);
     replica_last_.push_back(last_compute_);
     if (!sync) asynchronous_update(previous_exchange);
   }

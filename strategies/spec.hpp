@@ -74,6 +74,10 @@ struct ParallelismSpec {
   bool blocking_p2p = false;
   // Transformer blocks per pipeline stage when not split evenly (no virtual stages).
   std::vector<int> stage_blocks;
+  // Gradient buckets by priority (P3, Jayarajan et al. 2019; ByteScheduler, Peng et al. 2019):
+  // queued buckets holding earlier layers go first, each bucket's parameters are updated as soon
+  // as it is reduced, and the next step's forward runs each layer once its own update is done.
+  bool priority_buckets = false;
   Updates updates = Updates::Sync;
   int staleness_bound = -1;  // async: how many steps a worker may run ahead of the slowest; -1 any
   int easgd_period = 1;      // local steps between exchanges with the centre

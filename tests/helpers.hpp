@@ -2,9 +2,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
+#include <vector>
 #include <unistd.h>
 
 #include "sim/network/platform.hpp"
+#include "sim/taskgraph/task_graph.hpp"
 
 namespace dtsim::test {
 
@@ -57,6 +60,27 @@ inline network::ClusterSpec flat_cluster(int p) {
   c.inter_latency = 5e-6;
   c.topology = network::Topology::SingleSwitch;
   return c;
+}
+
+// Three 1 GB all-reduces on 8 GPUs of one stream: "a" is ready at once, "b" and "c" when 1 ms
+// and 2 ms of compute end, while "a" still runs. "c" has the lower priority value.
+inline taskgraph::TaskGraph three_on_a_stream() {
+  taskgraph::TaskGraph g;
+  g.num_ranks = 8;
+  taskgraph::Work one_ms, two_ms;
+  one_ms.name = "1 ms";
+  two_ms.name = "2 ms";
+  const int w1 = g.add_work(one_ms), w2 = g.add_work(two_ms);
+  const int grp = g.add_group({0, 1, 2, 3, 4, 5, 6, 7});
+  const int t1 = g.add_compute(0, w1, taskgraph::Category::Compute, "b ready", {});
+  const int t2 = g.add_compute(1, w2, taskgraph::Category::Compute, "c ready", {});
+  taskgraph::Collective c{taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Ring, {grp}, 1e9};
+  for (auto [label, dep, priority] : {std::tuple{"a", -1, 5.0}, std::tuple{"b", t1, 3.0}, std::tuple{"c", t2, 1.0}}) {
+    const int id = g.add_collective(c, label, dep < 0 ? std::vector<int>{} : std::vector<int>{dep});
+    g.tasks[static_cast<std::size_t>(id)].stream = 0;
+    g.tasks[static_cast<std::size_t>(id)].priority = priority;
+  }
+  return g;
 }
 
 }  // namespace dtsim::test

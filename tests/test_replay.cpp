@@ -165,3 +165,15 @@ TEST(SimGridAsync, ABusyServerSetsThePace) {
   EXPECT_GT(8 * t, 4 * step);  // the server, not the workers, sets the pace
   EXPECT_NEAR(r.samples_per_s / (64 / (step + 8 * t)), 1.0, 0.02);
 }
+
+TEST(SimGridStream, TheWaitingOneWithTheLowestPriorityGoesNext) {
+  const auto g = test::three_on_a_stream();
+  const std::vector<double> seconds{1e-3, 2e-3};
+  const network::Platform pf(test::flat_cluster(8));
+  const auto t = replay::replay_simgrid({g, seconds, pf});
+  const double one = t.end[2] - t.start[2];
+  ASSERT_GT(one, 2e-3);
+  EXPECT_DOUBLE_EQ(t.start[4], t.end[2]);  // "c" (priority 1) before "b" (priority 3)
+  EXPECT_DOUBLE_EQ(t.start[3], t.end[4]);
+  EXPECT_NEAR(t.makespan / (3 * one), 1.0, 1e-9);
+}

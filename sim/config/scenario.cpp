@@ -208,6 +208,14 @@ void parse_parallelism(Reader r, Scenario& s) {
                 "parameter-server", "central-storage", "auto"},
                "ring"));
   parse_updates(r, s);
+  p.priority_buckets = r.choice("bucket_order", {"fifo", "priority"}, "fifo") == "priority";
+  if (p.priority_buckets) {
+    if (p.data < 2) r.fail("bucket_order", "priority order needs data parallelism (data of 2 or more)");
+    if (p.tensor > 1 || p.pipeline > 1 || p.zero_stage > 0 || p.updates != strategies::Updates::Sync)
+      r.fail("bucket_order", "priority order is modelled for synchronous data parallelism (tensor 1, pipeline 1, zero_stage 0)");
+    if (!p.overlap_grad_reduce) r.fail("bucket_order", "priority order needs overlap_grad_reduce");
+    if (p.offload_optimizer) r.fail("bucket_order", "priority order with the optimizer on the host is not modelled");
+  }
   if (p.algorithm == taskgraph::Algorithm::CentralStorage && s.cluster.nodes > 1)
     r.fail("all_reduce_algorithm", "central storage keeps variables in one host's memory: it needs cluster.nodes = 1");
   const std::string comp = r.choice("gradient_compression", {"none", "fp16", "int8", "topk"}, "none");
@@ -304,7 +312,9 @@ Scenario load_scenario(const std::string& path) {
   hw.finish();
 
   parse_parallelism(root.object("parallelism"), s);
-  if (s.parallelism.updates != strategies::Updates::Sync) s.steps_simulated = 10;  // unless simulation.steps says
+  // Unless simulation.steps says: asynchronous updates and priority buckets show over several steps.
+  if (s.parallelism.updates != strategies::Updates::Sync) s.steps_simulated = 10;
+  if (s.parallelism.priority_buckets) s.steps_simulated = 4;
   parse_training(root.object("training"), s);
   if (auto st = root.optional_object("stragglers")) parse_stragglers(*st, s, doc.origins);
   if (auto f = root.optional_object("faults")) {
@@ -335,6 +345,8 @@ Scenario load_scenario(const std::string& path) {
     s.steps_simulated = static_cast<int>(sim->integer("steps", 1, 100000, s.steps_simulated));
     if (s.parallelism.updates != strategies::Updates::Sync && s.steps_simulated < 2)
       sim->fail("steps", "asynchronous updates are measured over several steps: give 2 or more");
+    if (s.parallelism.priority_buckets && s.steps_simulated < 2)
+      sim->fail("steps", "priority order overlaps one step's updates with the next forward: give 2 or more");
     if ((!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty()) && s.backend == Backend::Analytical)
       sim->fail("backend", "throttled periods and flapping links change over time: only the simgrid backend replays them");
     sim->finish();
