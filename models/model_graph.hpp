@@ -45,6 +45,9 @@ struct Kernel {
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
   double flops = 0;
   double bytes = 0;
+  // Reads or writes a materialised attention score matrix (b x heads x s x s): such kernels
+  // stream it less well than a simple copy does.
+  bool scores = false;
 };
 
 struct Op {

@@ -45,6 +45,11 @@ Op elementwise(const std::string& name, double elems, double e, double reads, do
   return op;
 }
 
+void mark_scores(Op& op) {
+  for (auto* pass : {&op.forward, &op.backward})
+    for (auto& k : *pass) k.scores = true;
+}
+
 // Under sequence parallelism `tokens_h` is already this rank's share.
 Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e) {
   Op op = elementwise(name, tokens_h, e, 1.0, tokens_h * e, 8.0);
@@ -134,16 +139,19 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     qk.backward = {gemm("attention.qk.dq", bh, x.q, x.d, x.q, e, KernelKind::Attention),
                    gemm("attention.qk.dk", bh, x.q, x.d, x.q, e, KernelKind::Attention)};
     qk.saved_bytes = qk.saved_bytes_selective = q_bytes + kv;  // Q and K
+    mark_scores(qk);
     qk.selective = qk.matmul = true;
     l.ops.push_back(qk);
     Op sm = elementwise("attention.softmax", scores, e, 1.0, scores * e, 5.0);
     sm.saved_bytes_selective = 0;
     sm.selective = true;
+    mark_scores(sm);
     l.ops.push_back(sm);
     if (s.dropout) {
       Op dr = elementwise("attention.dropout", scores, e, 1.0, scores * (1.0 + e), 2.0);
       dr.saved_bytes_selective = 0;
       dr.selective = true;
+      mark_scores(dr);
       l.ops.push_back(dr);
     }
     Op pv;
@@ -152,6 +160,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     pv.backward = {gemm("attention.pv.dp", bh, x.q, x.q, x.d, e, KernelKind::Attention),
                    gemm("attention.pv.dv", bh, x.q, x.d, x.q, e, KernelKind::Attention)};
     pv.saved_bytes = pv.saved_bytes_selective = kv;  // V; the probabilities are counted above
+    mark_scores(pv);
     pv.matmul = true;
     l.ops.push_back(pv);
   }

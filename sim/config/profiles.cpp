@@ -19,21 +19,12 @@ cost::EfficiencyCurve curve(Reader& parent, const char* key, const char* half_ke
   cost::EfficiencyCurve c;
   c.max = r.number("max", Range{0.0, 1.0, true});
   c.half = r.number(half_key, Range{0.0, 1e18});
-  if (r.has("points")) {
-    const Json& pts = r.raw("points");
-    auto bad = [&] { r.fail("points", "expected [[size, efficiency], ...] with sizes increasing and 0 < efficiency <= 1"); };
-    if (!pts.is_array() || pts.empty()) bad();
-    for (const auto& p : pts) {
-      if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) bad();
-      const double x = p[0].get<double>(), e = p[1].get<double>();
-      if (!(x > 0) || !(e > 0) || e > 1 || !std::isfinite(x) || (!c.points.empty() && x <= c.points.back().first)) bad();
-      c.points.emplace_back(x, e);
-    }
-  }
+  if (r.has("points")) c.points = r.efficiency_points("points");
   r.finish();
   return c;
 }
 }  // namespace
+
 
 cost::DeviceProfile load_device_profile(const std::string& name) {
   static const std::regex safe("[A-Za-z0-9._-]+");
@@ -60,6 +51,11 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.gemm = curve(r, "gemm_efficiency", "half_flops");
   d.memory = curve(r, "memory_efficiency", "half_bytes");
   d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
+  if (auto a = r.optional_object("attention")) {
+    d.scores_memory_efficiency = a->number("scores_memory_efficiency", Range{0.0, 1.0, true}, 1.0);
+    d.flash_attention_efficiency = a->number("flash_efficiency", Range{0.0, 1.0, true}, 1.0);
+    a->finish();
+  }
   d.pcie_bandwidth = r.quantity("pcie_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 16e9);
   if (!r.raw("sources").is_object()) r.fail("sources", "expected an object naming the source of each number");
   if (r.has("kernel_table")) {

@@ -64,6 +64,7 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
   c.intra_bandwidth = intra.quantity("bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
   c.intra_efficiency = intra.number("efficiency", Range{0.0, 1.0, true}, 1.0);
+  if (intra.has("efficiency_points")) c.intra_efficiency_points = intra.efficiency_points("efficiency_points");
   intra.finish();
   Reader inter = r.object("inter_node");
   c.nics_per_node = static_cast<int>(inter.integer("nics_per_node", 1, 64));

@@ -200,4 +200,18 @@ void Reader::finish() const {
     if (!seen_.contains(key)) fail(key, "unknown key");
 }
 
+std::vector<std::pair<double, double>> Reader::efficiency_points(std::string_view key) {
+  std::vector<std::pair<double, double>> out;
+  const Json& pts = raw(key);
+  auto bad = [&] { fail(key, "expected [[size, efficiency], ...] with sizes increasing and 0 < efficiency <= 1"); };
+  if (!pts.is_array() || pts.empty()) bad();
+  for (const auto& p : pts) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) bad();
+    const double x = p[0].get<double>(), e = p[1].get<double>();
+    if (!(x > 0) || !(e > 0) || e > 1 || !std::isfinite(x) || (!out.empty() && x <= out.back().first)) bad();
+    out.emplace_back(x, e);
+  }
+  return out;
+}
+
 }  // namespace dtsim

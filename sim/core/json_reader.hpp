@@ -61,6 +61,8 @@ class Reader {
   Reader object(std::string_view key);
   std::optional<Reader> optional_object(std::string_view key);
   const Json& raw(std::string_view key);  // marks the key as known
+  // [[size, efficiency], ...]: sizes increasing, efficiencies in (0, 1].
+  std::vector<std::pair<double, double>> efficiency_points(std::string_view key);
   void ignore(std::string_view key) { seen_.insert(std::string(key)); }
 
   void finish() const;

@@ -27,9 +27,14 @@ double EfficiencyCurve::at(double x) const {
 
 double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
   double compute = 0;
-  if (k.kind == models::KernelKind::Memory) compute = k.flops / peak(d, "fp32");
-  else compute = k.flops / (peak(d, dtype) * d.gemm.at(k.flops));
-  double traffic = k.bytes / (d.hbm_bandwidth * d.memory.at(k.bytes));
+  if (k.kind == models::KernelKind::Memory) {
+    compute = k.flops / peak(d, "fp32");
+  } else {
+    double e = d.gemm.at(k.flops);
+    if (k.kind == models::KernelKind::Attention && !k.scores) e = std::min(e, d.flash_attention_efficiency);
+    compute = k.flops / (peak(d, dtype) * e);
+  }
+  double traffic = k.bytes / (d.hbm_bandwidth * d.memory.at(k.bytes) * (k.scores ? d.scores_memory_efficiency : 1.0));
   return std::max({compute, traffic, d.kernel_min_s});
 }
 

@@ -30,6 +30,10 @@ struct DeviceProfile {
   double hbm_bandwidth = 0;  // bytes/s
   EfficiencyCurve gemm, memory;
   double kernel_min_s = 0;
+  // Materialised attention: the fraction of the memory roofline that kernels streaming the score
+  // matrix reach. Fused (flash) attention: the fraction of the matrix peak its kernels reach.
+  double scores_memory_efficiency = 1.0;
+  double flash_attention_efficiency = 1.0;
   double pcie_bandwidth = 0;  // bytes/s per direction
   std::optional<KernelTable> kernels;  // measured on this device, when it has been profiled
 };

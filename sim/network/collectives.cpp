@@ -42,6 +42,11 @@ LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, 
   namespace alg = algorithms;
   const double p = static_cast<double>(r.size());
   if (r.size() < 2 || bytes <= 0) return {};
+  // Inside one node, an all-reduce runs at NCCL's measured efficiency for its size: mid-size
+  // buffers move as if they were larger.
+  if (op == CollectiveOp::AllReduce && a != Algorithm::ParameterServer && a != Algorithm::CentralStorage &&
+      std::all_of(r.begin(), r.end(), [&](int g) { return pf.node_of(g) == pf.node_of(r.front()); }))
+    bytes *= pf.intra_all_reduce_inflation(bytes);
   switch (op) {
     case CollectiveOp::AllReduce:
       switch (a) {

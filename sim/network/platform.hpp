@@ -1,5 +1,6 @@
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 // The cluster as endpoints and links, independent of any simulator. Mostly a star: every endpoint
@@ -18,6 +19,9 @@ struct ClusterSpec {
   Fabric fabric = Fabric::NvSwitch;
   double intra_bandwidth = 0, intra_latency = 0;  // per GPU, per direction; end to end
   double intra_efficiency = 1.0;                  // fraction of line rate collectives reach
+  // Measured all-reduce efficiency inside one node by buffer size (bytes, fraction of line rate),
+  // increasing sizes: NCCL reaches `intra_efficiency` only for large buffers. Empty: always.
+  std::vector<std::pair<double, double>> intra_efficiency_points;
   // PCIe nodes: what GPU-to-GPU traffic shares on its way through the host (root complex).
   double host_bridge_bandwidth = 0;
   int nics_per_node = 1;
@@ -73,6 +77,10 @@ class Platform {
   int ps_endpoint(int server) const { return ps_base_ + server; }
   int pcie_endpoint(int gpu) const { return pcie_base_ + gpu; }
   int host_endpoint(int node) const { return host_base_ + node; }
+
+  // How many times its bytes an all-reduce of `bytes` inside one node moves at the links'
+  // bandwidth, so that it runs at the measured efficiency for its size (1 when none is given).
+  double intra_all_reduce_inflation(double bytes) const;
 
   std::vector<Hop> route(int src, int dst) const;
   double route_latency(int src, int dst) const;
