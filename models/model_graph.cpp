@@ -57,12 +57,15 @@ double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t
   return sbh * (10.0 + 24.0 / tt + 5.0 * as_h / tt);
 }
 
-Kernel optimizer_kernel(OptimizerKind kind, double params, bool mixed_precision) {
-  // Bytes touched per parameter. Adam reads gradient, master weight, m and v and writes the last
-  // three (plus the 16-bit copy under mixed precision); SGD with momentum drops v.
-  double per_param = 0;
-  if (kind == OptimizerKind::Adam) per_param = mixed_precision ? 2 + 12 + 12 + 2 : 4 + 12 + 12;
-  else per_param = mixed_precision ? 2 + 8 + 8 + 2 : 4 + 8 + 8;
+Kernel optimizer_kernel(OptimizerKind kind, double params, UpdatePath path) {
+  // Bytes touched per parameter, pass by pass. The update reads the fp32 gradient, weight, m and
+  // v and writes the last three (SGD with momentum drops v); the gradient norm for clipping reads
+  // the gradient once more. Mixed precision then writes the 16-bit weights from the fp32 ones
+  // (read 4, write 2); fp16 first copies the 16-bit gradients to fp32 (read 2, write 4), and
+  // unscales them while checking for overflow (read 4, write 4).
+  double per_param = (kind == OptimizerKind::Adam ? 16.0 + 12.0 : 12.0 + 8.0) + 4.0;
+  if (path != UpdatePath::Fp32) per_param += 6.0;
+  if (path == UpdatePath::Fp16Master) per_param += 6.0 + 8.0;
   Kernel k;
   k.name = kind == OptimizerKind::Adam ? "adam_step" : "sgd_step";
   k.kind = KernelKind::Memory;

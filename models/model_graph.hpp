@@ -97,8 +97,14 @@ double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t
 
 enum class OptimizerKind { Adam, Sgd };
 
-// The optimizer update over `params` parameters as one memory-bound kernel.
-Kernel optimizer_kernel(OptimizerKind kind, double params, bool mixed_precision);
+// How a step updates the weights: in fp32, or 16-bit weights from fp32 master copies. With bf16
+// the gradients accumulate in fp32; with fp16 they are 16-bit, scaled by the loss scale.
+enum class UpdatePath { Fp32, Bf16Master, Fp16Master };
+
+// The optimizer step over `params` parameters, as the passes a mixed-precision optimizer makes
+// over them (Megatron-LM's Float16Optimizer; DeepSpeed's FP16 optimizer is alike), priced as one
+// memory-bound kernel.
+Kernel optimizer_kernel(OptimizerKind kind, double params, UpdatePath path);
 
 // Adding one micro-batch's weight gradients of `params` parameters into the accumulation buffer
 // when the GEMM does not write into it directly: read both, write the buffer.

@@ -313,7 +313,7 @@ void Planner::step_optimizer_per_bucket(int s) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       taskgraph::Work w;
       w.name = "optimizer";
-      w.kernels = {models::optimizer_kernel(t_.optimizer, buckets_[b].bytes / gbytes, mixed_precision(t_.precision))};
+      w.kernels = {models::optimizer_kernel(t_.optimizer, buckets_[b].bytes / gbytes, update_path(t_.precision))};
       std::vector<int> deps{bucket_comm_[b], replica_last_[d][static_cast<std::size_t>(s)]};
       updates.push_back(plan_.graph.add_compute(rep(s), table_.get(w), Category::Optimizer, "optimizer bucket " + std::to_string(b), deps));
       plan_.graph.tasks[static_cast<std::size_t>(updates.back())].off_step_order = true;
@@ -357,7 +357,7 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
                       shard * weight_bytes_per_param(t_.precision) / host_.pcie_bandwidth;
   } else {
     w.name = "optimizer";
-    w.kernels = {models::optimizer_kernel(t_.optimizer, shard, mixed_precision(t_.precision))};
+    w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};
   }
   std::vector<int> deps;
   if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
@@ -398,7 +398,7 @@ void Planner::emit_passes() {
 void Planner::local_optimizer() {
   taskgraph::Work w;
   w.name = "optimizer";
-  w.kernels = {models::optimizer_kernel(t_.optimizer, layer_params(stage_layers(0)), mixed_precision(t_.precision))};
+  w.kernels = {models::optimizer_kernel(t_.optimizer, layer_params(stage_layers(0)), update_path(t_.precision))};
   last_compute_[0] = plan_.graph.add_compute(rep(0), table_.get(w), Category::Optimizer, "optimizer", {last_compute_[0]});
 }
 

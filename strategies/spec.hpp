@@ -98,6 +98,11 @@ struct TrainingSpec {
 
 inline bool mixed_precision(Precision p) { return p == Precision::Bf16 || p == Precision::Fp16; }
 inline int activation_bytes(Precision p) { return mixed_precision(p) ? 2 : 4; }
+inline models::UpdatePath update_path(Precision p) {
+  return p == Precision::Fp16 ? models::UpdatePath::Fp16Master
+         : p == Precision::Bf16 ? models::UpdatePath::Bf16Master
+                                : models::UpdatePath::Fp32;
+}
 // Bytes per parameter of weights, gradients and optimizer state (ZeRO paper, Sec. 3.1: 2 + 2 + 12
 // for mixed-precision Adam; plain fp32 Adam keeps 4 + 4 + 8).
 double weight_bytes_per_param(Precision p);

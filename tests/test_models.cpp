@@ -101,3 +101,16 @@ TEST(Models, TensorAndSequenceParallelActivationsMatchKorthikantiTable2) {
           << "t=" << t << " sp=" << sp;
     }
 }
+
+TEST(OptimizerStep, PassesOverTheParametersFollowTheMixedPrecisionRecipe) {
+  using models::OptimizerKind;
+  using models::UpdatePath;
+  // Adam in fp32: read gradient, weight, m, v and write the last three (28), plus the
+  // gradient-norm read for clipping (4). Master weights add the 16-bit weight copy (read 4,
+  // write 2); fp16 adds the gradient copy to fp32 (read 2, write 4) and the unscale (read and
+  // write 4): Megatron-LM's Float16Optimizer.step makes exactly these passes.
+  EXPECT_DOUBLE_EQ(models::optimizer_kernel(OptimizerKind::Adam, 1e9, UpdatePath::Fp32).bytes, 32e9);
+  EXPECT_DOUBLE_EQ(models::optimizer_kernel(OptimizerKind::Adam, 1e9, UpdatePath::Bf16Master).bytes, 38e9);
+  EXPECT_DOUBLE_EQ(models::optimizer_kernel(OptimizerKind::Adam, 1e9, UpdatePath::Fp16Master).bytes, 52e9);
+  EXPECT_DOUBLE_EQ(models::optimizer_kernel(OptimizerKind::Sgd, 1e9, UpdatePath::Fp32).bytes, 24e9);
+}

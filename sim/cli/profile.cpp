@@ -43,7 +43,10 @@ int profile(const ProfileOptions& o) {
     }
     if (l.params() > 0) kernels.push_back(models::grad_accumulate_kernel(l.params(), opts.activation_bytes));
   }
-  kernels.push_back(models::optimizer_kernel(models::OptimizerKind::Adam, g.params(), half));
+  const auto path = dtype == "fp16" ? models::UpdatePath::Fp16Master
+                    : dtype == "bf16" ? models::UpdatePath::Bf16Master
+                                      : models::UpdatePath::Fp32;
+  kernels.push_back(models::optimizer_kernel(models::OptimizerKind::Adam, g.params(), path));
   profile::Options po;
   po.repeats = o.repeats;
   std::cerr << fmt::format("profiling {} ({} kernels) on the {}...\n", spec.name, kernels.size(), gpu ? "GPU" : "CPU");
