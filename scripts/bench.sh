@@ -20,3 +20,14 @@ for f in scenarios/gpt2-dp1024-a100.json scenarios/hybrid/gpt3-175b-1024-a100.js
   tasks=$(python3 -c "import json;print(json.load(open('$tmp/result.json'))['simulation']['tasks'])" 2>/dev/null || echo "?")
   printf "%-44s %8s %10s %10d %8s\n" "$f" "$gpus" "${best%% *}" "$(( ${best##* } / 1024 ))" "$tasks"
 done
+
+# One 1 GB all-reduce in `dtsim collective` on SimGrid, whole process (issue #4's speed goals:
+# 512 GPUs under 0.05 s, 16,384 under 2 s).
+printf "\n%-44s %8s %10s %10s\n" collective gpus wall_s peak_MB
+for case in "ring 512" "ring 16384" "tree 16384" "halving-doubling 16384"; do
+  set -- $case
+  /usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" collective --op all_reduce --algorithm "$1" --gpus "$2" \
+    -b 1G -e 1G --format json > /dev/null
+  read -r wall rss < "$tmp/time"
+  printf "%-44s %8s %10s %10d\n" "all_reduce $1" "$2" "$wall" "$(( rss / 1024 ))"
+done
