@@ -11,29 +11,29 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <unordered_set>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "sim/network/collectives.hpp"
 #include "sim/replay/replay.hpp"
 
 namespace sg4 = simgrid::s4u;
+namespace profile = simgrid::kernel::profile;
 
 namespace dtsim::replay {
 
 namespace {
+
 // Host speed in "FLOP/s": compute durations are fixed by the cost model before replay, so an
 // Exec of seconds * kSpeed runs for exactly that long.
 constexpr double kSpeed = 1e9;
-}  // namespace
 
-Timeline replay_simgrid(const ReplayInput& in) {
-  int argc = 2;
-  char name[] = "dtsim";
-  char quiet[] = "--log=root.thres:critical";
-  char* argv[] = {name, quiet, nullptr};
-  sg4::Engine engine(&argc, argv);
+sg4::LinkInRoute::Direction direction(bool up) {
+  return up ? sg4::LinkInRoute::Direction::UP : sg4::LinkInRoute::Direction::DOWN;
+}
+
+void configure(sg4::Engine& engine, const ReplayInput& in) {
   // CM02 without cross traffic and without the TCP window cap is an ideal alpha-beta model:
   // flows share links max-min and the closed forms of the collectives hold exactly.
   engine.set_config("network/model:CM02");
@@ -47,22 +47,40 @@ Timeline replay_simgrid(const ReplayInput& in) {
         engine.set_config("network/optim:Full");
         break;
       }
+}
 
-  const auto& pf = in.platform;
-  auto* zone = sg4::create_star_zone("cluster");
-  namespace profile = simgrid::kernel::profile;
-  // Profiles must be attached before a resource is sealed.
-  std::map<int, const Variability::Flap*> flap_of_link;
-  std::map<int, std::vector<const Variability::Throttle*>> throttles_of_host;
-  if (in.variability) {
-    for (const auto& f : in.variability->flaps) flap_of_link[pf.endpoint_links(pf.nic_endpoint(f.gpu)).front()] = &f;
-    for (const auto& t : in.variability->throttles) throttles_of_host[pf.fabric_endpoint(t.gpu)].push_back(&t);
+// Speed profile of a GPU's throttled windows: values are fractions of the peak, and event times
+// must strictly increase (the scenario rejects overlapping windows on one GPU).
+std::string throttle_trace(std::vector<const Variability::Throttle*> windows) {
+  std::sort(windows.begin(), windows.end(), [](auto* a, auto* b) { return a->start_s < b->start_s; });
+  std::string trace;
+  double back = 0;  // when the previous window ended
+  for (std::size_t k = 0; k < windows.size(); ++k) {
+    const auto* t = windows[k];
+    if (t->start_s > back || (k == 0 && t->start_s > 0)) trace += fmt::format("{} 1.0\n", back);
+    trace += fmt::format("{} {}\n", t->start_s, 1.0 / t->slowdown);
+    back = t->start_s + t->duration_s;
   }
+  return trace + fmt::format("{} 1.0\n", back);
+}
+
+// The platform's links, endpoints and zones in SimGrid.
+struct Fabric {
+  sg4::NetZone* zone = nullptr;
   std::vector<sg4::SplitDuplexLink*> links;
-  links.reserve(pf.links().size());
+  std::vector<sg4::Host*> hosts;  // by endpoint
+  sg4::Host* clock = nullptr;     // fixed delays, on enough cores never to share one
+};
+
+void add_links(Fabric& fab, const ReplayInput& in) {
+  const auto& pf = in.platform;
+  std::map<int, const Variability::Flap*> flap_of_link;  // profiles go on before a link is sealed
+  if (in.variability)
+    for (const auto& f : in.variability->flaps) flap_of_link[pf.endpoint_links(pf.nic_endpoint(f.gpu)).front()] = &f;
+  fab.links.reserve(pf.links().size());
   for (std::size_t i = 0; i < pf.links().size(); ++i) {
     const auto& l = pf.links()[i];
-    auto* link = zone->create_split_duplex_link(l.name, l.bandwidth);
+    auto* link = fab.zone->create_split_duplex_link(l.name, l.bandwidth);
     link->set_latency(l.latency);
     if (auto it = flap_of_link.find(static_cast<int>(i)); it != flap_of_link.end()) {
       // Full bandwidth, then degraded for the last degraded_s of every period (values are bytes/s;
@@ -78,58 +96,48 @@ Timeline replay_simgrid(const ReplayInput& in) {
       }
     }
     link->seal();
-    links.push_back(link);
+    fab.links.push_back(link);
   }
-  // Most endpoints hang off the star. An NVLink-ring node's GPUs sit in a zone of their own with a
-  // route for every pair around the ring; a rail's NICs sit in a star of their own whose gateway
-  // reaches the spine through the rail's uplink.
-  auto up = [](bool u) { return u ? sg4::LinkInRoute::Direction::UP : sg4::LinkInRoute::Direction::DOWN; };
+}
+
+// Most endpoints hang off the star. An NVLink-ring node's GPUs sit in a zone of their own with a
+// route for every pair around the ring; a rail's NICs sit in a star of their own whose gateway
+// reaches the spine through the rail's uplink.
+void add_hosts(Fabric& fab, const ReplayInput& in) {
+  const auto& pf = in.platform;
   const int gpus = pf.spec().num_gpus(), per_node = pf.spec().gpus_per_node;
+  std::map<int, std::vector<const Variability::Throttle*>> throttles_of_host;
+  if (in.variability)
+    for (const auto& t : in.variability->throttles) throttles_of_host[pf.fabric_endpoint(t.gpu)].push_back(&t);
   std::vector<sg4::NetZone*> node_zones, rail_zones;
   std::vector<simgrid::kernel::routing::NetPoint*> rail_gateways;
   if (pf.ring_link(0, 0) >= 0)
     for (int n = 0; n < pf.spec().nodes; ++n) {
-      auto* nz = sg4::create_full_zone("node" + std::to_string(n));
-      nz->set_parent(zone);
-      node_zones.push_back(nz);
+      node_zones.push_back(sg4::create_full_zone("node" + std::to_string(n)));
+      node_zones.back()->set_parent(fab.zone);
     }
   if (pf.rail_uplink(0) >= 0)
     for (int j = 0; j < pf.spec().nics_per_node; ++j) {
       auto* rz = sg4::create_star_zone("rail" + std::to_string(j));
-      rz->set_parent(zone);
+      rz->set_parent(fab.zone);
       auto* gw = rz->create_router("rail" + std::to_string(j) + "-gw");
       rz->add_route(gw, nullptr, nullptr, nullptr, {}, true);
       rail_gateways.push_back(gw);
       rail_zones.push_back(rz);
     }
-  std::vector<sg4::Host*> hosts;
-  hosts.reserve(static_cast<std::size_t>(pf.num_endpoints()));
+  fab.hosts.reserve(static_cast<std::size_t>(pf.num_endpoints()));
   for (int e = 0; e < pf.num_endpoints(); ++e) {
-    sg4::NetZone* home = zone;
+    sg4::NetZone* home = fab.zone;
     if (!node_zones.empty() && e < gpus) home = node_zones[static_cast<std::size_t>(e / per_node)];
     if (pf.rail_of(e) >= 0) home = rail_zones[static_cast<std::size_t>(pf.rail_of(e))];
     auto* h = home->create_host(pf.endpoint_name(e), kSpeed);
-    if (auto it = throttles_of_host.find(e); it != throttles_of_host.end()) {
-      // Speed profile values are fractions of the peak; event times must strictly increase (the
-      // scenario rejects overlapping windows on one GPU).
-      auto windows = it->second;
-      std::sort(windows.begin(), windows.end(), [](auto* a, auto* b) { return a->start_s < b->start_s; });
-      std::string trace;
-      double back = 0;  // when the previous window ended
-      for (std::size_t k = 0; k < windows.size(); ++k) {
-        const auto* t = windows[k];
-        if (t->start_s > back || (k == 0 && t->start_s > 0)) trace += fmt::format("{} 1.0\n", back);
-        trace += fmt::format("{} {}\n", t->start_s, 1.0 / t->slowdown);
-        back = t->start_s + t->duration_s;
-      }
-      trace += fmt::format("{} 1.0\n", back);
-      h->set_speed_profile(profile::ProfileBuilder::from_string(h->get_name() + ".throttle", trace, -1));
-    }
+    if (auto it = throttles_of_host.find(e); it != throttles_of_host.end())
+      h->set_speed_profile(profile::ProfileBuilder::from_string(h->get_name() + ".throttle", throttle_trace(it->second), -1));
     h->seal();
-    hosts.push_back(h);
-    if (home == zone || pf.rail_of(e) >= 0) {
+    fab.hosts.push_back(h);
+    if (home == fab.zone || pf.rail_of(e) >= 0) {
       std::vector<sg4::LinkInRoute> route;
-      for (int l : pf.endpoint_links(e)) route.emplace_back(links[static_cast<std::size_t>(l)], sg4::LinkInRoute::Direction::UP);
+      for (int l : pf.endpoint_links(e)) route.emplace_back(fab.links[static_cast<std::size_t>(l)], direction(true));
       home->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, route, true);
     }
   }
@@ -139,242 +147,305 @@ Timeline replay_simgrid(const ReplayInput& in) {
         if (a == b) continue;
         const int ga = static_cast<int>(n) * per_node + a, gb = static_cast<int>(n) * per_node + b;
         std::vector<sg4::LinkInRoute> route;
-        for (const auto& hop : pf.route(ga, gb)) route.emplace_back(links[static_cast<std::size_t>(hop.link)], up(hop.up));
-        node_zones[n]->add_route(hosts[static_cast<std::size_t>(ga)]->get_netpoint(), hosts[static_cast<std::size_t>(gb)]->get_netpoint(),
-                                 nullptr, nullptr, route, false);
+        for (const auto& hop : pf.route(ga, gb)) route.emplace_back(fab.links[static_cast<std::size_t>(hop.link)], direction(hop.up));
+        node_zones[n]->add_route(fab.hosts[static_cast<std::size_t>(ga)]->get_netpoint(),
+                                 fab.hosts[static_cast<std::size_t>(gb)]->get_netpoint(), nullptr, nullptr, route, false);
       }
     node_zones[n]->seal();
   }
   for (std::size_t j = 0; j < rail_zones.size(); ++j) {
     rail_zones[j]->seal();
-    const std::vector<sg4::LinkInRoute> uplink{{links[static_cast<std::size_t>(pf.rail_uplink(static_cast<int>(j)))], up(true)}};
-    zone->add_route(rail_zones[j]->get_netpoint(), nullptr, rail_gateways[j], nullptr, uplink, true);
+    const std::vector<sg4::LinkInRoute> uplink{{fab.links[static_cast<std::size_t>(pf.rail_uplink(static_cast<int>(j)))], direction(true)}};
+    fab.zone->add_route(rail_zones[j]->get_netpoint(), nullptr, rail_gateways[j], nullptr, uplink, true);
   }
-  // Fixed delays (collective step latencies) run here, on enough cores never to share one.
-  auto* clock = zone->create_host("clock", kSpeed)->set_core_count(1 << 16)->seal();
+  fab.clock = fab.zone->create_host("clock", kSpeed)->set_core_count(1 << 16)->seal();
+}
 
-  // Every collective is lowered before the run, once per distinct one, so that each chain (a ring
-  // channel moving in lockstep) can get a zone of its own: two hosts joined by a route through all
-  // of the chain's links. One flow then stands for the whole channel, which keeps SimGrid 3.32's
-  // per-flow bookkeeping (quadratic in flows in flight) out of large rings.
-  const auto& g = in.graph;
-  const std::size_t n = g.tasks.size();
-  struct Prepared {
-    network::LoweredCollective lowered;
-    std::vector<std::vector<int>> chain_pair;  // per phase, per chain: its host pair
-    std::vector<std::vector<char>> chained;    // per phase, per flow: part of a chain
-  };
-  using Key = std::tuple<int, int, std::vector<int>, double, int, double>;
-  std::map<Key, Prepared> prepared;
-  std::vector<const Prepared*> prepared_of(n, nullptr);
-  std::map<std::vector<std::pair<int, int>>, int> pair_of_chain;
+// A distinct collective, lowered once before the run.
+struct Prepared {
+  network::LoweredCollective lowered;
+  std::vector<std::vector<int>> chain_pair;  // per phase, per chain: its host pair
+  std::vector<std::vector<char>> chained;    // per phase, per flow: part of a chain
+};
+
+// Each chain (hops moving in lockstep) gets two hosts joined by a route through all of its hops'
+// links. One flow then stands for the whole chain, which keeps SimGrid 3.32's per-flow
+// bookkeeping (quadratic in flows in flight) out of large rings.
+struct Chains {
+  std::map<std::vector<std::pair<int, int>>, int> pair_of;
   std::vector<std::pair<sg4::Host*, sg4::Host*>> pairs;
-  std::unordered_map<const sg4::Host*, std::vector<std::vector<sg4::Link*>>> chain_hops;  // by source host
+  // By source host: each hop's links, in the direction crossed (a latency profile changes that one).
+  std::unordered_map<const sg4::Host*, std::vector<std::vector<const sg4::Link*>>> hops;
   // Chain hosts share zones: sealing a zone takes time linear in all hosts, and a full zone's
   // routing table is quadratic in its own.
-  std::vector<sg4::NetZone*> chain_zones;
-  constexpr std::size_t kPairsPerZone = 64;
-  for (std::size_t i = 0; i < n; ++i) {
+  std::vector<sg4::NetZone*> zones;
+  static constexpr std::size_t kPairsPerZone = 64;
+
+  int add(const Fabric& fab, const network::Platform& pf, const std::vector<std::pair<int, int>>& hop_list) {
+    auto [at, added] = pair_of.try_emplace(hop_list, static_cast<int>(pairs.size()));
+    if (!added) return at->second;
+    if (pairs.size() % kPairsPerZone == 0) {
+      zones.push_back(sg4::create_full_zone("chains" + std::to_string(zones.size())));
+      zones.back()->set_parent(fab.zone);
+    }
+    const std::string name = "chain" + std::to_string(pairs.size());
+    auto* a = zones.back()->create_host(name + "-in", kSpeed)->seal();
+    auto* b = zones.back()->create_host(name + "-out", kSpeed)->seal();
+    std::vector<sg4::LinkInRoute> route;
+    auto& per_hop = hops[a];
+    for (const auto& [src, dst] : hop_list) {
+      auto& hop_links = per_hop.emplace_back();
+      for (const auto& hop : pf.route(src, dst)) {
+        auto* duplex = fab.links[static_cast<std::size_t>(hop.link)];
+        route.emplace_back(duplex, direction(hop.up));
+        hop_links.push_back(hop.up ? duplex->get_link_up() : duplex->get_link_down());
+      }
+    }
+    zones.back()->add_route(a->get_netpoint(), b->get_netpoint(), nullptr, nullptr, route, false);
+    pairs.emplace_back(a, b);
+    return at->second;
+  }
+
+  // SimGrid would charge a chain's flow the latency of its whole route; its hops' own flows
+  // would each have paid one hop's, so it pays the longest one.
+  double latency_factor(const sg4::Host* src) const {
+    auto it = hops.find(src);
+    if (it == hops.end()) return 1.0;
+    double longest = 0, sum = 0;
+    for (const auto& hop : it->second) {
+      double l = 0;
+      for (const auto* link : hop) l += link->get_latency();
+      longest = std::max(longest, l);
+      sum += l;
+    }
+    return sum > 0 ? longest / sum : 1.0;
+  }
+};
+
+// Lowers every collective of the graph, once per distinct one, and gives its chains host pairs.
+std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, Chains& chains,
+                                     std::map<std::tuple<int, int, std::vector<int>, double, int, double>, Prepared>& store) {
+  const auto& g = in.graph;
+  std::vector<const Prepared*> of(g.tasks.size(), nullptr);
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
     if (!t.is_collective) continue;
     const auto& c = t.collective;
-    Key key{static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes, c.only, c.server_apply_factor};
-    auto [it, fresh] = prepared.try_emplace(std::move(key));
-    prepared_of[i] = &it->second;
+    auto [it, fresh] = store.try_emplace({static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes, c.only,
+                                          c.server_apply_factor});
+    of[i] = &it->second;
     if (!fresh) continue;
     auto& prep = it->second;
-    prep.lowered = network::lower(pf, c, groups_of(g, c));
+    prep.lowered = network::lower(in.platform, c, groups_of(g, c));
     for (const auto& ph : prep.lowered.phases) {
       prep.chained.emplace_back(ph.flows.size(), 0);
       auto& ids = prep.chain_pair.emplace_back();
       for (const auto& ch : ph.chains) {
-        std::vector<std::pair<int, int>> hops;
+        std::vector<std::pair<int, int>> hop_list;
         for (std::size_t f = ch.first; f < ch.first + ch.count; ++f) {
-          hops.emplace_back(ph.flows[f].src, ph.flows[f].dst);
+          hop_list.emplace_back(ph.flows[f].src, ph.flows[f].dst);
           prep.chained.back()[f] = 1;
         }
-        auto [at, added] = pair_of_chain.try_emplace(hops, static_cast<int>(pairs.size()));
-        ids.push_back(at->second);
-        if (!added) continue;
-        if (pairs.size() % kPairsPerZone == 0) {
-          chain_zones.push_back(sg4::create_full_zone("chains" + std::to_string(chain_zones.size())));
-          chain_zones.back()->set_parent(zone);
-        }
-        auto* cz = chain_zones.back();
-        auto* a = cz->create_host("chain" + std::to_string(pairs.size()) + "-in", kSpeed)->seal();
-        auto* b = cz->create_host("chain" + std::to_string(pairs.size()) + "-out", kSpeed)->seal();
-        std::vector<sg4::LinkInRoute> route;
-        auto& per_hop = chain_hops[a];
-        for (const auto& [src, dst] : hops) {
-          auto& hop_links = per_hop.emplace_back();
-          for (const auto& hop : pf.route(src, dst)) {  // the direction crossed: a latency profile changes that one
-            auto* duplex = links[static_cast<std::size_t>(hop.link)];
-            route.emplace_back(duplex, up(hop.up));
-            hop_links.push_back(hop.up ? duplex->get_link_up() : duplex->get_link_down());
-          }
-        }
-        cz->add_route(a->get_netpoint(), b->get_netpoint(), nullptr, nullptr, route, false);
-        pairs.emplace_back(a, b);
+        ids.push_back(chains.add(fab, in.platform, hop_list));
       }
     }
   }
-  for (auto* cz : chain_zones) cz->seal();
-  zone->seal();
-  // A chain's flow crosses every hop's links but pays one hop's latency, the longest, as the
-  // hops' own flows would have (SimGrid would charge the sum of the whole route's).
-  if (!pairs.empty())
-    zone->get_network_model()->set_lat_factor_cb(
-        [&chain_hops](double, const sg4::Host* src, const sg4::Host*, const std::vector<sg4::Link*>&,
-                      const std::unordered_set<sg4::NetZone*>&) {
-          auto it = chain_hops.find(src);
-          if (it == chain_hops.end()) return 1.0;
-          double longest = 0, sum = 0;
-          for (const auto& hop : it->second) {
-            double l = 0;
-            for (const auto* link : hop) l += link->get_latency();
-            longest = std::max(longest, l);
-            sum += l;
-          }
-          return sum > 0 ? longest / sum : 1.0;
-        });
+  return of;
+}
 
-  // Dependencies are counted here and each task's activities are created only when it is ready:
-  // SimGrid 3.32 slows down quadratically with activities waiting on dependencies (60,000
-  // pre-created Execs took 9 s, created on demand 0.3 s).
-  std::vector<int> waiting(n, 0), flows_left(n, 0), quorum_left(n, 0);
-  std::vector<std::vector<int>> successors(n), quorum_successors(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& t = g.tasks[i];
-    quorum_left[i] = t.any_deps.empty() ? 0 : std::min<int>(t.quorum, static_cast<int>(t.any_deps.size()));
-    waiting[i] = static_cast<int>(t.deps.size()) + quorum_left[i];
-    for (int d : t.deps) successors[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
-    for (int d : t.any_deps) quorum_successors[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+// Starts each task's activities once it is ready and follows their completions. Dependencies are
+// counted here rather than given to SimGrid: SimGrid 3.32 slows down quadratically with
+// activities waiting on dependencies (60,000 pre-created Execs took 9 s, created on demand 0.3 s).
+class Scheduler {
+ public:
+  Scheduler(const ReplayInput& in, const Fabric& fab, const Chains& chains, std::vector<const Prepared*> prepared)
+      : in_(in), g_(in.graph), fab_(fab), chains_(chains), prepared_(std::move(prepared)) {
+    const std::size_t n = g_.tasks.size();
+    waiting_.assign(n, 0);
+    flows_left_.assign(n, 0);
+    quorum_left_.assign(n, 0);
+    successors_.resize(n);
+    quorum_successors_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& t = g_.tasks[i];
+      quorum_left_[i] = t.any_deps.empty() ? 0 : std::min<int>(t.quorum, static_cast<int>(t.any_deps.size()));
+      waiting_[i] = static_cast<int>(t.deps.size()) + quorum_left_[i];
+      for (int d : t.deps) successors_[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+      for (int d : t.any_deps) quorum_successors_[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+    }
+    out_.start.assign(n, 0.0);
+    out_.end.assign(n, 0.0);
   }
-  Timeline out;
-  out.start.assign(n, 0.0);
-  out.end.assign(n, 0.0);
+
+  void start() {
+    sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { completed(a); });
+    for (std::size_t i = 0; i < g_.tasks.size(); ++i)
+      if (waiting_[i] == 0) launch(i);
+  }
+
+  Timeline take() { return std::move(out_); }
+
+ private:
   enum class Role { Last, Flow, PhaseEnd };
-  std::unordered_map<const sg4::Activity*, std::pair<std::size_t, Role>> role;
-  // Activities in flight. A finished one is let go at the next completion: SimGrid must not free
-  // an activity while it completes, and holding all of them to the end costs 1 GB at 3,072 GPUs.
-  std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> keep;
-  std::vector<sg4::ActivityPtr> finished;
-  // A collective in flight: its phases and the one running.
-  struct Running {
+  struct Running {  // a collective in flight: its phases and the one running
     const Prepared* prep = nullptr;
     std::size_t phase = 0;
   };
-  std::unordered_map<std::size_t, Running> running;
 
-  auto run_exec = [&](std::size_t task, sg4::Host* host, double seconds, Role r) {
-    sg4::ExecPtr e = sg4::Exec::init()->set_flops_amount(seconds * kSpeed)->set_host(host);
-    role.emplace(e.get(), std::make_pair(task, r));
-    keep.emplace(e.get(), e);
-    e->start();
-  };
+  void track(sg4::ActivityPtr a, std::size_t task, Role r) {
+    role_.emplace(a.get(), std::make_pair(task, r));
+    keep_.emplace(a.get(), a);
+    a->start();
+  }
+
+  void run_exec(std::size_t task, sg4::Host* host, double seconds, Role r) {
+    track(sg4::Exec::init()->set_flops_amount(seconds * kSpeed)->set_host(host), task, r);
+  }
+
   // Starts the current phase's flows, or its closing latency when it has none.
-  auto start_phase = [&](std::size_t task) {
-    auto& run = running.at(task);
+  void start_phase(std::size_t task) {
+    auto& run = running_.at(task);
     const auto& ph = run.prep->lowered.phases[run.phase];
     const auto& chained = run.prep->chained[run.phase];
-    out.flows += ph.flows.size();
-    flows_left[task] = static_cast<int>(ph.work.size() + ph.chains.size());
-    for (char c : chained) flows_left[task] += c ? 0 : 1;
-    if (flows_left[task] == 0) run_exec(task, clock, ph.latency, Role::PhaseEnd);
+    out_.flows += ph.flows.size();
+    int& left = flows_left_[task];
+    left = static_cast<int>(ph.work.size() + ph.chains.size());
+    for (char c : chained) left += c ? 0 : 1;
+    if (left == 0) run_exec(task, fab_.clock, ph.latency, Role::PhaseEnd);
     // A server's CPU work shares its host with the other updates it is applying.
-    for (const auto& w : ph.work) run_exec(task, hosts[static_cast<std::size_t>(w.endpoint)], w.seconds, Role::Flow);
+    for (const auto& w : ph.work) run_exec(task, fab_.hosts[static_cast<std::size_t>(w.endpoint)], w.seconds, Role::Flow);
     auto send = [&](sg4::Host* from, sg4::Host* to, double bytes) {
-      sg4::CommPtr c = sg4::Comm::sendto_init(from, to)->set_payload_size(bytes);
-      role.emplace(c.get(), std::make_pair(task, Role::Flow));
-      keep.emplace(c.get(), c);
-      c->start();
+      track(sg4::Comm::sendto_init(from, to)->set_payload_size(bytes), task, Role::Flow);
     };
     for (std::size_t f = 0; f < ph.flows.size(); ++f)
       if (!chained[f])
-        send(hosts[static_cast<std::size_t>(ph.flows[f].src)], hosts[static_cast<std::size_t>(ph.flows[f].dst)], ph.flows[f].bytes);
+        send(fab_.hosts[static_cast<std::size_t>(ph.flows[f].src)], fab_.hosts[static_cast<std::size_t>(ph.flows[f].dst)],
+             ph.flows[f].bytes);
     for (std::size_t k = 0; k < ph.chains.size(); ++k) {
-      const auto& pair = pairs[static_cast<std::size_t>(run.prep->chain_pair[run.phase][k])];
+      const auto& pair = chains_.pairs[static_cast<std::size_t>(run.prep->chain_pair[run.phase][k])];
       send(pair.first, pair.second, ph.flows[ph.chains[k].first].bytes);
     }
-  };
-  // Streams: the one collective each is running, and the ready ones waiting by priority.
-  std::map<int, bool> busy;
-  std::map<int, std::set<std::pair<double, std::size_t>>> queued;
-  auto begin = [&](std::size_t i) {
-    const auto& t = g.tasks[i];
-    out.start[i] = sg4::Engine::get_clock();
+  }
+
+  void begin(std::size_t i) {
+    const auto& t = g_.tasks[i];
+    out_.start[i] = sg4::Engine::get_clock();
     if (!t.is_collective) {
       // Data loading runs on the host's CPUs, beside the GPU rather than on it.
-      auto* host = t.category == taskgraph::Category::Input ? clock : hosts[static_cast<std::size_t>(pf.fabric_endpoint(t.rank))];
-      run_exec(i, host, in.seconds(i), Role::Last);
+      auto* host = t.category == taskgraph::Category::Input ? fab_.clock
+                                                            : fab_.hosts[static_cast<std::size_t>(in_.platform.fabric_endpoint(t.rank))];
+      run_exec(i, host, in_.seconds(i), Role::Last);
+    } else if (prepared_[i]->lowered.phases.empty()) {
+      run_exec(i, fab_.clock, 0.0, Role::Last);
+    } else {
+      running_[i] = Running{prepared_[i], 0};
+      start_phase(i);
+    }
+  }
+
+  // A ready task starts, unless its stream is busy: then it waits there by priority.
+  void launch(std::size_t i) {
+    const int s = g_.tasks[i].stream;
+    if (s >= 0 && busy_[s]) {
+      queued_[s].emplace(g_.tasks[i].priority, i);
       return;
     }
-    if (prepared_of[i]->lowered.phases.empty()) {
-      run_exec(i, clock, 0.0, Role::Last);
-      return;
-    }
-    running[i] = Running{prepared_of[i], 0};
-    start_phase(i);
-  };
-  auto launch = [&](std::size_t i) {
-    const int s = g.tasks[i].stream;
-    if (s >= 0 && busy[s]) {
-      queued[s].emplace(g.tasks[i].priority, i);
-      return;
-    }
-    if (s >= 0) busy[s] = true;
+    if (s >= 0) busy_[s] = true;
     begin(i);
-  };
-  auto finish = [&](std::size_t task) {
-    out.end[task] = sg4::Engine::get_clock();
-    if (const int s = g.tasks[task].stream; s >= 0) {
-      busy[s] = false;
-      if (auto& q = queued[s]; !q.empty()) {
+  }
+
+  void finish(std::size_t task) {
+    out_.end[task] = sg4::Engine::get_clock();
+    if (const int s = g_.tasks[task].stream; s >= 0) {
+      busy_[s] = false;
+      if (auto& q = queued_[s]; !q.empty()) {
         const std::size_t next = q.begin()->second;
         q.erase(q.begin());
-        busy[s] = true;
+        busy_[s] = true;
         begin(next);
       }
     }
-    for (int s : successors[task])
-      if (--waiting[static_cast<std::size_t>(s)] == 0) launch(static_cast<std::size_t>(s));
-    for (int s : quorum_successors[task]) {
+    for (int s : successors_[task])
+      if (--waiting_[static_cast<std::size_t>(s)] == 0) launch(static_cast<std::size_t>(s));
+    for (int s : quorum_successors_[task]) {
       const auto k = static_cast<std::size_t>(s);
-      if (quorum_left[k] > 0 && (--quorum_left[k], --waiting[k] == 0)) launch(k);
+      if (quorum_left_[k] > 0 && (--quorum_left_[k], --waiting_[k] == 0)) launch(k);
     }
-  };
-  sg4::Activity::on_completion_cb([&](const sg4::Activity& a) {
-    finished.clear();
-    if (auto k = keep.find(&a); k != keep.end()) {
-      finished.push_back(std::move(k->second));
-      keep.erase(k);
+  }
+
+  void completed(const sg4::Activity& a) {
+    // A finished activity is let go at the next completion: SimGrid must not free an activity
+    // while it completes, and holding all of them to the end costs 1 GB at 3,072 GPUs.
+    finished_.clear();
+    if (auto k = keep_.find(&a); k != keep_.end()) {
+      finished_.push_back(std::move(k->second));
+      keep_.erase(k);
     }
-    auto it = role.find(&a);
-    if (it == role.end()) return;
+    auto it = role_.find(&a);
+    if (it == role_.end()) return;
     auto [task, r] = it->second;
-    role.erase(it);
-    if (r == Role::Last) {
-      finish(task);
-    } else if (r == Role::Flow) {
+    role_.erase(it);
+    if (r == Role::Last) return finish(task);
+    auto& run = running_.at(task);
+    if (r == Role::Flow) {
       // The step latencies the aggregated flows do not pay come once they all finish.
-      if (--flows_left[task] == 0) run_exec(task, clock, running.at(task).prep->lowered.phases[running.at(task).phase].latency, Role::PhaseEnd);
+      if (--flows_left_[task] == 0) run_exec(task, fab_.clock, run.prep->lowered.phases[run.phase].latency, Role::PhaseEnd);
+    } else if (++run.phase < run.prep->lowered.phases.size()) {
+      start_phase(task);
     } else {
-      auto& run = running.at(task);
-      if (++run.phase < run.prep->lowered.phases.size()) {
-        start_phase(task);
-      } else {
-        running.erase(task);
-        finish(task);
-      }
+      running_.erase(task);
+      finish(task);
     }
-  });
-  for (std::size_t i = 0; i < n; ++i)
-    if (waiting[i] == 0) launch(i);
+  }
+
+  const ReplayInput& in_;
+  const taskgraph::TaskGraph& g_;
+  const Fabric& fab_;
+  const Chains& chains_;
+  std::vector<const Prepared*> prepared_;
+  std::vector<int> waiting_, flows_left_, quorum_left_;
+  std::vector<std::vector<int>> successors_, quorum_successors_;
+  std::unordered_map<const sg4::Activity*, std::pair<std::size_t, Role>> role_;
+  std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> keep_;  // in flight
+  std::vector<sg4::ActivityPtr> finished_;
+  std::unordered_map<std::size_t, Running> running_;
+  std::map<int, bool> busy_;  // streams: running one collective
+  std::map<int, std::set<std::pair<double, std::size_t>>> queued_;  // and the ready ones waiting
+  Timeline out_;
+};
+
+}  // namespace
+
+Timeline replay_simgrid(const ReplayInput& in) {
+  int argc = 2;
+  char name[] = "dtsim";
+  char quiet[] = "--log=root.thres:critical";
+  char* argv[] = {name, quiet, nullptr};
+  sg4::Engine engine(&argc, argv);
+  configure(engine, in);
+
+  Fabric fab;
+  fab.zone = sg4::create_star_zone("cluster");
+  add_links(fab, in);
+  add_hosts(fab, in);
+  Chains chains;
+  std::map<std::tuple<int, int, std::vector<int>, double, int, double>, Prepared> store;
+  auto prepared = prepare(in, fab, chains, store);
+  for (auto* cz : chains.zones) cz->seal();
+  fab.zone->seal();
+  if (!chains.pairs.empty())
+    fab.zone->get_network_model()->set_lat_factor_cb(
+        [&chains](double, const sg4::Host* src, const sg4::Host*, const std::vector<sg4::Link*>&,
+                  const std::unordered_set<sg4::NetZone*>&) { return chains.latency_factor(src); });
+
+  Scheduler scheduler(in, fab, chains, std::move(prepared));
+  scheduler.start();
   engine.run();
 
+  Timeline out = scheduler.take();
   out.backend = "simgrid";
   out.network_model = "CM02 (max-min flow sharing, no TCP effects)";
-  for (std::size_t i = 0; i < n; ++i) out.makespan = std::max(out.makespan, out.end[i]);
+  for (double e : out.end) out.makespan = std::max(out.makespan, e);
   return out;
 }
 
