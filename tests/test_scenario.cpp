@@ -131,3 +131,11 @@ TEST(Scenario, FabricsAndBackgroundTrafficAreChecked) {
   EXPECT_EQ(error_of(R"({"extends": "base.json", "cluster": {"gpus_per_node": 2, "nodes": 4,
       "inter_node": {"nics_per_node": 2}, "intra_node": {"fabric": "nvlink-ring"}}})").pointer(), "/cluster/intra_node/fabric");
 }
+
+TEST(Scenario, MeasuredAllReduceEfficienciesAreChecked) {
+  for (const char* points : {R"([[4e6, 0.4], [2e6, 0.5]])", R"([[4e6, 1.5]])", R"([[4e6]])", R"([])", R"("fast")"})
+    EXPECT_EQ(error_of(std::string(R"({"extends": "base.json", "cluster": {"intra_node": {"efficiency_points": )") + points + "}}}")
+                  .pointer(),
+              "/cluster/intra_node/efficiency_points")
+        << points;
+}
