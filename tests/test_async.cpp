@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "helpers.hpp"
+#include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/network/collectives.hpp"
@@ -20,20 +20,11 @@ std::string scenario(const std::string& parallelism, const std::string& extra = 
 }
 
 results::Result run(const std::string& parallelism, const std::string& extra = "") {
-  test::TempDir dir;
-  dir.file("base.json", test::kValidScenario);
-  return results::simulate(config::load_scenario(dir.file("s.json", scenario(parallelism, extra))));
+  return test::simulate_over_base(scenario(parallelism, extra));
 }
 
 std::string error_of(const std::string& parallelism, const std::string& extra = "") {
-  test::TempDir dir;
-  dir.file("base.json", test::kValidScenario);
-  try {
-    config::load_scenario(dir.file("s.json", scenario(parallelism, extra)));
-  } catch (const InputError& e) {
-    return e.pointer() + ": " + e.reason();
-  }
-  return "";
+  return test::input_error_over_base(scenario(parallelism, extra));
 }
 
 const std::string kSlowGpu = R"(, "stragglers": {"slow_gpus": [{"gpu": 3, "slowdown": 2.0}]})";

@@ -2,7 +2,7 @@
 // step's updates, and what priority order buys a communication-bound job.
 #include <gtest/gtest.h>
 
-#include "helpers.hpp"
+#include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/replay/replay.hpp"
@@ -21,21 +21,10 @@ std::string scenario(const std::string& parallelism, const std::string& simulati
       "simulation": {"backend": "analytical", )" + simulation + "}}";
 }
 
-results::Result run(const std::string& parallelism) {
-  test::TempDir dir;
-  dir.file("base.json", test::kValidScenario);
-  return results::simulate(config::load_scenario(dir.file("s.json", scenario(parallelism))));
-}
+results::Result run(const std::string& parallelism) { return test::simulate_over_base(scenario(parallelism)); }
 
 std::string error_of(const std::string& parallelism, const std::string& simulation = R"("steps": 4)") {
-  test::TempDir dir;
-  dir.file("base.json", test::kValidScenario);
-  try {
-    config::load_scenario(dir.file("s.json", scenario(parallelism, simulation)));
-  } catch (const InputError& e) {
-    return e.pointer() + ": " + e.reason();
-  }
-  return "";
+  return test::input_error_over_base(scenario(parallelism, simulation));
 }
 
 }  // namespace

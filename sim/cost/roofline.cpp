@@ -1,8 +1,9 @@
 #include "sim/cost/roofline.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
+
+#include "sim/core/interpolate.hpp"
 
 namespace dtsim::cost {
 
@@ -18,11 +19,7 @@ double EfficiencyCurve::at(double x) const {
   auto smooth = [&](double v) { return v <= 0 ? max : max * v / (v + half); };
   if (points.empty()) return smooth(x);
   if (x <= points.front().first) return points.front().second * smooth(x) / smooth(points.front().first);
-  if (x >= points.back().first) return points.back().second;
-  auto hi = std::upper_bound(points.begin(), points.end(), x, [](double v, const auto& p) { return v < p.first; });
-  auto lo = hi - 1;
-  const double f = std::log(x / lo->first) / std::log(hi->first / lo->first);
-  return lo->second + f * (hi->second - lo->second);
+  return log_interpolate(points, x);
 }
 
 double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {

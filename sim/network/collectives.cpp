@@ -143,21 +143,19 @@ LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, cons
       chained.resize(one.phases.size());
     }
     for (std::size_t k = 0; k < one.phases.size(); ++k) {
-      auto& ph = one.phases[k];
+      const auto& ph = one.phases[k];
+      auto& to = chained[k];
       std::vector<char> in_chain(ph.flows.size(), 0);
-      Phase keep;
       for (const auto& ch : ph.chains) {
-        keep.chains.push_back({keep.flows.size(), ch.count});
-        for (std::size_t i = ch.first; i < ch.first + ch.count; ++i) {
-          in_chain[i] = 1;
-          keep.flows.push_back(ph.flows[i]);
-        }
+        to.chains.push_back({to.flows.size(), ch.count});
+        to.flows.insert(to.flows.end(), ph.flows.begin() + static_cast<std::ptrdiff_t>(ch.first),
+                        ph.flows.begin() + static_cast<std::ptrdiff_t>(ch.first + ch.count));
+        std::fill_n(in_chain.begin() + static_cast<std::ptrdiff_t>(ch.first), ch.count, 1);
       }
       for (std::size_t i = 0; i < ph.flows.size(); ++i)
         if (!in_chain[i]) merged[k][{ph.flows[i].src, ph.flows[i].dst}] += ph.flows[i].bytes;
-      keep.work = std::move(ph.work);
-      keep.latency = ph.latency;
-      chained[k].add(keep);
+      to.work.insert(to.work.end(), ph.work.begin(), ph.work.end());
+      to.latency = std::max(to.latency, ph.latency);
     }
   }
   for (std::size_t k = 0; k < merged.size(); ++k) {

@@ -1,9 +1,9 @@
 #include "sim/network/platform.hpp"
 
 #include <algorithm>
-#include <cmath>
-
 #include <stdexcept>
+
+#include "sim/core/interpolate.hpp"
 
 namespace dtsim::network {
 
@@ -165,14 +165,7 @@ double Platform::route_latency(int src, int dst) const {
 double Platform::intra_all_reduce_inflation(double bytes) const {
   const auto& pts = spec_.intra_efficiency_points;
   if (pts.empty() || bytes < pts.front().first) return 1.0;
-  double e = pts.back().second;
-  for (std::size_t i = 0; i + 1 < pts.size(); ++i)
-    if (bytes < pts[i + 1].first) {  // linear in log size between measured points
-      const double f = std::log(bytes / pts[i].first) / std::log(pts[i + 1].first / pts[i].first);
-      e = pts[i].second + f * (pts[i + 1].second - pts[i].second);
-      break;
-    }
-  return std::max(1.0, spec_.intra_efficiency / e);
+  return std::max(1.0, spec_.intra_efficiency / log_interpolate(pts, bytes));
 }
 
 }  // namespace dtsim::network

@@ -9,13 +9,12 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
-#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 #include "sim/network/collectives.hpp"
+#include "sim/replay/dispatch.hpp"
 #include "sim/replay/replay.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -224,19 +223,17 @@ struct Chains {
 
 // Lowers every collective of the graph, once per distinct one, and gives its chains host pairs.
 std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, Chains& chains,
-                                     std::map<std::tuple<int, int, std::vector<int>, double, int, double>, Prepared>& store) {
+                                     std::map<CollectiveKey, Prepared>& store) {
   const auto& g = in.graph;
   std::vector<const Prepared*> of(g.tasks.size(), nullptr);
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
     if (!t.is_collective) continue;
-    const auto& c = t.collective;
-    auto [it, fresh] = store.try_emplace({static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes, c.only,
-                                          c.server_apply_factor});
+    auto [it, fresh] = store.try_emplace(collective_key(t.collective));
     of[i] = &it->second;
     if (!fresh) continue;
     auto& prep = it->second;
-    prep.lowered = network::lower(in.platform, c, groups_of(g, c));
+    prep.lowered = network::lower(in.platform, t.collective, groups_of(g, t.collective));
     for (const auto& ph : prep.lowered.phases) {
       prep.chained.emplace_back(ph.flows.size(), 0);
       auto& ids = prep.chain_pair.emplace_back();
@@ -259,28 +256,16 @@ std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, C
 class Scheduler {
  public:
   Scheduler(const ReplayInput& in, const Fabric& fab, const Chains& chains, std::vector<const Prepared*> prepared)
-      : in_(in), g_(in.graph), fab_(fab), chains_(chains), prepared_(std::move(prepared)) {
+      : in_(in), g_(in.graph), fab_(fab), chains_(chains), prepared_(std::move(prepared)), dispatch_(in.graph) {
     const std::size_t n = g_.tasks.size();
-    waiting_.assign(n, 0);
     flows_left_.assign(n, 0);
-    quorum_left_.assign(n, 0);
-    successors_.resize(n);
-    quorum_successors_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto& t = g_.tasks[i];
-      quorum_left_[i] = t.any_deps.empty() ? 0 : std::min<int>(t.quorum, static_cast<int>(t.any_deps.size()));
-      waiting_[i] = static_cast<int>(t.deps.size()) + quorum_left_[i];
-      for (int d : t.deps) successors_[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
-      for (int d : t.any_deps) quorum_successors_[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
-    }
     out_.start.assign(n, 0.0);
     out_.end.assign(n, 0.0);
   }
 
   void start() {
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { completed(a); });
-    for (std::size_t i = 0; i < g_.tasks.size(); ++i)
-      if (waiting_[i] == 0) launch(i);
+    dispatch_.begin([this](std::size_t i) { begin(i); });
   }
 
   Timeline take() { return std::move(out_); }
@@ -343,34 +328,9 @@ class Scheduler {
     }
   }
 
-  // A ready task starts, unless its stream is busy: then it waits there by priority.
-  void launch(std::size_t i) {
-    const int s = g_.tasks[i].stream;
-    if (s >= 0 && busy_[s]) {
-      queued_[s].emplace(g_.tasks[i].priority, i);
-      return;
-    }
-    if (s >= 0) busy_[s] = true;
-    begin(i);
-  }
-
   void finish(std::size_t task) {
     out_.end[task] = sg4::Engine::get_clock();
-    if (const int s = g_.tasks[task].stream; s >= 0) {
-      busy_[s] = false;
-      if (auto& q = queued_[s]; !q.empty()) {
-        const std::size_t next = q.begin()->second;
-        q.erase(q.begin());
-        busy_[s] = true;
-        begin(next);
-      }
-    }
-    for (int s : successors_[task])
-      if (--waiting_[static_cast<std::size_t>(s)] == 0) launch(static_cast<std::size_t>(s));
-    for (int s : quorum_successors_[task]) {
-      const auto k = static_cast<std::size_t>(s);
-      if (quorum_left_[k] > 0 && (--quorum_left_[k], --waiting_[k] == 0)) launch(k);
-    }
+    dispatch_.ended(task, [this](std::size_t i) { begin(i); });
   }
 
   void completed(const sg4::Activity& a) {
@@ -403,14 +363,12 @@ class Scheduler {
   const Fabric& fab_;
   const Chains& chains_;
   std::vector<const Prepared*> prepared_;
-  std::vector<int> waiting_, flows_left_, quorum_left_;
-  std::vector<std::vector<int>> successors_, quorum_successors_;
+  Dispatcher dispatch_;
+  std::vector<int> flows_left_;
   std::unordered_map<const sg4::Activity*, std::pair<std::size_t, Role>> role_;
   std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> keep_;  // in flight
   std::vector<sg4::ActivityPtr> finished_;
   std::unordered_map<std::size_t, Running> running_;
-  std::map<int, bool> busy_;  // streams: running one collective
-  std::map<int, std::set<std::pair<double, std::size_t>>> queued_;  // and the ready ones waiting
   Timeline out_;
 };
 
@@ -429,7 +387,7 @@ Timeline replay_simgrid(const ReplayInput& in) {
   add_links(fab, in);
   add_hosts(fab, in);
   Chains chains;
-  std::map<std::tuple<int, int, std::vector<int>, double, int, double>, Prepared> store;
+  std::map<CollectiveKey, Prepared> store;
   auto prepared = prepare(in, fab, chains, store);
   for (auto* cz : chains.zones) cz->seal();
   fab.zone->seal();

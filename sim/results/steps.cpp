@@ -21,6 +21,7 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
     if (in_order(one.tasks[static_cast<std::size_t>(i)])) first_on_rank[one.tasks[static_cast<std::size_t>(i)].rank] = i;
   std::map<int, int> last_of_rank;  // in the previous step
   std::vector<int> everyone_done;    // per step, with a staleness bound
+  int previous_base = 0;  // where the previous step's copy of the graph starts
   for (int k = 0; k < steps; ++k) {
     const int base = static_cast<int>(g.tasks.size());
     std::map<int, int> last_now;
@@ -29,7 +30,7 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
       for (int& d : t.deps) d += base;
       for (int& d : t.any_deps) d += base;
       if (k > 0)
-        for (int d : t.after_previous_step) t.deps.push_back(base - n - (lead >= 0 ? 1 : 0) + d);
+        for (int d : t.after_previous_step) t.deps.push_back(previous_base + d);
       if (in_order(t) && first_on_rank.at(t.rank) == i) {
         if (auto it = last_of_rank.find(t.rank); it != last_of_rank.end()) t.deps.push_back(it->second);
         if (lead >= 0 && k - lead - 1 >= 0) t.deps.push_back(everyone_done[static_cast<std::size_t>(k - lead - 1)]);
@@ -49,6 +50,7 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
       step_of.push_back(k);
       g.tasks.push_back(std::move(done));
     }
+    previous_base = base;
     last_of_rank = std::move(last_now);
   }
   return g;

@@ -1,0 +1,70 @@
+#pragma once
+#include <cstddef>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "sim/taskgraph/task_graph.hpp"
+
+namespace dtsim::replay {
+
+// When each task may start, for both replays: once all its `deps` and the first `quorum` of its
+// `any_deps` have ended; and a task of a stream only while the stream runs nothing else, the
+// waiting one with the lowest priority going next.
+class Dispatcher {
+ public:
+  explicit Dispatcher(const taskgraph::TaskGraph& g);
+
+  // Calls start(i) for every task ready at the outset.
+  template <class Start>
+  void begin(Start&& start) {
+    for (std::size_t i = 0; i < waiting_.size(); ++i)
+      if (waiting_[i] == 0) ready(i, start);
+  }
+
+  // Task i has ended: calls start(j) for each task that may start now.
+  template <class Start>
+  void ended(std::size_t i, Start&& start) {
+    if (const int s = g_.tasks[i].stream; s >= 0) {
+      busy_[s] = false;
+      if (auto& q = queued_[s]; !q.empty()) {
+        const std::size_t next = q.begin()->second;
+        q.erase(q.begin());
+        busy_[s] = true;
+        start(next);
+      }
+    }
+    for (int s : successors_[i])
+      if (--waiting_[static_cast<std::size_t>(s)] == 0) ready(static_cast<std::size_t>(s), start);
+    for (int s : quorum_successors_[i]) {
+      const auto k = static_cast<std::size_t>(s);
+      if (quorum_left_[k] > 0 && (--quorum_left_[k], --waiting_[k] == 0)) ready(k, start);
+    }
+  }
+
+ private:
+  template <class Start>
+  void ready(std::size_t i, Start& start) {
+    const int s = g_.tasks[i].stream;
+    if (s >= 0 && busy_[s]) {
+      queued_[s].emplace(g_.tasks[i].priority, i);
+      return;
+    }
+    if (s >= 0) busy_[s] = true;
+    start(i);
+  }
+
+  const taskgraph::TaskGraph& g_;
+  std::vector<int> waiting_, quorum_left_;
+  std::vector<std::vector<int>> successors_, quorum_successors_;
+  std::map<int, bool> busy_;
+  std::map<int, std::set<std::pair<double, std::size_t>>> queued_;
+};
+
+// Collectives that lower to the same flows: priced or prepared once.
+using CollectiveKey = std::tuple<int, int, std::vector<int>, double, int, double>;
+CollectiveKey collective_key(const taskgraph::Collective& c);
+
+}  // namespace dtsim::replay

@@ -1,0 +1,82 @@
+#pragma once
+// The planner that turns a model and a strategy into a task graph, shared by the files that
+// implement it: plan.cpp (passes, schedule, memory) and plan_updates.cpp (gradient
+// synchronisation and optimizer steps).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strategies/placement.hpp"
+#include "strategies/plan.hpp"
+#include "strategies/schedule.hpp"
+#include "strategies/works.hpp"
+
+namespace dtsim::strategies {
+
+using taskgraph::Category;
+using taskgraph::CollectiveOp;
+using Layers = std::vector<const models::Layer*>;
+
+double layer_params(const Layers& ls);
+
+class Planner {
+ public:
+  Planner(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host)
+      : g_(g), p_(p), t_(t), host_(host), place_(p), table_(plan_.graph) {}
+
+  Plan run();
+
+ private:
+  int rep(int s) const { return place_.gpu(d_, s, 0); }
+  int stage_of(int chunk) const { return chunk % p_.pipeline; }
+  Layers stage_layers(int s) const;  // all of a stage's chunks, in model order
+  int p2p_group(int from, int to);
+  std::vector<int> data_groups(int s);
+  int compute(int s, int work, std::vector<int> deps, const std::string& label);
+  int send(int from, int to, int after, const std::string& label);
+  int collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label);
+  bool ready(int s, const PipeOp& op) const;
+  void emit(int s, std::size_t index, const PipeOp& op);
+  void synchronise_gradients(int s);
+  void step_optimizer(int s, int embedding_sync);
+  void step_optimizer_per_bucket(int s);
+  void step_optimizer_one(int s, int embedding_sync);
+  void emit_passes();
+  Plan finish();
+  void local_optimizer();
+  void asynchronous_update(int& previous_exchange);
+  MemoryBreakdown stage_memory(int s) const;
+
+  const models::ModelGraph& g_;
+  const ParallelismSpec& p_;
+  const TrainingSpec& t_;
+  const HostSpec& host_;
+  Placement place_;
+  Plan plan_;
+  WorkTable table_;
+
+  int chunks_ = 1, v_ = 1;
+  std::int64_t m_ = 1;
+  double p2p_bytes_ = 0;
+  std::vector<Layers> chunk_layers_;
+  std::vector<std::vector<PipeOp>> seq_;
+  std::vector<std::map<int, std::size_t>> last_backward_;  // per stage: chunk -> index of its final backward
+  std::vector<int> tp_group_, last_compute_, last_comm_, last_send_;
+  std::vector<std::vector<int>> fwd_out_, bwd_out_;  // per model chunk, per micro-batch: task handing on
+  std::map<const models::Layer*, int> final_backward_;
+  int last_load_ = -1;
+  int d_ = 0;  // the replica being emitted
+  std::vector<std::map<const models::Layer*, int>> replica_final_;
+  // Priority buckets: each replica's first forward of every layer, and each bucket's collective.
+  std::map<const models::Layer*, int> first_forward_;
+  std::vector<std::map<const models::Layer*, int>> replica_first_forward_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_comm_;
+  std::vector<std::vector<int>> replica_last_;
+  std::map<std::pair<int, int>, int> p2p_groups_;
+  std::map<int, std::vector<int>> data_groups_;
+};
+
+}  // namespace dtsim::strategies
