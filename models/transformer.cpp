@@ -80,6 +80,9 @@ Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e)
   l.ops.push_back(emb);
   const double local = o.sequence_parallel ? th / tp : th;
   if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", local, e, 1.0, local, 2.0));
+  l.output_bytes = th * e;
+  l.tensor_split.bytes = th * e;
+  l.tensor_split.forward_sums = 1;  // partial lookups of the vocabulary-split table are summed
   return l;
 }
 
@@ -197,6 +200,12 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   n2.params /= x.t;
   l.ops.push_back(n2);
   mlp_ops(l, s, x);
+  l.output_bytes = x.th * e;
+  // Attention and MLP each end in a row-parallel GEMM whose partial outputs are summed, forward
+  // and (for the input gradients of the column-parallel GEMMs) backward; with sequence
+  // parallelism each pass also gathers the sharded inputs of QKV and fc1, and backward gathers
+  // them once more for the weight gradients (Korthikanti et al. 2022, Sec. 4.2.2).
+  l.tensor_split = {true, x.th * e, 2, 2, 2, 4};
   return l;
 }
 
@@ -218,18 +227,24 @@ Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   loss.backward = {memory("cross_entropy.bwd", tv * (4.0 + e), 2.0 * tv)};
   loss.saved_bytes = loss.saved_bytes_selective = 4.0 * tv;
   l.ops.push_back(loss);
+  // The input gradient of the vocabulary-split head is summed; under sequence parallelism its
+  // sharded input is gathered first.
+  l.tensor_split.bytes = x.th * e;
+  l.tensor_split.backward_sums = 1;
+  l.tensor_split.forward_gathers = 1;
   return l;
 }
 
 }  // namespace
 
 ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& options) {
-  ModelGraph g{spec, options, {}};
+  ModelGraph g{spec.name, options, {}, 0};
   const double e = options.activation_bytes;
   g.layers.reserve(static_cast<std::size_t>(spec.num_layers) + 2);
   g.layers.push_back(embedding_layer(spec, options, e));
   for (I i = 0; i < spec.num_layers; ++i) g.layers.push_back(block_layer(spec, options, e, i));
   g.layers.push_back(head_layer(spec, options, e));
+  if (spec.tied_embeddings) g.tied_params = g.layers.front().ops.front().params;
   return g;
 }
 

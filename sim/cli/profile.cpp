@@ -20,7 +20,7 @@ int profile(const ProfileOptions& o) {
   if (!gpu && dtype != "fp32") throw InputError("", "--dtype", "the CPU profile times fp32 (Eigen)");
   if (!o.model.empty() && !o.scenario.empty()) throw InputError("", "--model", "give --model or --scenario, not both");
   const bool half = dtype == "bf16" || dtype == "fp16";
-  models::TransformerSpec spec;
+  models::ModelSpec spec;
   models::BuildOptions opts;
   opts.activation_bytes = half ? 2 : 4;
   if (!o.scenario.empty()) {
@@ -34,7 +34,7 @@ int profile(const ProfileOptions& o) {
     spec = config::load_model_preset(o.model.empty() ? "tiny-gpt" : o.model);
   }
   if (o.micro_batch > 0) opts.micro_batch = o.micro_batch;
-  const auto g = models::build_transformer(spec, opts);
+  const auto g = spec.build(opts);
   std::vector<models::Kernel> kernels;
   for (const auto& l : g.layers) {
     for (const auto& op : l.ops) {

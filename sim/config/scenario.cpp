@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "sim/config/merge.hpp"
+#include "sim/config/model_config.hpp"
 #include "sim/config/stragglers.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/paths.hpp"
@@ -16,34 +17,6 @@ using units::Dimension;
 namespace {
 
 constexpr std::int64_t kMaxGpus = 1 << 20;
-
-models::TransformerSpec parse_model(Reader r, const std::string& preset) {
-  models::TransformerSpec m;
-  m.name = preset.empty() ? "inline" : preset;
-  r.choice("kind", {"transformer"});
-  m.num_layers = r.integer("num_layers", 1, 10000);
-  m.hidden_size = r.integer("hidden_size", 1, 1000000);
-  m.num_heads = r.integer("num_heads", 1, 100000);
-  m.num_kv_heads = r.integer("num_kv_heads", 1, 100000, m.num_heads);
-  m.ffn_hidden_size = r.integer("ffn_hidden_size", 1, 10000000, 4 * m.hidden_size);
-  m.seq_len = r.integer("seq_len", 1, 10000000);
-  m.vocab_size = r.integer("vocab_size", 1, 100000000);
-  m.mlp = r.choice("mlp", {"gelu", "swiglu"}, "gelu") == "swiglu" ? models::Mlp::SwiGlu : models::Mlp::Gelu;
-  m.tied_embeddings = r.boolean("tied_embeddings", true);
-  m.norm = r.choice("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? models::Norm::RmsNorm
-                                                                                  : models::Norm::LayerNorm;
-  m.linear_bias = r.boolean("linear_bias", true);
-  m.position_embedding = r.choice("position_embedding", {"learned", "rotary"}, "learned") == "rotary"
-                             ? models::PositionEmbedding::Rotary
-                             : models::PositionEmbedding::Learned;
-  m.dropout = r.boolean("dropout", true);
-  r.finish();
-  if (m.hidden_size % m.num_heads != 0)
-    r.fail("num_heads", fmt::format("{} does not divide model.hidden_size ({})", m.num_heads, m.hidden_size));
-  if (m.num_heads % m.num_kv_heads != 0)
-    r.fail("num_kv_heads", fmt::format("{} does not divide model.num_heads ({})", m.num_kv_heads, m.num_heads));
-  return m;
-}
 
 network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
   network::ClusterSpec c;
@@ -151,12 +124,7 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (static_cast<std::int64_t>(p.data) * tp != gpus)
     r.fail("data", fmt::format("data ({}) x tensor ({}) x pipeline ({}) = {}, but the cluster has {} GPUs ({} nodes x {})",
                                p.data, p.tensor, p.pipeline, p.data * tp, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
-  if (m.num_heads % p.tensor != 0)
-    r.fail("tensor", fmt::format("{} does not divide model.num_heads ({})", p.tensor, m.num_heads));
-  if (m.num_kv_heads % p.tensor != 0 && p.tensor % m.num_kv_heads != 0)
-    r.fail("tensor", fmt::format("{} and model.num_kv_heads ({}) must divide one another", p.tensor, m.num_kv_heads));
-  if (m.ffn_hidden_size % p.tensor != 0)
-    r.fail("tensor", fmt::format("{} does not divide model.ffn_hidden_size ({})", p.tensor, m.ffn_hidden_size));
+  if (const std::string why = m.tensor_split_error(p.tensor); !why.empty()) r.fail("tensor", why);
   p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
   const std::string sched = r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b"}, "1f1b");
   p.schedule = sched == "naive"   ? strategies::Schedule::Naive
@@ -167,9 +135,9 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
     r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
   const std::int64_t chunks = static_cast<std::int64_t>(p.pipeline) * p.virtual_stages;
-  if (chunks > m.num_layers)
-    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than model.num_layers ({})", p.pipeline,
-                                   p.virtual_stages, m.num_layers));
+  if (chunks > m.blocks())
+    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than {} ({})", p.pipeline,
+                                   p.virtual_stages, m.blocks_key(), m.blocks()));
   if (r.has("stage_layers")) {
     const Json& v = r.raw("stage_layers");
     auto bad = [&](const std::string& why) { r.fail("stage_layers", why); };
@@ -178,12 +146,12 @@ void parse_parallelism(Reader r, Scenario& s) {
     if (p.virtual_stages > 1) bad("uneven stages with virtual stages are not modelled");
     std::int64_t sum = 0;
     for (const auto& n : v) {
-      if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.num_layers)
+      if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.blocks())
         bad("each stage needs a whole number of blocks, at least 1");
       sum += n.get<std::int64_t>();
       p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
     }
-    if (sum != m.num_layers) bad(fmt::format("the stages hold {} blocks, but model.num_layers is {}", sum, m.num_layers));
+    if (sum != m.blocks()) bad(fmt::format("the stages hold {} blocks, but {} is {}", sum, m.blocks_key(), m.blocks()));
   }
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   if (p.sequence_parallel && p.tensor == 1) r.fail("sequence_parallel", "sequence parallelism needs tensor > 1");
@@ -268,7 +236,7 @@ void parse_training(Reader r, Scenario& s) {
 
 }  // namespace
 
-models::TransformerSpec load_model_preset(const std::string& name) {
+models::ModelSpec load_model_preset(const std::string& name) {
   Document doc;
   doc.origins = std::make_shared<Origins>();
   doc.origins->default_file = "--model";

@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "models/model_graph.hpp"
+#include "models/model.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/network/platform.hpp"
 #include "strategies/spec.hpp"
@@ -22,7 +22,7 @@ struct Reference {
 struct Scenario {
   std::string name, description, file;
   std::string model_preset, cluster_preset;  // empty when inline
-  models::TransformerSpec model;
+  models::ModelSpec model;
   cost::DeviceProfile device;
   double reserved_bytes = 0;  // CUDA context, library workspaces, allocator slack
   network::ClusterSpec cluster;
@@ -42,7 +42,7 @@ struct Scenario {
 Scenario load_scenario(const std::string& path);
 
 // A model preset from models/presets/NAME.json, as a scenario's {"preset": NAME} would load it.
-models::TransformerSpec load_model_preset(const std::string& name);
+models::ModelSpec load_model_preset(const std::string& name);
 
 // A device profile from hardware_profiles/NAME.json.
 cost::DeviceProfile load_device_profile(const std::string& name);

@@ -71,7 +71,8 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                    {"expected_failures", f.expected_failures}, {"ideal_time_to_train_s", f.ideal_time_s},
                    {"expected_time_to_train_s", f.expected_time_s}};
   }
-  j["model"] = {{"name", s.model.name}, {"params", r.params}, {"layers", s.model.num_layers}, {"seq_len", s.model.seq_len}};
+  j["model"] = {{"name", s.model.name}, {"params", r.params}};
+  for (const auto& [key, value] : s.model.sizes()) j["model"][key] = value;
   j["parallelism"] = {{"gpus", r.gpus},
                       {"data", s.parallelism.data},
                       {"tensor", s.parallelism.tensor},

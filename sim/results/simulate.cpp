@@ -19,11 +19,11 @@ Result plan_only(const config::Scenario& s) {
   r.gpus = s.cluster.num_gpus();
   models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
                             s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
-  const models::ModelGraph graph = models::build_transformer(s.model, opts);
+  const models::ModelGraph graph = s.model.build(opts);
   models::BuildOptions whole = opts;
   whole.tensor = 1;
   whole.sequence_parallel = false;
-  r.params = models::build_transformer(s.model, whole).params();
+  r.params = s.model.build(whole).params();
   r.plan = strategies::plan_training(graph, s.parallelism, s.training, s.host);
   r.memory = r.plan.memory;
   r.memory.other += s.reserved_bytes;
@@ -102,7 +102,7 @@ Result simulate(const config::Scenario& s) {
     r.step_time_s = samples / r.async->samples_per_s;
   }
   r.samples_per_s = samples / r.step_time_s;
-  r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq_len);
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.tokens_per_sample());
   const double peak = s.device.peak_flops.at(config::compute_dtype(s.training.precision));
   r.model_tflops_per_gpu = r.model_flops / (r.step_time_s * r.gpus) / 1e12;
   r.mfu = r.model_flops / (r.step_time_s * r.gpus * peak);
