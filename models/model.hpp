@@ -5,6 +5,7 @@
 #include <variant>
 #include <vector>
 
+#include "models/cnn.hpp"
 #include "models/model_graph.hpp"
 
 // A model as a scenario names it, of any family. Everything outside models/ asks it neutral
@@ -14,13 +15,13 @@ namespace dtsim::models {
 
 struct ModelSpec {
   std::string name;
-  std::variant<TransformerSpec> family;
+  std::variant<TransformerSpec, CnnSpec> family;
 
-  const char* kind() const;  // "transformer"
+  const char* kind() const;  // "transformer", "cnn"
   ModelGraph build(const BuildOptions& o) const;
-  // Body layers pipeline stages share between them (transformer blocks).
+  // Body layers pipeline stages share between them (transformer blocks, a CNN's layers).
   std::int64_t blocks() const;
-  // How the scenario names that count in messages ("model.num_layers").
+  // How messages name that count ("model.num_layers").
   std::string blocks_key() const;
   // Tokens in one sample; 0 when samples are not token sequences (images).
   std::int64_t tokens_per_sample() const;

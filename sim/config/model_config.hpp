@@ -1,4 +1,5 @@
 #pragma once
+#include <memory>
 #include <string>
 
 #include "models/model.hpp"
@@ -6,7 +7,8 @@
 
 namespace dtsim::config {
 
-// The scenario's `model` object (a preset already expanded into it), by its `kind`.
-models::ModelSpec parse_model(Reader r, const std::string& preset);
+// The scenario's `model` object (a preset already expanded into it), by its `kind`. `origins`
+// locates values nested in lists (a CNN's layers) for errors.
+models::ModelSpec parse_model(Reader r, const std::string& preset, const std::shared_ptr<const Origins>& origins);
 
 }  // namespace dtsim::config

@@ -243,7 +243,7 @@ models::ModelSpec load_model_preset(const std::string& name) {
   doc.json = Json{{"model", Json{{"preset", name}}}};
   const std::string preset = expand_preset(doc, "model", "models/presets", "model");
   Reader root(doc.json, "", doc.origins);
-  return parse_model(root.object("model"), preset);
+  return parse_model(root.object("model"), preset, doc.origins);
 }
 
 Scenario load_scenario(const std::string& path) {
@@ -260,7 +260,7 @@ Scenario load_scenario(const std::string& path) {
   s.description = root.text("description", "");
   s.model_preset = model_preset;
   s.cluster_preset = cluster_preset;
-  s.model = parse_model(root.object("model"), model_preset);
+  s.model = parse_model(root.object("model"), model_preset, doc.origins);
   s.cluster = parse_cluster(root.object("cluster"), cluster_preset);
 
   Reader hw = root.object("hardware");

@@ -16,7 +16,8 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   j["scenario"] = r.scenario;
   if (r.timed) {
     j["step_time_s"] = r.step_time_s;
-    j["throughput"] = {{"samples_per_s", r.samples_per_s}, {"tokens_per_s", r.tokens_per_s}};
+    j["throughput"] = {{"samples_per_s", r.samples_per_s}};
+    if (r.scenario_spec.model.tokens_per_sample() > 0) j["throughput"]["tokens_per_s"] = r.tokens_per_s;  // images have none
   }
   j["flops"] = {{"model_flops_per_step", r.model_flops}, {"hardware_flops_per_step", r.hardware_flops}};
   if (r.timed) {
