@@ -12,7 +12,7 @@ struct Overload : F... {
 }  // namespace
 
 const char* ModelSpec::kind() const {
-  return std::visit(Overload{[](const TransformerSpec&) { return "transformer"; }, [](const CnnSpec&) { return "cnn"; }}, family);
+  return std::visit(Overload{[](const TransformerSpec& s) { return s.vision() ? "vit" : "transformer"; }, [](const CnnSpec&) { return "cnn"; }}, family);
 }
 
 ModelGraph ModelSpec::build(const BuildOptions& o) const {
@@ -58,6 +58,10 @@ std::string ModelSpec::tensor_split_error(std::int64_t t) const {
 
 std::vector<std::pair<std::string, std::int64_t>> ModelSpec::sizes() const {
   return std::visit(Overload{[](const TransformerSpec& s) {
+                      if (s.vision())
+                        return std::vector<std::pair<std::string, std::int64_t>>{
+                            {"layers", s.num_layers}, {"seq_len", s.seq_len}, {"image_size", s.image_size},
+                            {"patch_size", s.patch_size}, {"classes", s.classes}};
                       return std::vector<std::pair<std::string, std::int64_t>>{{"layers", s.num_layers}, {"seq_len", s.seq_len}};
                     },
                              [](const CnnSpec& s) {

@@ -17,7 +17,7 @@ struct ModelSpec {
   std::string name;
   std::variant<TransformerSpec, CnnSpec> family;
 
-  const char* kind() const;  // "transformer", "cnn"
+  const char* kind() const;  // "transformer", "vit", "cnn"
   ModelGraph build(const BuildOptions& o) const;
   // Body layers pipeline stages share between them (transformer blocks, a CNN's layers).
   std::int64_t blocks() const;

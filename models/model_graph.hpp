@@ -21,6 +21,12 @@ struct TransformerSpec {
   bool linear_bias = true;
   PositionEmbedding position_embedding = PositionEmbedding::Learned;
   bool dropout = true;
+  // A vision transformer (Dosovitskiy et al. 2021) when patch_size > 0: the image is cut into
+  // (image_size / patch_size)^2 patches embedded by a patch_size-strided convolution, a class
+  // token joins them (seq_len = patches + 1), attention is bidirectional over all of them, and
+  // the head classifies the class token into `classes`. No vocabulary.
+  std::int64_t patch_size = 0, image_size = 0, channels = 3, classes = 0;
+  bool vision() const { return patch_size > 0; }
 };
 
 // How the graph is instantiated: per micro-batch, in one activation precision.

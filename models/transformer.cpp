@@ -86,6 +86,34 @@ Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e)
   return l;
 }
 
+// ViT: the patch-embedding convolution (replicated on every tensor rank), the class token
+// prepended, learned position embeddings added (Dosovitskiy et al. 2021, Eq. 1).
+Layer patch_embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
+  const I side = s.image_size / s.patch_size;
+  const double th = static_cast<double>(o.micro_batch * s.seq_len) * static_cast<double>(s.hidden_size);
+  Layer l{"patch_embedding", LayerKind::Embedding, {}, 0};
+  const ConvShape c{o.micro_batch, s.channels, s.image_size, s.image_size, s.hidden_size, s.patch_size, s.patch_size,
+                    s.patch_size, s.patch_size, 0, 0, 1};
+  Op conv;
+  conv.name = "patch_embedding";
+  conv.forward = {conv_kernel("patch_embedding", c, ConvPass::Forward, e)};
+  conv.backward = {conv_kernel("patch_embedding.wgrad", c, ConvPass::Wgrad, e)};  // no gradient for the image
+  conv.params = static_cast<double>(s.hidden_size) * static_cast<double>(s.channels * s.patch_size * s.patch_size) +
+                static_cast<double>(s.hidden_size);
+  conv.saved_bytes = conv.saved_bytes_selective =
+      static_cast<double>(o.micro_batch * s.channels * s.image_size * s.image_size) * e;
+  conv.matmul = true;
+  l.ops.push_back(conv);
+  Op tokens = elementwise("class_token_and_positions", th, e, 2.0, 0.0, 1.0);
+  tokens.params = static_cast<double>(s.hidden_size) * (1.0 + static_cast<double>(side * side + 1));
+  l.ops.push_back(tokens);
+  const double local = o.sequence_parallel ? th / static_cast<double>(o.tensor) : th;
+  if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", local, e, 1.0, local, 2.0));
+  l.output_bytes = th * e;
+  l.tensor_split.bytes = th * e;  // replicated: nothing to sum
+  return l;
+}
+
 // Shapes of one tensor-parallel rank's slice of a block.
 struct Slice {
   I b, q, h, d, heads, kv_heads, ffn, tokens;
@@ -235,16 +263,37 @@ Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   return l;
 }
 
+// ViT: the final norm, then a classifier on the class token alone (replicated on every tensor
+// rank) and the loss over the classes.
+Layer classifier_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
+  const Slice x = slice(s, o, e);
+  Layer l{"head", LayerKind::Head, {}, x.th_local * e};
+  Op fn = norm("final_norm", s, x.th_local, e);
+  fn.params /= x.t;
+  l.ops.push_back(fn);
+  l.ops.push_back(linear("classifier", o.micro_batch, s.hidden_size, s.classes, e, true));
+  const double logits = static_cast<double>(o.micro_batch * s.classes);
+  Op loss;
+  loss.name = "cross_entropy";
+  loss.forward = {memory("cross_entropy", logits * (e + 4.0), 5.0 * logits)};
+  loss.backward = {memory("cross_entropy.bwd", logits * (4.0 + e), 2.0 * logits)};
+  loss.saved_bytes = loss.saved_bytes_selective = 4.0 * logits;
+  l.ops.push_back(loss);
+  l.tensor_split.bytes = x.th * e;
+  l.tensor_split.forward_gathers = 1;  // the sequence-sharded tokens, under sequence parallelism
+  return l;
+}
+
 }  // namespace
 
 ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& options) {
   ModelGraph g{spec.name, options, {}, 0};
   const double e = options.activation_bytes;
   g.layers.reserve(static_cast<std::size_t>(spec.num_layers) + 2);
-  g.layers.push_back(embedding_layer(spec, options, e));
+  g.layers.push_back(spec.vision() ? patch_embedding_layer(spec, options, e) : embedding_layer(spec, options, e));
   for (I i = 0; i < spec.num_layers; ++i) g.layers.push_back(block_layer(spec, options, e, i));
-  g.layers.push_back(head_layer(spec, options, e));
-  if (spec.tied_embeddings) g.tied_params = g.layers.front().ops.front().params;
+  g.layers.push_back(spec.vision() ? classifier_layer(spec, options, e) : head_layer(spec, options, e));
+  if (spec.tied_embeddings && !spec.vision()) g.tied_params = g.layers.front().ops.front().params;
   return g;
 }
 

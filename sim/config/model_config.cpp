@@ -35,6 +35,32 @@ models::TransformerSpec parse_transformer(Reader& r, const std::string& name) {
   return m;
 }
 
+// A vision transformer: transformer blocks over image patches and a class token.
+models::TransformerSpec parse_vit(Reader& r, const std::string& name) {
+  models::TransformerSpec m;
+  m.name = name;
+  m.num_layers = r.integer("num_layers", 1, 10000);
+  m.hidden_size = r.integer("hidden_size", 1, 1000000);
+  m.num_heads = r.integer("num_heads", 1, 100000);
+  m.num_kv_heads = m.num_heads;
+  m.ffn_hidden_size = r.integer("ffn_hidden_size", 1, 10000000, 4 * m.hidden_size);
+  m.image_size = r.integer("image_size", 1, 100000);
+  m.patch_size = r.integer("patch_size", 1, 100000);
+  m.channels = r.integer("channels", 1, 100000, 3);
+  m.classes = r.integer("classes", 1, 10000000);
+  m.dropout = r.boolean("dropout", false);
+  m.tied_embeddings = false;
+  m.vocab_size = 0;
+  r.finish();
+  if (m.image_size % m.patch_size != 0)
+    r.fail("patch_size", fmt::format("{} does not divide model.image_size ({})", m.patch_size, m.image_size));
+  if (m.hidden_size % m.num_heads != 0)
+    r.fail("num_heads", fmt::format("{} does not divide model.hidden_size ({})", m.num_heads, m.hidden_size));
+  const std::int64_t side = m.image_size / m.patch_size;
+  m.seq_len = side * side + 1;  // the patches and the class token
+  return m;
+}
+
 // Compiles a CNN's declarative layer list into the builder. Each entry is {"op": ...}; ops run in
 // sequence, `add` and `concat` run their branches (lists starting from the same tensor; an empty
 // branch of `add` is the identity) and join them, `block` groups its layers into one
@@ -210,8 +236,9 @@ models::CnnSpec parse_cnn(Reader& r, const std::string& name, const std::shared_
 models::ModelSpec parse_model(Reader r, const std::string& preset, const std::shared_ptr<const Origins>& origins) {
   models::ModelSpec spec;
   spec.name = preset.empty() ? "inline" : preset;
-  const std::string kind = r.choice("kind", {"transformer", "cnn"});
+  const std::string kind = r.choice("kind", {"transformer", "vit", "cnn"});
   if (kind == "cnn") spec.family = parse_cnn(r, spec.name, origins);
+  else if (kind == "vit") spec.family = parse_vit(r, spec.name);
   else spec.family = parse_transformer(r, spec.name);
   return spec;
 }
