@@ -74,6 +74,7 @@ Kernel conv_kernel(const std::string& name, const ConvShape& c, ConvPass pass, d
   const double weights = static_cast<double>(c.k) * static_cast<double>(crs);
   k.bytes = element_bytes * (input + weights + output);
   k.conv = c;
+  k.pass = pass;
   return k;
 }
 

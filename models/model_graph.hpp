@@ -44,6 +44,9 @@ struct BuildOptions {
 
 enum class KernelKind { Gemm, Conv, Attention, Memory };
 
+// The three passes of a convolution (see conv_kernel below).
+enum class ConvPass { Forward, Dgrad, Wgrad };
+
 // A 2-D convolution over an NCHW tensor: n images of c channels of h x w, k filters of r x s,
 // `groups` channel groups. Output p x q per image.
 struct ConvShape {
@@ -66,6 +69,7 @@ struct Kernel {
   // stream it less well than a simple copy does.
   bool scores = false;
   ConvShape conv{};  // Conv kernels only
+  ConvPass pass = ConvPass::Forward;
 };
 
 struct Op {
@@ -142,7 +146,6 @@ double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t
 //   dgrad    dcol[NPQ x C/g*R*S] = dY[NPQ x K/g] . W^T            (then col2im into dX)
 //   wgrad    dW[C/g*R*S x K/g] = col(X)^T . dY                     (reduced over NPQ)
 // Each does 2*N*P*Q*K*C*R*S/g FLOPs and moves X, W and Y (or their gradients) once.
-enum class ConvPass { Forward, Dgrad, Wgrad };
 Kernel conv_kernel(const std::string& name, const ConvShape& c, ConvPass pass, double element_bytes);
 
 enum class OptimizerKind { Adam, Sgd };

@@ -54,7 +54,8 @@ int profile(const ProfileOptions& o) {
   table.provenance["model"] = spec.name;
   table.provenance["micro_batch"] = opts.micro_batch;
   write_file_atomic(o.out, table.to_json().dump(2) + "\n");
-  std::cout << fmt::format("wrote {}: {} GEMM shapes, {} memory sizes\n", o.out, table.gemms.size(), table.memory.size());
+  std::cout << fmt::format("wrote {}: {} GEMM shapes, {} convolutions, {} memory sizes\n", o.out, table.gemms.size(),
+                           table.convs.size(), table.memory.size());
   return 0;
 }
 

@@ -50,6 +50,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.hbm_bandwidth = r.quantity("hbm_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   d.gemm = curve(r, "gemm_efficiency", "half_flops");
   d.memory = curve(r, "memory_efficiency", "half_bytes");
+  if (r.has("conv_efficiency")) d.conv = curve(r, "conv_efficiency", "half_flops");
   d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
   if (auto a = r.optional_object("attention")) {
     d.scores_memory_efficiency = a->number("scores_memory_efficiency", Range{0.0, 1.0, true}, 1.0);

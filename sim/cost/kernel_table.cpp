@@ -43,10 +43,13 @@ std::optional<std::pair<double, PriceSource>> KernelTable::price(const models::K
     if (auto r = rate_at(pts, k.bytes)) return std::make_pair(k.bytes / *r, PriceSource::Interpolated);
     return std::nullopt;
   }
-  for (const auto& g : gemms)
+  // A convolution is looked up among convolutions when the table times any (they pay for
+  // im2col or their algorithm's overheads), else as the GEMM of its shape.
+  const auto& shapes = k.kind == models::KernelKind::Conv && !convs.empty() ? convs : gemms;
+  for (const auto& g : shapes)
     if (g.batch == k.batch && g.m == k.m && g.n == k.n && g.k == k.k) return std::make_pair(g.seconds, PriceSource::Exact);
   std::vector<std::pair<double, double>> pts;
-  for (const auto& g : gemms) {
+  for (const auto& g : shapes) {
     const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
                          static_cast<double>(g.k);
     pts.emplace_back(flops, flops / g.seconds);
@@ -56,10 +59,14 @@ std::optional<std::pair<double, PriceSource>> KernelTable::price(const models::K
 }
 
 nlohmann::json KernelTable::to_json() const {
-  nlohmann::json g = nlohmann::json::array(), m = nlohmann::json::array();
+  nlohmann::json g = nlohmann::json::array(), c = nlohmann::json::array(), m = nlohmann::json::array();
   for (const auto& x : gemms) g.push_back({{"batch", x.batch}, {"m", x.m}, {"n", x.n}, {"k", x.k}, {"seconds", x.seconds}});
+  for (const auto& x : convs) c.push_back({{"batch", x.batch}, {"m", x.m}, {"n", x.n}, {"k", x.k}, {"seconds", x.seconds}});
   for (const auto& x : memory) m.push_back({{"bytes", x.bytes}, {"seconds", x.seconds}});
-  return {{"provenance", provenance}, {"dtype", dtype}, {"gemm", g}, {"memory", m}};
+  nlohmann::json j{{"provenance", provenance}, {"dtype", dtype}, {"gemm", g}};
+  if (!convs.empty()) j["conv"] = c;
+  j["memory"] = m;
+  return j;
 }
 
 KernelTable KernelTable::from_json(const nlohmann::json& j, const std::string& file) {
@@ -74,16 +81,24 @@ KernelTable KernelTable::from_json(const nlohmann::json& j, const std::string& f
   const Json& m = r.raw("memory");
   if (!g.is_array()) r.fail("gemm", "expected an array");
   if (!m.is_array()) r.fail("memory", "expected an array");
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    Reader e(g[i], "/gemm/" + std::to_string(i), origins);
-    Gemm x;
-    x.batch = e.integer("batch", 1, std::int64_t{1} << 40, 1);
-    x.m = e.integer("m", 1, std::int64_t{1} << 40);
-    x.n = e.integer("n", 1, std::int64_t{1} << 40);
-    x.k = e.integer("k", 1, std::int64_t{1} << 40);
-    x.seconds = e.number("seconds", Range{0.0, 1e6, true});
-    e.finish();
-    t.gemms.push_back(x);
+  auto shapes = [&](const Json& list, const std::string& key, std::vector<Gemm>& out) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      Reader e(list[i], "/" + key + "/" + std::to_string(i), origins);
+      Gemm x;
+      x.batch = e.integer("batch", 1, std::int64_t{1} << 40, 1);
+      x.m = e.integer("m", 1, std::int64_t{1} << 40);
+      x.n = e.integer("n", 1, std::int64_t{1} << 40);
+      x.k = e.integer("k", 1, std::int64_t{1} << 40);
+      x.seconds = e.number("seconds", Range{0.0, 1e6, true});
+      e.finish();
+      out.push_back(x);
+    }
+  };
+  shapes(g, "gemm", t.gemms);
+  if (r.has("conv")) {
+    const Json& c = r.raw("conv");
+    if (!c.is_array()) r.fail("conv", "expected an array");
+    shapes(c, "conv", t.convs);
   }
   for (std::size_t i = 0; i < m.size(); ++i) {
     Reader e(m[i], "/memory/" + std::to_string(i), origins);

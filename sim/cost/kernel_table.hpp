@@ -15,8 +15,8 @@ namespace dtsim::cost {
 enum class PriceSource { Exact, Interpolated, Roofline };
 const char* to_string(PriceSource s);
 
-// Kernel times measured on one device (`dtsim profile`): GEMMs by shape, element-wise kernels
-// by bytes moved.
+// Kernel times measured on one device (`dtsim profile`): GEMMs and convolutions by (implicit)
+// GEMM shape, element-wise kernels by bytes moved.
 struct KernelTable {
   struct Gemm {
     std::int64_t batch = 1, m = 0, n = 0, k = 0;
@@ -28,6 +28,7 @@ struct KernelTable {
   nlohmann::json provenance;  // device, CPU or GPU model, threads, compiler, libraries, date
   std::string dtype = "fp32";
   std::vector<Gemm> gemms;
+  std::vector<Gemm> convs;  // convolutions by implicit-GEMM shape (batch = groups)
   std::vector<Memory> memory;
 
   // Exact shape, else interpolation along the measured rate-vs-size curve (inside the measured
