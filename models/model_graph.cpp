@@ -87,6 +87,7 @@ Kernel optimizer_kernel(OptimizerKind kind, double params, UpdatePath path) {
   double per_param = (kind == OptimizerKind::Adam ? 16.0 + 12.0 : 12.0 + 8.0) + 4.0;
   if (path != UpdatePath::Fp32) per_param += 6.0;
   if (path == UpdatePath::Fp16Master) per_param += 6.0 + 8.0;
+  if (path == UpdatePath::Fp64) per_param *= 2.0;
   Kernel k;
   k.name = kind == OptimizerKind::Adam ? "adam_step" : "sgd_step";
   k.kind = KernelKind::Memory;

@@ -152,7 +152,8 @@ enum class OptimizerKind { Adam, Sgd };
 
 // How a step updates the weights: in fp32, or 16-bit weights from fp32 master copies. With bf16
 // the gradients accumulate in fp32; with fp16 they are 16-bit, scaled by the loss scale.
-enum class UpdatePath { Fp32, Bf16Master, Fp16Master };
+// Fp64 makes the fp32 passes over 8-byte values.
+enum class UpdatePath { Fp32, Bf16Master, Fp16Master, Fp64 };
 
 // The optimizer step over `params` parameters, as the passes a mixed-precision optimizer makes
 // over them (Megatron-LM's Float16Optimizer; DeepSpeed's FP16 optimizer is alike), priced as one

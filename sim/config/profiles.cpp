@@ -42,7 +42,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.name = r.text("name");
   d.description = r.text("description", "");
   Reader peaks = r.object("peak_tflops");
-  for (const char* dtype : {"fp32", "tf32", "bf16", "fp16"})
+  for (const char* dtype : {"fp64", "fp32", "tf32", "bf16", "fp16"})
     if (peaks.has(dtype)) d.peak_flops[dtype] = peaks.number(dtype, Range{0.0, 1e6, true}) * 1e12;
   peaks.finish();
   if (!d.peak_flops.contains("fp32")) peaks.fail("fp32", "required key is missing");
@@ -74,6 +74,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
 
 std::string compute_dtype(strategies::Precision p) {
   switch (p) {
+    case strategies::Precision::Fp64: return "fp64";
     case strategies::Precision::Fp32: return "fp32";
     case strategies::Precision::Tf32: return "tf32";
     case strategies::Precision::Bf16: return "bf16";

@@ -77,6 +77,7 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
 }
 
 strategies::Precision parse_precision(const std::string& s) {
+  if (s == "fp64") return strategies::Precision::Fp64;
   if (s == "fp32") return strategies::Precision::Fp32;
   if (s == "tf32") return strategies::Precision::Tf32;
   if (s == "fp16") return strategies::Precision::Fp16;
@@ -210,7 +211,7 @@ void parse_parallelism(Reader r, Scenario& s) {
 void parse_training(Reader r, Scenario& s) {
   auto& t = s.training;
   t.global_batch = r.integer("global_batch_size", 1, 1000000000);
-  t.precision = parse_precision(r.choice("precision", {"fp32", "tf32", "bf16", "fp16"}, "bf16"));
+  t.precision = parse_precision(r.choice("precision", {"fp64", "fp32", "tf32", "bf16", "fp16"}, "bf16"));
   t.optimizer = r.choice("optimizer", {"adam", "sgd"}, "adam") == "sgd" ? models::OptimizerKind::Sgd
                                                                         : models::OptimizerKind::Adam;
   t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash
