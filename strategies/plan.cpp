@@ -216,6 +216,13 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   double rebuild = 0;  // under full recomputation one block at a time is rebuilt in full
   for (const auto* l : mine)
     if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
+  if (p_.recompute == Recompute::Stage)  // a whole chunk, one micro-batch at a time
+    for (int j = s; j < chunks_; j += p_.pipeline) {
+      double chunk = 0;
+      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)])
+        if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
+      rebuild = std::max(rebuild, chunk);
+    }
   MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, p_.data);
   if (p_.offload_optimizer) m.optimizer = 0;
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until

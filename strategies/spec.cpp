@@ -25,6 +25,7 @@ const char* to_string(Recompute r) {
     case Recompute::None: return "none";
     case Recompute::Selective: return "selective";
     case Recompute::Full: return "full";
+    case Recompute::Stage: return "stage";
   }
   return "?";
 }

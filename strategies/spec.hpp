@@ -9,7 +9,11 @@
 
 namespace dtsim::strategies {
 
-enum class Recompute { None, Selective, Full };
+// Full keeps each block's input and re-runs one block at a time before its backward (Megatron's
+// full recomputation); Stage is GPipe's re-materialisation (Huang et al. 2019, Sec. 2.3): each
+// pipeline chunk keeps only its input per micro-batch and re-runs its whole forward before its
+// backward.
+enum class Recompute { None, Selective, Full, Stage };
 // Gradient compression before synchronisation: fp16 halves fp32 gradients; int8 quantises to one
 // byte per value (as 1-bit/8-bit Adam-style schemes do); top-k keeps a fraction of the values with
 // their 4-byte indices and must gather instead of sum (Lin et al. 2018, Deep Gradient Compression).

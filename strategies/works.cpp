@@ -18,7 +18,8 @@ int WorkTable::get(taskgraph::Work w) {
 
 namespace {
 bool rerun(const models::Layer& l, const models::Op& op, Recompute r) {
-  return l.kind == models::LayerKind::Block && (r == Recompute::Full || (r == Recompute::Selective && op.selective));
+  return l.kind == models::LayerKind::Block &&
+         (r == Recompute::Full || r == Recompute::Stage || (r == Recompute::Selective && op.selective));
 }
 }  // namespace
 
@@ -42,7 +43,7 @@ std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, 
   if (sp && gathers > 0) out.push_back(c(CollectiveOp::AllGather, gathers));
   if (sums > 0) out.push_back(c(sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, sums));
   // Full recomputation re-runs a block's forward, collectives included, before its backward.
-  if (!forward && p.recompute == Recompute::Full && layer.kind == models::LayerKind::Block) {
+  if (!forward && (p.recompute == Recompute::Full || p.recompute == Recompute::Stage) && layer.kind == models::LayerKind::Block) {
     auto again = tensor_parallel_comms(layer, true, g, p, group);
     out.insert(out.end(), again.begin(), again.end());
   }

@@ -53,3 +53,27 @@ TEST(CnnTraining, ResNet50DataParallelStepOnADgxA100) {
   EXPECT_FALSE(json["throughput"].contains("tokens_per_s"));
   EXPECT_EQ(json["model"]["image_size"], 224);
 }
+
+TEST(CnnPipeline, GPipeRematerialisationKeepsOnlyEachPartitionsInput) {
+  // GPipe, K = 2, M = 32 micro-batches of 40 images: all forwards run before the backwards, so
+  // a partition keeps 32 inputs, and rebuilds one micro-batch's activations at a time.
+  const auto s = shipped("cnn/gpipe-amoebanet-d-k2.json");
+  ASSERT_EQ(s.parallelism.recompute, strategies::Recompute::Stage);
+  const auto r = results::memory_only(s);
+  ASSERT_TRUE(r.fits);
+  const auto g = s.model.build(models::BuildOptions{40, 2});
+  ASSERT_EQ(r.plan.stage_layers, (std::vector<int>{9, 15}));
+  auto saved = [&](std::size_t from, std::size_t to) {
+    double b = 0;
+    for (std::size_t l = from; l < to; ++l) b += g.layers[l].saved_bytes();
+    return b;
+  };
+  const auto& head = g.layers.back();
+  ASSERT_EQ(head.kind, models::LayerKind::Head);
+  EXPECT_DOUBLE_EQ(r.plan.stage_memory[0].activations, 32 * g.layers[0].input_bytes + saved(0, 9));
+  EXPECT_DOUBLE_EQ(r.plan.stage_memory[1].activations, 32 * (g.layers[9].input_bytes + head.saved_bytes()) + saved(9, 24));
+  // Per-block checkpoints (recompute "full") keep every block's input of every micro-batch.
+  auto full = s;
+  full.parallelism.recompute = strategies::Recompute::Full;
+  EXPECT_GT(results::memory_only(full).plan.stage_memory[0].activations, 2 * r.plan.stage_memory[0].activations);
+}

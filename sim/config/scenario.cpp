@@ -164,8 +164,9 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.zero_stage == 3 && p.pipeline > 1) r.fail("zero_stage", "ZeRO-3 with pipeline parallelism is not modelled");
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
-  std::string rc = r.choice("recompute", {"none", "selective", "full"}, "none");
-  p.recompute = rc == "full" ? strategies::Recompute::Full
+  std::string rc = r.choice("recompute", {"none", "selective", "full", "stage"}, "none");
+  p.recompute = rc == "stage"  ? strategies::Recompute::Stage
+                : rc == "full" ? strategies::Recompute::Full
                 : rc == "selective" ? strategies::Recompute::Selective
                                     : strategies::Recompute::None;
   p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
