@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <iostream>
-#include <regex>
 
 #include "reports/reports.hpp"
 #include "sim/config/scenario.hpp"
@@ -16,9 +15,8 @@ namespace dtsim::cli {
 
 namespace {
 
-std::string default_out_dir(const std::string& name) {
-  return "out/" + std::regex_replace(name, std::regex("[^A-Za-z0-9._-]"), "_");
-}
+// One folder under out/, whatever the name holds ("..", "/", "a/b").
+std::string default_out_dir(const std::string& name) { return "out/" + slug(name); }
 
 void print(const results::Result& r, const std::string& format) {
   if (format == "json") std::cout << results::to_json(r).dump(2) << "\n";
@@ -29,14 +27,22 @@ void print(const results::Result& r, const std::string& format) {
 
 int run(const RunOptions& o) {
   const config::Scenario s = config::load_scenario(o.scenario);
-  const results::Result r = results::simulate(s);
   const std::string dir = o.out_dir.empty() ? default_out_dir(s.name) : o.out_dir;
-  write_file_atomic(dir + "/result.json", results::to_json(r, false).dump(2) + "\n");
-  write_file_atomic(dir + "/provenance.json", nlohmann::ordered_json{{"dtsim_version", DTSIM_VERSION},
-                                                                    {"wall_time_s", r.wall_time_s},
-                                                                    {"scenario_file", s.file}}.dump(2) + "\n");
-  if (o.trace) write_file_atomic(dir + "/trace.json", reports::chrome_trace(r).dump() + "\n");
-  if (o.html) write_file_atomic(dir + "/report.html", reports::html_report(r));
+  std::vector<std::string> names{"result.json", "provenance.json"};
+  if (o.trace) names.push_back("trace.json");
+  if (o.html) names.push_back("report.html");
+  for (const auto& n : names) check_output_path(dir + "/" + n);  // before the simulation, not after
+  const results::Result r = results::simulate(s);
+  // result.json holds nothing that depends on the machine or on how the path was spelled;
+  // those go in provenance.json.
+  OutputSet files;
+  files.add(dir + "/result.json", results::to_json(r, false).dump(2) + "\n");
+  files.add(dir + "/provenance.json", nlohmann::ordered_json{{"dtsim_version", DTSIM_VERSION},
+                                                             {"wall_time_s", r.wall_time_s},
+                                                             {"scenario_file", s.file}}.dump(2) + "\n");
+  if (o.trace) files.add(dir + "/trace.json", reports::chrome_trace(r).dump() + "\n");
+  if (o.html) files.add(dir + "/report.html", reports::html_report(r));
+  files.commit();
   print(r, o.format);
   if (o.format != "json")
     std::cout << "\nwrote " << dir << "/result.json" << (o.trace ? ", trace.json" : "") << (o.html ? ", report.html" : "") << "\n";

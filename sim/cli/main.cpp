@@ -3,9 +3,11 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/core/interrupt.hpp"
 
 int main(int argc, char** argv) {
   using namespace dtsim;
+  interrupt::install();
   CLI::App app{"dtsim: a deterministic simulator of distributed deep-learning training"};
   app.set_version_flag("--version", DTSIM_VERSION);
   app.require_subcommand(1);

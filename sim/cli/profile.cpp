@@ -19,6 +19,7 @@ int profile(const ProfileOptions& o) {
   const std::string dtype = o.dtype.empty() ? (gpu ? "bf16" : "fp32") : o.dtype;
   if (!gpu && dtype != "fp32") throw InputError("", "--dtype", "the CPU profile times fp32 (Eigen)");
   if (!o.model.empty() && !o.scenario.empty()) throw InputError("", "--model", "give --model or --scenario, not both");
+  check_output_path(o.out);  // before minutes of timing, not after
   const bool half = dtype == "bf16" || dtype == "fp16";
   models::TransformerSpec spec;
   models::BuildOptions opts;

@@ -99,7 +99,8 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                        {"tasks", r.plan.graph.tasks.size()},
                        {"flows", r.timeline.flows},
                        {"seed", s.seed}};
-  j["provenance"] = {{"dtsim_version", DTSIM_VERSION}, {"scenario_file", s.file}};
+  // Not the scenario's path: spelled another way it would change the bytes of result.json.
+  j["provenance"] = {{"dtsim_version", DTSIM_VERSION}};
   if (with_wall_time) j["provenance"]["wall_time_s"] = r.wall_time_s;
   return j;
 }
