@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
 #include "reports/reports.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
 #include "sim/core/files.hpp"
 #include "sim/core/json_reader.hpp"
 #include "sim/core/paths.hpp"
@@ -72,11 +74,27 @@ int list(const std::string& what) {
   return 0;
 }
 
-int compare(const std::string& baseline, const std::string& candidate, double rel_tol) {
-  const Json b = parse_json_file(baseline), c = parse_json_file(candidate);
-  const auto cmp = reports::compare(b, c, rel_tol);
+int compare(const CompareOptions& o) {
+  if (!std::isfinite(o.rel_tol) || o.rel_tol < 0)
+    throw InputError("", "--rel-tol", fmt::format("{} is not a tolerance: give a finite share >= 0, e.g. 0.02", o.rel_tol));
+  const Json b = parse_json_file(o.baseline), c = parse_json_file(o.candidate);
+  reports::check_result(b, o.baseline);
+  reports::check_result(c, o.candidate);
+  // A change between two different runs is no regression of either; say so, or refuse.
+  if (const auto diffs = reports::scenario_differences(b, c); !diffs.empty()) {
+    if (o.strict) {
+      const auto& d = diffs.front();
+      throw InputError(o.candidate, d.pointer,
+                       fmt::format("{} here, {} in {}: results of different scenarios (--strict)", d.candidate, d.baseline, o.baseline));
+    }
+    std::string what;
+    for (const auto& d : diffs) what += fmt::format("{}{}: {} vs {}", what.empty() ? "" : "; ", d.pointer, d.baseline, d.candidate);
+    std::cerr << fmt::format("warning: {} and {} are results of different scenarios ({}); --strict makes this an error\n",
+                             o.baseline, o.candidate, what);
+  }
+  const auto cmp = reports::compare(b, c, o.rel_tol);
   for (const auto& l : cmp.lines) std::cout << l << "\n";
-  std::cout << (cmp.regression ? "regression found" : "no regression") << fmt::format(" (tolerance {:g}%)\n", 100 * rel_tol);
+  std::cout << (cmp.regression ? "regression found" : "no regression") << fmt::format(" (tolerance {:g}%)\n", 100 * o.rel_tol);
   return cmp.regression ? 3 : 0;
 }
 
