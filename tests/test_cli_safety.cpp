@@ -159,7 +159,7 @@ TEST(CliSafety, ValidateWritesNothingOutsideItsScratchFolder) {
   const std::string absolute = dir.path("ABS");
   int i = 0;
   for (const std::string& name : {std::string("a/b"), absolute, std::string("../escape"), std::string(".."), std::string("."),
-                                  std::string("/"), std::string("../../../../tmp/escape2")})
+                                  std::string("/"), std::string("../../escape2")})
     reference_scenario(dir, "v/" + std::to_string(i++) + ".json", name);
   auto before = listing(dir.path());
   auto r = run_dtsim(Launch{{"validate", "--dir", dir.path("v"), "--json", dir.path("v.json")}, dir.path("cwd"), dir.path("tmp")}, dir);
@@ -168,7 +168,7 @@ TEST(CliSafety, ValidateWritesNothingOutsideItsScratchFolder) {
   EXPECT_EQ(j["rows"].size(), 7u);
   EXPECT_TRUE(listing(dir.path("tmp")).empty());
   EXPECT_TRUE(listing(dir.path("cwd")).empty());
-  for (const char* f : {"ABS", "ABS.json", "ABS.err", "escape", "escape.json", "escape.err", ".json", ".err"})
+  for (const char* f : {"ABS", "ABS.json", "ABS.err", "escape2", "escape2.json", "tmp/escape", "tmp/escape.json", ".json", ".err"})
     EXPECT_FALSE(fs::exists(dir.path(f))) << f;
   auto after = listing(dir.path());
   after.erase(std::remove_if(after.begin(), after.end(),

@@ -110,6 +110,7 @@ struct Temporary {
 }  // namespace
 
 void check_output_path(const std::string& path) {
+  if (path.empty()) throw InputError("", "", "an empty output path");
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw InputError("", "", path + ": " + kind_of(st.st_mode) + ", not a regular file; dtsim replaces only regular files");
