@@ -26,6 +26,7 @@ std::array<FileSlot, 32> g_files;
 std::mutex g_files_mutex;  // between threads registering files, never taken by the handler
 std::array<std::atomic<pid_t>, 256> g_children{};
 std::atomic<int> g_held{0}, g_in_handler{0}, g_pending{0};
+std::atomic<bool> g_installed{false};
 
 void remove_files() {
   for (auto& f : g_files)
@@ -60,6 +61,11 @@ void install() {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGXFSZ, SIG_IGN);
+  g_installed.store(true);
+}
+
+void reclaim() {
+  if (g_installed.load()) install();
 }
 
 int watch_file(const std::string& path) {

@@ -9,6 +9,9 @@ namespace dtsim::interrupt {
 // files registered below, so an interrupted run leaves no debris; SIGXFSZ is ignored, so a file
 // size limit shows as a write error rather than a crash. Called once, first thing in main.
 void install();
+// Installs the handlers again if install() was called: after a library replaced one of them
+// (SimGrid's engine sets a SIGINT handler that exits 1).
+void reclaim();
 
 // A temporary file to remove if a signal ends the process; returns its slot for forget_file.
 int watch_file(const std::string& path);
