@@ -88,10 +88,11 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
     }
     const double next_start = next < mine.size() ? t.start[mine[next]] : horizon;
     if (running.empty()) {
-      // Idle until its next task starts: the first of those starting then that waited for something.
+      // Idle until its next task starts (it may start past the horizon): the first of those
+      // starting then that waited for something.
       const double until = std::min(next_start, horizon);
       std::size_t waiter = Waits::kNone;
-      if (next < mine.size() && next_start <= horizon) {
+      if (next < mine.size()) {
         waiter = mine[next];
         for (std::size_t k = next; k < mine.size() && t.start[mine[k]] == next_start; ++k)
           if (const std::size_t d = waits.binding(mine[k]); d != Waits::kNone && t.end[d] == next_start) {

@@ -90,6 +90,11 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
       b.pipeline_bubble += cursor - from;
       break;
     }
+    if (t_.start[d] >= cursor) {  // began after the span (past the horizon): what it waited for
+      x = d;
+      d = binding_[d];
+      continue;
+    }
     if (t_.end[d] < cursor) {
       // x was ready when d ended but began later: a collective queued behind others on its stream.
       const double lo = std::max(t_.end[d], from);

@@ -29,9 +29,9 @@ class Waits {
   Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank);
 
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-  // Charges [from, to] to `b`. `waiter` is the GPU's task that starts at `to` (kNone at the end of
-  // the horizon: the task that ends last by `to` closes the span); `before` is its own task that
-  // ended last by `from` (kNone at the outset).
+  // Charges [from, to] to `b`. `waiter` is the GPU's task that starts at `to`, or later when the
+  // span ends at the horizon (kNone when it has none left: the task that ends last by `to` closes
+  // the span); `before` is its own task that ended last by `from` (kNone at the outset).
   void charge(double from, double to, std::size_t waiter, std::size_t before, Breakdown& b) const;
 
   // The dependency task `i` waited for: the awaited one that ended last; kNone without any.
