@@ -14,8 +14,8 @@ extern const int dtsim_cpu_abi;  // DTSIM_CPU_ABI
 int dtsim_cpu_describe(char* eigen, int eigen_n, char* compiler, int compiler_n, char* simd, int simd_n, int* threads);
 
 // A kernel ready to run: "gemm" (batch, m, n, k), or over `bytes`: "stream" (y = a x + y),
-// "gelu", "softmax", "layernorm", "dropout", or "launch" (a near-empty op through a framework-like
-// dispatch). Null with `error` filled on failure.
+// "gelu", "softmax", "layernorm", "dropout", "launch" (a near-empty op through a framework-like
+// dispatch) or "fork_join" (an empty OpenMP region over the threads). Null with `error` filled on failure.
 void* dtsim_cpu_kernel_new(const char* kind, long long batch, long long m, long long n, long long k, double bytes,
                            char* error, int error_n);
 // Runs it `times` times back to back.

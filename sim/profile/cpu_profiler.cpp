@@ -72,6 +72,11 @@ Timing time_launch(const Options& o) {
   return timed(kernel, o);
 }
 
+Timing time_fork_join(const Options& o) {
+  cpu::Kernel kernel("fork_join", 1, 0, 0, 0, 0);
+  return timed(kernel, o);
+}
+
 cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const Options& o) {
   const LoadProbe load;
   cost::KernelTable t;
@@ -108,6 +113,7 @@ cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const 
   all.push_back(launch);
   t.launch_overhead_s = launch.median;
   t.launch_overhead_spread = launch.spread;
+  const Timing fork = time_fork_join(o);
 
   const int threads = cpu::build().threads;
   const auto trust = judge(all, o.target_spread, load.loadavg_before.empty() ? -1.0 : load.loadavg_before[0],
@@ -121,6 +127,9 @@ cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const 
                                           {"budget_s", p.budget_s},
                                           {"statistic", "median; spread = 1.4826 MAD / median"}}},
                             {"load", load.finish(threads)},
+                            // Inside the parallel kernels' times, so not in launch_overhead_us.
+                            {"fork_join_us", fork.median * 1e6},
+                            {"fork_join_spread", fork.spread},
                             {"noisy_reasons", trust.reasons}};
   return t;
 }

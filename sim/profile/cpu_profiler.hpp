@@ -27,9 +27,11 @@ Timing time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_
 // Seconds of an element-wise kernel over `bytes`: "stream" (y = a x + y, 12 bytes per element),
 // "gelu", "softmax", "layernorm", "dropout" (8 bytes per element: read x, write y).
 Timing time_elementwise(const std::string& kind, double bytes, const Options& o);
-// A near-empty op through a framework-like dispatch (registry lookup, output allocation, fork and
-// join of the threads): the per-kernel overhead.
+// A near-empty op through a framework-like dispatch (registry lookup, output allocation, call):
+// the per-kernel overhead beyond the kernels' own times.
 Timing time_launch(const Options& o);
+// An empty OpenMP region over the threads: the fork and join inside every parallel kernel's time.
+Timing time_fork_join(const Options& o);
 
 // Every distinct GEMM shape and element-wise size among `kernels` (element-wise kernels with
 // transcendentals, reductions or random numbers as their own kinds), plus square GEMMs from 64
