@@ -82,13 +82,15 @@ Result simulate(const config::Scenario& s) {
     r.step_time_s = r.steps->mean;
   }
   // Share of compute time priced from measurements, over the compute tasks the replay ran.
-  double all = 0, measured = 0;
+  double all = 0, measured = 0, spread = 0;
   for (const auto& t : g.tasks)
     if (!t.is_collective) {
       all += priced.seconds[static_cast<std::size_t>(t.work)];
       measured += priced.measured_seconds[static_cast<std::size_t>(t.work)];
+      spread += priced.spread_seconds[static_cast<std::size_t>(t.work)];
     }
   r.measured_share = all > 0 ? measured / all : 0.0;
+  r.compute_spread = all > 0 ? spread / all : 0.0;
 
   if (steps == 1) r.step_time_s = r.timeline.makespan;
   // A simulated step is the global batch once per local iteration (EASGD runs several).
@@ -124,6 +126,11 @@ Result simulate(const config::Scenario& s) {
   const double exposed = r.breakdown.exposed_communication / r.step_time_s;
   if (exposed > 0.25)
     r.warnings.push_back(fmt::format("{:.0f}% of the step is communication that backward does not hide", 100 * exposed));
+  if (s.device.kernels && s.device.kernels->noisy)
+    r.warnings.push_back(fmt::format(
+        "the kernel table was marked noisy when profiled (a busy machine): compute times may be high; step time "
+        "{:.4g} s, band {:.4g} to {:.4g} s",
+        r.step_time_s, r.step_time_s * (1 - r.compute_spread), r.step_time_s * (1 + r.compute_spread)));
   if (s.faults.enabled) {
     r.faults = faults::analyse_faults(s.faults, r.gpus, s.cluster.nodes, r.step_time_s, s.steps);
     if (r.faults->goodput < 0.9)
