@@ -77,8 +77,12 @@ TEST(CpuKernels, ProvenanceNamesTheIsaTheKernelsWereBuiltFor) {
 #ifndef DTSIM_PORTABLE_PROFILE
   // Built with -march=native: the kernels use what this CPU has.
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) EXPECT_NE(isa.find("avx2+fma"), std::string::npos) << isa;
-  if (__builtin_cpu_supports("avx512f")) EXPECT_NE(isa.find("avx512f"), std::string::npos) << isa;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_NE(isa.find("avx2+fma"), std::string::npos) << isa;
+  }
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_NE(isa.find("avx512f"), std::string::npos) << isa;
+  }
 #endif
   EXPECT_GE(p["threads"].get<int>(), 1);
   EXPECT_EQ(p["eigen"].get<std::string>().rfind("3.", 0), 0u);
@@ -126,7 +130,9 @@ TEST(CpuKernels, ATableCarriesSpreadsLoadKindsAndTheLaunchOverhead) {
   // Every kernel the model named is priced from the table, each kind from its own curve.
   for (const auto& k : kernels) EXPECT_EQ(t.quote(k)->source, cost::PriceSource::Exact) << k.name;
   for (const auto& e : t.elementwise.at("gelu"))
-    if (e.bytes == 8.0 * 8192) EXPECT_DOUBLE_EQ(t.quote(kernels[1])->seconds, e.seconds);
+    if (e.bytes == 8.0 * 8192) {
+      EXPECT_DOUBLE_EQ(t.quote(kernels[1])->seconds, e.seconds);
+    }
 }
 
 namespace {

@@ -185,7 +185,8 @@ TEST(CpuProfile, PredictsARealMlpTrainingStep) {
     real.push_back(seconds_of([&] { mlp.step(); }));
     double sum = 0;
     for (const auto& k : kernels)
-      sum += k.kind == models::KernelKind::Memory ? profile::time_stream(k.bytes, once) : profile::time_gemm(k.batch, k.m, k.n, k.k, once);
+      sum += k.kind == models::KernelKind::Memory ? profile::time_elementwise(cost::elementwise_kind(k), k.bytes, once).median
+                                              : profile::time_gemm(k.batch, k.m, k.n, k.k, once).median;
     again.push_back(sum);
   }
   const CpuClock c2 = CpuClock::now();
