@@ -102,6 +102,9 @@ TEST(PipelineBubble, OneFOneBBubbleIsTheFillAndDrainWhateverTheMicroBatches) {
     EXPECT_NEAR(r.breakdown.pipeline_bubble / fill_and_drain, 1.0, 0.10) << "m = " << m;
     // Stage-to-stage transfers and their gathers that the GPU waits for are communication.
     EXPECT_GT(r.breakdown.exposed_communication, 0.0);
+    // The last stage's LM head makes the others wait: uneven work, not a straggler.
+    EXPECT_GT(r.breakdown.stage_imbalance, 0.0) << "m = " << m;
+    EXPECT_EQ(r.breakdown.straggler_wait, 0.0) << "m = " << m;
   }
 }
 
