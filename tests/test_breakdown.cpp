@@ -12,7 +12,8 @@ using namespace dtsim;
 namespace {
 
 void expect_parts_add_up(const replay::Breakdown& b, double total) {
-  for (double part : {b.compute, b.exposed_communication, b.pipeline_bubble, b.optimizer, b.straggler_wait, b.input_stall, b.stage_imbalance})
+  for (double part :
+       {b.compute, b.exposed_communication, b.pipeline_bubble, b.optimizer, b.straggler_wait, b.input_stall, b.stage_imbalance})
     EXPECT_GE(part, 0.0);
   EXPECT_NEAR(b.total(), total, 1e-9 * total);
 }

@@ -24,7 +24,9 @@ Breakdown& Breakdown::operator+=(const Breakdown& o) {
 }
 
 Breakdown& Breakdown::operator*=(double f) {
-  for (double* part : {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall, &stage_imbalance}) *part *= f;
+  for (double* part :
+       {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall, &stage_imbalance})
+    *part *= f;
   return *this;
 }
 

@@ -53,7 +53,8 @@ Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector
     nominal[static_cast<std::size_t>(task.rank)] += work_seconds[static_cast<std::size_t>(task.work)];
     if (task.rank == rank) mine += t.end[i] - t.start[i];
   }
-  const double mine_nominal = rank >= 0 && static_cast<std::size_t>(rank) < nominal.size() ? nominal[static_cast<std::size_t>(rank)] : 0.0;
+  const double mine_nominal =
+      rank >= 0 && static_cast<std::size_t>(rank) < nominal.size() ? nominal[static_cast<std::size_t>(rank)] : 0.0;
   binding_.assign(n, kNone);
   late_.assign(n, 0.0);
   slowed_.assign(n, 0.0);
@@ -68,9 +69,11 @@ Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector
     };
     for (int d : task.deps) consider(d);
     for (int d : task.any_deps) consider(d);
-    double uneven = 0;  // at nominal prices the binding dependency would be the latest one
-    for (const auto& deps : {task.deps, task.any_deps})
-      for (int d : deps)
+    // At nominal prices the task would wait for whichever dependency is latest there, not for the
+    // one slowdowns made bind: the most uneven one stands for it.
+    double uneven = 0;
+    for (const auto* deps : {&task.deps, &task.any_deps})
+      for (int d : *deps)
         if (t.end[static_cast<std::size_t>(d)] <= t.start[i]) uneven = std::max(uneven, uneven_[static_cast<std::size_t>(d)]);
     double late = binding_[i] == kNone ? 0.0 : late_[binding_[i]];
     double slowed = binding_[i] == kNone ? 0.0 : slowed_[binding_[i]];
@@ -150,7 +153,9 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
   // Of the peers' lateness beyond this GPU's own, what uneven work would cause at nominal prices is
   // stage imbalance; slowdowns explain at most the rest: straggler wait. What they do not explain
   // is uneven work too (nothing is slowed: all of it).
-  auto gap = [&](const std::vector<double>& v) { return (awaited == kNone ? 0.0 : v[awaited]) - (before == kNone ? 0.0 : v[before]); };
+  auto gap = [&](const std::vector<double>& v) {
+    return (awaited == kNone ? 0.0 : v[awaited]) - (before == kNone ? 0.0 : v[before]);
+  };
   const double late = std::clamp(gap(late_), 0.0, peers);
   const double uneven = std::clamp(gap(uneven_), 0.0, late);
   const double slowed = std::clamp(gap(slowed_), 0.0, late - uneven);
