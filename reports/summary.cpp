@@ -44,7 +44,8 @@ std::string summary(const results::Result& r) {
     out += r.async ? std::string("\nwhere the step goes (every worker's time, per step's worth of updates)\n")
                    : fmt::format("\nwhere the step goes (GPU {}, the last to finish)\n", b.rank);
     for (auto [name, v] : {std::pair{"compute", b.compute}, {"exposed communication", b.exposed_communication},
-                           {"pipeline bubble", b.pipeline_bubble}, {"optimizer", b.optimizer},
+                           {"pipeline bubble", b.pipeline_bubble}, {"stage imbalance", b.stage_imbalance},
+                           {"optimizer", b.optimizer},
                            {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall}})
       out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / whole, bar(v / whole));
   }

@@ -19,11 +19,14 @@ Breakdown& Breakdown::operator+=(const Breakdown& o) {
   optimizer += o.optimizer;
   straggler_wait += o.straggler_wait;
   input_stall += o.input_stall;
+  stage_imbalance += o.stage_imbalance;
   return *this;
 }
 
 Breakdown& Breakdown::operator*=(double f) {
-  for (double* part : {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall}) *part *= f;
+  for (double* part :
+       {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall, &stage_imbalance})
+    *part *= f;
   return *this;
 }
 

@@ -58,12 +58,14 @@ Timeline replay_analytical(const ReplayInput& in);
 //   on: a collective or stage-to-stage transfer in flight (or queued) is exposed communication; a
 //   data loader is input stall; a GPU of another data-parallel replica that finished later is
 //   straggler wait; compute of another stage of its pipeline is pipeline bubble, except what those
-//   stages were slower than this GPU's pace (sim/replay/waits.hpp), which is straggler wait.
+//   stages were slower than this GPU's pace (sim/replay/waits.hpp): straggler wait as far as
+//   slowdowns explain it, stage imbalance as far as uneven work across stages does.
 struct Breakdown {
   double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0, input_stall = 0;
+  double stage_imbalance = 0;
   int rank = 0;  // -1: averaged over several GPUs
   double total() const {
-    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall;
+    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + stage_imbalance;
   }
   Breakdown& operator+=(const Breakdown& o);
   Breakdown& operator*=(double f);

@@ -1,6 +1,7 @@
 #include "sim/replay/waits.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace dtsim::replay {
@@ -34,6 +35,10 @@ std::vector<char> pipeline_of(const taskgraph::TaskGraph& g, int rank) {
   return out;
 }
 
+// A duration that differs from its nominal price by more than the replay's rounding: something
+// (a slow GPU, a jitter draw, a throttle) scaled it.
+bool off_price(double ran, double price) { return std::abs(ran - price) > 1e-9 * price + 1e-12; }
+
 }  // namespace
 
 Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank)
@@ -48,8 +53,12 @@ Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector
     nominal[static_cast<std::size_t>(task.rank)] += work_seconds[static_cast<std::size_t>(task.work)];
     if (task.rank == rank) mine += t.end[i] - t.start[i];
   }
+  const double mine_nominal =
+      rank >= 0 && static_cast<std::size_t>(rank) < nominal.size() ? nominal[static_cast<std::size_t>(rank)] : 0.0;
   binding_.assign(n, kNone);
   late_.assign(n, 0.0);
+  slowed_.assign(n, 0.0);
+  uneven_.assign(n, 0.0);
   for (std::size_t i = 0; i < n; ++i) {
     const auto& task = g.tasks[i];
     auto consider = [&](int dep) {
@@ -60,13 +69,31 @@ Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector
     };
     for (int d : task.deps) consider(d);
     for (int d : task.any_deps) consider(d);
+    // At nominal prices the task would wait for whichever dependency is latest there, not for the
+    // one slowdowns made bind: the most uneven one stands for it.
+    double uneven = 0;
+    for (const auto* deps : {&task.deps, &task.any_deps})
+      for (int d : *deps)
+        if (t.end[static_cast<std::size_t>(d)] <= t.start[i]) uneven = std::max(uneven, uneven_[static_cast<std::size_t>(d)]);
     double late = binding_[i] == kNone ? 0.0 : late_[binding_[i]];
+    double slowed = binding_[i] == kNone ? 0.0 : slowed_[binding_[i]];
     if (is_compute(task) && task.rank >= 0 && static_cast<std::size_t>(task.rank) < nominal.size() &&
         nominal[static_cast<std::size_t>(task.rank)] > 0) {
-      const double uniform = work_seconds[static_cast<std::size_t>(task.work)] * mine / nominal[static_cast<std::size_t>(task.rank)];
-      late += std::max(0.0, t.end[i] - t.start[i] - uniform);
+      const double price = work_seconds[static_cast<std::size_t>(task.work)];
+      const double ran = t.end[i] - t.start[i];
+      const double share = price / nominal[static_cast<std::size_t>(task.rank)];  // of its stage's work
+      const double own = std::max(0.0, ran - share * mine);
+      // At nominal prices the task would run late by its stage's extra work: stage imbalance. What
+      // it runs later than that comes from durations off their nominal prices (its own or this
+      // GPU's): slowdowns. Both at their prices (to rounding), none of it is.
+      const double extra = std::max(0.0, price - share * mine_nominal);
+      if (off_price(ran, price) || off_price(mine, mine_nominal)) slowed += own - std::min(own, extra);
+      late += own;
+      uneven += extra;
     }
     late_[i] = late;
+    slowed_[i] = slowed;
+    uneven_[i] = uneven;
   }
 }
 
@@ -123,8 +150,17 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
     d = binding_[d];
   }
   if (peers <= 0) return;
-  const double late = std::clamp((awaited == kNone ? 0.0 : late_[awaited]) - (before == kNone ? 0.0 : late_[before]), 0.0, peers);
-  b.straggler_wait += late;
+  // Of the peers' lateness beyond this GPU's own, what uneven work would cause at nominal prices is
+  // stage imbalance; slowdowns explain at most the rest: straggler wait. What they do not explain
+  // is uneven work too (nothing is slowed: all of it).
+  auto gap = [&](const std::vector<double>& v) {
+    return (awaited == kNone ? 0.0 : v[awaited]) - (before == kNone ? 0.0 : v[before]);
+  };
+  const double late = std::clamp(gap(late_), 0.0, peers);
+  const double uneven = std::clamp(gap(uneven_), 0.0, late);
+  const double slowed = std::clamp(gap(slowed_), 0.0, late - uneven);
+  b.straggler_wait += slowed;
+  b.stage_imbalance += late - slowed;
   b.pipeline_bubble += peers - late;
 }
 

@@ -16,14 +16,22 @@ namespace dtsim::replay {
 //   finished later, straggler wait for the rest of the span;
 // - compute of another stage of its pipeline: waiting for peer stages. A uniform pipeline waits
 //   for them only while it fills and drains: pipeline bubble. What the peer stages were slower
-//   than this GPU's pace is straggler wait (a slow or jittery GPU, or a stage with more work).
+//   than this GPU's pace is split by cause: what slowdowns explain (a slow or jittery GPU, a
+//   throttle: tasks that ran longer than their nominal price) is straggler wait; what uneven work
+//   at nominal prices explains (the embedding or LM head on one stage, uneven stage_layers) is
+//   stage imbalance.
 //
 // Slower than this GPU's pace: at a uniform pace every stage's compute per step would take as long
 // as this GPU's. A task of stage r that runs longer than its nominal price times (this GPU's compute
-// time / r's nominal compute time) runs late by the difference. Lateness is carried along binding
-// dependencies (the least late one when several end together), so each task knows how much later
-// it ends than at a uniform pace. Of a wait for peer stages, the straggler part is how much later
-// the awaited task ends than this GPU's own last task did, at most the wait.
+// time / r's nominal compute time) runs late by the difference. Of that, what it would run late
+// with every duration at its nominal price (its price times 1 - this GPU's nominal compute / r's)
+// is uneven work; the rest is slowdown, and only when the task's or this GPU's durations are off
+// their nominal prices (so without stragglers there is none). Lateness is carried along binding
+// dependencies (the least late one when several end together), so each task knows how much later it
+// ends than at a uniform pace, and how much of that slowdowns explain. Of a wait for peer stages,
+// the late part is how much later the awaited task ends than this GPU's own last task did, at most
+// the wait; of it, the straggler part is the same difference of slowdown lateness, the rest stage
+// imbalance.
 class Waits {
  public:
   Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank);
@@ -45,6 +53,8 @@ class Waits {
   int rank_;
   std::vector<std::size_t> binding_;
   std::vector<double> late_;           // per task: seconds later than at a uniform pace
+  std::vector<double> slowed_;         // per task: the part of late_ that slowdowns explain
+  std::vector<double> uneven_;         // per task: seconds later than at a uniform pace, at nominal prices
   std::vector<char> in_pipeline_;      // per GPU: a stage of this GPU's pipeline
 };
 

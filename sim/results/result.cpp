@@ -26,6 +26,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
     j["breakdown_s"] = {{"compute", r.breakdown.compute},
                         {"exposed_communication", r.breakdown.exposed_communication},
                         {"pipeline_bubble", r.breakdown.pipeline_bubble},
+                        {"stage_imbalance", r.breakdown.stage_imbalance},
                         {"optimizer", r.breakdown.optimizer},
                         {"straggler_wait", r.breakdown.straggler_wait},
                         {"input_stall", r.breakdown.input_stall}};
