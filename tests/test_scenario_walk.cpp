@@ -122,7 +122,9 @@ TEST_P(EveryScenario, BreakdownPartsArePositiveAndAddUpToTheStep) {
   ASSERT_GT(step, 0.0);
   // Nothing slows a task (no slow GPU, jitter or throttle): nothing is straggler wait, whatever
   // the stages' work (an LM head on the last stage is stage imbalance).
-  if (!config::load_scenario(file).stragglers.enabled) EXPECT_EQ(j.at("breakdown_s").at("straggler_wait").get<double>(), 0.0);
+  if (!config::load_scenario(file).stragglers.enabled) {
+    EXPECT_EQ(j.at("breakdown_s").at("straggler_wait").get<double>(), 0.0);
+  }
 
   // result.json: to 1e-9.
   double sum = 0;
