@@ -1,6 +1,9 @@
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "reports/reports.hpp"
+#include "sim/core/errors.hpp"
 
 namespace dtsim::reports {
 
@@ -9,16 +12,64 @@ const nlohmann::json* at(const nlohmann::json& j, const std::string& pointer) {
   nlohmann::json::json_pointer p(pointer);
   return j.contains(p) ? &j.at(p) : nullptr;
 }
+
+// The numbers compare() reads, and what each must be.
+struct Metric {
+  const char* pointer;
+  bool higher_is_worse;
+};
+constexpr Metric kMetrics[] = {{"/step_time_s", true}, {"/throughput/samples_per_s", false}, {"/flops/mfu", false},
+                               {"/memory/peak_bytes", true}};
+
+std::string kind(const nlohmann::json& j) {
+  if (j.is_array()) return "an array";
+  if (j.is_string()) return "a string";
+  if (j.is_boolean()) return "a boolean";
+  if (j.is_null()) return "null";
+  if (j.is_number()) return "a number";
+  return "an object";
+}
+
 }  // namespace
+
+void check_result(const nlohmann::json& j, const std::string& file) {
+  if (!j.is_object()) throw InputError(file, "", "not a dtsim result: expected a JSON object, found " + kind(j));
+  if (!j.contains("step_time_s"))
+    throw InputError(file, "/step_time_s", "missing: not a result of `dtsim run` (its result.json has it)");
+  for (const Metric& m : kMetrics)
+    if (const auto* v = at(j, m.pointer)) {
+      if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0)
+        throw InputError(file, m.pointer, "expected a finite number >= 0, found " + (v->is_number() ? v->dump() : kind(*v)));
+    }
+  if (const auto* f = at(j, "/memory/fits"); f && !f->is_boolean())
+    throw InputError(file, "/memory/fits", "expected true or false, found " + kind(*f));
+}
+
+std::vector<Difference> scenario_differences(const nlohmann::json& base, const nlohmann::json& cand) {
+  std::vector<Difference> out;
+  for (const char* pointer : {"/scenario", "/model", "/parallelism"}) {
+    const auto *b = at(base, pointer), *c = at(cand, pointer);
+    if (!b || !c || *b == *c) continue;
+    // The first value that differs, with its full pointer (diff()'s paths are relative).
+    std::string where = pointer;
+    nlohmann::json bv = *b, cv = *c;
+    if (b->is_object() && c->is_object()) {
+      const auto patch = nlohmann::json::diff(*b, *c);
+      if (!patch.empty()) {
+        const nlohmann::json::json_pointer rel(patch[0]["path"].get<std::string>());
+        where += rel.to_string();
+        bv = b->contains(rel) ? b->at(rel) : nlohmann::json("(absent)");
+        cv = c->contains(rel) ? c->at(rel) : nlohmann::json("(absent)");
+      }
+    }
+    out.push_back({where, bv.dump(), cv.dump()});
+  }
+  return out;
+}
 
 Comparison compare(const nlohmann::json& base, const nlohmann::json& cand, double rel_tol) {
   Comparison c;
-  struct Metric {
-    const char* pointer;
-    bool higher_is_worse;
-  };
-  for (const Metric& m : {Metric{"/step_time_s", true}, Metric{"/throughput/samples_per_s", false},
-                          Metric{"/flops/mfu", false}, Metric{"/memory/peak_bytes", true}}) {
+  for (const Metric& m : kMetrics) {
     const auto *b = at(base, m.pointer), *n = at(cand, m.pointer);
     if (!b || !n || !b->is_number() || !n->is_number()) continue;
     double bv = b->get<double>(), nv = n->get<double>();

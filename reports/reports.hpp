@@ -24,5 +24,14 @@ struct Comparison {
 // Candidate vs baseline result.json: slower step, lower throughput, more memory beyond
 // rel_tol, or a plan that stopped fitting, is a regression.
 Comparison compare(const nlohmann::json& baseline, const nlohmann::json& candidate, double rel_tol);
+// InputError (naming `file` and the pointer) unless `j` is a result of `dtsim run`: an object with
+// step_time_s, every compared metric a finite number.
+void check_result(const nlohmann::json& j, const std::string& file);
+// Where two results describe different runs: the scenario's name, the model or the parallel
+// layout; for each, the first differing value.
+struct Difference {
+  std::string pointer, baseline, candidate;  // values as JSON text
+};
+std::vector<Difference> scenario_differences(const nlohmann::json& baseline, const nlohmann::json& candidate);
 
 }  // namespace dtsim::reports

@@ -42,12 +42,14 @@ std::string summary(const results::Result& r) {
     out += fmt::format("model TFLOP/s  {:10.1f} per GPU     MFU {:.1f}%   HFU {:.1f}%\n", r.model_tflops_per_gpu,
                        100 * r.mfu, 100 * r.hfu);
     const auto& b = r.breakdown;
-    // Asynchronous workers keep their own pace: show the slowest one's own step.
-    const double whole = r.async ? b.total() : r.step_time_s;
-    out += r.async ? fmt::format("\nwhere a step of the slowest worker goes (GPU {}, {:.4f} s)\n", b.rank, whole)
+    // The parts add up to the step time. Asynchronous workers keep their own pace: their time
+    // while all of them ran, per step's worth of updates.
+    const double whole = r.step_time_s;
+    out += r.async ? std::string("\nwhere the step goes (every worker's time, per step's worth of updates)\n")
                    : fmt::format("\nwhere the step goes (GPU {}, the last to finish)\n", b.rank);
     for (auto [name, v] : {std::pair{"compute", b.compute}, {"exposed communication", b.exposed_communication},
-                           {"pipeline bubble", b.pipeline_bubble}, {"optimizer", b.optimizer},
+                           {"pipeline bubble", b.pipeline_bubble}, {"stage imbalance", b.stage_imbalance},
+                           {"optimizer", b.optimizer},
                            {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall}})
       out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / whole, bar(v / whole));
   }

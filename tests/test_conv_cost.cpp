@@ -62,3 +62,29 @@ TEST(ConvCost, KernelTablesPriceConvolutionsFromTheirOwnRows) {
   j.erase("conv");
   EXPECT_TRUE(cost::KernelTable::from_json(j, "t.json").convs.empty());
 }
+
+TEST(ConvCost, ConvolutionRowsKeepTheirSpreadAndRuns) {
+  cost::KernelTable t;
+  const auto f = conv();
+  t.gemms = {{f.batch, f.m, f.n, f.k, 1.0, 0.01, 5}};
+  t.convs = {{f.batch, f.m, f.n, f.k, 2.0, 0.07, 9}};
+  // quote prices a convolution from its own row, with that row's spread.
+  const auto q = t.quote(f);
+  ASSERT_TRUE(q);
+  EXPECT_DOUBLE_EQ(q->seconds, 2.0);
+  EXPECT_DOUBLE_EQ(q->spread, 0.07);
+  t.provenance = nlohmann::json::object();
+  const auto j = t.to_json();
+  EXPECT_DOUBLE_EQ(j["conv"][0]["spread"].get<double>(), 0.07);
+  const auto back = cost::KernelTable::from_json(j, "t.json");
+  ASSERT_EQ(back.convs.size(), 1u);
+  EXPECT_DOUBLE_EQ(back.convs[0].spread, 0.07);
+  EXPECT_EQ(back.convs[0].runs, 9);
+  // Convolution rows written before spreads load with spread 0 and runs 0.
+  auto old = j;
+  old["conv"][0].erase("spread");
+  old["conv"][0].erase("runs");
+  const auto older = cost::KernelTable::from_json(old, "t.json");
+  EXPECT_DOUBLE_EQ(older.convs[0].spread, 0.0);
+  EXPECT_EQ(older.convs[0].runs, 0);
+}

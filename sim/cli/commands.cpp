@@ -2,12 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
-#include <regex>
 
 #include "reports/reports.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
 #include "sim/core/files.hpp"
 #include "sim/core/json_reader.hpp"
 #include "sim/core/paths.hpp"
@@ -16,9 +17,8 @@ namespace dtsim::cli {
 
 namespace {
 
-std::string default_out_dir(const std::string& name) {
-  return "out/" + std::regex_replace(name, std::regex("[^A-Za-z0-9._-]"), "_");
-}
+// One folder under out/, whatever the name holds ("..", "/", "a/b").
+std::string default_out_dir(const std::string& name) { return "out/" + slug(name); }
 
 void print(const results::Result& r, const std::string& format) {
   if (format == "json") std::cout << results::to_json(r).dump(2) << "\n";
@@ -29,14 +29,22 @@ void print(const results::Result& r, const std::string& format) {
 
 int run(const RunOptions& o) {
   const config::Scenario s = config::load_scenario(o.scenario);
-  const results::Result r = results::simulate(s);
   const std::string dir = o.out_dir.empty() ? default_out_dir(s.name) : o.out_dir;
-  write_file_atomic(dir + "/result.json", results::to_json(r, false).dump(2) + "\n");
-  write_file_atomic(dir + "/provenance.json", nlohmann::ordered_json{{"dtsim_version", DTSIM_VERSION},
-                                                                    {"wall_time_s", r.wall_time_s},
-                                                                    {"scenario_file", s.file}}.dump(2) + "\n");
-  if (o.trace) write_file_atomic(dir + "/trace.json", reports::chrome_trace(r).dump() + "\n");
-  if (o.html) write_file_atomic(dir + "/report.html", reports::html_report(r));
+  std::vector<std::string> names{"result.json", "provenance.json"};
+  if (o.trace) names.push_back("trace.json");
+  if (o.html) names.push_back("report.html");
+  for (const auto& n : names) check_output_path(dir + "/" + n);  // before the simulation, not after
+  const results::Result r = results::simulate(s);
+  // result.json holds nothing that depends on the machine or on how the path was spelled;
+  // those go in provenance.json.
+  OutputSet files;
+  files.add(dir + "/result.json", results::to_json(r, false).dump(2) + "\n");
+  files.add(dir + "/provenance.json", nlohmann::ordered_json{{"dtsim_version", DTSIM_VERSION},
+                                                             {"wall_time_s", r.wall_time_s},
+                                                             {"scenario_file", s.file}}.dump(2) + "\n");
+  if (o.trace) files.add(dir + "/trace.json", reports::chrome_trace(r).dump() + "\n");
+  if (o.html) files.add(dir + "/report.html", reports::html_report(r));
+  files.commit();
   print(r, o.format);
   if (o.format != "json")
     std::cout << "\nwrote " << dir << "/result.json" << (o.trace ? ", trace.json" : "") << (o.html ? ", report.html" : "") << "\n";
@@ -74,11 +82,27 @@ int list(const std::string& what) {
   return 0;
 }
 
-int compare(const std::string& baseline, const std::string& candidate, double rel_tol) {
-  const Json b = parse_json_file(baseline), c = parse_json_file(candidate);
-  const auto cmp = reports::compare(b, c, rel_tol);
+int compare(const CompareOptions& o) {
+  if (!std::isfinite(o.rel_tol) || o.rel_tol < 0)
+    throw InputError("", "--rel-tol", fmt::format("{} is not a tolerance: give a finite share >= 0, e.g. 0.02", o.rel_tol));
+  const Json b = parse_json_file(o.baseline), c = parse_json_file(o.candidate);
+  reports::check_result(b, o.baseline);
+  reports::check_result(c, o.candidate);
+  // A change between two different runs is no regression of either; say so, or refuse.
+  if (const auto diffs = reports::scenario_differences(b, c); !diffs.empty()) {
+    if (o.strict) {
+      const auto& d = diffs.front();
+      throw InputError(o.candidate, d.pointer,
+                       fmt::format("{} here, {} in {}: results of different scenarios (--strict)", d.candidate, d.baseline, o.baseline));
+    }
+    std::string what;
+    for (const auto& d : diffs) what += fmt::format("{}{}: {} vs {}", what.empty() ? "" : "; ", d.pointer, d.baseline, d.candidate);
+    std::cerr << fmt::format("warning: {} and {} are results of different scenarios ({}); --strict makes this an error\n",
+                             o.baseline, o.candidate, what);
+  }
+  const auto cmp = reports::compare(b, c, o.rel_tol);
   for (const auto& l : cmp.lines) std::cout << l << "\n";
-  std::cout << (cmp.regression ? "regression found" : "no regression") << fmt::format(" (tolerance {:g}%)\n", 100 * rel_tol);
+  std::cout << (cmp.regression ? "regression found" : "no regression") << fmt::format(" (tolerance {:g}%)\n", 100 * o.rel_tol);
   return cmp.regression ? 3 : 0;
 }
 

@@ -9,6 +9,12 @@ struct RunOptions {
   bool trace = false, html = false;
 };
 
+struct CompareOptions {
+  std::string baseline, candidate;
+  double rel_tol = 0.02;
+  bool strict = false;  // results of different scenarios: an input error rather than a warning
+};
+
 struct ValidateOptions {
   std::string directory, json_out;
   int jobs = 0;
@@ -39,7 +45,7 @@ struct SweepOptions {
 int run(const RunOptions& o);
 int memory(const std::string& scenario, const std::string& format);
 int list(const std::string& what);
-int compare(const std::string& baseline, const std::string& candidate, double rel_tol);
+int compare(const CompareOptions& o);
 // Published measurements (scenarios with a "reference") against predictions.
 int validate(const ValidateOptions& o);
 // An nccl-tests style table from the network model.

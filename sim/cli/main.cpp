@@ -3,9 +3,11 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/core/interrupt.hpp"
 
 int main(int argc, char** argv) {
   using namespace dtsim;
+  interrupt::install();
   CLI::App app{"dtsim: a deterministic simulator of distributed deep-learning training"};
   app.set_version_flag("--version", DTSIM_VERSION);
   app.require_subcommand(1);
@@ -29,12 +31,12 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"models", "devices", "clusters", "scenarios"}));
 
-  std::string base, cand;
-  double rel_tol = 0.02;
+  cli::CompareOptions cmp;
   auto* cmp_cmd = app.add_subcommand("compare", "compare two result.json files; exit 3 on a regression");
-  cmp_cmd->add_option("baseline", base, "baseline result.json")->required();
-  cmp_cmd->add_option("candidate", cand, "candidate result.json")->required();
-  cmp_cmd->add_option("--rel-tol", rel_tol, "relative tolerance")->check(CLI::Range(0.0, 10.0));
+  cmp_cmd->add_option("baseline", cmp.baseline, "baseline result.json")->required();
+  cmp_cmd->add_option("candidate", cmp.candidate, "candidate result.json")->required();
+  cmp_cmd->add_option("--rel-tol", cmp.rel_tol, "relative tolerance (share, 0.02 = 2%)")->check(CLI::Range(0.0, 10.0));
+  cmp_cmd->add_flag("--strict", cmp.strict, "results of different scenarios are an error (exit 2), not a warning");
 
   cli::ValidateOptions val;
   auto* val_cmd = app.add_subcommand("validate", "published measurements vs predictions, error table");
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return cli::run(run);
     if (*mem_cmd) return cli::memory(mem_scenario, mem_format);
     if (*list_cmd) return cli::list(what);
-    if (*cmp_cmd) return cli::compare(base, cand, rel_tol);
+    if (*cmp_cmd) return cli::compare(cmp);
     if (*val_cmd) return cli::validate(val);
     if (*coll_cmd) return cli::collective(coll);
     if (*prof_cmd) return cli::profile(prof);

@@ -16,9 +16,17 @@ int profile(const ProfileOptions& o) {
   const bool gpu = o.device == "cuda";
   std::string why;
   if (gpu && !profile::gpu_available(why)) throw InputError("", "--device", why);
+  if (!gpu) {
+    try {
+      profile::cpu_provenance();  // finds the kernel plugin and checks its ISA against this CPU
+    } catch (const std::runtime_error& e) {
+      throw InputError("", "--device", e.what());
+    }
+  }
   const std::string dtype = o.dtype.empty() ? (gpu ? "bf16" : "fp32") : o.dtype;
   if (!gpu && dtype != "fp32") throw InputError("", "--dtype", "the CPU profile times fp32 (Eigen)");
   if (!o.model.empty() && !o.scenario.empty()) throw InputError("", "--model", "give --model or --scenario, not both");
+  check_output_path(o.out);  // before minutes of timing, not after
   const bool half = dtype == "bf16" || dtype == "fp16";
   models::ModelSpec spec;
   models::BuildOptions opts;
@@ -54,8 +62,19 @@ int profile(const ProfileOptions& o) {
   table.provenance["model"] = spec.name;
   table.provenance["micro_batch"] = opts.micro_batch;
   write_file_atomic(o.out, table.to_json().dump(2) + "\n");
-  std::cout << fmt::format("wrote {}: {} GEMM shapes, {} convolutions, {} memory sizes\n", o.out, table.gemms.size(),
-                           table.convs.size(), table.memory.size());
+  std::size_t elementwise = 0;
+  for (const auto& [kind, entries] : table.elementwise) elementwise += entries.size();
+  std::cout << fmt::format(
+      "wrote {}: {} GEMM shapes, {} convolutions, {} memory sizes, {} element-wise sizes, launch overhead {:.2f} us\n",
+      o.out, table.gemms.size(), table.convs.size(), table.memory.size(), elementwise, table.launch_overhead_s * 1e6);
+  if (!gpu)
+    std::cout << fmt::format("kernels compiled for {} ({}), {} threads\n", table.provenance.value("isa", "?"),
+                             table.provenance.value("simd", "?"), table.provenance.value("threads", 0));
+  if (table.noisy) {
+    std::cerr << "warning: the timings are noisy (the table is marked \"noisy\"):\n";
+    for (const auto& r : table.provenance["timing"]["noisy_reasons"]) std::cerr << "  " << r.get<std::string>() << "\n";
+    std::cerr << "  profile again on a quiet machine before trusting predictions made with it\n";
+  }
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -20,6 +21,7 @@ struct Candidate {
   strategies::ParallelismSpec p;
   double step = 0, samples_per_s = 0, mfu = 0, peak = 0;
   bool fits = false, valid = false;
+  std::string error;  // why it could not be simulated
 };
 
 std::string describe(const strategies::ParallelismSpec& p) {
@@ -102,38 +104,60 @@ int sweep(const SweepOptions& o) {
           c.peak = r.memory.peak();
           c.fits = r.fits;
           c.valid = true;
-        } catch (const std::exception&) {  // a combination the planner cannot lay out
+        } catch (const InputError& e) {  // a combination the planner cannot lay out
+          c.error = e.pointer().empty() ? e.reason() : e.pointer() + ": " + e.reason();
+        } catch (const std::exception& e) {  // out of memory, or a fault of dtsim's: counted, never dropped
+          c.error = e.what();
         }
       }
     });
   for (auto& t : pool) t.join();
   std::vector<Candidate> ok;
-  for (const auto& c : cands)
+  std::map<std::string, int> reasons;
+  for (const auto& c : cands) {
     if (c.valid) ok.push_back(c);
+    else ++reasons[c.error.empty() ? "unknown error" : c.error];
+  }
+  std::vector<std::pair<std::string, int>> failures(reasons.begin(), reasons.end());
+  std::stable_sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  const std::size_t failed = cands.size() - ok.size();
   std::stable_sort(ok.begin(), ok.end(), [](const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;
     return a.samples_per_s > b.samples_per_s;
   });
   const std::size_t fitting = static_cast<std::size_t>(std::count_if(ok.begin(), ok.end(), [](const Candidate& c) { return c.fits; }));
+  // Nothing to recommend: a check the user implicitly asked for failed (exit 3, SPEC.md).
+  const int code = fitting == 0 ? 3 : 0;
+  const std::string none_fits = fmt::format("no strategy fits in {:.0f} GiB per GPU", base.device.memory_bytes / units::kGiB);
   if (o.format == "json") {
-    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array(), why = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < std::min(ok.size(), static_cast<std::size_t>(o.top)); ++i)
       rows.push_back({{"strategy", describe(ok[i].p)}, {"tensor", ok[i].p.tensor}, {"pipeline", ok[i].p.pipeline},
                       {"data", ok[i].p.data}, {"micro_batch_size", ok[i].p.micro_batch}, {"zero_stage", ok[i].p.zero_stage},
                       {"recompute", strategies::to_string(ok[i].p.recompute)}, {"step_time_s", ok[i].step},
                       {"samples_per_s", ok[i].samples_per_s}, {"mfu", ok[i].mfu}, {"peak_bytes", ok[i].peak},
                       {"fits", ok[i].fits}});
+    for (const auto& [reason, n] : failures) why.push_back({{"reason", reason}, {"count", n}});
     std::cout << nlohmann::ordered_json{{"scenario", base.name}, {"gpus", base.cluster.num_gpus()},
-                                        {"evaluated", ok.size()}, {"fitting", fitting}, {"rows", rows}}.dump(2) << "\n";
-    return 0;
+                                        {"candidates", cands.size()}, {"evaluated", ok.size()}, {"fitting", fitting},
+                                        {"does_not_fit", ok.size() - fitting}, {"failed", failed}, {"failures", why},
+                                        {"rows", rows}}.dump(2) << "\n";
+    if (code) std::cerr << base.name << ": " << none_fits << "\n";
+    return code;
   }
-  std::cout << fmt::format("{}: {} strategies on {} GPUs evaluated (analytical replay), {} fit in {:.0f} GiB\n\n", base.name,
-                           ok.size(), base.cluster.num_gpus(), fitting, base.device.memory_bytes / units::kGiB);
+  std::cout << fmt::format("{}: {} strategies on {} GPUs, {} evaluated (analytical replay): {} fit in {:.0f} GiB, {} do not fit, {} failed\n",
+                           base.name, cands.size(), base.cluster.num_gpus(), ok.size(), fitting,
+                           base.device.memory_bytes / units::kGiB, ok.size() - fitting, failed);
+  const std::size_t shown = std::min<std::size_t>(failures.size(), 5);
+  for (std::size_t i = 0; i < shown; ++i) std::cout << fmt::format("  {} failed: {}\n", failures[i].second, failures[i].first);
+  if (failures.size() > shown) std::cout << fmt::format("  ... and {} other reasons (--format json lists them)\n", failures.size() - shown);
+  if (code) std::cout << none_fits << "\n";
+  std::cout << "\n";
   std::cout << fmt::format("{:>4}  {:<64} {:>10} {:>11} {:>6} {:>9}\n", "rank", "strategy", "step_s", "samples/s", "MFU", "peak_GiB");
   for (std::size_t i = 0; i < std::min(ok.size(), static_cast<std::size_t>(o.top)); ++i)
     std::cout << fmt::format("{:>4}  {:<64} {:>10.4f} {:>11.1f} {:>5.1f}% {:>8.1f}{}\n", i + 1, describe(ok[i].p), ok[i].step,
                              ok[i].samples_per_s, 100 * ok[i].mfu, ok[i].peak / units::kGiB, ok[i].fits ? "" : "  does not fit");
-  return 0;
+  return code;
 }
 
 }  // namespace dtsim::cli

@@ -52,6 +52,8 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.memory = curve(r, "memory_efficiency", "half_bytes");
   if (r.has("conv_efficiency")) d.conv = curve(r, "conv_efficiency", "half_flops");
   d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
+  // Per-kernel dispatch or launch cost; absent: the kernel table's measured one, else 0.
+  d.launch_overhead_s = r.optional_quantity("launch_overhead", Dimension::Time, Range{0.0, 1.0});
   if (auto a = r.optional_object("attention")) {
     d.scores_memory_efficiency = a->number("scores_memory_efficiency", Range{0.0, 1.0, true}, 1.0);
     d.flash_attention_efficiency = a->number("flash_efficiency", Range{0.0, 1.0, true}, 1.0);

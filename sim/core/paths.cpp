@@ -11,6 +11,16 @@ std::string data_dir() {
   return DTSIM_SOURCE_DIR;
 }
 
+std::string slug(const std::string& text) {
+  std::string out;
+  for (const char c : text.substr(0, 64)) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                       (c == '.' && !out.empty());
+    out += plain ? c : '_';
+  }
+  return out.empty() ? "_" : out;
+}
+
 std::vector<std::string> list_json_stems(const std::string& sub) {
   std::vector<std::string> out;
   std::error_code ec;

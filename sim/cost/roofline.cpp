@@ -35,25 +35,40 @@ double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::s
   return std::max({compute, traffic, d.kernel_min_s});
 }
 
-std::pair<double, PriceSource> price_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+double launch_overhead(const DeviceProfile& d, const std::string& dtype) {
+  if (d.launch_overhead_s) return *d.launch_overhead_s;
+  if (d.kernels && d.kernels->dtype == dtype) return d.kernels->launch_overhead_s;
+  return 0.0;
+}
+
+KernelPrice quote_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  const double overhead = launch_overhead(d, dtype);
   if (d.kernels && d.kernels->dtype == dtype)
-    if (auto measured = d.kernels->price(k)) return *measured;
-  return {kernel_time(d, k, dtype), PriceSource::Roofline};
+    if (auto measured = d.kernels->quote(k)) return {measured->seconds + overhead, measured->source, measured->spread};
+  return {kernel_time(d, k, dtype) + overhead, PriceSource::Roofline, 0.0};
+}
+
+std::pair<double, PriceSource> price_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  const auto q = quote_kernel(d, k, dtype);
+  return {q.seconds, q.source};
 }
 
 Priced price_works(const taskgraph::TaskGraph& g, const DeviceProfile& d, const std::string& dtype) {
   Priced out;
   out.seconds.reserve(g.works.size());
   out.measured_seconds.reserve(g.works.size());
+  out.spread_seconds.reserve(g.works.size());
   for (const auto& w : g.works) {
-    double s = 0, measured = 0;
+    double s = 0, measured = 0, spread = 0;
     for (const auto& k : w.kernels) {
-      auto [t, source] = price_kernel(d, k, dtype);
-      s += t;
-      if (source != PriceSource::Roofline) measured += t;
+      const auto q = quote_kernel(d, k, dtype);
+      s += q.seconds;
+      if (q.source != PriceSource::Roofline) measured += q.seconds;
+      spread += q.seconds * q.spread;
     }
     out.seconds.push_back(s * w.repeat);
     out.measured_seconds.push_back(measured * w.repeat);
+    out.spread_seconds.push_back(spread * w.repeat);
   }
   return out;
 }

@@ -38,19 +38,35 @@ struct DeviceProfile {
   double flash_attention_efficiency = 1.0;
   double pcie_bandwidth = 0;  // bytes/s per direction
   std::optional<KernelTable> kernels;  // measured on this device, when it has been profiled
+  // Added to every kernel: a framework's dispatch, or a GPU's launch latency. The profile's key
+  // `launch_overhead_us` when set, else the measured table's, else 0.
+  std::optional<double> launch_overhead_s;
 };
+
+// The per-kernel overhead `d` prices in `dtype` (see DeviceProfile::launch_overhead_s).
+double launch_overhead(const DeviceProfile& d, const std::string& dtype);
 
 // Seconds for one kernel: the slower of its compute and its memory traffic, never below the
 // device's minimum kernel time. `dtype` selects the matrix peak used by GEMMs.
 double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
 
-// A kernel priced from the device's measured table when it covers it, else by the roofline.
+// A kernel priced from the device's measured table when it covers it, else by the roofline; plus
+// the launch overhead.
 std::pair<double, PriceSource> price_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
 
-// Seconds for each Work of the graph (a sum over its kernels), in the graph's work order, and how
-// much of each came from measurements.
+// The same, with the relative spread of the measurement behind it (0 for the roofline).
+struct KernelPrice {
+  double seconds = 0;
+  PriceSource source = PriceSource::Roofline;
+  double spread = 0;
+};
+KernelPrice quote_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
+
+// Seconds for each Work of the graph (a sum over its kernels), in the graph's work order, how
+// much of each came from measurements, and the measured seconds' spread (sum of seconds x
+// relative spread: a busy machine slows every kernel together, so spreads add, not in quadrature).
 struct Priced {
-  std::vector<double> seconds, measured_seconds;
+  std::vector<double> seconds, measured_seconds, spread_seconds;
 };
 Priced price_works(const taskgraph::TaskGraph& g, const DeviceProfile& d, const std::string& dtype);
 

@@ -1,186 +1,203 @@
 #include "sim/profile/cpu_profiler.hpp"
 
-#include <Eigen/Dense>
 #include <algorithm>
-#include <chrono>
+#include <array>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
+
+#include "sim/profile/cpu_loader.hpp"
 
 namespace dtsim::profile {
 
 namespace {
 
-template <class F>
-double median_seconds(const Options& o, F&& run) {
-  for (int i = 0; i < o.warmup; ++i) run();
-  std::vector<double> t;
-  for (int i = 0; i < std::max(1, o.repeats); ++i) {
-    auto a = std::chrono::steady_clock::now();
-    run();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-std::string cpu_model() {
+// The first value of a /proc/cpuinfo field ("model name", "cpu MHz").
+std::string cpuinfo(const std::string& field) {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
+    if (line.rfind(field, 0) == 0 && line.find(':') != std::string::npos) {
+      const auto v = line.find_first_not_of(" \t", line.find(':') + 1);
+      return v == std::string::npos ? "" : line.substr(v);
+    }
+  return "";
+}
+
+// The highest clock cpufreq allows, in MHz; 0 where the kernel does not say (virtual machines).
+double max_mhz() {
+  std::ifstream in("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+  double khz = 0;
+  return in >> khz ? khz / 1000.0 : 0.0;
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return date;
+}
+
+Timing timed(cpu::Kernel& k, const Options& o) {
+  return measure(protocol(o), [&](std::int64_t times) { k.run(times); });
 }
 
 }  // namespace
 
-double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const Options& o) {
-  const std::int64_t timed = std::min<std::int64_t>(batch, 4);
-  std::vector<Eigen::MatrixXf> a(static_cast<std::size_t>(timed), Eigen::MatrixXf::Random(m, k));
-  Eigen::MatrixXf b = Eigen::MatrixXf::Random(k, n), c(m, n);
-  double s = median_seconds(o, [&] {
-    for (auto& x : a) c.noalias() = x * b;
-  });
-  return s * static_cast<double>(batch) / static_cast<double>(timed);
+Protocol protocol(const Options& o) {
+  Protocol p;
+  p.warmup = std::max(1, o.warmup);
+  p.min_runs = std::max(3, o.repeats);
+  p.target_spread = o.target_spread;
+  p.budget_s = o.budget_s;
+  return p;
 }
 
-double time_stream(double bytes, const Options& o) {
-  const auto n = std::max<Eigen::Index>(1, static_cast<Eigen::Index>(bytes / 12.0));
-  Eigen::VectorXf x = Eigen::VectorXf::Random(n), y = Eigen::VectorXf::Random(n);
-  return median_seconds(o, [&] { y = 0.5f * x + y; });
+Timing time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const Options& o) {
+  const std::int64_t timed_batch = std::min<std::int64_t>(batch, 4);
+  cpu::Kernel kernel("gemm", timed_batch, m, n, k, 0);
+  Timing t = timed(kernel, o);
+  t.median *= static_cast<double>(batch) / static_cast<double>(timed_batch);
+  return t;
+}
+
+Timing time_elementwise(const std::string& kind, double bytes, const Options& o) {
+  cpu::Kernel kernel(kind, 1, 0, 0, 0, bytes);
+  return timed(kernel, o);
+}
+
+Timing time_launch(const Options& o) {
+  cpu::Kernel kernel("launch", 1, 0, 0, 0, 0);
+  return timed(kernel, o);
+}
+
+Timing time_fork_join(const Options& o) {
+  cpu::Kernel kernel("fork_join", 1, 0, 0, 0, 0);
+  return timed(kernel, o);
 }
 
 namespace {
 
-using I = std::int64_t;
-
-// The columns of group `g`: one row per output position of every image (N*P*Q), one column per
-// input channel of the group and filter tap (C/g*R*S); zero where the window overhangs.
-void im2col(const float* x, const models::ConvShape& c, I g, Eigen::MatrixXf& col) {
-  const I cg = c.c / c.groups, p = c.p(), q = c.q();
-  col.resize(c.n * p * q, cg * c.r * c.s);
-  for (I n = 0; n < c.n; ++n)
-    for (I ch = 0; ch < cg; ++ch) {
-      const float* plane = x + ((n * c.c) + g * cg + ch) * c.h * c.w;
-      for (I r = 0; r < c.r; ++r)
-        for (I s = 0; s < c.s; ++s) {
-          const I column = (ch * c.r + r) * c.s + s;
-          for (I i = 0; i < p; ++i) {
-            const I y = i * c.stride_h - c.pad_h + r;
-            for (I j = 0; j < q; ++j) {
-              const I xx = j * c.stride_w - c.pad_w + s;
-              const bool inside = y >= 0 && y < c.h && xx >= 0 && xx < c.w;
-              col((n * p + i) * q + j, column) = inside ? plane[y * c.w + xx] : 0.0f;
-            }
-          }
-        }
-    }
+// models::ConvShape in the plugin's order (dtsim_cpu_conv_new).
+std::array<long long, 12> conv_shape(const models::ConvShape& c) {
+  return {c.n, c.c, c.h, c.w, c.k, c.r, c.s, c.stride_h, c.stride_w, c.pad_h, c.pad_w, c.groups};
 }
 
-// The adjoint of im2col: adds each column entry back into the input gradient of group `g`.
-void col2im(const Eigen::MatrixXf& col, const models::ConvShape& c, I g, float* dx) {
-  const I cg = c.c / c.groups, p = c.p(), q = c.q();
-  for (I n = 0; n < c.n; ++n)
-    for (I ch = 0; ch < cg; ++ch) {
-      float* plane = dx + ((n * c.c) + g * cg + ch) * c.h * c.w;
-      for (I r = 0; r < c.r; ++r)
-        for (I s = 0; s < c.s; ++s) {
-          const I column = (ch * c.r + r) * c.s + s;
-          for (I i = 0; i < p; ++i) {
-            const I y = i * c.stride_h - c.pad_h + r;
-            if (y < 0 || y >= c.h) continue;
-            for (I j = 0; j < q; ++j) {
-              const I xx = j * c.stride_w - c.pad_w + s;
-              if (xx >= 0 && xx < c.w) plane[y * c.w + xx] += col((n * p + i) * q + j, column);
-            }
-          }
-        }
-    }
+const char* conv_kind(models::ConvPass pass) {
+  switch (pass) {
+    case models::ConvPass::Forward: return "conv_fwd";
+    case models::ConvPass::Dgrad: return "conv_dgrad";
+    case models::ConvPass::Wgrad: return "conv_wgrad";
+  }
+  return "";
 }
 
 }  // namespace
 
 std::vector<float> conv2d(const std::vector<float>& x, const std::vector<float>& w, const models::ConvShape& c) {
-  const I cg = c.c / c.groups, kg = c.k / c.groups, p = c.p(), q = c.q(), taps = cg * c.r * c.s;
-  std::vector<float> y(static_cast<std::size_t>(c.n * c.k * p * q));
-  Eigen::MatrixXf col;
-  for (I g = 0; g < c.groups; ++g) {
-    im2col(x.data(), c, g, col);
-    // Filters of the group as a (C/g*R*S) x (K/g) matrix.
-    Eigen::MatrixXf f(taps, kg);
-    for (I k = 0; k < kg; ++k)
-      for (I t = 0; t < taps; ++t) f(t, k) = w[static_cast<std::size_t>((g * kg + k) * taps + t)];
-    const Eigen::MatrixXf out = col * f;
-    for (I n = 0; n < c.n; ++n)
-      for (I k = 0; k < kg; ++k)
-        for (I pq = 0; pq < p * q; ++pq) y[static_cast<std::size_t>(((n * c.k) + g * kg + k) * p * q + pq)] = out(n * p * q + pq, k);
-  }
-  return y;
+  const auto need = [](std::int64_t v) { return static_cast<std::size_t>(std::max<std::int64_t>(v, 0)); };
+  if (x.size() < need(c.n * c.c * c.h * c.w) || c.groups < 1 ||
+      w.size() < need(c.k * (c.c / c.groups) * c.r * c.s))
+    throw std::invalid_argument("conv2d: input or filters smaller than the shape");
+  return cpu::conv2d(x, w, conv_shape(c), need(c.n * c.k * c.p() * c.q()));
 }
 
-double time_conv(const models::ConvShape& c, models::ConvPass pass, const Options& o) {
-  const I cg = c.c / c.groups, kg = c.k / c.groups, npq = c.n * c.p() * c.q(), taps = cg * c.r * c.s;
-  const I timed = std::min<I>(c.groups, 4);
-  std::vector<float> x(static_cast<std::size_t>(c.n * c.c * c.h * c.w), 0.5f), dx(x.size());
-  const Eigen::MatrixXf f = Eigen::MatrixXf::Random(taps, kg), dy = Eigen::MatrixXf::Random(npq, kg);
-  Eigen::MatrixXf col, out;
-  const double s = median_seconds(o, [&] {
-    for (I g = 0; g < timed; ++g) {
-      switch (pass) {
-        case models::ConvPass::Forward:
-          im2col(x.data(), c, g, col);
-          out.noalias() = col * f;
-          break;
-        case models::ConvPass::Dgrad:
-          col.noalias() = dy * f.transpose();
-          col2im(col, c, g, dx.data());
-          break;
-        case models::ConvPass::Wgrad:
-          im2col(x.data(), c, g, col);
-          out.noalias() = col.transpose() * dy;
-          break;
-      }
-    }
-  });
-  return s * static_cast<double>(c.groups) / static_cast<double>(timed);
+// Groups are independent GEMMs of the same size, so at most 4 are timed and the time scaled.
+Timing time_conv(const models::ConvShape& c, models::ConvPass pass, const Options& o) {
+  const std::int64_t timed_groups = std::min<std::int64_t>(c.groups, 4);
+  cpu::Kernel kernel(conv_kind(pass), conv_shape(c), timed_groups);
+  Timing t = timed(kernel, o);
+  t.median *= static_cast<double>(c.groups) / static_cast<double>(timed_groups);
+  return t;
 }
 
 cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const Options& o) {
+  const LoadProbe load;
   cost::KernelTable t;
   t.provenance = cpu_provenance();
   t.dtype = "fp32";
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> shapes;
-  std::set<double> sizes;
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> timed_convs;
+  std::map<std::string, std::set<double>> sizes;  // by element-wise kind, "stream" for plain ones
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> conv_shapes;
+  std::vector<const models::Kernel*> convs;  // the first of each implicit-GEMM shape
   for (const auto& k : kernels) {
-    if (k.kind == models::KernelKind::Memory) {
-      sizes.insert(k.bytes);
-    } else if (k.kind == models::KernelKind::Conv) {
-      if (timed_convs.insert({k.batch, k.m, k.n, k.k}).second) t.convs.push_back({k.batch, k.m, k.n, k.k, time_conv(k.conv, k.pass, o)});
-    } else {
-      shapes.insert({k.batch, k.m, k.n, k.k});
+    if (k.kind == models::KernelKind::Conv) {
+      if (conv_shapes.insert({k.batch, k.m, k.n, k.k}).second) convs.push_back(&k);
+      continue;
     }
+    if (k.kind != models::KernelKind::Memory) {
+      shapes.insert({k.batch, k.m, k.n, k.k});
+      continue;
+    }
+    const std::string kind = cost::elementwise_kind(k);
+    sizes[kind.empty() ? "stream" : kind].insert(k.bytes);
   }
   for (std::int64_t s = 64; s <= 1024; s *= 2) shapes.insert({1, s, s, s});
-  for (double b = 4.0 * 1024; b <= 256.0 * 1024 * 1024; b *= 4) sizes.insert(b);
-  for (const auto& [batch, m, n, k] : shapes) t.gemms.push_back({batch, m, n, k, time_gemm(batch, m, n, k, o)});
-  for (double b : sizes) t.memory.push_back({b, time_stream(b, o)});
+  for (double b = 4.0 * 1024; b <= 256.0 * 1024 * 1024; b *= 4) sizes["stream"].insert(b);
+  for (const char* kind : {"gelu", "softmax", "layernorm", "dropout"})
+    for (double b = 4.0 * 1024; b <= 256.0 * 1024 * 1024; b *= 16) sizes[kind].insert(b);
+
+  std::vector<Timing> all;
+  for (const auto& [batch, m, n, k] : shapes) {
+    const Timing x = time_gemm(batch, m, n, k, o);
+    all.push_back(x);
+    t.gemms.push_back({batch, m, n, k, x.median, x.spread, x.runs});
+  }
+  for (const models::Kernel* k : convs) {
+    const Timing x = time_conv(k->conv, k->pass, o);
+    all.push_back(x);
+    t.convs.push_back({k->batch, k->m, k->n, k->k, x.median, x.spread, x.runs});
+  }
+  for (const auto& [kind, bytes] : sizes)
+    for (double b : bytes) {
+      const Timing x = time_elementwise(kind, b, o);
+      all.push_back(x);
+      (kind == "stream" ? t.memory : t.elementwise[kind]).push_back({b, x.median, x.spread, x.runs});
+    }
+  const Timing launch = time_launch(o);
+  all.push_back(launch);
+  t.launch_overhead_s = launch.median;
+  t.launch_overhead_spread = launch.spread;
+  const Timing fork = time_fork_join(o);
+
+  const int threads = cpu::build().threads;
+  const auto trust = judge(all, o.target_spread, load.loadavg_before.empty() ? -1.0 : load.loadavg_before[0],
+                           online_cpus(), threads);
+  t.noisy = trust.noisy();
+  const Protocol p = protocol(o);
+  t.provenance["timing"] = {{"protocol", {{"warmup", p.warmup},
+                                          {"min_runs", p.min_runs},
+                                          {"max_runs", p.max_runs},
+                                          {"target_spread", p.target_spread},
+                                          {"budget_s", p.budget_s},
+                                          {"statistic", "median; spread = 1.4826 MAD / median"}}},
+                            {"load", load.finish(threads)},
+                            // Inside the parallel kernels' times, so not in launch_overhead_us.
+                            {"fork_join_us", fork.median * 1e6},
+                            {"fork_join_spread", fork.spread},
+                            {"noisy_reasons", trust.reasons}};
   return t;
 }
 
 nlohmann::json cpu_provenance() {
-  std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {{"device", "cpu"},
-          {"cpu_model", cpu_model()},
-          {"threads", Eigen::nbThreads()},
-          {"compiler", std::string("g++ ") + __VERSION__},
-          {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
-                        std::to_string(EIGEN_MINOR_VERSION)},
-          {"dtype", "fp32"},
-          {"date", date}};
+  const auto& b = cpu::build();
+  nlohmann::json j = {{"device", "cpu"},
+                      {"cpu_model", cpuinfo("model name")},
+                      {"cpu_mhz", std::atof(cpuinfo("cpu MHz").c_str())},
+                      {"online_cpus", online_cpus()},
+                      {"isa", b.isa},
+                      {"simd", b.simd},
+                      {"threads", b.threads},
+                      {"compiler", b.compiler},
+                      {"eigen", b.eigen},
+                      {"dtype", "fp32"},
+                      {"date", utc_now()}};
+  if (const double mhz = max_mhz(); mhz > 0) j["cpu_max_mhz"] = mhz;
+  if (j["cpu_model"] == "") j["cpu_model"] = "unknown";
+  return j;
 }
 
 }  // namespace dtsim::profile

@@ -15,11 +15,13 @@ namespace {
 using Probe = int (*)(char*, int, int*, char*, int);
 using TimeGemm = double (*)(long long, long long, long long, long long, const char*, int, int, char*, int);
 using TimeStream = double (*)(double, int, int, char*, int);
+using TimeLaunch = double (*)(int, int, char*, int);
 
 struct Plugin {
   Probe probe = nullptr;
   TimeGemm gemm = nullptr;
   TimeStream stream = nullptr;
+  TimeLaunch launch = nullptr;  // absent from plugins built before it
   std::string error;
 };
 
@@ -41,6 +43,7 @@ const Plugin& plugin() {
     out.probe = reinterpret_cast<Probe>(dlsym(h, "dtsim_cuda_probe"));
     out.gemm = reinterpret_cast<TimeGemm>(dlsym(h, "dtsim_cuda_time_gemm"));
     out.stream = reinterpret_cast<TimeStream>(dlsym(h, "dtsim_cuda_time_stream"));
+    out.launch = reinterpret_cast<TimeLaunch>(dlsym(h, "dtsim_cuda_time_launch"));
     if (!out.probe || !out.gemm || !out.stream) out.error = path.string() + " is not a dtsim CUDA profiler";
     return out;
   }();
@@ -88,6 +91,16 @@ double time_stream(double bytes, int warmup, int repeats) {
   if (!p.error.empty()) throw std::runtime_error(p.error);
   char error[512] = {};
   const double s = p.stream(bytes, warmup, repeats, error, sizeof error);
+  if (s < 0) throw std::runtime_error(error);
+  return s;
+}
+
+double time_launch(int warmup, int repeats) {
+  const auto& p = plugin();
+  if (!p.error.empty()) throw std::runtime_error(p.error);
+  if (!p.launch) throw std::runtime_error("this CUDA profiler plugin does not time launches");
+  char error[512] = {};
+  const double s = p.launch(warmup, repeats, error, sizeof error);
   if (s < 0) throw std::runtime_error(error);
   return s;
 }

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
@@ -175,6 +176,24 @@ double time_stream(double bytes, int warmup, int repeats) {
   });
 }
 
+__global__ void empty_kernel() {}
+
+double time_launch(int warmup, int repeats) {
+  constexpr int launches = 1000;
+  for (int i = 0; i < std::max(1, warmup); ++i) empty_kernel<<<1, 1>>>();
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  std::vector<double> s;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    for (int i = 0; i < launches; ++i) empty_kernel<<<1, 1>>>();
+    check(cudaGetLastError(), "empty kernel launch");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / launches);
+  }
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
+}
+
 }  // namespace dtsim::profile::cuda
 
 // The plugin's face: C functions dtsim finds with dlsym, so no C++ exception or CUDA type crosses
@@ -217,6 +236,15 @@ DTSIM_EXPORT double dtsim_cuda_time_gemm(long long batch, long long m, long long
 DTSIM_EXPORT double dtsim_cuda_time_stream(double bytes, int warmup, int repeats, char* error, int error_size) {
   try {
     return dtsim::profile::cuda::time_stream(bytes, warmup, repeats);
+  } catch (const std::exception& e) {
+    copy_message(e.what(), error, error_size);
+    return -1;
+  }
+}
+
+DTSIM_EXPORT double dtsim_cuda_time_launch(int warmup, int repeats, char* error, int error_size) {
+  try {
+    return dtsim::profile::cuda::time_launch(warmup, repeats);
   } catch (const std::exception& e) {
     copy_message(e.what(), error, error_size);
     return -1;

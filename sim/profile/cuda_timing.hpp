@@ -23,5 +23,8 @@ double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_
                  int warmup, int repeats);
 // Median seconds of a streaming kernel y = a x + y over `bytes` (12 bytes per fp32 element).
 double time_stream(double bytes, int warmup, int repeats);
+// Host seconds per launch of an empty kernel, launched 1,000 times back to back (the median of
+// `repeats` such batches): the launch latency a stream of short kernels cannot hide.
+double time_launch(int warmup, int repeats);
 
 }  // namespace dtsim::profile::cuda

@@ -52,6 +52,9 @@ cost::KernelTable profile_gpu(const std::vector<models::Kernel>& kernels, const 
   for (const auto& [batch, m, n, k] : convs)
     t.convs.push_back({batch, m, n, k, cuda::time_gemm(batch, m, n, k, dtype, warmup, o.repeats)});
   for (double b : sizes) t.memory.push_back({b, cuda::time_stream(b, warmup, o.repeats)});
+  // Recorded, not priced: launches are asynchronous, so a kernel longer than the launch hides it.
+  // To price it (a stream of short kernels), set the device profile's launch_overhead_us.
+  t.provenance["launch_latency_us"] = cuda::time_launch(warmup, std::max(o.repeats, 5)) * 1e6;
   return t;
 }
 

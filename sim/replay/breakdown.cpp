@@ -1,7 +1,7 @@
 #include <algorithm>
-#include <map>
 
 #include "sim/replay/replay.hpp"
+#include "sim/replay/waits.hpp"
 
 namespace dtsim::replay {
 
@@ -12,104 +12,106 @@ std::vector<std::vector<int>> groups_of(const taskgraph::TaskGraph& g, const tas
   return out;
 }
 
+Breakdown& Breakdown::operator+=(const Breakdown& o) {
+  compute += o.compute;
+  exposed_communication += o.exposed_communication;
+  pipeline_bubble += o.pipeline_bubble;
+  optimizer += o.optimizer;
+  straggler_wait += o.straggler_wait;
+  input_stall += o.input_stall;
+  stage_imbalance += o.stage_imbalance;
+  return *this;
+}
+
+Breakdown& Breakdown::operator*=(double f) {
+  for (double* part :
+       {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall, &stage_imbalance})
+    *part *= f;
+  return *this;
+}
+
 namespace {
 
-// A stage-to-stage transfer, or the tensor group's gather right after one.
-bool from_other_stage(const taskgraph::TaskGraph& g, const taskgraph::Task& task) {
-  if (!task.is_collective) return false;
-  if (task.collective.op == taskgraph::CollectiveOp::SendRecv) return true;
-  return task.collective.op == taskgraph::CollectiveOp::AllGather && task.deps.size() == 1 &&
-         g.tasks[static_cast<std::size_t>(task.deps[0])].is_collective &&
-         g.tasks[static_cast<std::size_t>(task.deps[0])].collective.op == taskgraph::CollectiveOp::SendRecv;
-}
+bool on_stream(const taskgraph::Task& t) { return !t.is_collective && t.category != taskgraph::Category::Input; }
 
-// What a wait for task `d` is charged to.
-double* charge_for(const taskgraph::TaskGraph& g, std::size_t d, int rank, Breakdown& b) {
-  const auto& task = g.tasks[d];
-  if (task.category == taskgraph::Category::Input) return &b.input_stall;
-  if (task.is_collective) return from_other_stage(g, task) ? &b.pipeline_bubble : &b.exposed_communication;
-  return task.rank == rank ? &b.straggler_wait : &b.pipeline_bubble;
-}
-
-// When the last other GPU's compute feeding collective `c` ended, following the chain of collectives
-// it queues behind (bucket after bucket): how long `rank` waited for slower GPUs, not the network.
-double others_ready(const taskgraph::TaskGraph& g, const Timeline& t, std::size_t c, int rank,
-                    std::map<std::size_t, double>& memo) {
-  if (auto it = memo.find(c); it != memo.end()) return it->second;
-  double ready = 0;
-  for (int d : g.tasks[c].deps) {
-    const auto k = static_cast<std::size_t>(d);
-    const auto& w = g.tasks[k];
-    if (w.is_collective) ready = std::max(ready, others_ready(g, t, k, rank, memo));
-    else if (w.category != taskgraph::Category::Input && w.rank != rank) ready = std::max(ready, t.end[k]);
-  }
-  return memo[c] = ready;
+// The GPU whose own stream (not its data loader) ends last; -1 when only collectives ran.
+int last_gpu(const taskgraph::TaskGraph& g, const Timeline& t) {
+  std::size_t last = g.tasks.size();
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+    if (on_stream(g.tasks[i]) && (last == g.tasks.size() || t.end[i] > t.end[last])) last = i;
+  return last == g.tasks.size() ? -1 : g.tasks[last].rank;
 }
 
 }  // namespace
 
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
-                         const std::vector<double>& work_comm_seconds) {
+                         const std::vector<double>& work_comm_seconds, BreakdownScope scope) {
   Breakdown b;
-  if (g.tasks.empty()) return b;
-  // The GPU whose stream ends last.
-  std::size_t last = g.tasks.size();
-  for (std::size_t i = 0; i < g.tasks.size(); ++i)
-    if (!g.tasks[i].is_collective && g.tasks[i].category != taskgraph::Category::Input &&
-        (last == g.tasks.size() || t.end[i] > t.end[last]))
-      last = i;
-  if (last == g.tasks.size()) {  // only collectives
-    b.exposed_communication = t.makespan;
+  const double horizon = scope.horizon >= 0 ? scope.horizon : t.makespan;
+  const int rank = scope.rank >= 0 ? scope.rank : last_gpu(g, t);
+  if (rank < 0) {
+    b.exposed_communication = horizon;
     return b;
   }
-  b.rank = g.tasks[last].rank;
+  b.rank = rank;
   std::vector<std::size_t> mine;  // the GPU's own stream; its loader runs beside it
   for (std::size_t i = 0; i < g.tasks.size(); ++i)
-    if (!g.tasks[i].is_collective && g.tasks[i].rank == b.rank && g.tasks[i].category != taskgraph::Category::Input)
-      mine.push_back(i);
+    if (on_stream(g.tasks[i]) && g.tasks[i].rank == rank) mine.push_back(i);
   // Ties in start time keep graph order, which follows the stream (an instant task before the
   // pass that waits for it).
   std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] != t.start[y] ? t.start[x] < t.start[y] : x < y; });
+  const Waits waits(g, t, work_seconds, rank);
 
-  std::map<std::size_t, double> memo;
-  double now = 0;
-  for (std::size_t i : mine) {
+  // Busy time, split among the tasks running at once.
+  auto busy = [&](std::size_t i, double seconds) {
     const auto& task = g.tasks[i];
-    if (t.start[i] > now) {
-      std::size_t waited = i;
-      for (int d : task.deps)
-        if (waited == i || t.end[static_cast<std::size_t>(d)] > t.end[waited]) waited = static_cast<std::size_t>(d);
-      const auto& w = g.tasks[waited];
-      if (waited != i && w.is_collective && !from_other_stage(g, w)) {
-        // Until slower GPUs' compute reached the collective (or the collectives it queues behind)
-        // it waited for them; the rest of the wait is for the network.
-        const double late = std::clamp(others_ready(g, t, waited, b.rank, memo) - now, 0.0, t.start[i] - now);
-        b.straggler_wait += late;
-        b.exposed_communication += t.start[i] - now - late;
-      } else {
-        double* where = waited == i ? &b.straggler_wait : charge_for(g, waited, b.rank, b);
-        *where += t.start[i] - now;
-      }
-    }
-    double span = t.end[i] - std::max(t.start[i], now);
     if (task.category == taskgraph::Category::Optimizer) {
-      b.optimizer += span;
+      b.optimizer += seconds;
     } else if (task.category == taskgraph::Category::Communication) {  // e.g. compression kernels
-      b.exposed_communication += span;
-    } else {
+      b.exposed_communication += seconds;
+    } else {  // the inline collectives' share of a pass (tensor parallelism) is communication
       const auto w = static_cast<std::size_t>(task.work);
-      double comm = work_seconds[w] > 0 ? span * work_comm_seconds[w] / work_seconds[w] : 0.0;
+      const double comm = work_seconds[w] > 0 ? seconds * work_comm_seconds[w] / work_seconds[w] : 0.0;
       b.exposed_communication += comm;
-      b.compute += span - comm;
+      b.compute += seconds - comm;
     }
-    now = std::max(now, t.end[i]);
-  }
-  if (t.makespan > now) {
-    // The step ends with something this GPU did not run: whatever finished last.
-    std::size_t final_task = 0;
-    for (std::size_t i = 0; i < g.tasks.size(); ++i)
-      if (t.end[i] >= t.end[final_task]) final_task = i;
-    *charge_for(g, final_task, b.rank, b) += t.makespan - now;
+  };
+  std::vector<std::size_t> running;
+  std::size_t next = 0, before = Waits::kNone;  // `before`: its task that ended last so far
+  double clock = 0;
+  while (clock < horizon) {
+    for (; next < mine.size() && t.start[mine[next]] <= clock; ++next) running.push_back(mine[next]);
+    for (auto it = running.begin(); it != running.end();) {
+      if (t.end[*it] > clock) {
+        ++it;
+        continue;
+      }
+      if (before == Waits::kNone || t.end[*it] >= t.end[before]) before = *it;
+      it = running.erase(it);
+    }
+    const double next_start = next < mine.size() ? t.start[mine[next]] : horizon;
+    if (running.empty()) {
+      // Idle until its next task starts (it may start past the horizon): the first of those
+      // starting then that waited for something.
+      const double until = std::min(next_start, horizon);
+      std::size_t waiter = Waits::kNone;
+      if (next < mine.size()) {
+        waiter = mine[next];
+        for (std::size_t k = next; k < mine.size() && t.start[mine[k]] == next_start; ++k)
+          if (const std::size_t d = waits.binding(mine[k]); d != Waits::kNone && t.end[d] == next_start) {
+            waiter = mine[k];
+            break;
+          }
+      }
+      waits.charge(clock, until, waiter, before, b);
+      clock = until;
+      continue;
+    }
+    double until = std::min(next_start, horizon);
+    for (std::size_t i : running) until = std::min(until, t.end[i]);
+    const double share = (until - clock) / static_cast<double>(running.size());
+    for (std::size_t i : running) busy(i, share);
+    clock = until;
   }
   return b;
 }

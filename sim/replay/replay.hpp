@@ -49,18 +49,33 @@ Timeline replay_simgrid(const ReplayInput& in);
 // collectives): fast, repeatable in one process, used by sweeps and as a cross-check.
 Timeline replay_analytical(const ReplayInput& in);
 
-// Where the step goes on the GPU whose compute stream finishes last: its busy time (compute, the
-// inline collectives inside it, optimizer) and its idle time, charged to what it waited for (a
-// collective: exposed communication; another stage: pipeline bubble). Adds up to the makespan.
+// Where the time goes on one GPU (by default the one whose own stream ends last), from 0 to the
+// horizon (by default the makespan). Adds up to the horizon:
+// - busy time: compute (less the inline collectives inside it: exposed communication), the
+//   optimizer, and kernels that serve communication (compression). Kernels that run at once share
+//   the GPU: each gets an equal part of that time.
+// - idle time, charged to what the GPU waited for, followed back along the chain of tasks it waited
+//   on: a collective or stage-to-stage transfer in flight (or queued) is exposed communication; a
+//   data loader is input stall; a GPU of another data-parallel replica that finished later is
+//   straggler wait; compute of another stage of its pipeline is pipeline bubble, except what those
+//   stages were slower than this GPU's pace (sim/replay/waits.hpp): straggler wait as far as
+//   slowdowns explain it, stage imbalance as far as uneven work across stages does.
 struct Breakdown {
   double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0, input_stall = 0;
-  int rank = 0;
+  double stage_imbalance = 0;
+  int rank = 0;  // -1: averaged over several GPUs
   double total() const {
-    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall;
+    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + stage_imbalance;
   }
+  Breakdown& operator+=(const Breakdown& o);
+  Breakdown& operator*=(double f);
+};
+struct BreakdownScope {
+  int rank = -1;         // -1: the GPU whose own stream ends last
+  double horizon = -1;   // -1: the makespan
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
-                         const std::vector<double>& work_comm_seconds);
+                         const std::vector<double>& work_comm_seconds, BreakdownScope scope = {});
 
 // The groups of a collective task as GPU id lists.
 std::vector<std::vector<int>> groups_of(const taskgraph::TaskGraph& g, const taskgraph::Collective& c);

@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "sim/core/interrupt.hpp"
 #include "sim/network/collectives.hpp"
 #include "sim/replay/dispatch.hpp"
 #include "sim/replay/replay.hpp"
@@ -380,6 +381,7 @@ Timeline replay_simgrid(const ReplayInput& in) {
   char quiet[] = "--log=root.thres:critical";
   char* argv[] = {name, quiet, nullptr};
   sg4::Engine engine(&argc, argv);
+  interrupt::reclaim();  // the engine installs a SIGINT handler of its own that exits 1
   configure(engine, in);
 
   Fabric fab;

@@ -27,6 +27,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
     j["breakdown_s"] = {{"compute", r.breakdown.compute},
                         {"exposed_communication", r.breakdown.exposed_communication},
                         {"pipeline_bubble", r.breakdown.pipeline_bubble},
+                        {"stage_imbalance", r.breakdown.stage_imbalance},
                         {"optimizer", r.breakdown.optimizer},
                         {"straggler_wait", r.breakdown.straggler_wait},
                         {"input_stall", r.breakdown.input_stall}};
@@ -95,13 +96,23 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   j["compute_source"] = {{"measured_share", r.measured_share},
                          {"kernel_table", s.device.kernels ? "measured" : "none"},
                          {"device", s.device.name}};
+  if (s.device.kernels && r.timed) {
+    // From the table's stored spreads, not a new measurement: result.json stays deterministic.
+    // Compute at most moves the step by as much as it moves itself, so the band bounds the step.
+    j["compute_source"]["spread"] = r.compute_spread;
+    j["compute_source"]["step_time_low_s"] = r.step_time_s * (1.0 - r.compute_spread);
+    j["compute_source"]["step_time_high_s"] = r.step_time_s * (1.0 + r.compute_spread);
+    j["compute_source"]["launch_overhead_us"] = cost::launch_overhead(s.device, config::compute_dtype(s.training.precision)) * 1e6;
+    if (s.device.kernels->noisy) j["compute_source"]["noisy_table"] = true;
+  }
   if (r.timed)
     j["simulation"] = {{"backend", r.timeline.backend},
                        {"network_model", r.timeline.network_model},
                        {"tasks", r.plan.graph.tasks.size()},
                        {"flows", r.timeline.flows},
                        {"seed", s.seed}};
-  j["provenance"] = {{"dtsim_version", DTSIM_VERSION}, {"scenario_file", s.file}};
+  // Not the scenario's path: spelled another way it would change the bytes of result.json.
+  j["provenance"] = {{"dtsim_version", DTSIM_VERSION}};
   if (with_wall_time) j["provenance"]["wall_time_s"] = r.wall_time_s;
   return j;
 }

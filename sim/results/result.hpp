@@ -27,6 +27,9 @@ struct Result {
   bool fits = true;
   std::vector<std::string> warnings;
   double measured_share = 0;
+  // Relative spread of the compute time, from the kernel table's per-entry spreads; the step
+  // time can move by at most this fraction when every kernel does.
+  double compute_spread = 0;
   std::optional<faults::FaultReport> faults;
   std::optional<StepReport> steps;  // when several steps were simulated
   std::optional<AsyncReport> async;  // asynchronous data parallelism

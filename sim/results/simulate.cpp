@@ -1,4 +1,6 @@
 #include <chrono>
+#include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -75,22 +77,20 @@ Result simulate(const config::Scenario& s) {
     variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction, f.degraded_latency_s});
   replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
-  r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds);
   if (steps > 1) {
     r.steps = report_steps(replayed, r.timeline, step_of, steps);
     r.step_time_s = r.steps->mean;
-    for (double* part : {&r.breakdown.compute, &r.breakdown.exposed_communication, &r.breakdown.pipeline_bubble,
-                         &r.breakdown.optimizer, &r.breakdown.straggler_wait, &r.breakdown.input_stall})
-      *part /= steps;  // per step, on average
   }
   // Share of compute time priced from measurements, over the compute tasks the replay ran.
-  double all = 0, measured = 0;
+  double all = 0, measured = 0, spread = 0;
   for (const auto& t : g.tasks)
     if (!t.is_collective) {
       all += priced.seconds[static_cast<std::size_t>(t.work)];
       measured += priced.measured_seconds[static_cast<std::size_t>(t.work)];
+      spread += priced.spread_seconds[static_cast<std::size_t>(t.work)];
     }
   r.measured_share = all > 0 ? measured / all : 0.0;
+  r.compute_spread = all > 0 ? spread / all : 0.0;
 
   if (steps == 1) r.step_time_s = r.timeline.makespan;
   // A simulated step is the global batch once per local iteration (EASGD runs several).
@@ -100,6 +100,22 @@ Result simulate(const config::Scenario& s) {
     // of samples at the throughput measured while all of them ran.
     r.async = report_async(replayed, r.timeline, samples / s.parallelism.data);
     r.step_time_s = samples / r.async->samples_per_s;
+    // Every worker's time while all of them ran, per update, times the updates in a step's worth
+    // (one per worker): it adds up to the step time.
+    std::set<int> workers;
+    for (const auto& t : replayed.tasks)
+      if (!t.is_collective && t.category != taskgraph::Category::Input) workers.insert(t.rank);
+    r.breakdown = {};
+    for (int w : workers)
+      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {w, r.async->window_s});
+    r.breakdown *= 1.0 / static_cast<double>(r.async->updates);
+    r.breakdown.rank = -1;
+  } else {
+    // The GPU that ends last, up to the end of the last step (its gradient sync, with several).
+    double horizon = r.timeline.makespan;
+    if (r.steps) horizon = std::accumulate(r.steps->step_times.begin(), r.steps->step_times.end(), 0.0);
+    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {-1, horizon});
+    r.breakdown *= 1.0 / steps;  // per step, on average
   }
   r.samples_per_s = samples / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.tokens_per_sample());
@@ -107,9 +123,14 @@ Result simulate(const config::Scenario& s) {
   r.model_tflops_per_gpu = r.model_flops / (r.step_time_s * r.gpus) / 1e12;
   r.mfu = r.model_flops / (r.step_time_s * r.gpus * peak);
   r.hfu = r.hardware_flops / (r.step_time_s * r.gpus * peak);
-  const double exposed = r.breakdown.exposed_communication / (r.async ? r.breakdown.total() : r.step_time_s);
+  const double exposed = r.breakdown.exposed_communication / r.step_time_s;
   if (exposed > 0.25)
     r.warnings.push_back(fmt::format("{:.0f}% of the step is communication that backward does not hide", 100 * exposed));
+  if (s.device.kernels && s.device.kernels->noisy)
+    r.warnings.push_back(fmt::format(
+        "the kernel table was marked noisy when profiled (a busy machine): compute times may be high; step time "
+        "{:.4g} s, band {:.4g} to {:.4g} s",
+        r.step_time_s, r.step_time_s * (1 - r.compute_spread), r.step_time_s * (1 + r.compute_spread)));
   if (s.faults.enabled) {
     r.faults = faults::analyse_faults(s.faults, r.gpus, s.cluster.nodes, r.step_time_s, s.steps);
     if (r.faults->goodput < 0.9)

@@ -120,21 +120,37 @@ StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t
   r.p50 = pct(0.5);
   r.p99 = pct(0.99);
   r.max = sorted.back();
-  // At the synchronisation before each optimizer step: how long each GPU sat idle after its last
-  // backward, and whose backward ended last.
+  // At the synchronisation of each step: how long each GPU sat idle between its last backward and
+  // the end of its optimizer work (one update, or one per bucket), and whose backward ended last.
+  std::map<int, std::vector<std::size_t>> own;  // per GPU, its stream's tasks (not its loader)
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+    if (!g.tasks[i].is_collective && g.tasks[i].category != taskgraph::Category::Input) own[g.tasks[i].rank].push_back(i);
   std::map<int, int> critical;
   std::map<int, double> wait;
   std::vector<std::pair<double, int>> latest(static_cast<std::size_t>(steps), {-1.0, -1});
-  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-    const auto& o = g.tasks[i];
-    if (o.is_collective || o.category != taskgraph::Category::Optimizer) continue;
-    for (int d : o.deps) {
-      const auto& c = g.tasks[static_cast<std::size_t>(d)];
-      if (c.is_collective || c.rank != o.rank) continue;
-      const double done = t.end[static_cast<std::size_t>(d)];
-      wait[o.rank] += std::max(0.0, t.start[i] - done);
-      auto& best = latest[static_cast<std::size_t>(step_of[i])];
-      if (done > best.first) best = {done, o.rank};
+  for (auto& [gpu, tasks] : own) {
+    const auto k_steps = static_cast<std::size_t>(steps);
+    std::vector<double> backward_end(k_steps, -1.0), update_end(k_steps, -1.0);
+    for (std::size_t i : tasks) {
+      const auto k = static_cast<std::size_t>(step_of[i]);
+      if (g.tasks[i].category == taskgraph::Category::Compute) backward_end[k] = std::max(backward_end[k], t.end[i]);
+      if (g.tasks[i].category == taskgraph::Category::Optimizer) update_end[k] = std::max(update_end[k], t.end[i]);
+    }
+    // Its busy time as disjoint intervals (kernels may run at once).
+    std::sort(tasks.begin(), tasks.end(), [&](std::size_t a, std::size_t b) { return t.start[a] < t.start[b]; });
+    std::vector<std::pair<double, double>> busy;
+    for (std::size_t i : tasks) {
+      if (!busy.empty() && t.start[i] <= busy.back().second) busy.back().second = std::max(busy.back().second, t.end[i]);
+      else busy.emplace_back(t.start[i], t.end[i]);
+    }
+    for (std::size_t k = 0; k < k_steps; ++k) {
+      if (update_end[k] < 0 || backward_end[k] < 0) continue;
+      const double from = backward_end[k], to = std::max(from, update_end[k]);
+      double idle = to - from;
+      auto it = std::lower_bound(busy.begin(), busy.end(), from, [](const auto& iv, double x) { return iv.second <= x; });
+      for (; it != busy.end() && it->first < to; ++it) idle -= std::min(to, it->second) - std::max(from, it->first);
+      wait[gpu] += std::max(0.0, idle);
+      if (backward_end[k] > latest[k].first) latest[k] = {backward_end[k], gpu};
     }
   }
   for (const auto& [when, gpu] : latest)

@@ -1,0 +1,167 @@
+#include "sim/replay/waits.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace dtsim::replay {
+
+namespace {
+
+bool is_compute(const taskgraph::Task& t) { return !t.is_collective && t.category == taskgraph::Category::Compute; }
+
+// GPUs joined by stage-to-stage transfers: the stages of one pipeline.
+std::vector<char> pipeline_of(const taskgraph::TaskGraph& g, int rank) {
+  int n = std::max(g.num_ranks, rank + 1);
+  for (const auto& task : g.tasks)
+    if (task.is_collective && task.collective.op == taskgraph::CollectiveOp::SendRecv)
+      for (int grp : task.collective.groups)
+        for (int r : g.groups[static_cast<std::size_t>(grp)]) n = std::max(n, r + 1);
+  std::vector<int> root(static_cast<std::size_t>(n));
+  std::iota(root.begin(), root.end(), 0);
+  auto up = [&](int r) -> int& { return root[static_cast<std::size_t>(r)]; };
+  auto find = [&](int r) {
+    while (up(r) != r) r = up(r) = up(up(r));
+    return r;
+  };
+  for (const auto& task : g.tasks)
+    if (task.is_collective && task.collective.op == taskgraph::CollectiveOp::SendRecv)
+      for (int grp : task.collective.groups) {
+        const auto& ranks = g.groups[static_cast<std::size_t>(grp)];
+        for (std::size_t k = 1; k < ranks.size(); ++k) up(find(ranks[k])) = find(ranks[0]);
+      }
+  std::vector<char> out(static_cast<std::size_t>(n), 0);
+  for (int r = 0; r < n; ++r) out[static_cast<std::size_t>(r)] = find(r) == find(rank) ? 1 : 0;
+  return out;
+}
+
+// A duration that differs from its nominal price by more than the replay's rounding: something
+// (a slow GPU, a jitter draw, a throttle) scaled it.
+bool off_price(double ran, double price) { return std::abs(ran - price) > 1e-9 * price + 1e-12; }
+
+}  // namespace
+
+Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank)
+    : g_(g), t_(t), rank_(rank), in_pipeline_(pipeline_of(g, rank)) {
+  const std::size_t n = g.tasks.size();
+  // This GPU's pace: its compute time over its compute's nominal price.
+  std::vector<double> nominal(in_pipeline_.size(), 0.0);
+  double mine = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& task = g.tasks[i];
+    if (!is_compute(task) || task.rank < 0 || static_cast<std::size_t>(task.rank) >= nominal.size()) continue;
+    nominal[static_cast<std::size_t>(task.rank)] += work_seconds[static_cast<std::size_t>(task.work)];
+    if (task.rank == rank) mine += t.end[i] - t.start[i];
+  }
+  const double mine_nominal =
+      rank >= 0 && static_cast<std::size_t>(rank) < nominal.size() ? nominal[static_cast<std::size_t>(rank)] : 0.0;
+  binding_.assign(n, kNone);
+  late_.assign(n, 0.0);
+  slowed_.assign(n, 0.0);
+  uneven_.assign(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& task = g.tasks[i];
+    auto consider = [&](int dep) {
+      const auto d = static_cast<std::size_t>(dep);
+      if (t.end[d] > t.start[i]) return;  // not awaited (a backup worker's dropped gradients)
+      std::size_t& b = binding_[i];
+      if (b == kNone || t.end[d] > t.end[b] || (t.end[d] == t.end[b] && late_[d] < late_[b])) b = d;
+    };
+    for (int d : task.deps) consider(d);
+    for (int d : task.any_deps) consider(d);
+    // At nominal prices the task would wait for whichever dependency is latest there, not for the
+    // one slowdowns made bind: the most uneven one stands for it.
+    double uneven = 0;
+    for (const auto* deps : {&task.deps, &task.any_deps})
+      for (int d : *deps)
+        if (t.end[static_cast<std::size_t>(d)] <= t.start[i]) uneven = std::max(uneven, uneven_[static_cast<std::size_t>(d)]);
+    double late = binding_[i] == kNone ? 0.0 : late_[binding_[i]];
+    double slowed = binding_[i] == kNone ? 0.0 : slowed_[binding_[i]];
+    if (is_compute(task) && task.rank >= 0 && static_cast<std::size_t>(task.rank) < nominal.size() &&
+        nominal[static_cast<std::size_t>(task.rank)] > 0) {
+      const double price = work_seconds[static_cast<std::size_t>(task.work)];
+      const double ran = t.end[i] - t.start[i];
+      const double share = price / nominal[static_cast<std::size_t>(task.rank)];  // of its stage's work
+      const double own = std::max(0.0, ran - share * mine);
+      // At nominal prices the task would run late by its stage's extra work: stage imbalance. What
+      // it runs later than that comes from durations off their nominal prices (its own or this
+      // GPU's): slowdowns. Both at their prices (to rounding), none of it is.
+      const double extra = std::max(0.0, price - share * mine_nominal);
+      if (off_price(ran, price) || off_price(mine, mine_nominal)) slowed += own - std::min(own, extra);
+      late += own;
+      uneven += extra;
+    }
+    late_[i] = late;
+    slowed_[i] = slowed;
+    uneven_[i] = uneven;
+  }
+}
+
+std::size_t Waits::ending_last_by(double when) const {
+  std::size_t best = kNone;
+  for (std::size_t i = 0; i < g_.tasks.size(); ++i) {
+    if (t_.end[i] > when) continue;
+    if (best == kNone || t_.end[i] > t_.end[best] || (t_.end[i] == t_.end[best] && late_[i] < late_[best])) best = i;
+  }
+  return best;
+}
+
+void Waits::charge(double from, double to, std::size_t waiter, std::size_t before, Breakdown& b) const {
+  if (to <= from) return;
+  std::size_t x = waiter;
+  std::size_t d = waiter == kNone ? ending_last_by(to) : binding_[waiter];
+  const std::size_t awaited = d;
+  double cursor = to, peers = 0;
+  while (cursor > from) {
+    if (d == kNone) {  // nothing it waited for: idle by the schedule's own order
+      b.pipeline_bubble += cursor - from;
+      break;
+    }
+    if (t_.start[d] >= cursor) {  // began after the span (past the horizon): what it waited for
+      x = d;
+      d = binding_[d];
+      continue;
+    }
+    if (t_.end[d] < cursor) {
+      // x was ready when d ended but began later: a collective queued behind others on its stream.
+      const double lo = std::max(t_.end[d], from);
+      (x != kNone && g_.tasks[x].is_collective ? b.exposed_communication : b.pipeline_bubble) += cursor - lo;
+      cursor = lo;
+      if (cursor <= from) break;
+    }
+    const auto& task = g_.tasks[d];
+    const double lo = std::max(t_.start[d], from);
+    if (task.is_collective) {
+      b.exposed_communication += cursor - lo;
+    } else if (task.category == taskgraph::Category::Input) {
+      b.input_stall += cursor - lo;
+    } else if (task.rank == rank_) {  // its own work ends by `from`; nothing is left to explain
+      b.pipeline_bubble += cursor - from;
+      break;
+    } else if (task.rank < 0 || static_cast<std::size_t>(task.rank) >= in_pipeline_.size() ||
+               !in_pipeline_[static_cast<std::size_t>(task.rank)]) {
+      b.straggler_wait += cursor - from;  // another replica's GPU reached the collective later
+      break;
+    } else {
+      peers += cursor - lo;
+    }
+    cursor = lo;
+    x = d;
+    d = binding_[d];
+  }
+  if (peers <= 0) return;
+  // Of the peers' lateness beyond this GPU's own, what uneven work would cause at nominal prices is
+  // stage imbalance; slowdowns explain at most the rest: straggler wait. What they do not explain
+  // is uneven work too (nothing is slowed: all of it).
+  auto gap = [&](const std::vector<double>& v) {
+    return (awaited == kNone ? 0.0 : v[awaited]) - (before == kNone ? 0.0 : v[before]);
+  };
+  const double late = std::clamp(gap(late_), 0.0, peers);
+  const double uneven = std::clamp(gap(uneven_), 0.0, late);
+  const double slowed = std::clamp(gap(slowed_), 0.0, late - uneven);
+  b.straggler_wait += slowed;
+  b.stage_imbalance += late - slowed;
+  b.pipeline_bubble += peers - late;
+}
+
+}  // namespace dtsim::replay
