@@ -52,11 +52,13 @@ Timeline replay_analytical(const ReplayInput& in);
 // Where the step goes on the GPU whose compute stream finishes last: its busy time (compute, the
 // inline collectives inside it, optimizer) and its idle time, charged to what it waited for (a
 // collective: exposed communication; another stage: pipeline bubble). Adds up to the makespan.
+// `checkpoint` is not replayed: the chief's synchronous saves, amortised per step (results layer).
 struct Breakdown {
   double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0, input_stall = 0;
+  double checkpoint = 0;
   int rank = 0;
   double total() const {
-    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall;
+    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + checkpoint;
   }
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
