@@ -119,3 +119,24 @@ TEST(Torus, ScenarioKeysAndTheirErrors) {
   EXPECT_NE(error(good, R"("intra_node": {"bandwidth_GBps": 300, "latency_us": 2}, )").find("leave intra_node out"),
             std::string::npos);
 }
+
+TEST(Torus, LargeToriOnSimGridAreForDataParallelismOnly) {
+  auto load = [](const std::string& parallelism, const std::string& simulation) {
+    test::TempDir dir;
+    const std::string doc = R"({"schema_version": 1, "name": "t", "model": {"preset": "resnet-50"},
+      "hardware": {"device": "tpu-v3"},
+      "cluster": {"preset": "tpu-v3-pod", "nodes": 128, "inter_node": {"dimensions": [32, 16]}},
+      "parallelism": )" + parallelism + R"(, "training": {"global_batch_size": 4096}, "simulation": )" + simulation + "}";
+    try {
+      config::load_scenario(dir.file("s.json", doc));
+    } catch (const InputError& e) {
+      return e.pointer() + ": " + e.reason();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(load(R"({"data": 512, "micro_batch_size": 8})", "{}"), "");
+  const std::string pipelined = R"({"data": 256, "pipeline": 2, "micro_batch_size": 8, "pipeline_schedule": "gpipe"})";
+  EXPECT_NE(load(pipelined, "{}").find("/simulation/backend: on a torus of more than 256 chips"), std::string::npos)
+      << load(pipelined, "{}");
+  EXPECT_EQ(load(pipelined, R"({"backend": "analytical"})"), "");
+}

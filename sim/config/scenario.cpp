@@ -383,6 +383,14 @@ Scenario load_scenario(const std::string& path) {
       sim->fail("backend", "throttled periods and flapping links change over time: only the simgrid backend replays them");
     sim->finish();
   }
+  // SimGrid gets a route between every pair of chips of a torus up to 256 chips; beyond, only
+  // between chips on one line of it, which is all the data-parallel all-reduce uses.
+  const auto& par = s.parallelism;
+  if (s.backend == Backend::SimGrid && !s.cluster.torus_dims.empty() && s.cluster.num_gpus() > 256 &&
+      (par.tensor > 1 || par.pipeline > 1 || par.updates != strategies::Updates::Sync))
+    throw InputError(s.file, "/simulation/backend",
+                     "on a torus of more than 256 chips the simgrid backend routes only data-parallel all-reduces: "
+                     "use \"backend\": \"analytical\"");
   if (auto ref = root.optional_object("reference")) {
     Reference r;
     r.source = ref->text("source");
