@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "reports/reports.hpp"
 #include "sim/core/units.hpp"
@@ -50,8 +51,11 @@ std::string summary(const results::Result& r) {
     for (auto [name, v] : {std::pair{"compute", b.compute}, {"exposed communication", b.exposed_communication},
                            {"pipeline bubble", b.pipeline_bubble}, {"stage imbalance", b.stage_imbalance},
                            {"optimizer", b.optimizer},
-                           {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall}})
+                           {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall},
+                           {"checkpoint", b.checkpoint}}) {
+      if (std::string_view(name) == "checkpoint" && !r.roles) continue;
       out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / whole, bar(v / whole));
+    }
   }
   const auto& m = r.memory;
   out += fmt::format("\nmemory per GPU (rank {}): {} of {}  {}\n", r.worst_rank, gib(m.peak()), gib(r.capacity_bytes),

@@ -19,6 +19,18 @@ struct Reference {
   double step_time_s = 0, tflops_per_gpu = 0, flops_per_step = 0;
 };
 
+// TensorFlow's cluster roles beside the workers (cluster.roles). The chief is worker 0 and also
+// saves a checkpoint every `checkpoint_every_steps` steps: `checkpoint_bytes` (0: its weights and
+// optimizer state, as the memory plan counts them) written to storage at `storage_bandwidth`.
+// Synchronous training waits for each save. An evaluator (its own machine) reads every
+// checkpoint back; when it shares the storage, a save that finds it still reading waits.
+struct Roles {
+  bool chief = false;
+  int checkpoint_every_steps = 0;
+  double checkpoint_bytes = 0, storage_bandwidth = 0;
+  bool evaluator = false, evaluator_shares_storage = true;
+};
+
 struct Scenario {
   std::string name, description, file;
   std::string model_preset, cluster_preset;  // empty when inline
@@ -26,6 +38,7 @@ struct Scenario {
   cost::DeviceProfile device;
   double reserved_bytes = 0;  // CUDA context, library workspaces, allocator slack
   network::ClusterSpec cluster;
+  Roles roles;
   strategies::ParallelismSpec parallelism;
   strategies::TrainingSpec training;
   strategies::HostSpec host;

@@ -31,6 +31,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                         {"optimizer", r.breakdown.optimizer},
                         {"straggler_wait", r.breakdown.straggler_wait},
                         {"input_stall", r.breakdown.input_stall}};
+    if (r.roles) j["breakdown_s"]["checkpoint"] = r.breakdown.checkpoint;
   }
   j["memory"] = {{"worst_rank", r.worst_rank},
                  {"params_bytes", whole_bytes(r.memory.params)},
@@ -64,6 +65,19 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                   {"staleness_p50", a.staleness_p50},
                   {"staleness_p99", a.staleness_p99},
                   {"staleness_max", a.staleness_max}};
+  }
+  if (r.roles) {
+    const auto& ro = *r.roles;
+    j["roles"] = {{"chief", {{"checkpoint_bytes", whole_bytes(ro.checkpoint_bytes)},
+                             {"checkpoint_every_steps", ro.every_steps},
+                             {"save_s", ro.save_s},
+                             {"stall_per_step_s", ro.stall_per_step_s},
+                             {"storage_write_GBps", ro.storage_write_GBps}}}};
+    if (r.scenario_spec.roles.evaluator)
+      j["roles"]["evaluator"] = {{"read_s", ro.evaluator_read_s},
+                                 {"shares_storage", r.scenario_spec.roles.evaluator_shares_storage},
+                                 {"save_waits_for_read_s", ro.wait_for_storage_s},
+                                 {"storage_read_GBps", ro.storage_read_GBps}};
   }
   if (r.faults) {
     const auto& f = *r.faults;
