@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "helpers.hpp"
+#include "scenario_helpers.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/json_reader.hpp"
 #include "sim/results/budget.hpp"
@@ -159,6 +160,20 @@ TEST(InputLimits, EveryUnitOfAQuantityHasAPhysicalSpan) {
     EXPECT_EQ(e.pointer(), "/peak_tflops/bf16");
     EXPECT_NE(e.reason().find("between 1e-06 and 1e+06"), std::string::npos) << e.reason();
   }
+}
+
+// Lists that become SimGrid profiles, each checked against the others, are bounded; a link
+// cannot flap faster than SimGrid can replay.
+TEST(InputLimits, StragglerListsAndFlapPeriodsAreBounded) {
+  std::string throttles;
+  for (int i = 0; i < 1025; ++i)
+    throttles += (i ? ", " : "") + std::string(R"({"gpu": )") + std::to_string(i % 8) + R"(, "start_s": )" + std::to_string(i) +
+                 R"(, "duration_s": 0.5, "slowdown": 2})";
+  EXPECT_EQ(test::input_error_over_base(R"({"extends": "base.json", "stragglers": {"throttles": [)" + throttles + "]}}"),
+            "/stragglers/throttles: 1025 entries are more than the 1024 modelled");
+  EXPECT_EQ(test::input_error_over_base(R"({"extends": "base.json", "stragglers": {"flapping_links": [{"gpu": 0,
+      "period_us": 1, "degraded_us": 0.5, "bandwidth_fraction": 0.5}]}})"),
+            "/stragglers/flapping_links/0/period_us: 1 is out of range: must be >= 1000 and <= 1e+15");
 }
 
 // --- item 5: work too large for the machine, refused before anything is built ----------------
