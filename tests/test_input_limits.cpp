@@ -245,6 +245,15 @@ TEST(InputLimits, SweepOnAMillionGpusNamesTheLimit) {
   EXPECT_NE(r.err.find("over the limits of 120 s"), std::string::npos) << r.err;
 }
 
+TEST(InputLimits, ProfileRefusesKernelsTooLargeToAllocate) {
+  test::TempDir dir;
+  const auto r = dtsim_cli({"profile", "--model", "gpt3-175b", "--micro-batch", "1048576", "-o", dir.path("t.json")}, dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("error: --micro-batch: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("over the limit of 4 GB"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path("t.json")));
+}
+
 // What the README runs stays allowed: its bench cases, collective examples and sweep.
 TEST(InputLimits, ReadmeCasesStayWithinTheLimits) {
   using taskgraph::Algorithm;
