@@ -107,9 +107,16 @@ TEST(AsyncUpdates, OneWorkerPushesItsShareToEachServerAndPullsItBack) {
 }
 
 TEST(AsyncUpdates, InputsThatCannotWorkAreErrors) {
-  EXPECT_NE(error_of(R"(, "updates": "async", "tensor": 2, "data": 4)").find("/parallelism/updates"), std::string::npos);
+  // (Written out: a key given twice is itself an input error.)
+  EXPECT_NE(test::input_error_over_base(R"({"extends": "base.json", "simulation": {"steps": 10},
+                "parallelism": {"updates": "async", "tensor": 2, "data": 4}})")
+                .find("/parallelism/updates"),
+            std::string::npos);
   EXPECT_NE(error_of(R"(, "staleness_bound": 2)").find("staleness_bound"), std::string::npos);
   EXPECT_NE(error_of(R"(, "updates": "async", "all_reduce_algorithm": "ring")").find("all_reduce_algorithm"), std::string::npos);
-  EXPECT_NE(error_of(R"(, "updates": "async")", R"(, "simulation": {"steps": 1})").find("steps"), std::string::npos);
+  EXPECT_NE(test::input_error_over_base(R"({"extends": "base.json", "simulation": {"steps": 1},
+                "parallelism": {"updates": "async"}})")
+                .find("/simulation/steps"),
+            std::string::npos);
   EXPECT_EQ(error_of(R"(, "updates": "async")"), "");
 }

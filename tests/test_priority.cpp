@@ -73,7 +73,10 @@ TEST(PriorityBuckets, OverlapTheNextForwardWithTheLastBucketsWhenCommunicationBo
 
 TEST(PriorityBuckets, InputsThatCannotWorkAreErrors) {
   EXPECT_EQ(error_of(R"(, "bucket_order": "sometimes")").substr(0, 26), "/parallelism/bucket_order:");
-  EXPECT_NE(error_of(R"(, "data": 4, "tensor": 2, "bucket_order": "priority")").find("synchronous data parallelism"),
+  // (Written out: a key given twice is itself an input error.)
+  EXPECT_NE(test::input_error_over_base(R"({"extends": "base.json", "simulation": {"steps": 4},
+                "parallelism": {"data": 4, "tensor": 2, "bucket_order": "priority"}})")
+                .find("synchronous data parallelism"),
             std::string::npos);
   EXPECT_NE(error_of(R"(, "overlap_grad_reduce": false, "bucket_order": "priority")").find("overlap_grad_reduce"),
             std::string::npos);

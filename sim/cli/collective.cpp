@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -8,10 +10,13 @@
 #include "sim/core/errors.hpp"
 #include "sim/network/collectives.hpp"
 #include "sim/replay/replay.hpp"
+#include "sim/results/budget.hpp"
 
 namespace dtsim::cli {
 
 namespace {
+
+constexpr int kMaxRows = 200;
 
 // nccl-tests size syntax: a number with an optional K, M or G (powers of 1024).
 double parse_size(const std::string& text, const char* flag) {
@@ -63,7 +68,13 @@ int collective(const CollectiveOptions& o) {
     throw InputError("", "--gpus", fmt::format("{} GPUs asked, the cluster has {}", o.gpus, cluster.num_gpus()));
   const double begin = parse_size(o.min_bytes, "-b"), end = parse_size(o.max_bytes, "-e");
   if (begin > end) throw InputError("", "-b", "the smallest size is larger than the largest (-e)");
-  if (!(o.factor > 1.0)) throw InputError("", "-f", "the size factor must be greater than 1");
+  if (!(o.factor > 1.0) || !std::isfinite(o.factor)) throw InputError("", "-f", "the size factor must be greater than 1");
+  // Count the rows before building them: a factor of 1.0000000001 would make billions.
+  const double count = std::floor(std::log(end * (1 + 1e-12) / begin) / std::log(o.factor)) + 1;
+  if (count > kMaxRows)
+    throw InputError("", "-f", fmt::format("{:.0f} sizes from {} to {} by a factor of {} are more than {}; use a larger factor",
+                                           count, o.min_bytes, o.max_bytes, o.factor, kMaxRows));
+  results::check_collective_budget(cluster, *op, *algorithm, o.gpus, count, o.analytical);
 
   network::Platform platform(cluster);
   taskgraph::TaskGraph g;
@@ -73,7 +84,6 @@ int collective(const CollectiveOptions& o) {
   const int group = g.add_group(ranks);
   std::vector<double> sizes;
   for (double s = begin; s <= end * (1 + 1e-12); s *= o.factor) sizes.push_back(std::floor(s));
-  if (sizes.size() > 200) throw InputError("", "-f", "more than 200 sizes; use a larger factor");
   // One collective after another in a single simulation: SimGrid runs once per process.
   int prev = -1;
   for (double s : sizes) {

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "sim/cli/commands.hpp"
@@ -11,6 +12,20 @@
 #include "strategies/memory.hpp"
 
 namespace dtsim::cli {
+
+namespace {
+
+constexpr double kMaxOperandBytes = 4e9;
+
+// What timing a kernel allocates: a memory kernel's bytes; otherwise (GEMMs, attention) the
+// operands of a GEMM of its shape, up to 4 of a batch, as the profilers time them.
+double operand_bytes(const models::Kernel& k) {
+  if (k.kind == models::KernelKind::Memory) return k.bytes;
+  const double m = static_cast<double>(k.m), n = static_cast<double>(k.n), kk = static_cast<double>(k.k);
+  return 4.0 * (std::min<double>(static_cast<double>(k.batch), 4) * m * kk + kk * n + m * n);
+}
+
+}  // namespace
 
 int profile(const ProfileOptions& o) {
   const bool gpu = o.device == "cuda";
@@ -55,6 +70,16 @@ int profile(const ProfileOptions& o) {
                     : dtype == "bf16" ? models::UpdatePath::Bf16Master
                                       : models::UpdatePath::Fp32;
   kernels.push_back(models::optimizer_kernel(models::OptimizerKind::Adam, g.params(), path));
+  // Every kernel is run for real: refuse operands that would not fit in memory before allocating.
+  const auto worst = std::max_element(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) {
+    return operand_bytes(a) < operand_bytes(b);
+  });
+  if (worst != kernels.end() && operand_bytes(*worst) > kMaxOperandBytes)
+    throw InputError(o.scenario.empty() ? "" : o.scenario,
+                     o.micro_batch > 0 ? "--micro-batch" : o.scenario.empty() ? "--model" : "/parallelism/micro_batch_size",
+                     fmt::format("kernel {} needs {:.1f} GB of operands to time, over the limit of {:.0f} GB; a smaller "
+                                 "micro-batch or model fits",
+                                 worst->name, operand_bytes(*worst) / 1e9, kMaxOperandBytes / 1e9));
   profile::Options po;
   po.repeats = o.repeats;
   std::cerr << fmt::format("profiling {} ({} kernels) on the {}...\n", spec.name, kernels.size(), gpu ? "GPU" : "CPU");

@@ -11,6 +11,7 @@
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/units.hpp"
+#include "sim/results/budget.hpp"
 #include "sim/results/result.hpp"
 
 namespace dtsim::cli {
@@ -87,6 +88,9 @@ int sweep(const SweepOptions& o) {
   base.stragglers = {};
   base.steps_simulated = 1;
   auto cands = enumerate(base);
+  std::vector<strategies::ParallelismSpec> specs;
+  for (const auto& c : cands) specs.push_back(c.p);
+  results::check_sweep_budget(base, specs, o.gpus > 0 ? "--gpus" : "");
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> pool;
   const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -43,7 +43,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.description = r.text("description", "");
   Reader peaks = r.object("peak_tflops");
   for (const char* dtype : {"fp64", "fp32", "tf32", "bf16", "fp16"})
-    if (peaks.has(dtype)) d.peak_flops[dtype] = peaks.number(dtype, Range{0.0, 1e6, true}) * 1e12;
+    if (peaks.has(dtype)) d.peak_flops[dtype] = peaks.number_in(dtype, Dimension::FlopRate, 1e12, Range{0.0, 1e6, true});
   peaks.finish();
   if (!d.peak_flops.contains("fp32")) peaks.fail("fp32", "required key is missing");
   d.memory_bytes = r.quantity("memory", Dimension::Bytes, Range{0.0, 1e15, true});

@@ -394,8 +394,8 @@ Scenario load_scenario(const std::string& path) {
   if (auto ref = root.optional_object("reference")) {
     Reference r;
     r.source = ref->text("source");
-    r.step_time_s = ref->number("step_time_s", Range{0.0, 1e9, true});
-    r.tflops_per_gpu = ref->number("tflops_per_gpu", Range{0.0, 1e6, true});
+    r.step_time_s = ref->number_in("step_time_s", Dimension::Time, 1.0, Range{0.0, 1e9, true});
+    r.tflops_per_gpu = ref->number_in("tflops_per_gpu", Dimension::FlopRate, 1e12, Range{0.0, 1e6, true}) / 1e12;
     r.flops_per_step = ref->number("flops_per_step", Range{0.0, 1e30, true});
     ref->finish();
     s.reference = r;

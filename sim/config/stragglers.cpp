@@ -12,19 +12,20 @@ using units::Dimension;
 
 namespace {
 
+constexpr std::size_t kMaxListed = 1024;  // throttles, flapping links
+
 // Fewer blocks for the pipeline stages that hold slow GPUs (a stage runs at its slowest GPU's pace).
 void rebalance_stages(Reader& r, Scenario& s) {
   auto& p = s.parallelism;
   if (p.pipeline < 2) r.fail("rebalance_stages", "needs pipeline parallelism (parallelism.pipeline > 1)");
   if (!p.stage_blocks.empty()) r.fail("rebalance_stages", "parallelism.stage_layers already fixes the split");
   if (p.virtual_stages > 1) r.fail("rebalance_stages", "uneven stages with virtual stages are not modelled");
-  const strategies::Placement place(p);
   std::vector<double> slowdown(static_cast<std::size_t>(p.pipeline), 1.0);
-  for (int d = 0; d < p.data; ++d)
-    for (int st = 0; st < p.pipeline; ++st)
-      for (int t = 0; t < p.tensor; ++t)
-        for (const auto& [gpu, slow] : s.stragglers.slow_gpus)
-          if (gpu == place.gpu(d, st, t)) slowdown[static_cast<std::size_t>(st)] = std::max(slowdown[static_cast<std::size_t>(st)], slow);
+  for (const auto& [gpu, slow] : s.stragglers.slow_gpus) {
+    // The stage of GPU t + T (st + P d), or t + T (d + D st) with the pipeline outermost (Placement).
+    const int st = p.pipeline_outer ? gpu / p.tensor / p.data : gpu / p.tensor % p.pipeline;
+    slowdown[static_cast<std::size_t>(st)] = std::max(slowdown[static_cast<std::size_t>(st)], slow);
+  }
   p.stage_blocks = strategies::balance_stages(static_cast<int>(s.model.blocks()), slowdown);
 }
 
@@ -57,6 +58,8 @@ void parse_stragglers(Reader& st, Scenario& s, const std::shared_ptr<Origins>& o
   if (st.has("slow_gpus")) {
     const Json& v = st.raw("slow_gpus");
     if (!v.is_array()) st.fail("slow_gpus", "expected a list of {\"gpu\": N, \"slowdown\": X}");
+    if (static_cast<std::int64_t>(v.size()) > s.cluster.num_gpus())
+      st.fail("slow_gpus", fmt::format("{} entries for {} GPUs", v.size(), s.cluster.num_gpus()));
     for (std::size_t i = 0; i < v.size(); ++i) {
       Reader e(v[i], st.pointer("slow_gpus") + "/" + std::to_string(i), origins);
       const int gpu = static_cast<int>(e.integer("gpu", 0, s.cluster.num_gpus() - 1));
@@ -68,6 +71,8 @@ void parse_stragglers(Reader& st, Scenario& s, const std::shared_ptr<Origins>& o
     if (!st.has(key)) return;
     const Json& v = st.raw(key);
     if (!v.is_array()) st.fail(key, "expected a list of objects");
+    // Each becomes a SimGrid profile and is checked against the others.
+    if (v.size() > kMaxListed) st.fail(key, fmt::format("{} entries are more than the {} modelled", v.size(), kMaxListed));
     for (std::size_t i = 0; i < v.size(); ++i) {
       Reader e(v[i], st.pointer(key) + "/" + std::to_string(i), origins);
       one(e);
@@ -88,7 +93,8 @@ void parse_stragglers(Reader& st, Scenario& s, const std::shared_ptr<Origins>& o
   list("flapping_links", [&](Reader& e) {
     faults::StragglerSpec::Flap f;
     f.gpu = static_cast<int>(e.integer("gpu", 0, s.cluster.num_gpus() - 1));
-    f.period_s = e.quantity("period", Dimension::Time, Range{0.0, 1e9, true});
+    // At least 1 ms: SimGrid replays two bandwidth changes per period.
+    f.period_s = e.quantity("period", Dimension::Time, Range{1e-3, 1e9});
     f.degraded_s = e.quantity("degraded", Dimension::Time, Range{0.0, 1e9, true});
     if (f.degraded_s >= f.period_s) e.fail("degraded_s", "must be shorter than period_s");
     f.bandwidth_fraction = e.number("bandwidth_fraction", Range{0.0, 1.0, true}, 1.0);

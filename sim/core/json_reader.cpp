@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
+#include <limits>
 
 #include "sim/core/errors.hpp"
 #include "sim/core/files.hpp"
@@ -34,21 +36,125 @@ std::string json_pointer_append(const std::string& pointer, std::string_view key
   return out;
 }
 
-Json parse_json_text(const std::string& text, const std::string& file) {
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+namespace {
+
+// Builds the document as nlohmann's own DOM parser does, but refuses what the loader could not
+// survive or would misread, at the JSON pointer of the offending value and before anything
+// recurses over it: nesting deeper than kMaxJsonDepth (every later pass, deep_merge and
+// Origins::record among them, recurses once per level), a key given twice in one object (the
+// last would silently win) and numbers too large for a double (1e400). nlohmann's parser itself
+// keeps its own stack on the heap, so a hostile file costs one pass over its bytes.
+class DomBuilder {
+ public:
+  DomBuilder(Json& root, const std::string& text, const std::string& file) : root_(root), text_(text), file_(file) {}
+
+  bool null() { return place(Json(nullptr)), true; }
+  bool boolean(bool v) { return place(Json(v)), true; }
+  bool number_integer(Json::number_integer_t v) { return place(Json(v)), true; }
+  bool number_unsigned(Json::number_unsigned_t v) { return place(Json(v)), true; }
+  bool number_float(Json::number_float_t v, const std::string& token) {
+    if (!std::isfinite(v)) too_large(token);
+    return place(Json(v)), true;
+  }
+  bool string(std::string& v) { return place(Json(std::move(v))), true; }
+  bool binary(Json::binary_t& v) { return place(Json(std::move(v))), true; }
+  bool start_object(std::size_t) { return open(Json::object()), true; }
+  bool start_array(std::size_t) { return open(Json::array()), true; }
+  bool end_object() { return stack_.pop_back(), true; }
+  bool end_array() { return stack_.pop_back(), true; }
+  bool key(std::string& k) {
+    Frame& f = stack_.back();
+    if (f.node->contains(k))
+      throw InputError(file_, json_pointer_append(path_of(stack_.size() - 1), k), "this key appears twice in the same object");
+    f.key = k;
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) {
+    if (e.id == 406) too_large(token);  // nlohmann's "number overflow"
     std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    for (std::size_t i = 0; i + 1 < position && i < text_.size(); ++i) {
+      if (text_[i] == '\n') { ++line; col = 1; } else { ++col; }
     }
     std::string what = e.what();
     if (auto pos = what.find("syntax error"); pos != std::string::npos) what = what.substr(pos);
-    throw InputError(file, "", fmt::format("malformed JSON at line {}, column {}: {}", line, col, what));
+    throw InputError(file_, "", fmt::format("malformed JSON at line {}, column {}: {}", line, col, what));
   }
+
+ private:
+  struct Frame {
+    Json* node;
+    std::string key;  // objects: the key whose value comes next
+  };
+
+  // The pointer of the value being placed below the first `depth` open containers.
+  std::string path_of(std::size_t depth) const {
+    std::string p;
+    for (std::size_t i = 0; i < depth; ++i) {
+      const Frame& f = stack_[i];
+      if (f.node->is_object()) {
+        p = json_pointer_append(p, f.key);
+      } else {
+        // An array that holds another open container is filling its last element; the innermost
+        // open array, its next one.
+        const std::size_t n = f.node->size();
+        p += '/';
+        p += std::to_string(i + 1 < stack_.size() ? n - 1 : n);
+      }
+    }
+    return p;
+  }
+  std::string here() const { return path_of(stack_.size()); }
+
+  [[noreturn]] void too_large(const std::string& token) const {
+    throw InputError(file_, here(), fmt::format("{} is too large a number (beyond {:g})", token.substr(0, 40),
+                                                std::numeric_limits<double>::max()));
+  }
+
+  Json* place(Json&& v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Frame& f = stack_.back();
+    if (f.node->is_array()) {
+      f.node->push_back(std::move(v));
+      return &f.node->back();
+    }
+    Json& slot = (*f.node)[f.key];
+    slot = std::move(v);
+    return &slot;
+  }
+
+  void open(Json&& container) {
+    if (stack_.size() >= kMaxJsonDepth)
+      throw InputError(file_, here(), fmt::format("nested deeper than {} levels", kMaxJsonDepth));
+    stack_.push_back({place(std::move(container)), {}});
+  }
+
+  Json& root_;
+  const std::string& text_;
+  const std::string& file_;
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
+Json parse_json_text(const std::string& text, const std::string& file) {
+  Json root;
+  DomBuilder builder(root, text, file);
+  Json::sax_parse(text, &builder);
+  return root;
 }
 
-Json parse_json_file(const std::string& path) { return parse_json_text(read_text_file(path), path); }
+Json parse_json_file(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxJsonFileBytes)
+    throw InputError(path, "", fmt::format("{} bytes is larger than the {} MiB a JSON input may have", size,
+                                           kMaxJsonFileBytes >> 20));
+  return parse_json_text(read_text_file(path), path);
+}
 
 namespace {
 std::string type_name(const Json& v) {
@@ -170,10 +276,23 @@ std::optional<double> Reader::optional_quantity(std::string_view base, units::Di
     const Json& v = require(key);
     if (!v.is_number()) fail(key, fmt::format("expected a number, got {} {}", type_name(v), shown(v)));
     Range r{si.min / s.to_si, si.max / s.to_si, si.min_exclusive};
-    out = to_range(key, v.get<double>(), r, shown(v)) * s.to_si;
+    out = physical(key, d, s.to_si, to_range(key, v.get<double>(), r, shown(v)));
     found = key;
   }
   return out;
+}
+
+double Reader::physical(std::string_view key, units::Dimension d, double to_si, double value) const {
+  const auto& span = units::physical_span(d);
+  const double si = value * to_si;
+  if (si != 0 && !(std::fabs(si) >= span.min && std::fabs(si) <= span.max))
+    fail(key, fmt::format("{:g} is not {} any hardware has: {} must be between {:g} and {:g}", value, span.what, key,
+                          span.min / to_si, span.max / to_si));
+  return si;
+}
+
+double Reader::number_in(std::string_view key, units::Dimension d, double to_si, Range r) {
+  return physical(key, d, to_si, number(key, r));
 }
 
 double Reader::quantity(std::string_view base, units::Dimension d, Range si) {

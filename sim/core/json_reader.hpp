@@ -26,7 +26,11 @@ struct Origins {
 
 std::string json_pointer_append(const std::string& pointer, std::string_view key);
 
-// Parses a file; malformed JSON becomes an InputError with line and column.
+// Parses a file; malformed JSON becomes an InputError with line and column. Also input errors,
+// at the value's JSON pointer: nesting deeper than kMaxJsonDepth, a key twice in one object, a
+// number beyond a double's range; and a file larger than kMaxJsonFileBytes.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+inline constexpr std::uintmax_t kMaxJsonFileBytes = std::uintmax_t{16} << 20;
 Json parse_json_file(const std::string& path);
 Json parse_json_text(const std::string& text, const std::string& file_for_errors);
 
@@ -58,6 +62,9 @@ class Reader {
   double quantity(std::string_view base, units::Dimension d, Range si);
   double quantity(std::string_view base, units::Dimension d, Range si, double fallback_si);
   std::optional<double> optional_quantity(std::string_view base, units::Dimension d, Range si);
+  // A number whose key names its unit (peak_tflops/bf16, reference/step_time_s), range r in that
+  // unit; returns SI. It and every quantity must also lie in units::physical_span.
+  double number_in(std::string_view key, units::Dimension d, double to_si, Range r);
   Reader object(std::string_view key);
   std::optional<Reader> optional_object(std::string_view key);
   const Json& raw(std::string_view key);  // marks the key as known
@@ -73,6 +80,7 @@ class Reader {
   const Json& require(std::string_view key);
   const Json* find(std::string_view key);
   double to_range(std::string_view key, double value, Range r, const std::string& shown) const;
+  double physical(std::string_view key, units::Dimension d, double to_si, double value) const;
 
   const Json& object_;
   std::string pointer_;

@@ -20,4 +20,19 @@ const std::vector<Suffix>& suffixes(Dimension d) {
   return time;
 }
 
+const Span& physical_span(Dimension d) {
+  // Time: 1 ns (below any kernel launch or link latency) to 1e11 s (3,000 years: failure rates
+  // of whole fleets). Bytes: one byte to 1 EB. Bandwidth: 1 MB/s (a slow disk) to 1 PB/s, 200
+  // times an H200's HBM. Compute: 1 MFLOP/s to 1 EFLOP/s per device.
+  static const Span time{1e-9, 1e11, "a time"}, bytes{1.0, 1e18, "a size"}, bandwidth{1e6, 1e15, "a bandwidth"},
+      flops{1e6, 1e18, "a compute rate"};
+  switch (d) {
+    case Dimension::Time: return time;
+    case Dimension::Bytes: return bytes;
+    case Dimension::Bandwidth: return bandwidth;
+    case Dimension::FlopRate: return flops;
+  }
+  return time;
+}
+
 }  // namespace dtsim::units

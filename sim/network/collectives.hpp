@@ -68,6 +68,19 @@ double inline_time(const Platform& platform, const taskgraph::InlineCollective& 
 // 2(p-1)(alpha + S/(p B)) (Thakur et al. 2005; Patarasuk & Yuan 2009).
 double ring_all_reduce_closed_form(int p, double bytes, double alpha, double bandwidth);
 
+// What lowering a collective would build, counted without building it, so that work too large
+// for the machine can be refused first: flows in all (every phase), flows of its widest phase (all
+// in flight at once), and whether they run as chains (ring-like hops a simulator moves together) or
+// as independent flows, which SimGrid's solver pays for far more dearly. `groups` groups of
+// `group_size` GPUs each, `per_node` of each group's GPUs on one node. An upper bound, following
+// sim/network/algorithms.cpp; `Auto` counts the three candidates it lowers to choose one.
+struct FlowBound {
+  double flows = 0, widest = 0;
+  bool chained = true;
+};
+FlowBound flow_bound(const ClusterSpec& c, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double group_size,
+                     double groups, double per_node);
+
 // nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw x factor.
 double bus_bandwidth_factor(taskgraph::CollectiveOp op, int p);
 

@@ -9,6 +9,7 @@
 #include "sim/core/errors.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/network/collectives.hpp"
+#include "sim/results/budget.hpp"
 #include "sim/results/result.hpp"
 
 namespace dtsim::results {
@@ -44,6 +45,7 @@ Result plan_only(const config::Scenario& s) {
 }  // namespace
 
 Result memory_only(const config::Scenario& s) {
+  check_budget(s, false);
   Result r = plan_only(s);
   r.timed = false;
   return r;
@@ -51,8 +53,10 @@ Result memory_only(const config::Scenario& s) {
 
 Result simulate(const config::Scenario& s) {
   auto t0 = std::chrono::steady_clock::now();
+  check_budget(s);  // before anything is built
   Result r = plan_only(s);
   const auto& g = r.plan.graph;
+  check_plan_budget(s, g);
   const auto priced = cost::price_works(g, s.device, config::compute_dtype(s.training.precision));
   r.work_seconds = priced.seconds;
   network::Platform platform(s.cluster);
@@ -64,9 +68,10 @@ Result simulate(const config::Scenario& s) {
     r.work_seconds[w] += r.work_comm_seconds[w] + g.works[w].fixed_seconds;
   }
   const int steps = s.steps_simulated;
-  if (static_cast<double>(g.tasks.size()) * steps > 5e6)
+  if (static_cast<double>(g.tasks.size()) * steps > kMaxTasks)  // check_budget's estimate is meant to catch it first
     throw InputError(s.file, "/simulation/steps",
-                     fmt::format("{} steps of {} tasks is more than 5 million tasks to replay", steps, g.tasks.size()));
+                     fmt::format("{} steps of {} tasks is more than {:.0f} million tasks to replay", steps, g.tasks.size(),
+                                 kMaxTasks / 1e6));
   std::vector<int> step_of(g.tasks.size(), 0);
   if (steps > 1) r.repeated = repeat_steps(g, steps, step_of, s.parallelism.staleness_bound);
   const taskgraph::TaskGraph& replayed = steps > 1 ? r.repeated : g;

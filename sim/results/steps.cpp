@@ -66,6 +66,8 @@ std::vector<double> task_scales(const taskgraph::TaskGraph& g, const std::vector
   std::mt19937_64 rng(s.seed);
   auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0; };  // (0, 1)
   std::map<std::pair<int, int>, double> draw;  // (step, GPU) -> multiplier
+  std::map<int, double> slow;  // GPU -> its fixed slowdowns, multiplied
+  for (const auto& [gpu, x] : s.slow_gpus) slow.try_emplace(gpu, 1.0).first->second *= x;
   for (int k = 0; k < steps; ++k)
     for (int r : ranks) {
       double m = 1.0;
@@ -81,8 +83,7 @@ std::vector<double> task_scales(const taskgraph::TaskGraph& g, const std::vector
           m = s.values[std::min(s.values.size() - 1, static_cast<std::size_t>(uniform() * static_cast<double>(s.values.size())))];
           break;
       }
-      for (const auto& [gpu, slow] : s.slow_gpus)
-        if (gpu == r) m *= slow;
+      if (auto it = slow.find(r); it != slow.end()) m *= it->second;
       draw[{k, r}] = m;
     }
   std::vector<double> out(g.tasks.size(), 1.0);

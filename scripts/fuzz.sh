@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Fuzzes the scenario loader and the memory plan with libFuzzer for SECONDS (default 60).
+# Builds build-fuzz/ with clang (ASan + UBSan + libFuzzer coverage in every library), seeds the
+# corpus with every file of scenarios/, and keeps what it learns in build-fuzz/corpus/ across runs.
+# Inputs that crash, trip a sanitizer or escape as anything but an input error land in
+# build-fuzz/findings/; replay one with: build-fuzz/tests/fuzz/dtsim_scenario_fuzzer FILE
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+
+# Debian 12: clang 14 and its runtime libraries (libFuzzer and the sanitizers are in
+# libclang-rt-14-dev; OpenMP for clang in libomp-14-dev), beside what setup.sh installs.
+packages=(clang libclang-rt-14-dev libomp-14-dev cmake pkg-config libsimgrid-dev libeigen3-dev libboost-dev
+          nlohmann-json3-dev libfmt-dev libcli11-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+launcher=()
+command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DDTSIM_FUZZ=ON \
+  -DDTSIM_BUILD_TESTS=OFF -DDTSIM_CUDA=OFF "${launcher[@]}" > /dev/null
+cmake --build build-fuzz -j "$(nproc)" --target dtsim_scenario_fuzzer
+
+# Seeds: every scenario as it is in the tree; a dictionary of the keys and words they use.
+mkdir -p build-fuzz/seeds build-fuzz/corpus build-fuzz/findings
+find scenarios -name '*.json' | while read -r f; do cp "$f" "build-fuzz/seeds/$(echo "$f" | tr / _)"; done
+{
+  grep -rhoE '"[A-Za-z0-9_.-]+"' scenarios models/presets hardware_profiles/clusters | sort -u
+  printf '"%s"\n' '{' '}' '[' ']' ':' ',' 'null' 'true' 'false' '-0' '1e400' '-1e400' '1e-300' '0.5' '65536'
+} > build-fuzz/scenario.dict
+
+build-fuzz/tests/fuzz/dtsim_scenario_fuzzer build-fuzz/corpus build-fuzz/seeds \
+  -dict=build-fuzz/scenario.dict -max_total_time="$seconds" -max_len=16384 -timeout=30 -rss_limit_mb=4096 \
+  -artifact_prefix=build-fuzz/findings/ -print_final_stats=1

@@ -1,0 +1,58 @@
+#include <algorithm>
+#include <cmath>
+
+#include "sim/network/collectives.hpp"
+
+namespace dtsim::network {
+
+using taskgraph::Algorithm;
+using taskgraph::CollectiveOp;
+
+FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double p, double groups, double per_node) {
+  FlowBound b;
+  if (p < 2 || groups <= 0) return b;
+  // Rings and trees run one channel per NIC once a group leaves its node (algorithms.cpp).
+  const bool spans = p > per_node;
+  const double channels = spans ? std::max(1.0, std::min<double>(c.nics_per_node, per_node)) : 1.0;
+  const double log2p = std::ceil(std::log2(p));
+  auto set = [&](double flows, double widest, bool chained) {
+    b.flows = flows * groups;
+    b.widest = widest * groups;
+    b.chained = chained;
+  };
+  const bool reduces = op == CollectiveOp::AllReduce;
+  switch (op) {
+    case CollectiveOp::SendRecv: set(1, 1, false); return b;
+    case CollectiveOp::Broadcast:
+    case CollectiveOp::Reduce: set(p, p, false); return b;  // a chain or a binomial tree: p - 1 hops
+    case CollectiveOp::AllToAll:
+      if (a == Algorithm::RoundRobin) set(p * p, p, false);
+      else set(p * p, p * p, false);  // direct, also what Auto picks
+      return b;
+    default: break;
+  }
+  const double passes = reduces ? 2.0 : 1.0;  // all-reduce = reduce-scatter + all-gather
+  switch (a) {
+    case Algorithm::Ring: set(channels * p, channels * p, true); break;
+    case Algorithm::Tree: set(4 * channels * p, 4 * channels * p, true); break;
+    case Algorithm::HalvingDoubling: set(passes * p * (log2p + 1), p, true); break;
+    case Algorithm::Hierarchical: set(3 * p, 2 * p, true); break;
+    case Algorithm::Direct: set(passes * p * p, p * p, false); break;
+    case Algorithm::RoundRobin: set(passes * p * p, p, false); break;
+    case Algorithm::MasterWorker: set(2 * p, p, false); break;
+    case Algorithm::ParameterServer: {
+      const double shards = c.ps_servers > 0 ? c.ps_servers : p;
+      set(2 * p * shards, p * shards, false);
+      break;
+    }
+    case Algorithm::CentralStorage: set(2 * p, p, false); break;
+    case Algorithm::Auto:
+      // Lowers ring, tree and hierarchical to pick one (all-reduce); other operations use the ring.
+      if (reduces) set((5 * channels + 3) * p, 4 * channels * p, true);
+      else set(channels * p, channels * p, true);
+      break;
+  }
+  return b;
+}
+
+}  // namespace dtsim::network

@@ -1,0 +1,331 @@
+#include "sim/results/budget.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "sim/core/errors.hpp"
+#include "sim/replay/dispatch.hpp"
+
+namespace dtsim::results {
+
+using config::Backend;
+using taskgraph::Algorithm;
+using taskgraph::CollectiveOp;
+
+namespace {
+
+// Unit costs measured on this project's 2-core machine (README, "Input limits"), rounded up.
+// Planning and replaying a task: the 1T validation row, 195k tasks, takes 1.4 s on SimGrid, 0.8 s
+// to plan alone; about 600 bytes each.
+constexpr double kTaskSeconds[] = {7e-6, 5e-6};  // simgrid, analytical
+constexpr double kTaskBytes = 600;
+// A SimGrid flow: ring-like chains 1.5 us plus 10 ps per flow in flight (GPT-2 data parallel on
+// 16k GPUs: 2.7 us a flow, on 64k: 6.3 us); independent flows 2 us plus 8 ns per flow in flight,
+// as SimGrid's solver shares links among all of them (parameter servers, 2,048 in flight: 13 us;
+// a direct all-reduce on 128 GPUs, 16,384: 100-200 us, on 256 GPUs over 100 s in all). The
+// analytical replay prices each distinct collective once, about 0.5 us per flow (GPT-2 on 1M GPUs:
+// 50 million flows in 19 s).
+double flow_seconds(const network::FlowBound& b, Backend backend) {
+  if (backend == Backend::Analytical) return 0.5e-6;
+  return b.chained ? 1.5e-6 + 1e-11 * b.widest : 2e-6 + 8e-9 * b.widest;
+}
+// Lowering keeps a collective's flows, their routes and a map entry each: about 200 bytes a flow.
+constexpr double kLoweredFlowBytes = 200;
+// SimGrid's hosts, links and routes: about 10 KB per GPU (64k GPUs: 0.8 GB) and 40 us to build
+// (Llama 3 70B on 16k GPUs: 0.9 s for 220 tasks and 90k flows). The analytical platform: a few
+// links per GPU.
+constexpr double kGpuBytes[] = {10e3, 300};
+constexpr double kGpuSeconds[] = {40e-6, 1e-6};
+constexpr double kBaseBytes = 40e6;
+
+int index(Backend b) { return b == Backend::SimGrid ? 0 : 1; }
+const char* name(Backend b) { return b == Backend::SimGrid ? "simgrid" : "analytical"; }
+
+// The collectives a plan holds, counted from the scenario (strategies/plan.cpp and
+// plan_updates.cpp): their flows and modelled replay time.
+struct Tally {
+  const network::ClusterSpec& cluster;
+  Backend backend;
+  double flows = 0, seconds = 0, widest = 0;
+  void add(CollectiveOp op, Algorithm a, double p, double groups, double per_node, double count) {
+    if (count <= 0) return;
+    // The analytical replay lowers each distinct collective once; how many of a kind are distinct
+    // is only known once planned (check_plan_budget), so count one here.
+    if (backend == Backend::Analytical) count = 1;
+    const auto b = network::flow_bound(cluster, op, a, p, groups, per_node);
+    flows += count * b.flows;
+    widest = std::max(widest, b.flows);
+    seconds += collective_seconds(b, count, backend);
+  }
+};
+
+std::string millions(double n) {
+  return n >= 1e6 ? fmt::format("{:.1f} million", n / 1e6) : with_commas(n);
+}
+
+}  // namespace
+
+std::string with_commas(double n) {
+  std::string digits = fmt::format("{:.0f}", n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+double collective_seconds(const network::FlowBound& b, double count, Backend backend) {
+  return count * b.flows * flow_seconds(b, backend);
+}
+
+Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
+  const auto& p = s.parallelism;
+  const auto& c = s.cluster;
+  const auto& m = s.model;
+  const double gpus = static_cast<double>(c.nodes) * c.gpus_per_node;
+  const double D = p.data, T = p.tensor, P = p.pipeline;
+  const double v = p.schedule == strategies::Schedule::Interleaved ? p.virtual_stages : 1;
+  const double chunks = P * v;
+  const double micro = static_cast<double>(s.training.global_batch) / (D * static_cast<double>(p.micro_batch));
+  const bool sync = p.updates == strategies::Updates::Sync;
+  const double replicas = p.all_replicas || !sync ? D : 1;
+  const double iterations = p.updates == strategies::Updates::Easgd ? p.easgd_period : 1;
+  const double steps = replay ? s.steps_simulated : 1;
+  const double layers = static_cast<double>(m.num_layers) + 2;  // blocks, embedding, head
+  const bool zero3 = p.zero_stage == 3 && p.data > 1;
+  const bool gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
+
+  // One tensor rank's parameters (the plan's graph holds one rank's slice), generously: biases
+  // and norms unsplit, the embedding and head both counted.
+  const double h = static_cast<double>(m.hidden_size), f = static_cast<double>(m.ffn_hidden_size);
+  const double kv = static_cast<double>(m.num_kv_heads) / static_cast<double>(m.num_heads);
+  const double mlp = m.mlp == models::Mlp::SwiGlu ? 3 : 2;
+  const double block = (h * h * (2 + 2 * kv) + mlp * h * f) / T + 16 * h;
+  const double params = static_cast<double>(m.num_layers) * block +
+                        (2 * static_cast<double>(m.vocab_size) * h) / T + static_cast<double>(m.seq_len) * h;
+  // Gradient buckets: a bucket closes when the next op's gradients do not fit, so two neighbours
+  // together hold more than the cap, and one holds more than the cap less the largest op; a
+  // bucket holds at least one op with parameters (at most 8 per block); each stage starts its
+  // own, with a small first bucket.
+  const bool buckets_sync = sync && p.data > 1 && !zero3;
+  const double gbytes = strategies::grad_bytes_per_param(s.training.precision);
+  const double grads = params * gbytes, cap = p.bucket_bytes;
+  const double largest_op = std::max(h * h * (1 + 2 * kv), mlp * h * f / 2) / T * gbytes;
+  double buckets = std::min(8 * layers + P, 2 * grads / cap + 2 * P + 1);
+  if (largest_op < cap) buckets = std::min(buckets, grads / (cap - largest_op) + 2 * P + 1);
+  if (!buckets_sync) buckets = 0;
+
+  // Tasks: each replica's forward and backward passes, the sends between stages (and the
+  // receiving tensor group's gathers), ZeRO-2's reduces and ZeRO-3's per-layer gathers and
+  // reduce-scatters, the last backward split per layer (to start the buckets), the per-layer
+  // forwards of priority order, loads, EASGD's local steps; then buckets, compression, optimizer
+  // steps, parameter gathers, the embedding sync and asynchronous exchanges.
+  double passes = micro * chunks * 2 + micro * (chunks - 1) * 2 * (gathers ? 2 : 1);
+  if (p.zero_stage == 2 && p.data > 1) passes += micro * chunks;
+  if (zero3) passes += micro * 5 * layers;
+  passes += layers * (1 + (p.priority_buckets ? 1 : 0)) + (p.input.enabled ? micro : 0) +
+            (p.updates == strategies::Updates::Easgd ? P : 0);
+  double tasks = replicas * iterations * passes;
+  const double per_bucket =
+      1 + (p.compression != strategies::Compression::None ? replicas : 0) + (p.priority_buckets ? replicas : 0);
+  tasks += buckets * per_bucket + P * (replicas + 1) + 1 + (sync ? 0 : 2 * replicas);
+  tasks *= steps;
+
+  // Data-parallel groups hold every (T x P)-th GPU (tensor, then pipeline, then data), or every
+  // T-th when the pipeline is outermost; tensor groups are contiguous.
+  const double dp_stride = p.pipeline_outer ? T : T * P;
+  const double dp_per_node = std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D);
+  const double tp_per_node = std::min<double>(T, c.gpus_per_node);
+  Tally tally{c, backend};
+  const Algorithm a = p.algorithm;
+  if (replay) {
+    const CollectiveOp grad_op = p.compression == strategies::Compression::TopK ? CollectiveOp::AllGather
+                                 : p.zero_stage == 0                            ? CollectiveOp::AllReduce
+                                                                                : CollectiveOp::ReduceScatter;
+    tally.add(grad_op, a, D, T, dp_per_node, buckets);
+    if (sync && p.data > 1 && (p.zero_stage == 1 || p.zero_stage == 2)) {
+      tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, P);
+      if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * chunks);
+    }
+    if (zero3) {
+      tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, 2 * micro * layers);
+      tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * layers);
+    }
+    const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
+    tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
+    if (gathers) tally.add(CollectiveOp::AllGather, a, T, 1, tp_per_node, sends);
+    if (P > 1 && m.tied_embeddings) tally.add(CollectiveOp::AllReduce, a, 2, D * T, 1, 1);
+    if (!sync) {  // one worker's push and pull against every shard, per replica
+      const double shards = a == Algorithm::ParameterServer ? (c.ps_servers > 0 ? c.ps_servers : D) : 1;
+      network::FlowBound one{2 * shards, shards, false};
+      tally.flows += replicas * one.flows;
+      tally.seconds += collective_seconds(one, replicas, backend);
+    }
+  }
+
+  Estimate e;
+  const int b = index(backend);
+  e.tasks = tasks;
+  const double repeats = backend == Backend::SimGrid ? steps : 1;  // the analytical replay prices a collective once
+  e.flows = tally.flows * repeats;
+  e.seconds = tasks * kTaskSeconds[b] + tally.seconds * repeats + (replay ? gpus * kGpuSeconds[b] : 0);
+  // The plan's graph and, over several steps, its copy per step; the widest lowered collective.
+  e.bytes = kBaseBytes + (tasks + (steps > 1 ? tasks / steps : 0)) * kTaskBytes;
+  if (replay) e.bytes += tally.widest * kLoweredFlowBytes + gpus * kGpuBytes[b];
+  return e;
+}
+
+namespace {
+
+// The key a user would change to bring the cost down.
+std::string blame(const config::Scenario& s, bool per_step_ok) {
+  if (s.steps_simulated > 1 && per_step_ok) return "/simulation/steps";
+  const auto& p = s.parallelism;
+  const double micro = static_cast<double>(s.training.global_batch) / (static_cast<double>(p.data) * p.micro_batch);
+  if (micro > 1000) return "/training/global_batch_size";
+  return "/cluster/nodes";
+}
+
+bool within(const Estimate& e) { return e.tasks <= kMaxTasks && e.seconds <= kMaxSeconds && e.bytes <= kMaxBytes; }
+
+// What to say about the analytical backend when SimGrid cannot take a scenario.
+std::string alternative(const config::Scenario& s, const Estimate* analytical) {
+  if (s.backend != Backend::SimGrid || !analytical) return "";
+  if (!within(*analytical)) return "; the analytical backend would not serve either";
+  if (!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty())
+    return "; the analytical backend would, without the throttles and flapping links only SimGrid replays";
+  return fmt::format("; the analytical backend handles it (\"simulation\": {{\"backend\": \"analytical\"}}, about {:.0f} s)",
+                     std::max(1.0, analytical->seconds));
+}
+
+[[noreturn]] void refuse(const config::Scenario& s, const Estimate& e, bool replay, const Estimate* analytical) {
+  const double steps = replay ? s.steps_simulated : 1;
+  const std::string over_steps = steps > 1 ? fmt::format(" over {} steps", with_commas(steps)) : "";
+  const std::string what =
+      replay ? fmt::format("simulating this on the {} backend", name(s.backend)) : std::string("planning this");
+  if (e.tasks > kMaxTasks)  // the same tasks on either backend
+    throw InputError(s.file, blame(s, e.tasks / steps <= kMaxTasks),
+                     fmt::format("{} means about {} tasks{}, over the limit of {} tasks (time and memory)", what,
+                                 millions(e.tasks), over_steps, millions(kMaxTasks)));
+  if (e.bytes > kMaxBytes)
+    throw InputError(s.file, blame(s, (e.bytes - kBaseBytes) / steps + kBaseBytes <= kMaxBytes),
+                     fmt::format("{} needs about {:.1f} GB of memory{}, over the limit of {:.0f} GB{}", what, e.bytes / 1e9,
+                                 over_steps, kMaxBytes / 1e9, alternative(s, analytical)));
+  throw InputError(s.file, blame(s, e.seconds / steps <= kMaxSeconds),
+                   fmt::format("{} takes about {:.0f} s ({} tasks, {} network flows{}), over the limit of {:.0f} s{}", what,
+                               e.seconds, millions(e.tasks), millions(e.flows), over_steps, kMaxSeconds,
+                               alternative(s, analytical)));
+}
+
+}  // namespace
+
+void check_budget(const config::Scenario& s, bool replay) {
+  const double gpus = static_cast<double>(s.cluster.nodes) * s.cluster.gpus_per_node;
+  const Estimate analytical = estimate(s, Backend::Analytical, replay);
+  if (replay && s.backend == Backend::SimGrid && gpus > kMaxSimGridGpus)
+    throw InputError(s.file, "/cluster/nodes",
+                     fmt::format("{} GPUs on the simgrid backend exceed its limit of {} GPUs{}", with_commas(gpus),
+                                 with_commas(kMaxSimGridGpus), alternative(s, &analytical)));
+  const Estimate e = s.backend == Backend::Analytical || !replay ? analytical : estimate(s, s.backend, replay);
+  if (!within(e)) refuse(s, e, replay, &analytical);
+}
+
+Estimate plan_estimate(const config::Scenario& s, const taskgraph::TaskGraph& g, Backend backend) {
+  const int b = index(backend);
+  const double steps = s.steps_simulated;
+  const double gpus = static_cast<double>(s.cluster.num_gpus());
+  Estimate e;
+  e.tasks = static_cast<double>(g.tasks.size()) * steps;
+  e.seconds = e.tasks * kTaskSeconds[b] + gpus * kGpuSeconds[b];
+  double widest = 0;
+  std::map<replay::CollectiveKey, network::FlowBound> seen;
+  for (const auto& t : g.tasks) {
+    if (!t.is_collective) continue;
+    const auto& c = t.collective;
+    auto [it, fresh] = seen.try_emplace(replay::collective_key(c));
+    if (fresh) {
+      const auto& first = g.groups[static_cast<std::size_t>(c.groups.front())];
+      const int node = first.empty() ? 0 : first.front() / s.cluster.gpus_per_node;
+      const double per_node = static_cast<double>(
+          std::count_if(first.begin(), first.end(), [&](int r) { return r / s.cluster.gpus_per_node == node; }));
+      if (c.only >= 0) {  // one worker against every server shard, or against host memory
+        const double shards = c.algorithm == Algorithm::ParameterServer
+                                  ? (s.cluster.ps_servers > 0 ? s.cluster.ps_servers : static_cast<double>(first.size()))
+                                  : 1;
+        it->second = {2 * shards, shards, false};
+      } else {
+        it->second = network::flow_bound(s.cluster, c.op, c.algorithm, static_cast<double>(first.size()),
+                                         static_cast<double>(c.groups.size()), per_node);
+      }
+      widest = std::max(widest, it->second.flows);
+    } else if (backend == Backend::Analytical) {
+      continue;  // priced once
+    }
+    const double repeats = backend == Backend::SimGrid ? steps : 1;
+    e.flows += it->second.flows * repeats;
+    e.seconds += collective_seconds(it->second, repeats, backend);
+  }
+  e.bytes = kBaseBytes + (e.tasks + static_cast<double>(g.tasks.size())) * kTaskBytes + widest * kLoweredFlowBytes +
+            gpus * kGpuBytes[b];
+  return e;
+}
+
+void check_plan_budget(const config::Scenario& s, const taskgraph::TaskGraph& g) {
+  const Estimate e = plan_estimate(s, g, s.backend);
+  if (within(e)) return;
+  const Estimate analytical = plan_estimate(s, g, Backend::Analytical);
+  refuse(s, e, true, &analytical);
+}
+
+void check_collective_budget(const network::ClusterSpec& cluster, CollectiveOp op, Algorithm a, int gpus, double rows,
+                             bool analytical) {
+  const auto b = network::flow_bound(cluster, op, a, gpus, 1, cluster.gpus_per_node);
+  const auto cost = [&](Backend backend) {
+    const int k = index(backend);
+    return collective_seconds(b, rows, backend) + static_cast<double>(cluster.num_gpus()) * kGpuSeconds[k];
+  };
+  const auto bytes = [&](Backend backend) {
+    return kBaseBytes + b.flows * kLoweredFlowBytes * (backend == Backend::SimGrid ? rows : 1) +
+           static_cast<double>(cluster.num_gpus()) * kGpuBytes[index(backend)];
+  };
+  const auto fits = [&](Backend backend) {
+    return cost(backend) <= kMaxSeconds && bytes(backend) <= kMaxBytes &&
+           (backend == Backend::Analytical || cluster.num_gpus() <= kMaxSimGridGpus);
+  };
+  const Backend asked = analytical ? Backend::Analytical : Backend::SimGrid;
+  if (fits(asked)) return;
+  const std::string other = !analytical && fits(Backend::Analytical)
+                                ? "; --analytical handles it"
+                                : "; fewer GPUs or fewer sizes (-b, -e, -f) would";
+  if (!analytical && cluster.num_gpus() > kMaxSimGridGpus)
+    throw InputError("", "--gpus", fmt::format("{} GPUs on the simgrid backend exceed its limit of {} GPUs{}",
+                                               with_commas(cluster.num_gpus()), with_commas(kMaxSimGridGpus), other));
+  throw InputError("", "--gpus",
+                   fmt::format("{} {} of {} on {} GPUs take{} about {:.0f} s and {:.1f} GB on the {} backend ({} flows), over "
+                               "the limits of {:.0f} s and {:.0f} GB{}",
+                               rows, rows == 1 ? "size" : "sizes", taskgraph::to_string(op), with_commas(gpus), rows == 1 ? "s" : "", cost(asked), bytes(asked) / 1e9,
+                               name(asked), millions(b.flows * rows), kMaxSeconds, kMaxBytes / 1e9, other));
+}
+
+void check_sweep_budget(const config::Scenario& base, const std::vector<strategies::ParallelismSpec>& candidates,
+                        const std::string& gpus_flag) {
+  double seconds = 0, bytes = 0;
+  for (const auto& p : candidates) {
+    config::Scenario s = base;
+    s.parallelism = p;
+    const Estimate e = estimate(s, Backend::Analytical);
+    seconds += e.seconds;
+    bytes = std::max(bytes, e.bytes);
+  }
+  if (seconds <= kMaxSweepSeconds && bytes <= kMaxBytes) return;
+  const double gpus = static_cast<double>(base.cluster.num_gpus());
+  throw InputError(gpus_flag.empty() ? base.file : "", gpus_flag.empty() ? "/cluster/nodes" : gpus_flag,
+                   fmt::format("sweeping {} strategies on {} GPUs takes about {:.0f} s of simulation (the largest {:.1f} GB), "
+                               "over the limits of {:.0f} s and {:.0f} GB; fewer GPUs would",
+                               candidates.size(), with_commas(gpus), seconds, bytes / 1e9, kMaxSweepSeconds, kMaxBytes / 1e9));
+}
+
+}  // namespace dtsim::results

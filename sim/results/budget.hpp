@@ -1,0 +1,55 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/config/scenario.hpp"
+#include "sim/network/collectives.hpp"
+
+// What a simulation will cost, counted from the scenario before anything is planned or built, so
+// that an input that would exhaust the machine is refused as bad input (exit 2) instead of running
+// for hours or being killed for memory. Costs are modelled on this project's 2-core machine
+// (README, "Input limits"): a run the limits allow takes at most about a minute and 4 GB there.
+namespace dtsim::results {
+
+inline constexpr double kMaxSimGridGpus = 65536;  // SimGrid builds a host and links per GPU
+inline constexpr double kMaxTasks = 4e6;          // replayed, every step together
+inline constexpr double kMaxSeconds = 60;
+inline constexpr double kMaxBytes = 4e9;
+inline constexpr double kMaxSweepSeconds = 120;  // a sweep keeps both cores busy for a minute
+
+struct Estimate {
+  double tasks = 0;    // planned tasks, times the steps replayed
+  double flows = 0;    // network flows the replay simulates (an upper bound)
+  double seconds = 0;  // modelled wall time
+  double bytes = 0;    // modelled peak memory
+};
+
+// The cost of `simulate(s)` on `backend`; `replay` false: only the plan (`dtsim memory`).
+Estimate estimate(const config::Scenario& s, config::Backend backend, bool replay = true);
+
+// Throws InputError (the scenario's file, the key to change) when simulating `s` would exceed a
+// limit, naming the limit and, when the scenario asks for SimGrid, whether the analytical
+// backend would serve.
+void check_budget(const config::Scenario& s, bool replay = true);
+
+// Once planned, before anything is lowered or replayed: the same limits over the collectives the
+// plan really holds (the analytical replay prices each distinct one once).
+Estimate plan_estimate(const config::Scenario& s, const taskgraph::TaskGraph& g, config::Backend backend);
+void check_plan_budget(const config::Scenario& s, const taskgraph::TaskGraph& g);
+
+// `dtsim collective`: `rows` sizes of one collective on `gpus` GPUs of `cluster`.
+void check_collective_budget(const network::ClusterSpec& cluster, taskgraph::CollectiveOp op, taskgraph::Algorithm a,
+                             int gpus, double rows, bool analytical);
+
+// `dtsim sweep`: every candidate strategy of `base`, on the analytical backend, together.
+// `gpus_flag`: "--gpus" when the command line set the cluster size.
+void check_sweep_budget(const config::Scenario& base, const std::vector<strategies::ParallelismSpec>& candidates,
+                        const std::string& gpus_flag);
+
+// Modelled seconds of one collective (all its groups) replayed `count` times.
+double collective_seconds(const network::FlowBound& b, double count, config::Backend backend);
+
+// "1,048,576"
+std::string with_commas(double n);
+
+}  // namespace dtsim::results
