@@ -52,6 +52,13 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
       else set(channels * p, channels * p, true);
       break;
   }
+  // On a torus a ring over every chip runs dimension by dimension (torus_rings): per pass and
+  // dimension, every line of chips sends both ways round, 2 p hops.
+  if (!c.torus_dims.empty() && (a == Algorithm::Ring || a == Algorithm::Auto)) {
+    const double dims = static_cast<double>(c.torus_dims.size());
+    b.flows += passes * dims * 2 * p * groups;
+    b.widest = std::max(b.widest, 2 * p * groups);
+  }
   return b;
 }
 

@@ -8,6 +8,7 @@
 
 #include "sim/core/errors.hpp"
 #include "sim/replay/dispatch.hpp"
+#include "strategies/buckets.hpp"
 
 namespace dtsim::results {
 
@@ -94,28 +95,25 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
   const double replicas = p.all_replicas || !sync ? D : 1;
   const double iterations = p.updates == strategies::Updates::Easgd ? p.easgd_period : 1;
   const double steps = replay ? s.steps_simulated : 1;
-  const double layers = static_cast<double>(m.num_layers) + 2;  // blocks, embedding, head
   const bool zero3 = p.zero_stage == 3 && p.data > 1;
   const bool gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
 
-  // One tensor rank's parameters (the plan's graph holds one rank's slice), generously: biases
-  // and norms unsplit, the embedding and head both counted.
-  const double h = static_cast<double>(m.hidden_size), f = static_cast<double>(m.ffn_hidden_size);
-  const double kv = static_cast<double>(m.num_kv_heads) / static_cast<double>(m.num_heads);
-  const double mlp = m.mlp == models::Mlp::SwiGlu ? 3 : 2;
-  const double block = (h * h * (2 + 2 * kv) + mlp * h * f) / T + 16 * h;
-  const double params = static_cast<double>(m.num_layers) * block +
-                        (2 * static_cast<double>(m.vocab_size) * h) / T + static_cast<double>(m.seq_len) * h;
-  // Gradient buckets: a bucket closes when the next op's gradients do not fit, so two neighbours
-  // together hold more than the cap, and one holds more than the cap less the largest op; a
-  // bucket holds at least one op with parameters (at most 8 per block); each stage starts its
-  // own, with a small first bucket.
+  // One tensor rank's slice of the op graph (at most 10,000 blocks, so cheap to build): its
+  // layers, gradient buckets and whether the first and last stages share parameters.
+  models::BuildOptions slice;
+  slice.tensor = p.tensor;
+  slice.sequence_parallel = p.sequence_parallel;
+  const models::ModelGraph graph = m.build(slice);
+  const double layers = static_cast<double>(graph.layers.size());
+  const bool tied = graph.tied_params > 0;
+  // Gradient buckets as DDP fills them over the whole model (strategies/buckets), plus what
+  // splitting it into P stages adds: each stage starts its own, with a small first bucket.
   const bool buckets_sync = sync && p.data > 1 && !zero3;
   const double gbytes = strategies::grad_bytes_per_param(s.training.precision);
-  const double grads = params * gbytes, cap = p.bucket_bytes;
-  const double largest_op = std::max(h * h * (1 + 2 * kv), mlp * h * f / 2) / T * gbytes;
-  double buckets = std::min(8 * layers + P, 2 * grads / cap + 2 * P + 1);
-  if (largest_op < cap) buckets = std::min(buckets, grads / (cap - largest_op) + 2 * P + 1);
+  std::vector<const models::Layer*> all_layers;
+  for (const auto& layer : graph.layers) all_layers.push_back(&layer);
+  double buckets =
+      static_cast<double>(strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes).size()) + 2 * P;
   if (!buckets_sync) buckets = 0;
 
   // Tasks: each replica's forward and backward passes, the sends between stages (and the
@@ -157,7 +155,7 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
     const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
     tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
     if (gathers) tally.add(CollectiveOp::AllGather, a, T, 1, tp_per_node, sends);
-    if (P > 1 && m.tied_embeddings) tally.add(CollectiveOp::AllReduce, a, 2, D * T, 1, 1);
+    if (P > 1 && tied) tally.add(CollectiveOp::AllReduce, a, 2, D * T, 1, 1);
     if (!sync) {  // one worker's push and pull against every shard, per replica
       const double shards = a == Algorithm::ParameterServer ? (c.ps_servers > 0 ? c.ps_servers : D) : 1;
       network::FlowBound one{2 * shards, shards, false};
