@@ -77,7 +77,10 @@ std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus)
   const bool sync = p0.updates == strategies::Updates::Sync;
   const int v = p0.schedule == strategies::Schedule::Interleaved ? p0.virtual_stages : 1;
   std::vector<Shape> shapes;
-  for (int t = 1; t <= s.cluster.gpus_per_node && t <= max_gpus; t *= 2) {
+  // Tensor parallelism within a node: the scenario's, or an 8-GPU NVLink node (DGX/HGX) when its
+  // nodes are smaller, since the question is which cluster to get.
+  const int node = std::max(s.cluster.gpus_per_node, 8);
+  for (int t = 1; t <= node && t <= max_gpus; t *= 2) {
     if (!tensor_ok(m, t) || (!sync && t > 1)) continue;
     for (int pp = 1; static_cast<std::int64_t>(pp) * v <= m.num_layers && t * pp <= max_gpus; ++pp) {
       if (!sync && pp > 1) break;
@@ -110,7 +113,14 @@ std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus)
     return plan.memory.peak() + s.reserved_bytes;
   };
 
+  models::BuildOptions whole{mb, strategies::activation_bytes(s.training.precision), s.training.attention, 1, false};
+  const double total_params = models::build_transformer(m, whole).params();
   for (const auto& sh : shapes) {
+    // Model states spread evenly over every GPU are a lower bound: skip shapes below it unplanned.
+    auto spread = strategies::model_state_memory(total_params, s.training.precision, s.training.optimizer, 3,
+                                                 sh.tensor * sh.pipeline * sh.data);
+    if (p0.offload_optimizer) spread.optimizer = 0;
+    if (spread.peak() + s.reserved_bytes > capacity) continue;
     if (!graphs.contains(sh.tensor)) {
       models::BuildOptions opts{mb, strategies::activation_bytes(s.training.precision), s.training.attention, sh.tensor,
                                 p0.sequence_parallel && sh.tensor > 1};

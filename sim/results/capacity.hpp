@@ -29,7 +29,8 @@ struct CapacityPlan {
 };
 
 // Fewest GPUs (data x tensor x pipeline, ZeRO stage, recomputation) whose worst rank fits the device's
-// memory, from the memory plan alone (no simulation). Tensor parallelism stays within a node.
+// memory, from the memory plan alone (no simulation). Tensor parallelism stays within a node (of 8 GPUs
+// at least). Micro-batch, global batch and schedule stay the scenario's.
 struct Fit {
   int gpus = 0, data = 1, tensor = 1, pipeline = 1, zero_stage = 0;
   strategies::Recompute recompute = strategies::Recompute::None;
