@@ -54,3 +54,37 @@ TEST(CliPlan, GptThreeOnOneA100SaysYearsThatItDoesNotFitAndTheFewestGpus) {
   EXPECT_EQ(j["plan"]["fewest_gpus_that_fit"]["gpus"], 40);
   EXPECT_FALSE(j["memory"]["fits"].get<bool>());
 }
+
+TEST(CliList, OneLinePerEntryWithWhatTellsThemApart) {
+  test::TempDir dir;
+  auto m = dtsim_cli("list models", dir);
+  ASSERT_EQ(m.code, 0) << m.err;
+  // GPT-3: 96 x 12 h^2 (+ biases, layer norms) + 50,257 x 12,288 embeddings + 2,048 positions = 174.6B.
+  EXPECT_NE(m.out.find("gpt3-175b    174.6B params, 96 layers, hidden 12288, 96 heads, sequence 2048\n"), std::string::npos)
+      << m.out;
+  auto d = dtsim_cli("list devices", dir);
+  EXPECT_NE(d.out.find("a100-sxm-80gb   312 TFLOP/s bf16, 80 GiB at 2039 GB/s, 400 W, $1.89/GPU-hour\n"), std::string::npos)
+      << d.out;
+  auto c = dtsim_cli("list clusters", dir);
+  EXPECT_NE(c.out.find("dgx-h100   8 GPUs per node, nvswitch 450 GBps per GPU; 8 x 50 GBps NICs per node, fat-tree; "
+                       "nodes: set cluster.nodes; sets no device (give hardware.device)\n"),
+            std::string::npos)
+      << c.out;
+  auto s = dtsim_cli("list scenarios", dir);
+  EXPECT_NE(s.out.find("planning/gpt3-175b-one-a100.json"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("gpt3-175b on 1 x a100-sxm-80gb (data 1, tensor 1, pipeline 1)\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("base/dgx-a100.json"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("a base for \"extends\""), std::string::npos) << s.out;
+}
+
+TEST(CliList, ClusterPresetSaysItSetsNoDevice) {
+  test::TempDir dir;
+  dir.file("nodev.json", R"({"schema_version": 1, "name": "x", "model": {"preset": "gpt2"},
+    "cluster": {"preset": "dgx-h100", "nodes": 1}, "parallelism": {}, "training": {"global_batch_size": 8}})");
+  auto r = dtsim_cli("run nodev.json -o out", dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/hardware: required key is missing: cluster.preset \"dgx-h100\" sets the cluster, not the device; "
+                       "give hardware.device"),
+            std::string::npos)
+      << r.err;
+}

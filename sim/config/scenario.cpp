@@ -339,7 +339,14 @@ Scenario load_scenario(const std::string& path) {
   s.model = parse_model(root.object("model"), model_preset);
   s.cluster = parse_cluster(root.object("cluster"), cluster_preset);
 
+  // A cluster preset is the machines' network, not their GPU model: say so where it is missed.
+  const std::string no_device =
+      cluster_preset.empty() ? "required key is missing"
+                             : fmt::format("required key is missing: cluster.preset \"{}\" sets the cluster, not the device; "
+                                           "give hardware.device (dtsim list devices)", cluster_preset);
+  if (!root.has("hardware")) root.fail("hardware", no_device);
   Reader hw = root.object("hardware");
+  if (!hw.has("device")) hw.fail("device", no_device);
   std::string device = hw.text("device");
   try {
     s.device = load_device_profile(device);
