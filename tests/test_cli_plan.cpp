@@ -88,3 +88,20 @@ TEST(CliList, ClusterPresetSaysItSetsNoDevice) {
             std::string::npos)
       << r.err;
 }
+
+TEST(CliErrors, PathsAsWrittenNotBaseNames) {
+  test::TempDir dir;
+  // Two files named scenario.json: the error must say which one.
+  dir.file("base/scenario.json", std::string(test::kValidScenario).replace(std::string(test::kValidScenario).find("\"gpt2\""), 6,
+                                                                           "\"gpt2\", \"num_layerz\": 3"));
+  dir.file("runs/scenario.json", R"({"extends": "../base/scenario.json", "name": "child"})");
+  auto r = dtsim_cli("run runs/scenario.json -o out", dir);
+  EXPECT_EQ(r.code, 2);
+  // The base's path as the child's "extends" names it, from where the user ran dtsim.
+  EXPECT_NE(r.err.find("error: base/scenario.json:/model/num_layerz: unknown key (did you mean \"num_layers\"?)"),
+            std::string::npos)
+      << r.err;
+  auto bad = dtsim_cli("run ./runs/../runs/missing.json -o out", dir);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("error: runs/missing.json: no such file"), std::string::npos) << bad.err;
+}
