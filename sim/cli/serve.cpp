@@ -117,7 +117,8 @@ Answer simulate(const ServeOptions& o, const std::string& body) {
 std::atomic<int> running{0}, sessions{0};
 
 Answer route(const ServeOptions& o, const http::request<http::string_body>& req) {
-  const std::string target(req.target());
+  std::string target(req.target());
+  target = target.substr(0, target.find('?'));  // the page reads its query itself
   if (target == "/" || target == "/index.html") {
     if (req.method() != http::verb::get && req.method() != http::verb::head)
       return text(http::status::method_not_allowed, "GET only\n");

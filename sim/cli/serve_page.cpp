@@ -18,7 +18,7 @@ label{display:inline-block;width:11em}
 input[type=number]{width:6em}
 .bar{height:16px;display:inline-block;vertical-align:middle}
 .brow{margin:2px 0;white-space:nowrap}
-.bname{display:inline-block;width:12em}
+.bname{display:inline-block;width:13.5em}
 .err{white-space:pre-wrap;color:#a00;font-family:monospace}
 .big{font-size:1.4em;font-weight:600}
 .compute{background:#4c78a8}.exposed_communication{background:#f58518}.pipeline_bubble{background:#e45756}
@@ -101,18 +101,24 @@ async function run(p,id){
   field(p,"error").textContent=(j.warnings||[]).map(w=>"warning: "+w).join("\n");
   field(p,"step").textContent="step "+j.step_time_s.toFixed(4)+" s";
   const b=j.breakdown_s;
+  p.dataset.bubble=b.pipeline_bubble;p.dataset.step=j.step_time_s;  // for scripts/serve_check.sh
   field(p,"facts").textContent="MFU "+(100*j.flops.mfu).toFixed(1)+"%, "+Math.round(j.throughput.tokens_per_s)+" tokens/s; pipeline bubble "+
     b.pipeline_bubble.toFixed(4)+" s"+(j.parallelism.expected_bubble_fraction!==undefined?" (schedule's bubble fraction "+j.parallelism.expected_bubble_fraction.toFixed(3)+")":"");
   bars(field(p,"breakdown"),parts,parts.map(n=>b[n]),j.step_time_s,n=>n);
   const m=j.memory;
   bars(field(p,"memory"),mems,mems.map(n=>m[n+"_bytes"]),m.peak_bytes,n=>n==="optimizer"?"optimizer_m":n,m.capacity_bytes);
 }
+// Controls may be set from the address: ?schedule=gpipe sets strategy A's, ?B.schedule=1f1b B's.
+const query=new URLSearchParams(location.search);
+function preset(p,id){for(const [k,v] of query){const [who,n]=k.includes(".")?k.split("."):["A",k];
+  if(who===id&&field(p,n))field(p,n).value=v;}}
 const cols=document.getElementById("cols");
 ["A","B"].forEach((id,i)=>{
   const p=document.getElementById("panel").content.firstElementChild.cloneNode(true);
   p.id="panel"+id;
   p.insertAdjacentHTML("afterbegin","<h2>strategy "+id+"</h2>");
   if(i===1)field(p,"schedule").value="gpipe";
+  preset(p,id);
   cols.appendChild(p);
   p.addEventListener("change",()=>run(p,id));
   run(p,id);
