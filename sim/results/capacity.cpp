@@ -100,6 +100,7 @@ std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus)
   std::vector<strategies::Recompute> recomputes{p0.recompute};
   if (p0.recompute != strategies::Recompute::Full) recomputes.push_back(strategies::Recompute::Full);
   std::map<int, models::ModelGraph> graphs;  // by tensor size
+  std::map<std::tuple<int, int, int, std::int64_t>, std::vector<strategies::MemoryBreakdown>> stage_plans;
   const double wbytes = strategies::weight_bytes_per_param(s.training.precision);
   const double capacity = s.device.memory_bytes;
 
@@ -142,17 +143,23 @@ std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus)
       const std::int64_t m_eff = p.schedule == strategies::Schedule::GPipe ? micro : std::min(micro, fill);
       strategies::TrainingSpec t = s.training;
       t.global_batch = m_eff * mb;
-      strategies::Plan plan;
-      try {
-        plan = strategies::plan_training(g, p, t, s.host);
-      } catch (const std::exception&) {
-        continue;  // a shape the planner does not model
+      // Data parallelism changes only the micro-batches per replica, and those only up to m_eff:
+      // one plan serves every data size with the same tensor, pipeline, recompute and m_eff.
+      const auto key = std::make_tuple(sh.tensor, sh.pipeline, static_cast<int>(rc), m_eff);
+      if (!stage_plans.contains(key)) {
+        try {
+          stage_plans[key] = strategies::plan_training(g, p, t, s.host).stage_memory;
+        } catch (const std::exception&) {
+          stage_plans[key] = {};  // a shape the planner does not model
+        }
       }
+      const auto& stages = stage_plans[key];
+      if (stages.empty()) continue;
       for (int zero = 0; zero <= 3; ++zero) {
         if (zero > 0 && sh.data == 1) break;  // nothing to shard over
         if (zero == 3 && sh.pipeline > 1) break;  // not modelled
         double peak = 0;
-        for (const auto& st : plan.stage_memory) {
+        for (const auto& st : stages) {
           auto mem = strategies::model_state_memory(st.params / wbytes, s.training.precision, s.training.optimizer, zero,
                                                     sh.data);
           if (p0.offload_optimizer) mem.optimizer = 0;
