@@ -96,6 +96,18 @@ TEST(Plan, GradientAccumulationStepsSetTheGlobalBatch) {
       << e;
 }
 
+TEST(Suggest, OtherToolsKeysSayWhereDtsimKeepsThem) {
+  auto e = error_of(R"({"global_batch_size": 64, "train_micro_batch_size_per_gpu": 4})");
+  EXPECT_NE(e.find("/training/train_micro_batch_size_per_gpu: is parallelism.micro_batch_size in dtsim"), std::string::npos)
+      << e;
+  e = error_of(R"({"global_batch_size": 64, "num_train_epochs": 3})");
+  EXPECT_NE(e.find("/training/num_train_epochs: dtsim has no dataset size: give tokens, steps or train_samples"),
+            std::string::npos)
+      << e;
+  e = error_of(R"({"global_batch_size": 64, "gradient_checkpointing": true})");
+  EXPECT_NE(e.find("is parallelism.recompute"), std::string::npos) << e;
+}
+
 TEST(Suggest, UnknownKeysNameTheNearestKnownOne) {
   auto e = error_of(R"({"global_batch_size": 64, "step": 5})");
   EXPECT_NE(e.find("/training/step: unknown key (did you mean \"steps\"?)"), std::string::npos) << e;

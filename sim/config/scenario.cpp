@@ -293,6 +293,19 @@ void parse_training(Reader r, Scenario& s) {
     s.steps = r.integer(steps_key, 0, std::int64_t{1} << 40);
   }
   s.price_per_gpu_hour_usd = r.number("price_per_gpu_hour_usd", Range{0.0, 1e6, true}, 0.0);
+  // Names DeepSpeed, Hugging Face and Megatron users write here for settings dtsim keeps elsewhere.
+  static const std::vector<std::pair<std::string, std::string>> elsewhere{
+      {"train_micro_batch_size_per_gpu", "is parallelism.micro_batch_size in dtsim"},
+      {"per_device_train_batch_size", "is parallelism.micro_batch_size in dtsim"},
+      {"micro_batch_size", "is parallelism.micro_batch_size in dtsim"},
+      {"num_train_epochs", "dtsim has no dataset size: give tokens, steps or train_samples"},
+      {"bf16", "is \"precision\": \"bf16\" in dtsim"},
+      {"fp16", "is \"precision\": \"fp16\" in dtsim"},
+      {"gradient_checkpointing", "is parallelism.recompute (\"full\" or \"selective\") in dtsim"},
+      {"zero_optimization", "is parallelism.zero_stage in dtsim"},
+  };
+  for (const auto& [key, where] : elsewhere)
+    if (r.has(key)) r.fail(key, where);
   s.parallelism.fused_grad_accumulation = r.choice("grad_accumulation", {"separate", "fused"}, "separate") == "fused";
   if (t.global_batch % per_step != 0)
     r.fail(batch_key, fmt::format("{} is not a multiple of data ({}) x micro_batch_size ({}) = {}",
