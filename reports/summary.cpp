@@ -92,6 +92,7 @@ std::string summary(const results::Result& r) {
                          f.expected_time_s / 86400, f.expected_failures);
     out += "\n";
   }
+  out += results::plan_text(r);
   for (const auto& w : r.warnings) out += "\nwarning: " + w + "\n";
   return out;
 }

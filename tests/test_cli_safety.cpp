@@ -326,7 +326,8 @@ TEST(CliSafety, CompareRejectsWhatIsNotAResult) {
     for (auto args : {std::vector<std::string>{"compare", good, f}, std::vector<std::string>{"compare", f, good}}) {
       auto r = run_dtsim(args, dir);
       EXPECT_EQ(r.code, 2) << b.file << r.out;
-      EXPECT_NE(r.err.find("error: " + b.expected), std::string::npos) << r.err;
+      // The path as given on the command line, not its base name (issue 16 item 7).
+      EXPECT_NE(r.err.find("error: " + dir.path(b.expected)), std::string::npos) << r.err;
     }
   }
 }

@@ -56,32 +56,6 @@ int memory(const std::string& scenario, const std::string& format) {
   return 0;
 }
 
-int list(const std::string& what) {
-  std::vector<std::string> names;
-  if (what == "models") names = list_json_stems("models/presets");
-  else if (what == "devices") names = list_json_stems("hardware_profiles");
-  else if (what == "clusters") names = list_json_stems("hardware_profiles/clusters");
-  else {
-    namespace fs = std::filesystem;
-    const fs::path root = fs::path(data_dir()) / "scenarios";
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::recursive_directory_iterator(); ++it)
-      if (it->is_regular_file() && it->path().extension() == ".json")
-        names.push_back(fs::relative(it->path(), root).string());
-    std::sort(names.begin(), names.end());
-  }
-  if (what == "models") {  // each preset with its family and parameter count
-    for (const auto& n : names) {
-      const models::ModelSpec m = config::load_model_preset(n);
-      const double params = m.build(models::BuildOptions{}).params();
-      std::cout << fmt::format("{:<16} {:<12} {:>10.2f} M parameters\n", n, m.kind(), params / 1e6);
-    }
-    return 0;
-  }
-  for (const auto& n : names) std::cout << n << "\n";
-  return 0;
-}
-
 int compare(const CompareOptions& o) {
   if (!std::isfinite(o.rel_tol) || o.rel_tol < 0)
     throw InputError("", "--rel-tol", fmt::format("{} is not a tolerance: give a finite share >= 0, e.g. 0.02", o.rel_tol));

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/serve.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/interrupt.hpp"
 
@@ -80,6 +81,13 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--top", sw.top, "rows to show")->check(CLI::Range(1, 100000));
   sweep_cmd->add_option("--format", sw.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
 
+  cli::ServeOptions srv;
+  auto* serve_cmd = app.add_subcommand("serve", "the explorer page and POST /api/run over HTTP (loopback by default)");
+  serve_cmd->add_option("--port", srv.port, "TCP port (0: any free one, printed)")->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--bind", srv.bind, "address to listen on (default 127.0.0.1)");
+  serve_cmd->add_option("--jobs", srv.jobs, "simulations at once; more get HTTP 503")->check(CLI::Range(1, 64));
+  serve_cmd->add_option("--time-limit", srv.time_limit_s, "seconds per simulation; past it HTTP 504")->check(CLI::Range(1.0, 86400.0));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -95,6 +103,7 @@ int main(int argc, char** argv) {
     if (*coll_cmd) return cli::collective(coll);
     if (*prof_cmd) return cli::profile(prof);
     if (*sweep_cmd) return cli::sweep(sw);
+    if (*serve_cmd) return cli::serve(srv);
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

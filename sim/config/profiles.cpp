@@ -60,6 +60,8 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
     a->finish();
   }
   d.pcie_bandwidth = r.quantity("pcie_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 16e9);
+  d.power_w = r.number("power_W", Range{0.0, 1e5, true}, 0.0);
+  d.price_per_gpu_hour_usd = r.number("price_per_gpu_hour_usd", Range{0.0, 1e6, true}, 0.0);
   if (!r.raw("sources").is_object()) r.fail("sources", "expected an object naming the source of each number");
   if (r.has("kernel_table")) {
     // A measured table (`dtsim profile`), relative to hardware_profiles/.

@@ -49,6 +49,8 @@ struct Scenario {
   faults::StragglerSpec stragglers;
   int steps_simulated = 1;  // simulation.steps
   std::int64_t steps = 0;  // training.steps: a whole run, for time to train
+  double tokens = 0;       // training.tokens when the run was given in tokens (steps then rounds up)
+  double price_per_gpu_hour_usd = 0;  // training.price_per_gpu_hour_usd; 0: the device's
 };
 
 // Reads and validates a scenario (SPEC.md). Throws InputError naming file and JSON pointer.

@@ -6,7 +6,9 @@ namespace dtsim {
 
 namespace {
 std::string format_location(const std::string& file, const std::string& pointer, const std::string& reason) {
-  std::string where = std::filesystem::path(file).filename().string();
+  // The path as the user (or the naming file's "extends") wrote it, tidied of "dir/../": two
+  // files of one name in different folders (a scenario and its base) must not read alike.
+  std::string where = file.empty() ? "" : std::filesystem::path(file).lexically_normal().string();
   if (!pointer.empty()) where += (where.empty() ? "" : ":") + pointer;
   return where.empty() ? reason : where + ": " + reason;
 }

@@ -1,4 +1,5 @@
 #include "sim/core/json_reader.hpp"
+#include "sim/core/suggest.hpp"
 
 #include <fmt/format.h>
 
@@ -271,6 +272,7 @@ std::optional<double> Reader::optional_quantity(std::string_view base, units::Di
   std::string found;
   for (const auto& s : units::suffixes(d)) {
     std::string key = std::string(base) + "_" + std::string(s.suffix);
+    seen_.insert(key);  // known, given or not: finish() suggests it for a misspelling
     if (!has(key)) continue;
     if (out) fail(key, fmt::format("gives {} a second time (already set by {})", base, found));
     const Json& v = require(key);
@@ -316,7 +318,7 @@ std::optional<Reader> Reader::optional_object(std::string_view key) {
 
 void Reader::finish() const {
   for (const auto& [key, value] : object_.items())
-    if (!seen_.contains(key)) fail(key, "unknown key");
+    if (!seen_.contains(key)) fail(key, "unknown key" + did_you_mean(key, {seen_.begin(), seen_.end()}));
 }
 
 std::vector<std::pair<double, double>> Reader::efficiency_points(std::string_view key) {

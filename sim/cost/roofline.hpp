@@ -37,6 +37,8 @@ struct DeviceProfile {
   double scores_memory_efficiency = 1.0;
   double flash_attention_efficiency = 1.0;
   double pcie_bandwidth = 0;  // bytes/s per direction
+  double power_w = 0;                 // board power (TDP), for a capacity plan's energy; 0: unknown
+  double price_per_gpu_hour_usd = 0;  // on-demand rental, for a capacity plan's cost; 0: unknown
   std::optional<KernelTable> kernels;  // measured on this device, when it has been profiled
   // Added to every kernel: a framework's dispatch, or a GPU's launch latency. The profile's key
   // `launch_overhead_us` when set, else the measured table's, else 0.

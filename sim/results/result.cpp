@@ -87,6 +87,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                    {"expected_failures", f.expected_failures}, {"ideal_time_to_train_s", f.ideal_time_s},
                    {"expected_time_to_train_s", f.expected_time_s}};
   }
+  if (auto plan = plan_json(r); !plan.is_null()) j["plan"] = plan;
   j["model"] = {{"name", s.model.name}, {"params", r.params}};
   for (const auto& [key, value] : s.model.sizes()) j["model"][key] = value;
   j["parallelism"] = {{"gpus", r.gpus},

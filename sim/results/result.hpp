@@ -8,6 +8,7 @@
 #include "strategies/plan.hpp"
 #include "sim/faults/faults.hpp"
 #include "sim/results/steps.hpp"
+#include "sim/results/capacity.hpp"
 
 #include <optional>
 
@@ -45,6 +46,8 @@ struct Result {
   std::optional<StepReport> steps;  // when several steps were simulated
   std::optional<AsyncReport> async;  // asynchronous data parallelism
   std::optional<RolesReport> roles;   // cluster.roles: chief checkpoints, evaluator
+  std::optional<CapacityPlan> capacity;  // timed runs: the whole training run
+  std::optional<Fit> fewest_fit;         // when the scenario's GPUs do not hold the model
   bool timed = true;  // false for `dtsim memory`
 
   config::Scenario scenario_spec;

@@ -36,9 +36,11 @@ Result plan_only(const config::Scenario& s) {
   r.fits = r.memory.peak() <= r.capacity_bytes;
   r.model_flops = r.plan.model_flops_per_step;
   r.hardware_flops = r.plan.hardware_flops_per_step;
-  if (!r.fits)
+  if (!r.fits) {
     r.warnings.push_back(fmt::format("does not fit: rank {} needs {:.1f} GiB of {:.1f} GiB", r.worst_rank,
                                      r.memory.peak() / units::kGiB, r.capacity_bytes / units::kGiB));
+    r.fewest_fit = fewest_gpus_that_fit(s);
+  }
   return r;
 }
 
@@ -164,6 +166,7 @@ Result simulate(const config::Scenario& s) {
     if (r.faults->goodput < 0.9)
       r.warnings.push_back(fmt::format("failures and checkpoints leave {:.0f}% goodput", 100 * r.faults->goodput));
   }
+  r.capacity = capacity_plan(r);
   r.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

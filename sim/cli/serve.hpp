@@ -1,0 +1,22 @@
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace dtsim::cli {
+
+struct ServeOptions {
+  int port = 8080;              // 0: any free port (printed)
+  std::string bind = "127.0.0.1";
+  int jobs = 2;                 // simulations at once; more get 503
+  double time_limit_s = 120;    // per simulation; past it the child is killed and the answer is 504
+  std::size_t max_body = 1 << 20;  // bytes of scenario JSON; more get 413
+};
+
+// `dtsim serve`: the explorer page at / and POST /api/run (a scenario JSON in, what
+// `dtsim run --format json` prints for it out). Runs until killed.
+int serve(const ServeOptions& o);
+
+// The explorer page: one self-contained HTML file (no CDN, no downloads).
+const char* serve_page();
+
+}  // namespace dtsim::cli

@@ -1,0 +1,48 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/config/scenario.hpp"
+
+// A capacity plan: a whole training run from one simulated step, and the fewest GPUs whose memory
+// holds the model when the scenario's do not.
+namespace dtsim::results {
+
+struct Result;
+
+struct CapacityPlan {
+  std::int64_t steps = 0;   // 0: the scenario gave no training length
+  double tokens = 0;        // steps x global batch x sequence length
+  double ideal_time_s = 0;  // steps x step time
+  double time_s = 0;        // with failures and checkpoints when `faults` is set, else ideal
+  bool with_faults = false;
+  double gpu_hours = 0;
+  double power_w = 0;  // per GPU: the device's TDP (an upper bound on its draw; host, network, cooling left out)
+  double energy_kwh = 0;
+  double price_per_gpu_hour_usd = 0;  // 0: no price known
+  std::string price_from;             // "scenario" or "device"
+  double cost_usd = 0;
+  double cost_per_million_tokens_usd = 0, kwh_per_million_tokens = 0;  // at the simulated throughput
+};
+
+// Fewest GPUs (data x tensor x pipeline, ZeRO stage, recomputation) whose worst rank fits the device's
+// memory, from the memory plan alone (no simulation). Tensor parallelism stays within a node (of 8 GPUs
+// at least). Micro-batch, global batch and schedule stay the scenario's.
+struct Fit {
+  int gpus = 0, data = 1, tensor = 1, pipeline = 1, zero_stage = 0;
+  strategies::Recompute recompute = strategies::Recompute::None;
+  double peak_bytes = 0;
+};
+
+CapacityPlan capacity_plan(const Result& r);
+std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus = 1 << 16);
+
+// The result's "plan" block; null when there is nothing to say.
+nlohmann::ordered_json plan_json(const Result& r);
+// The text summary's lines for it; "" when there is nothing to say.
+std::string plan_text(const Result& r);
+
+}  // namespace dtsim::results
