@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/realrun.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/interrupt.hpp"
 
@@ -80,6 +81,8 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--top", sw.top, "rows to show")->check(CLI::Range(1, 100000));
   sweep_cmd->add_option("--format", sw.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
 
+  cli::Realrun realrun(app);  // realrun, and its hidden realrun-worker
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -95,6 +98,7 @@ int main(int argc, char** argv) {
     if (*coll_cmd) return cli::collective(coll);
     if (*prof_cmd) return cli::profile(prof);
     if (*sweep_cmd) return cli::sweep(sw);
+    if (const int rc = realrun.dispatch(); rc >= 0) return rc;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
