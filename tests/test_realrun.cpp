@@ -125,21 +125,21 @@ TEST(RealrunParameterServer, ThreeWorkersPullTheExactSum) {
 
 TEST(RealrunCommand, RingTwoWorkersTwoStepsGivesMeasuredAndPredicted) {
   test::TempDir dir;
-  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --algorithm ring --format json", dir);
+  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --repeats 1 --algorithm ring --format json", dir);
   ASSERT_EQ(r.code, 0) << r.err;
   expect_well_formed(nlohmann::json::parse(r.out), "ring");
 }
 
 TEST(RealrunCommand, ParameterServerTwoWorkersTwoStepsGivesMeasuredAndPredicted) {
   test::TempDir dir;
-  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --algorithm parameter-server --format json", dir);
+  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --repeats 1 --algorithm parameter-server --format json", dir);
   ASSERT_EQ(r.code, 0) << r.err;
   expect_well_formed(nlohmann::json::parse(r.out), "parameter-server");
 }
 
 TEST(RealrunCommand, TextReportNamesBothFigures) {
   test::TempDir dir;
-  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 0", dir);
+  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 0 --repeats 1", dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("measured_ms"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step "), std::string::npos) << r.out;
@@ -160,5 +160,13 @@ TEST(RealrunCommand, BadWorkerCountIsAnInputError) {
   test::TempDir dir;
   const auto r = dtsim_cli("realrun --workers 1", dir);
   EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(RealrunCommand, TimeoutKillsTheWorkers) {
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --steps 10000 --timeout 1 --format json", dir);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("timed out after 1 s"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
 }

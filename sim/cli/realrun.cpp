@@ -28,7 +28,7 @@ namespace dtsim::cli {
 struct Realrun::State {
   CLI::App* run = nullptr;
   CLI::App* worker = nullptr;
-  int workers = 2, steps = 10, warmup = 2, timeout_s = 120;
+  int workers = 2, steps = 10, warmup = 2, timeout_s = 120, repeats = 3;
   std::int64_t micro_batch = 1;
   std::string model = "tiny-gpt", algorithm = "ring", format = "text";
   double bandwidth_gbps = 0;
@@ -171,7 +171,7 @@ int realrun(const Realrun::State& o) {
   std::vector<models::Kernel> all = back;
   all.insert(all.end(), update.begin(), update.end());
   profile::Options po;
-  po.repeats = 3;
+  po.repeats = o.repeats;
   po.budget_s = 0.3;
   auto device = config::load_device_profile("cpu-epyc-2core");
   device.name = "this-cpu";
@@ -276,6 +276,7 @@ Realrun::Realrun(CLI::App& app) : s_(std::make_shared<State>()) {
   o.run->add_option("--micro-batch", o.micro_batch, "sequences per worker per step")->check(CLI::Range(1, 1 << 16));
   o.run->add_option("--bandwidth-Gbps", o.bandwidth_gbps, "shape the link (needs root; not implemented)");
   o.run->add_option("--timeout", o.timeout_s, "seconds before the workers are killed (default 120)")->check(CLI::Range(1, 86400));
+  o.run->add_option("--repeats", o.repeats, "timed repetitions per kernel when profiling (default 3)")->check(CLI::Range(1, 1000));
   o.run->add_option("--format", o.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
   o.worker = app.add_subcommand("realrun-worker", "")->group("");  // hidden: realrun's own processes
   o.worker->add_option("--role", o.w.role)->check(CLI::IsMember({"worker", "server"}));
