@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "sim/profile/cpu_profiler.hpp"
 #include "sim/realrun/comm.hpp"
 #include "sim/realrun/launch.hpp"
+#include "sim/realrun/netns.hpp"
 #include "sim/realrun/trainer.hpp"
 #include "sim/realrun/worker.hpp"
 #include "sim/replay/replay.hpp"
@@ -87,11 +89,14 @@ struct Predicted {
 
 int realrun(const Realrun::State& o) {
   if (o.workers < 2 || o.workers > 16) throw InputError("", "--workers", "between 2 and 16 worker processes");
-  if (o.bandwidth_gbps != 0) {
-    // Link shaping needs network namespaces and tc, i.e. root; not built yet beyond the refusal.
+  const bool shaping = o.bandwidth_gbps != 0;
+  if (shaping) {
+    if (!(o.bandwidth_gbps >= 0.001 && o.bandwidth_gbps <= 100))
+      throw InputError("", "--bandwidth-Gbps", "a link rate between 0.001 and 100 Gbit/s");
+    // Shaping takes network namespaces and tc: root.
     if (geteuid() != 0)
-      throw InputError("", "--bandwidth-Gbps", "shaping the link needs root (network namespaces and tc); run without it to use loopback as it is");
-    throw InputError("", "--bandwidth-Gbps", "link shaping is not implemented yet; run without it to use loopback as it is");
+      throw InputError("", "--bandwidth-Gbps",
+                       "shaping the link needs root (network namespaces and tc); run without it to use loopback as it is");
   }
   const bool ring = o.algorithm == "ring";
   const double start = realrun::steady_now(), deadline = start + o.timeout_s;
@@ -108,43 +113,72 @@ int realrun(const Realrun::State& o) {
   const double grad_bytes = 4.0 * static_cast<double>(shape.params());
   const double load_before = load_average();
 
-  // 1. Loopback as the trainer will use it: latency and both-ways bulk rate with the gradient's size.
-  std::cerr << "measuring loopback...\n";
-  const auto link = realrun::measure_loopback(std::min(grad_bytes, 64e6));
-
-  // 2. The real run.
-  std::cerr << fmt::format("training {} ({} parameters, {} tokens) on {} worker processes, {} thread(s) each, {}...\n",
-                           o.model, shape.params(), shape.batch, o.workers, threads, o.algorithm);
+  // The real run, as one piece: a signal meanwhile (passed to the workers) ends dtsim only once
+  // the workers are reaped and the shaped network, if any, is removed.
   std::string dims;
   for (auto d : shape.dims) dims += (dims.empty() ? "" : ",") + std::to_string(d);
-  auto common = [&](const std::string& role, int rank, int port) {
-    return std::vector<std::string>{"realrun-worker", "--role", role, "--algorithm", o.algorithm, "--rank", std::to_string(rank),
-                                    "--workers", std::to_string(o.workers), "--listen-fd", role == "worker" && !ring ? "-1" : "3", "--peer-port", std::to_string(port),
-                                    "--dims", dims, "--batch", std::to_string(shape.batch), "--warmup", std::to_string(o.warmup),
-                                    "--steps", std::to_string(o.steps)};
-  };
+  std::optional<realrun::ShapedNetwork> net;
+  realrun::LinkMeasure link;
   std::vector<realrun::Child> children;
-  std::vector<int> fds, ports;
-  const int listeners = ring ? o.workers : 1;
-  for (int i = 0; i < listeners; ++i) {
-    int port = 0;
-    fds.push_back(realrun::listen_fd(port));
-    ports.push_back(port);
-  }
   std::string failure;
-  try {
-    if (!ring) children.push_back(realrun::spawn_self(common("server", 0, 0), fds[0], 1));
-    for (int r = 0; r < o.workers; ++r)
-      children.push_back(realrun::spawn_self(common("worker", r, ring ? ports[static_cast<std::size_t>((r + 1) % o.workers)] : ports[0]),
-                                             ring ? fds[static_cast<std::size_t>(r)] : -1, threads));
-  } catch (const std::exception& e) {
-    failure = e.what();
+  {
+    interrupt::Hold hold;
+    try {
+      // 1. The network as the trainer will use it: latency and both-ways bulk rate with the
+      // gradient's size. Loopback, or a shaped link between two of the namespaces.
+      if (shaping) {
+        std::cerr << fmt::format("setting up a network shaped to {} Gbit/s...\n", o.bandwidth_gbps);
+        net.emplace(o.workers + (ring ? 0 : 1), o.bandwidth_gbps);
+        link = realrun::measure_link(std::min(grad_bytes, 64e6), net->netns_path(0), net->address(0), net->netns_path(1));
+      } else {
+        std::cerr << "measuring loopback...\n";
+        link = realrun::measure_loopback(std::min(grad_bytes, 64e6));
+      }
+      // 2. The real run.
+      std::cerr << fmt::format("training {} ({} parameters, {} tokens) on {} worker processes, {} thread(s) each, {}...\n",
+                               o.model, shape.params(), shape.batch, o.workers, threads, o.algorithm);
+      std::vector<int> fds, ports;
+      const int server = o.workers;  // the parameter server's member of the shaped network
+      auto args = [&](const std::string& role, int rank, int member, int peer) {
+        std::vector<std::string> a{"realrun-worker", "--role", role, "--algorithm", o.algorithm, "--rank", std::to_string(rank),
+                                   "--workers", std::to_string(o.workers), "--dims", dims, "--batch", std::to_string(shape.batch),
+                                   "--warmup", std::to_string(o.warmup), "--steps", std::to_string(o.steps)};
+        const bool listens = role == "server" || ring;
+        if (shaping) {
+          const std::string port = std::to_string(realrun::ShapedNetwork::kPort);
+          a.insert(a.end(), {"--netns", net->netns_path(member), "--host", net->address(member), "--peer-host",
+                             net->address(peer), "--listen-port", port, "--peer-port", port});
+        } else {
+          a.insert(a.end(), {"--listen-fd", listens ? "3" : "-1", "--peer-port", std::to_string(ports[static_cast<std::size_t>(peer == server ? 0 : peer)])});
+        }
+        return a;
+      };
+      if (!shaping)
+        for (int i = 0; i < (ring ? o.workers : 1); ++i) {
+          int port = 0;
+          fds.push_back(realrun::listen_fd(port));
+          ports.push_back(port);
+        }
+      try {
+        auto fd = [&](int i) { return shaping ? -1 : fds[static_cast<std::size_t>(i)]; };
+        if (!ring) children.push_back(realrun::spawn_self(args("server", 0, server, server), fd(0), 1));
+        for (int r = 0; r < o.workers; ++r)
+          children.push_back(realrun::spawn_self(args("worker", r, r, ring ? (r + 1) % o.workers : server), ring ? fd(r) : -1, threads));
+      } catch (...) {
+        for (int f : fds) close(f);
+        throw;
+      }
+      for (int f : fds) close(f);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (failure.empty())
+      failure = realrun::supervise(children, deadline);
+    else
+      (void)realrun::supervise(children, 0);  // kill and reap what started
+    net.reset();
   }
-  for (int fd : fds) close(fd);
-  if (failure.empty())
-    failure = realrun::supervise(children, deadline);
-  else
-    (void)realrun::supervise(children, 0);  // kill and reap what started
+  interrupt::exit_if_pending();
   if (!failure.empty()) {
     std::cerr << fmt::format("dtsim: realrun: {}\n", failure == "timed out" ? fmt::format("timed out after {} s (--timeout); workers killed", o.timeout_s) : failure);
     return 1;
@@ -195,8 +229,9 @@ int realrun(const Realrun::State& o) {
   if (!ring) {
     // Loopback has no server NIC: the flows into the server are copies on the machine's cores,
     // so the server takes what two flows at once moved in the measurement, not one flow's rate.
+    // A shaped network gives the server a link like every worker's.
     cluster.ps_servers = 1;
-    cluster.ps_nic_bandwidth = 2 * link.bandwidth;
+    cluster.ps_nic_bandwidth = shaping ? link.bandwidth : 2 * link.bandwidth;
   }
   network::Platform platform(cluster);
   taskgraph::TaskGraph g;
@@ -229,6 +264,8 @@ int realrun(const Realrun::State& o) {
       {"threads_per_worker", threads},
       {"steps", o.steps},
       {"warmup", o.warmup},
+      {"network", shaping ? "shaped" : "loopback"},
+      {"shaped_Gbps", o.bandwidth_gbps},
       {"loopback", {{"latency_us", link.latency_s * 1e6}, {"bandwidth_GBps", link.bandwidth / 1e9}}},
       {"measured", {{"step_s", measured.step_s}, {"allreduce_s", measured.allreduce_s}, {"compute_s", measured.compute_s},
                     {"step_series_s", measured.step_series}, {"allreduce_series_s", measured.allreduce_series}}},
@@ -243,8 +280,8 @@ int realrun(const Realrun::State& o) {
   }
   std::cout << fmt::format("realrun: {} on {} worker processes ({}), {} thread(s) each; trainer: MLP {} parameters, {} tokens\n",
                            o.model, o.workers, o.algorithm, threads, shape.params(), shape.batch)
-            << fmt::format("loopback: {:.1f} us one way, {:.2f} GB/s per direction (both ways at once)\n", link.latency_s * 1e6,
-                           link.bandwidth / 1e9)
+            << fmt::format("{}: {:.1f} us one way, {:.2f} GB/s per direction (both ways at once)\n", shaping ? fmt::format("link shaped to {} Gbit/s", o.bandwidth_gbps) : std::string("loopback"),
+                           link.latency_s * 1e6, link.bandwidth / 1e9)
             << fmt::format("{:<12} {:>12} {:>12} {:>8}\n", "", "measured_ms", "predicted_ms", "error")
             << fmt::format("{:<12} {:>12.2f} {:>12.2f} {:>+7.1f}%\n", "step", measured.step_s * 1e3, p.step_s * 1e3,
                            err(p.step_s, measured.step_s))
@@ -276,7 +313,7 @@ Realrun::Realrun(CLI::App& app) : s_(std::make_shared<State>()) {
   o.run->add_option("--steps", o.steps, "timed steps after warm-up (median kept)")->check(CLI::Range(1, 10000));
   o.run->add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::Range(0, 1000));
   o.run->add_option("--micro-batch", o.micro_batch, "sequences per worker per step")->check(CLI::Range(1, 1 << 16));
-  o.run->add_option("--bandwidth-Gbps", o.bandwidth_gbps, "shape the link (needs root; not implemented)");
+  o.run->add_option("--bandwidth-Gbps", o.bandwidth_gbps, "shape each process's link to this rate with network namespaces and tc (root only)");
   o.run->add_option("--timeout", o.timeout_s, "seconds before the workers are killed (default 120)")->check(CLI::Range(1, 86400));
   o.run->add_option("--repeats", o.repeats, "timed repetitions per kernel when profiling (default 3)")->check(CLI::Range(1, 1000));
   o.run->add_option("--format", o.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
@@ -287,6 +324,10 @@ Realrun::Realrun(CLI::App& app) : s_(std::make_shared<State>()) {
   o.worker->add_option("--workers", o.w.workers);
   o.worker->add_option("--listen-fd", o.w.listen_fd);
   o.worker->add_option("--peer-port", o.w.peer_port);
+  o.worker->add_option("--peer-host", o.w.peer_host);
+  o.worker->add_option("--netns", o.w.netns);
+  o.worker->add_option("--host", o.w.host);
+  o.worker->add_option("--listen-port", o.w.listen_port);
   o.worker->add_option("--dims", o.dims)->required();
   o.worker->add_option("--batch", o.w.batch);
   o.worker->add_option("--warmup", o.w.warmup);

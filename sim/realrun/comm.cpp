@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <future>
 #include <thread>
+
+#include "sim/realrun/netns.hpp"
 
 namespace dtsim::realrun {
 
@@ -31,11 +34,22 @@ tcp::acceptor listen_loopback(asio::io_context& io) {
   return tcp::acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
 }
 
-tcp::socket connect_loopback(asio::io_context& io, unsigned short port) {
-  tcp::socket s(io);
-  s.connect(tcp::endpoint(asio::ip::address_v4::loopback(), port));
-  s.set_option(tcp::no_delay(true));
-  return s;
+tcp::socket connect_loopback(asio::io_context& io, unsigned short port) { return connect_to(io, "127.0.0.1", port); }
+
+tcp::socket connect_to(asio::io_context& io, const std::string& address, unsigned short port, double patience_s) {
+  const tcp::endpoint to(asio::ip::make_address_v4(address), port);
+  const double give_up = now() + patience_s;
+  for (;;) {
+    tcp::socket s(io);
+    boost::system::error_code e;
+    s.connect(to, e);
+    if (!e) {
+      s.set_option(tcp::no_delay(true));
+      return s;
+    }
+    if (now() > give_up) throw std::runtime_error("connecting to " + address + ": " + e.message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 tcp::socket accept_one(tcp::acceptor& a) {
@@ -88,51 +102,74 @@ void ps_serve_round(asio::io_context& io, std::vector<tcp::socket>& workers, std
   run_all(io, errors);
 }
 
-LinkMeasure measure_loopback(double bulk_bytes) {
-  asio::io_context io, io2;
-  auto acceptor = listen_loopback(io);
-  const auto port = acceptor.local_endpoint().port();
+LinkMeasure measure_loopback(double bulk_bytes) { return measure_link(bulk_bytes, "", "127.0.0.1", ""); }
+
+LinkMeasure measure_link(double bulk_bytes, const std::string& netns_a, const std::string& address_a,
+                         const std::string& netns_b) {
   const auto bytes = static_cast<std::size_t>(std::max(1.0, bulk_bytes));
   constexpr int kWarm = 20, kPings = 200;
-  // The peer: echoes the pings, then sends and receives the bulk buffer at once.
+  std::promise<unsigned short> port;
+  auto port_ready = port.get_future();
+  std::exception_ptr peer_error;
+  // The peer: echoes the pings, then sends and receives the bulk buffer at once. A thread of its
+  // own, which alone enters the namespace.
   std::thread peer([&] {
-    auto s = connect_loopback(io2, port);
-    char b = 0;
-    for (int i = 0; i < kWarm + kPings; ++i) {
-      asio::read(s, asio::buffer(&b, 1));
-      asio::write(s, asio::buffer(&b, 1));
+    try {
+      if (!netns_b.empty()) enter_netns(netns_b);
+      asio::io_context io;
+      auto s = connect_to(io, address_a, port_ready.get(), 10);
+      char b = 0;
+      for (int i = 0; i < kWarm + kPings; ++i) {
+        asio::read(s, asio::buffer(&b, 1));
+        asio::write(s, asio::buffer(&b, 1));
+      }
+      std::vector<char> out(bytes, 1), in(bytes);
+      std::vector<boost::system::error_code> errors(2);
+      asio::async_write(s, asio::buffer(out), [&](const boost::system::error_code& e, std::size_t) { errors[0] = e; });
+      asio::async_read(s, asio::buffer(in), [&](const boost::system::error_code& e, std::size_t) { errors[1] = e; });
+      run_all(io, errors);
+    } catch (...) {
+      peer_error = std::current_exception();
     }
-    std::vector<char> out(bytes, 1), in(bytes);
-    std::vector<boost::system::error_code> errors(2);
-    asio::async_write(s, asio::buffer(out), [&](const boost::system::error_code& e, std::size_t) { errors[0] = e; });
-    asio::async_read(s, asio::buffer(in), [&](const boost::system::error_code& e, std::size_t) { errors[1] = e; });
-    run_all(io2, errors);
   });
   LinkMeasure m;
-  try {
-    auto s = accept_one(acceptor);
-    std::vector<double> rtt;
-    char b = 0;
-    for (int i = 0; i < kWarm + kPings; ++i) {
+  std::exception_ptr error;
+  std::thread self([&] {
+    try {
+      if (!netns_a.empty()) enter_netns(netns_a);
+      asio::io_context io;
+      tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address_v4(address_a), 0));
+      port.set_value(acceptor.local_endpoint().port());
+      auto s = accept_one(acceptor);
+      std::vector<double> rtt;
+      char b = 0;
+      for (int i = 0; i < kWarm + kPings; ++i) {
+        const double t = now();
+        asio::write(s, asio::buffer(&b, 1));
+        asio::read(s, asio::buffer(&b, 1));
+        if (i >= kWarm) rtt.push_back(now() - t);
+      }
+      std::nth_element(rtt.begin(), rtt.begin() + kPings / 2, rtt.end());
+      m.latency_s = rtt[kPings / 2] / 2;
+      std::vector<char> out(bytes, 2), in(bytes);
+      std::vector<boost::system::error_code> errors(2);
       const double t = now();
-      asio::write(s, asio::buffer(&b, 1));
-      asio::read(s, asio::buffer(&b, 1));
-      if (i >= kWarm) rtt.push_back(now() - t);
+      asio::async_write(s, asio::buffer(out), [&](const boost::system::error_code& e, std::size_t) { errors[0] = e; });
+      asio::async_read(s, asio::buffer(in), [&](const boost::system::error_code& e, std::size_t) { errors[1] = e; });
+      run_all(io, errors);
+      m.bandwidth = static_cast<double>(bytes) / (now() - t);
+    } catch (...) {
+      error = std::current_exception();
+      try {
+        port.set_value(0);  // the peer then fails to connect and ends
+      } catch (...) {
+      }
     }
-    std::nth_element(rtt.begin(), rtt.begin() + kPings / 2, rtt.end());
-    m.latency_s = rtt[kPings / 2] / 2;
-    std::vector<char> out(bytes, 2), in(bytes);
-    std::vector<boost::system::error_code> errors(2);
-    const double t = now();
-    asio::async_write(s, asio::buffer(out), [&](const boost::system::error_code& e, std::size_t) { errors[0] = e; });
-    asio::async_read(s, asio::buffer(in), [&](const boost::system::error_code& e, std::size_t) { errors[1] = e; });
-    run_all(io, errors);
-    m.bandwidth = static_cast<double>(bytes) / (now() - t);
-  } catch (...) {
-    peer.join();
-    throw;
-  }
+  });
+  self.join();
   peer.join();
+  if (error) std::rethrow_exception(error);
+  if (peer_error) std::rethrow_exception(peer_error);
   return m;
 }
 

@@ -3,6 +3,7 @@
 
 #include <boost/asio.hpp>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 // The real trainer's gradient exchange over TCP on 127.0.0.1 (Boost.Asio): a ring all-reduce and
@@ -17,6 +18,8 @@ using tcp = asio::ip::tcp;
 tcp::acceptor listen_loopback(asio::io_context& io);
 // A connection to 127.0.0.1:port, Nagle off (small chunks go at once).
 tcp::socket connect_loopback(asio::io_context& io, unsigned short port);
+// The same to any address, retrying while nothing listens there yet, for up to `patience_s`.
+tcp::socket connect_to(asio::io_context& io, const std::string& address, unsigned short port, double patience_s = 0);
 tcp::socket accept_one(tcp::acceptor& a);
 
 // Sums `data` over the n ranks of a ring in place (every rank ends with the same sum): reduce-
@@ -35,5 +38,9 @@ struct LinkMeasure {
   double latency_s = 0, bandwidth = 0;  // bytes/s
 };
 LinkMeasure measure_loopback(double bulk_bytes);
+// The same between two network namespaces (paths for setns): a listener at `address_a` in the
+// first, a client in the second.
+LinkMeasure measure_link(double bulk_bytes, const std::string& netns_a, const std::string& address_a,
+                         const std::string& netns_b);
 
 }  // namespace dtsim::realrun

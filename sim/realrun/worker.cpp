@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "sim/realrun/comm.hpp"
+#include "sim/realrun/netns.hpp"
 #include "sim/realrun/trainer.hpp"
 
 namespace dtsim::realrun {
@@ -45,9 +46,19 @@ nlohmann::json run_worker(const WorkerOptions& o) {
   // Never outlive the realrun command, whatever ends it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) throw std::runtime_error("the realrun command is gone");
+  if (!o.netns.empty()) enter_netns(o.netns);
   asio::io_context io;
   tcp::acceptor acceptor(io);
-  if (o.listen_fd >= 0) acceptor.assign(tcp::v4(), o.listen_fd);
+  if (o.listen_fd >= 0) {
+    acceptor.assign(tcp::v4(), o.listen_fd);
+  } else if (!o.host.empty() && (o.role == "server" || o.algorithm == "ring")) {
+    acceptor.open(tcp::v4());
+    acceptor.set_option(tcp::acceptor::reuse_address(true));
+    acceptor.bind(tcp::endpoint(asio::ip::make_address_v4(o.host), static_cast<unsigned short>(o.listen_port)));
+    acceptor.listen();
+  }
+  // Peers in other namespaces may not listen yet: retry a while (the command's timeout bounds it).
+  constexpr double kPatience = 60;
   if (o.role == "server") return serve(o, acceptor, io);
 
   MlpShape shape{o.batch, o.dims};
@@ -57,11 +68,11 @@ nlohmann::json run_worker(const WorkerOptions& o) {
   const bool ring = o.algorithm == "ring";
   if (ring) {
     if (o.workers > 1) {
-      next = connect_loopback(io, static_cast<unsigned short>(o.peer_port));  // queued: the peer's socket listens already
+      next = connect_to(io, o.peer_host, static_cast<unsigned short>(o.peer_port), kPatience);
       prev = accept_one(acceptor);
     }
   } else {
-    server = connect_loopback(io, static_cast<unsigned short>(o.peer_port));
+    server = connect_to(io, o.peer_host, static_cast<unsigned short>(o.peer_port), kPatience);
     const std::int32_t r = o.rank;
     asio::write(server, asio::buffer(&r, sizeof r));
   }

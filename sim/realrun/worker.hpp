@@ -16,6 +16,11 @@ struct WorkerOptions {
   int rank = 0, workers = 2;
   int listen_fd = -1;       // ring: this rank's acceptor; server: the server's acceptor
   int peer_port = 0;        // ring: rank + 1's port; parameter-server worker: the server's
+  std::string peer_host = "127.0.0.1";
+  // A shaped network: the namespace to enter first, and the address and port to listen on
+  // (instead of an inherited socket).
+  std::string netns, host;
+  int listen_port = 0;
   std::vector<std::int64_t> dims;
   std::int64_t batch = 1;
   int warmup = 2, steps = 10;
