@@ -77,7 +77,7 @@ void expect_well_formed(const nlohmann::json& j, const std::string& algorithm) {
   EXPECT_EQ(j["algorithm"], algorithm);
   EXPECT_EQ(j["workers"], 2);
   for (const char* p : {"/measured/step_s", "/measured/allreduce_s", "/predicted/step_s", "/predicted/allreduce_s",
-                        "/loopback/latency_us", "/loopback/bandwidth_GBps"}) {
+                        "/link/latency_us", "/link/bandwidth_GBps"}) {
     ASSERT_TRUE(j.contains(nlohmann::json::json_pointer(p))) << p;
     EXPECT_GT(j[nlohmann::json::json_pointer(p)].get<double>(), 0.0) << p;
   }
@@ -169,4 +169,31 @@ TEST(RealrunCommand, TimeoutKillsTheWorkers) {
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("timed out after 1 s"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
+}
+
+TEST(RealrunCommand, ShapedLinkAsRootRunsAndLeavesNoNamespaces) {
+  if (geteuid() != 0 || access("/usr/sbin/ip", X_OK) != 0 || access("/usr/sbin/tc", X_OK) != 0)
+    GTEST_SKIP() << "shaping needs root and iproute2 (ip, tc)";
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --repeats 1 --algorithm parameter-server --bandwidth-Gbps 2 --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["network"], "shaped");
+  expect_well_formed(j, "parameter-server");
+  // At most the rate asked, per direction (2 Gbit/s = 0.25 GB/s).
+  EXPECT_LE(j["link"]["bandwidth_GBps"].get<double>(), 0.25 * 1.05);
+  // Nothing of it is left: no namespace named after the command, no veth in this namespace.
+  const std::string listing = dir.path("network.txt");
+  ASSERT_EQ(std::system(("(/usr/sbin/ip netns list; /usr/sbin/ip link) > " + listing).c_str()), 0);
+  const std::string left = slurp(listing);
+  EXPECT_NE(left.find("lo:"), std::string::npos) << left;  // the listing worked
+  EXPECT_EQ(left.find("dtsim-"), std::string::npos) << left;
+  EXPECT_EQ(left.find(": dr"), std::string::npos) << left;
+}
+
+TEST(RealrunCommand, AShapedRateOutOfRangeIsAnInputError) {
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --bandwidth-Gbps -1", dir);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--bandwidth-Gbps"), std::string::npos) << r.err;
 }

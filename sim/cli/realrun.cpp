@@ -266,7 +266,7 @@ int realrun(const Realrun::State& o) {
       {"warmup", o.warmup},
       {"network", shaping ? "shaped" : "loopback"},
       {"shaped_Gbps", o.bandwidth_gbps},
-      {"loopback", {{"latency_us", link.latency_s * 1e6}, {"bandwidth_GBps", link.bandwidth / 1e9}}},
+      {"link", {{"latency_us", link.latency_s * 1e6}, {"bandwidth_GBps", link.bandwidth / 1e9}}},
       {"measured", {{"step_s", measured.step_s}, {"allreduce_s", measured.allreduce_s}, {"compute_s", measured.compute_s},
                     {"step_series_s", measured.step_series}, {"allreduce_series_s", measured.allreduce_series}}},
       {"predicted", {{"step_s", p.step_s}, {"allreduce_s", p.allreduce_s}, {"compute_s", p.compute_s}, {"backend", p.backend}}},
