@@ -57,6 +57,27 @@ double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t
   return sbh * (10.0 + 24.0 / tt + 5.0 * as_h / tt);
 }
 
+Kernel conv_kernel(const std::string& name, const ConvShape& c, ConvPass pass, double element_bytes) {
+  const std::int64_t npq = c.n * c.p() * c.q(), kg = c.k / c.groups, crs = c.c / c.groups * c.r * c.s;
+  Kernel k;
+  k.name = name;
+  k.kind = KernelKind::Conv;
+  k.batch = c.groups;
+  switch (pass) {
+    case ConvPass::Forward: k.m = npq, k.n = kg, k.k = crs; break;
+    case ConvPass::Dgrad: k.m = npq, k.n = crs, k.k = kg; break;
+    case ConvPass::Wgrad: k.m = crs, k.n = kg, k.k = npq; break;
+  }
+  k.flops = 2.0 * static_cast<double>(k.batch) * static_cast<double>(k.m) * static_cast<double>(k.n) * static_cast<double>(k.k);
+  const double input = static_cast<double>(c.n * c.c) * static_cast<double>(c.h * c.w);
+  const double output = static_cast<double>(npq) * static_cast<double>(c.k);
+  const double weights = static_cast<double>(c.k) * static_cast<double>(crs);
+  k.bytes = element_bytes * (input + weights + output);
+  k.conv = c;
+  k.pass = pass;
+  return k;
+}
+
 Kernel optimizer_kernel(OptimizerKind kind, double params, UpdatePath path) {
   // Bytes touched per parameter, pass by pass. The update reads the fp32 gradient, weight, m and
   // v and writes the last three (SGD with momentum drops v); the gradient norm for clipping reads
@@ -66,6 +87,7 @@ Kernel optimizer_kernel(OptimizerKind kind, double params, UpdatePath path) {
   double per_param = (kind == OptimizerKind::Adam ? 16.0 + 12.0 : 12.0 + 8.0) + 4.0;
   if (path != UpdatePath::Fp32) per_param += 6.0;
   if (path == UpdatePath::Fp16Master) per_param += 6.0 + 8.0;
+  if (path == UpdatePath::Fp64) per_param *= 2.0;
   Kernel k;
   k.name = kind == OptimizerKind::Adam ? "adam_step" : "sgd_step";
   k.kind = KernelKind::Memory;

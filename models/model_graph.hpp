@@ -21,6 +21,12 @@ struct TransformerSpec {
   bool linear_bias = true;
   PositionEmbedding position_embedding = PositionEmbedding::Learned;
   bool dropout = true;
+  // A vision transformer (Dosovitskiy et al. 2021) when patch_size > 0: the image is cut into
+  // (image_size / patch_size)^2 patches embedded by a patch_size-strided convolution, a class
+  // token joins them (seq_len = patches + 1), attention is bidirectional over all of them, and
+  // the head classifies the class token into `classes`. No vocabulary.
+  std::int64_t patch_size = 0, image_size = 0, channels = 3, classes = 0;
+  bool vision() const { return patch_size > 0; }
 };
 
 // How the graph is instantiated: per micro-batch, in one activation precision.
@@ -36,9 +42,23 @@ struct BuildOptions {
   bool sequence_parallel = false;
 };
 
-enum class KernelKind { Gemm, Attention, Memory };
+enum class KernelKind { Gemm, Conv, Attention, Memory };
+
+// The three passes of a convolution (see conv_kernel below).
+enum class ConvPass { Forward, Dgrad, Wgrad };
+
+// A 2-D convolution over an NCHW tensor: n images of c channels of h x w, k filters of r x s,
+// `groups` channel groups. Output p x q per image.
+struct ConvShape {
+  std::int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 1, s = 1;
+  std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, groups = 1;
+  std::int64_t p() const { return (h + 2 * pad_h - r) / stride_h + 1; }
+  std::int64_t q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
+};
 
 // One kernel launch. GEMMs keep their shape so a measured kernel table can be looked up by it.
+// A convolution keeps its implicit-GEMM shape in batch/m/n/k (batch = groups, forward:
+// m = N*P*Q, n = K/g, k = C/g*R*S) and its geometry in `conv`.
 struct Kernel {
   std::string name;
   KernelKind kind = KernelKind::Memory;
@@ -48,6 +68,8 @@ struct Kernel {
   // Reads or writes a materialised attention score matrix (b x heads x s x s): such kernels
   // stream it less well than a simple copy does.
   bool scores = false;
+  ConvShape conv{};  // Conv kernels only
+  ConvPass pass = ConvPass::Forward;
 };
 
 struct Op {
@@ -60,29 +82,52 @@ struct Op {
   bool matmul = false;               // counts in model FLOPs
 };
 
+// Where a layer sits: the model's input layer (a transformer's embedding, a CNN's stem when it is
+// not a block), the repeated body that pipeline stages share and full recomputation re-runs, and
+// the output layer (head and loss). The input layer goes to the first stage, the head to the last.
 enum class LayerKind { Embedding, Block, Head };
+
+// How tensor (model) parallelism splits a layer across the `tensor` ranks of a group, as the
+// collectives one pass of the layer blocks on. Each moves `bytes`, the whole activation of one
+// micro-batch. A partial result summed across the group is an all-reduce, or a reduce-scatter
+// under sequence parallelism, which also all-gathers the sequence-sharded inputs (Megatron:
+// Shoeybi et al. 2019; Korthikanti et al. 2022).
+struct TensorSplit {
+  bool splittable = true;  // false: tensor parallelism cannot split this layer
+  double bytes = 0;
+  double forward_sums = 0, backward_sums = 0;        // partial results summed across the group
+  double forward_gathers = 0, backward_gathers = 0;  // sharded inputs gathered (sequence parallel only)
+};
 
 struct Layer {
   std::string name;
   LayerKind kind = LayerKind::Block;
   std::vector<Op> ops;
   double input_bytes = 0;  // the activation entering the layer (full-recompute checkpoint)
+  // The tensor this layer hands to the next, whole (all tensor ranks together), per micro-batch:
+  // what a pipeline stage boundary after this layer sends forward, and its gradient backward.
+  double output_bytes = 0;
+  TensorSplit tensor_split{};
 
   double params() const;
   double forward_flops() const;
   double saved_bytes() const;
 };
 
+// A model as strategies see it, whatever its family: layers in order, each with its kernels,
+// parameters, saved bytes, handed-on tensor and split rule. Strategies read nothing else.
 struct ModelGraph {
-  TransformerSpec spec;
+  std::string name;
   BuildOptions options;
   std::vector<Layer> layers;
+  // Parameters the first and last layer share (a tied embedding and output layer): when they sit
+  // on different pipeline stages, those stages sum their gradients.
+  double tied_params = 0;
 
   double params() const;
   // Forward + backward matmul FLOPs of one micro-batch, without recomputation (Korthikanti Eq. 7
   // counts the same GEMMs), i.e. the "model FLOPs" of MFU.
   double model_flops() const;
-  std::int64_t tokens() const { return options.micro_batch * spec.seq_len; }
 };
 
 ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& options);
@@ -95,11 +140,20 @@ double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t
 // sequence parallelism too, sbh/t (34 + 5as/h).
 double korthikanti_layer_activation_bytes(const TransformerSpec& s, std::int64_t micro_batch, std::int64_t t, bool sp);
 
+// The three passes of a convolution, each one implicit GEMM per group (the im2col formulation;
+// cuDNN's implicit-GEMM algorithms compute the same products without the column buffer):
+//   forward  Y[NPQ x K/g]      = col(X)[NPQ x C/g*R*S] . W[C/g*R*S x K/g]
+//   dgrad    dcol[NPQ x C/g*R*S] = dY[NPQ x K/g] . W^T            (then col2im into dX)
+//   wgrad    dW[C/g*R*S x K/g] = col(X)^T . dY                     (reduced over NPQ)
+// Each does 2*N*P*Q*K*C*R*S/g FLOPs and moves X, W and Y (or their gradients) once.
+Kernel conv_kernel(const std::string& name, const ConvShape& c, ConvPass pass, double element_bytes);
+
 enum class OptimizerKind { Adam, Sgd };
 
 // How a step updates the weights: in fp32, or 16-bit weights from fp32 master copies. With bf16
 // the gradients accumulate in fp32; with fp16 they are 16-bit, scaled by the loss scale.
-enum class UpdatePath { Fp32, Bf16Master, Fp16Master };
+// Fp64 makes the fp32 passes over 8-byte values.
+enum class UpdatePath { Fp32, Bf16Master, Fp16Master, Fp64 };
 
 // The optimizer step over `params` parameters, as the passes a mixed-precision optimizer makes
 // over them (Megatron-LM's Float16Optimizer; DeepSpeed's FP16 optimizer is alike), priced as one

@@ -80,6 +80,37 @@ Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e)
   l.ops.push_back(emb);
   const double local = o.sequence_parallel ? th / tp : th;
   if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", local, e, 1.0, local, 2.0));
+  l.output_bytes = th * e;
+  l.tensor_split.bytes = th * e;
+  l.tensor_split.forward_sums = 1;  // partial lookups of the vocabulary-split table are summed
+  return l;
+}
+
+// ViT: the patch-embedding convolution (replicated on every tensor rank), the class token
+// prepended, learned position embeddings added (Dosovitskiy et al. 2021, Eq. 1).
+Layer patch_embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
+  const I side = s.image_size / s.patch_size;
+  const double th = static_cast<double>(o.micro_batch * s.seq_len) * static_cast<double>(s.hidden_size);
+  Layer l{"patch_embedding", LayerKind::Embedding, {}, 0};
+  const ConvShape c{o.micro_batch, s.channels, s.image_size, s.image_size, s.hidden_size, s.patch_size, s.patch_size,
+                    s.patch_size, s.patch_size, 0, 0, 1};
+  Op conv;
+  conv.name = "patch_embedding";
+  conv.forward = {conv_kernel("patch_embedding", c, ConvPass::Forward, e)};
+  conv.backward = {conv_kernel("patch_embedding.wgrad", c, ConvPass::Wgrad, e)};  // no gradient for the image
+  conv.params = static_cast<double>(s.hidden_size) * static_cast<double>(s.channels * s.patch_size * s.patch_size) +
+                static_cast<double>(s.hidden_size);
+  conv.saved_bytes = conv.saved_bytes_selective =
+      static_cast<double>(o.micro_batch * s.channels * s.image_size * s.image_size) * e;
+  conv.matmul = true;
+  l.ops.push_back(conv);
+  Op tokens = elementwise("class_token_and_positions", th, e, 2.0, 0.0, 1.0);
+  tokens.params = static_cast<double>(s.hidden_size) * (1.0 + static_cast<double>(side * side + 1));
+  l.ops.push_back(tokens);
+  const double local = o.sequence_parallel ? th / static_cast<double>(o.tensor) : th;
+  if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", local, e, 1.0, local, 2.0));
+  l.output_bytes = th * e;
+  l.tensor_split.bytes = th * e;  // replicated: nothing to sum
   return l;
 }
 
@@ -197,6 +228,12 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   n2.params /= x.t;
   l.ops.push_back(n2);
   mlp_ops(l, s, x);
+  l.output_bytes = x.th * e;
+  // Attention and MLP each end in a row-parallel GEMM whose partial outputs are summed, forward
+  // and (for the input gradients of the column-parallel GEMMs) backward; with sequence
+  // parallelism each pass also gathers the sharded inputs of QKV and fc1, and backward gathers
+  // them once more for the weight gradients (Korthikanti et al. 2022, Sec. 4.2.2).
+  l.tensor_split = {true, x.th * e, 2, 2, 2, 4};
   return l;
 }
 
@@ -218,18 +255,45 @@ Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   loss.backward = {memory("cross_entropy.bwd", tv * (4.0 + e), 2.0 * tv)};
   loss.saved_bytes = loss.saved_bytes_selective = 4.0 * tv;
   l.ops.push_back(loss);
+  // The input gradient of the vocabulary-split head is summed; under sequence parallelism its
+  // sharded input is gathered first.
+  l.tensor_split.bytes = x.th * e;
+  l.tensor_split.backward_sums = 1;
+  l.tensor_split.forward_gathers = 1;
+  return l;
+}
+
+// ViT: the final norm, then a classifier on the class token alone (replicated on every tensor
+// rank) and the loss over the classes.
+Layer classifier_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
+  const Slice x = slice(s, o, e);
+  Layer l{"head", LayerKind::Head, {}, x.th_local * e};
+  Op fn = norm("final_norm", s, x.th_local, e);
+  fn.params /= x.t;
+  l.ops.push_back(fn);
+  l.ops.push_back(linear("classifier", o.micro_batch, s.hidden_size, s.classes, e, true));
+  const double logits = static_cast<double>(o.micro_batch * s.classes);
+  Op loss;
+  loss.name = "cross_entropy";
+  loss.forward = {memory("cross_entropy", logits * (e + 4.0), 5.0 * logits)};
+  loss.backward = {memory("cross_entropy.bwd", logits * (4.0 + e), 2.0 * logits)};
+  loss.saved_bytes = loss.saved_bytes_selective = 4.0 * logits;
+  l.ops.push_back(loss);
+  l.tensor_split.bytes = x.th * e;
+  l.tensor_split.forward_gathers = 1;  // the sequence-sharded tokens, under sequence parallelism
   return l;
 }
 
 }  // namespace
 
 ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& options) {
-  ModelGraph g{spec, options, {}};
+  ModelGraph g{spec.name, options, {}, 0};
   const double e = options.activation_bytes;
   g.layers.reserve(static_cast<std::size_t>(spec.num_layers) + 2);
-  g.layers.push_back(embedding_layer(spec, options, e));
+  g.layers.push_back(spec.vision() ? patch_embedding_layer(spec, options, e) : embedding_layer(spec, options, e));
   for (I i = 0; i < spec.num_layers; ++i) g.layers.push_back(block_layer(spec, options, e, i));
-  g.layers.push_back(head_layer(spec, options, e));
+  g.layers.push_back(spec.vision() ? classifier_layer(spec, options, e) : head_layer(spec, options, e));
+  if (spec.tied_embeddings && !spec.vision()) g.tied_params = g.layers.front().ops.front().params;
   return g;
 }
 

@@ -107,12 +107,16 @@ std::string html_report(const results::Result& r) {
   if (r.timed) {
     const auto& b = r.breakdown;
     // The parts add up to the step time; asynchronous workers' time per step's worth of updates.
+    std::vector<std::pair<std::string, double>> parts{
+        {"compute", b.compute},           {"exposed communication", b.exposed_communication},
+        {"pipeline bubble", b.pipeline_bubble}, {"stage imbalance", b.stage_imbalance},
+        {"optimizer", b.optimizer},       {"straggler wait", b.straggler_wait},
+        {"input stall", b.input_stall}};
+    if (r.roles) parts.emplace_back("checkpoint", b.checkpoint);  // the chief's saves (cluster.roles)
     h += std::string(r.async ? "<h2>Where the step goes (every worker's time, per step's worth of updates)</h2>\n"
                              : "<h2>Where the step goes</h2>\n") +
-         bar({{"compute", b.compute}, {"exposed communication", b.exposed_communication}, {"pipeline bubble", b.pipeline_bubble},
-              {"stage imbalance", b.stage_imbalance}, {"optimizer", b.optimizer}, {"straggler wait", b.straggler_wait},
-              {"input stall", b.input_stall}},
-             {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b"}, r.step_time_s, "s");
+         bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd"},
+             r.step_time_s, "s");
     h += "<h2>Timeline</h2><p>Each simulated GPU: compute above (dark blue forward, light blue backward, green optimizer), "
          "its collectives below (red; purple for stage-to-stage transfers). Hover for names.</p>\n" + timeline(r, 32);
   }

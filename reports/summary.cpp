@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "reports/reports.hpp"
 #include "sim/core/units.hpp"
@@ -23,8 +24,9 @@ std::string gib(double bytes) { return fmt::format("{:7.2f} GiB", bytes / units:
 std::string summary(const results::Result& r) {
   const auto& s = r.scenario_spec;
   std::string out;
-  out += fmt::format("{}: {} ({:.2f} B parameters) on {} x {} ({} nodes x {})\n", r.scenario, s.model.name,
-                     r.params / 1e9, r.gpus, s.device.name, s.cluster.nodes, s.cluster.gpus_per_node);
+  const std::string params = r.params >= 1e9 ? fmt::format("{:.2f} B", r.params / 1e9) : fmt::format("{:.2f} M", r.params / 1e6);
+  out += fmt::format("{}: {} ({} parameters) on {} x {} ({} nodes x {})\n", r.scenario, s.model.name, params, r.gpus,
+                     s.device.name, s.cluster.nodes, s.cluster.gpus_per_node);
   out += fmt::format("  data {} x tensor {} x pipeline {}; micro-batch {}, {} micro-batches per step, global batch {}, {}\n",
                      s.parallelism.data, s.parallelism.tensor, s.parallelism.pipeline, s.parallelism.micro_batch,
                      r.plan.micro_batches, s.training.global_batch, config::compute_dtype(s.training.precision));
@@ -34,7 +36,10 @@ std::string summary(const results::Result& r) {
   if (r.timed) {
     out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows)\n", r.step_time_s, r.timeline.backend,
                        r.plan.graph.tasks.size(), r.timeline.flows);
-    out += fmt::format("throughput     {:10.1f} samples/s   {:.0f} tokens/s\n", r.samples_per_s, r.tokens_per_s);
+    if (s.model.tokens_per_sample() > 0)
+      out += fmt::format("throughput     {:10.1f} samples/s   {:.0f} tokens/s\n", r.samples_per_s, r.tokens_per_s);
+    else
+      out += fmt::format("throughput     {:10.1f} samples/s\n", r.samples_per_s);
     out += fmt::format("model TFLOP/s  {:10.1f} per GPU     MFU {:.1f}%   HFU {:.1f}%\n", r.model_tflops_per_gpu,
                        100 * r.mfu, 100 * r.hfu);
     const auto& b = r.breakdown;
@@ -46,8 +51,11 @@ std::string summary(const results::Result& r) {
     for (auto [name, v] : {std::pair{"compute", b.compute}, {"exposed communication", b.exposed_communication},
                            {"pipeline bubble", b.pipeline_bubble}, {"stage imbalance", b.stage_imbalance},
                            {"optimizer", b.optimizer},
-                           {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall}})
+                           {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall},
+                           {"checkpoint", b.checkpoint}}) {
+      if (std::string_view(name) == "checkpoint" && !r.roles) continue;
       out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / whole, bar(v / whole));
+    }
   }
   const auto& m = r.memory;
   out += fmt::format("\nmemory per GPU (rank {}): {} of {}  {}\n", r.worst_rank, gib(m.peak()), gib(r.capacity_bytes),

@@ -13,7 +13,8 @@ struct MemoryBreakdown {
 };
 
 // Activation bytes a micro-batch leaves behind after its forward through `layers`: what each op
-// saves, less what recomputation drops (full recomputation keeps only each block's input).
+// saves, less what recomputation drops (full recomputation keeps only each block's input; stage
+// recomputation only the first block's, `layers` being one pipeline chunk).
 double kept_activations(const std::vector<const models::Layer*>& layers, Recompute r);
 
 // Model states for `params` parameters, sharded over `dp` ranks by ZeRO stage (Rajbhandari et al.

@@ -76,11 +76,13 @@ int Planner::compute(int s, int work, std::vector<int> deps, const std::string& 
 
 // One rank's share of the activation crosses between stages; without sequence parallelism the
 // receiving tensor group all-gathers it back (Megatron's scatter/gather, SC21 Sec. 4.1).
-int Planner::send(int from, int to, int after, const std::string& label) {
-  int id = collective(CollectiveOp::SendRecv, {p2p_group(from, to)}, p2p_bytes_, {after}, label);
+// `tensor_bytes` is the whole tensor crossing the boundary (the output of the last layer before it).
+int Planner::send(int from, int to, int after, double tensor_bytes, const std::string& label) {
+  const double bytes = tensor_bytes / p_.tensor;
+  int id = collective(CollectiveOp::SendRecv, {p2p_group(from, to)}, bytes, {after}, label);
   if (p_.blocking_p2p) last_send_[static_cast<std::size_t>(from)] = id;
   if (p_.tensor > 1 && !p_.sequence_parallel)
-    id = collective(CollectiveOp::AllGather, {tp_group_[static_cast<std::size_t>(to)]}, p2p_bytes_ * p_.tensor, {id},
+    id = collective(CollectiveOp::AllGather, {tp_group_[static_cast<std::size_t>(to)]}, bytes * p_.tensor, {id},
                     "gather " + label);
   return id;
 }
@@ -147,7 +149,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
       last = compute(s, table_.get(forward_work(layers, g_, p_, tpg)), cross, "fwd" + tag);
     }
     if (j < chunks_ - 1)
-      fwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j + 1), last, "send act" + tag);
+      fwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j + 1), last, layers.back()->output_bytes, "send act" + tag);
     return;
   }
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
@@ -178,7 +180,8 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     }
   }
   if (j > 0)
-    bwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j - 1), last, "send grad" + tag);
+    bwd_out_[static_cast<std::size_t>(j)][mb] =
+        send(s, stage_of(j - 1), last, chunk_layers_[static_cast<std::size_t>(j - 1)].back()->output_bytes, "send grad" + tag);
 }
 
 // One replica's forward and backward passes of one step.
@@ -213,6 +216,13 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   double rebuild = 0;  // under full recomputation one block at a time is rebuilt in full
   for (const auto* l : mine)
     if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
+  if (p_.recompute == Recompute::Stage)  // a whole chunk, one micro-batch at a time
+    for (int j = s; j < chunks_; j += p_.pipeline) {
+      double chunk = 0;
+      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)])
+        if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
+      rebuild = std::max(rebuild, chunk);
+    }
   MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, p_.data);
   if (p_.offload_optimizer) m.optimizer = 0;
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until
@@ -244,7 +254,6 @@ Plan Planner::run() {
   if (!p_.stage_blocks.empty() && (v_ != 1 || static_cast<int>(p_.stage_blocks.size()) != P))
     throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
   chunk_layers_ = split_chunks(g_, chunks_, p_.stage_blocks);
-  p2p_bytes_ = static_cast<double>(g_.tokens()) * static_cast<double>(g_.spec.hidden_size) * g_.options.activation_bytes / p_.tensor;
 
   const auto S = static_cast<std::size_t>(P);
   seq_.resize(S);
@@ -288,11 +297,11 @@ Plan Planner::run() {
   for (int s = 0; s < P; ++s) synchronise_gradients(s);
   // Tied embeddings on different stages: the first and last stage sum the table's gradients.
   int embedding_sync = -1;
-  if (P > 1 && g_.spec.tied_embeddings) {
+  if (P > 1 && g_.tied_params > 0) {
     std::vector<int> groups;
     for (int d = 0; d < p_.data; ++d)
       for (int t = 0; t < p_.tensor; ++t) groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t), place_.gpu(d, P - 1, t)}));
-    const double table = g_.layers.front().ops.front().params * grad_bytes_per_param(t_.precision);
+    const double table = g_.tied_params * grad_bytes_per_param(t_.precision);
     std::vector<int> deps;
     for (const auto& last : replica_last_) {
       deps.push_back(last[0]);

@@ -32,7 +32,8 @@ struct Plan {
 // first data-parallel replica, since every other replica and tensor rank repeats it exactly;
 // collectives and transfers name all GPUs, so the network carries everybody's traffic.
 // - Pipeline passes follow the schedule; activations and their gradients travel between stages
-//   as transfers of b*s*h/t bytes (Megatron's scatter/gather).
+//   as transfers of the tensor the last layer before the boundary hands on, split t ways
+//   (Megatron's scatter/gather).
 // - Tensor-parallel collectives block the compute stream and are priced inline (two all-reduces
 //   per block forward and two backward; all-gather/reduce-scatter pairs with sequence parallelism).
 // - Gradients are synchronised in buckets as soon as the last backward produced them (DDP), by

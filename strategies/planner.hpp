@@ -35,7 +35,7 @@ class Planner {
   int p2p_group(int from, int to);
   std::vector<int> data_groups(int s);
   int compute(int s, int work, std::vector<int> deps, const std::string& label);
-  int send(int from, int to, int after, const std::string& label);
+  int send(int from, int to, int after, double tensor_bytes, const std::string& label);
   int collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label);
   bool ready(int s, const PipeOp& op) const;
   void emit(int s, std::size_t index, const PipeOp& op);
@@ -59,7 +59,6 @@ class Planner {
 
   int chunks_ = 1, v_ = 1;
   std::int64_t m_ = 1;
-  double p2p_bytes_ = 0;
   std::vector<Layers> chunk_layers_;
   std::vector<std::vector<PipeOp>> seq_;
   std::vector<std::map<int, std::size_t>> last_backward_;  // per stage: chunk -> index of its final backward

@@ -4,9 +4,10 @@
 
 namespace dtsim::strategies {
 
-double weight_bytes_per_param(Precision p) { return mixed_precision(p) ? 2.0 : 4.0; }
-double grad_bytes_per_param(Precision p) { return mixed_precision(p) ? 2.0 : 4.0; }
+double weight_bytes_per_param(Precision p) { return mixed_precision(p) ? 2.0 : p == Precision::Fp64 ? 8.0 : 4.0; }
+double grad_bytes_per_param(Precision p) { return weight_bytes_per_param(p); }
 double optimizer_bytes_per_param(Precision p, models::OptimizerKind o) {
+  if (p == Precision::Fp64) return o == models::OptimizerKind::Adam ? 16.0 : 8.0;  // (m, v) or momentum in fp64
   double states = o == models::OptimizerKind::Adam ? 8.0 : 4.0;  // (m, v) or momentum, fp32
   return states + (mixed_precision(p) ? 4.0 : 0.0);               // fp32 master weights
 }
@@ -24,6 +25,7 @@ const char* to_string(Recompute r) {
     case Recompute::None: return "none";
     case Recompute::Selective: return "selective";
     case Recompute::Full: return "full";
+    case Recompute::Stage: return "stage";
   }
   return "?";
 }

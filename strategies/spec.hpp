@@ -9,12 +9,18 @@
 
 namespace dtsim::strategies {
 
-enum class Recompute { None, Selective, Full };
+// Full keeps each block's input and re-runs one block at a time before its backward (Megatron's
+// full recomputation); Stage is GPipe's re-materialisation (Huang et al. 2019, Sec. 2.3): each
+// pipeline chunk keeps only its input per micro-batch and re-runs its whole forward before its
+// backward.
+enum class Recompute { None, Selective, Full, Stage };
 // Gradient compression before synchronisation: fp16 halves fp32 gradients; int8 quantises to one
 // byte per value (as 1-bit/8-bit Adam-style schemes do); top-k keeps a fraction of the values with
 // their 4-byte indices and must gather instead of sum (Lin et al. 2018, Deep Gradient Compression).
 enum class Compression { None, Fp16, Int8, TopK };
-enum class Precision { Fp32, Tf32, Bf16, Fp16 };
+// Fp64: weights, gradients, optimizer state and activations all in double precision, as
+// scientific-computing codes (and the seeds' sizing exercises) train.
+enum class Precision { Fp64, Fp32, Tf32, Bf16, Fp16 };
 // How data-parallel workers combine their work.
 // - Sync: every step waits for everyone's gradients (all-reduce, parameter servers, central storage).
 // - Async: each worker pushes its gradients to the parameter servers and pulls the weights back
@@ -97,14 +103,15 @@ struct TrainingSpec {
 };
 
 inline bool mixed_precision(Precision p) { return p == Precision::Bf16 || p == Precision::Fp16; }
-inline int activation_bytes(Precision p) { return mixed_precision(p) ? 2 : 4; }
+inline int activation_bytes(Precision p) { return mixed_precision(p) ? 2 : p == Precision::Fp64 ? 8 : 4; }
 inline models::UpdatePath update_path(Precision p) {
   return p == Precision::Fp16 ? models::UpdatePath::Fp16Master
          : p == Precision::Bf16 ? models::UpdatePath::Bf16Master
+         : p == Precision::Fp64 ? models::UpdatePath::Fp64
                                 : models::UpdatePath::Fp32;
 }
 // Bytes per parameter of weights, gradients and optimizer state (ZeRO paper, Sec. 3.1: 2 + 2 + 12
-// for mixed-precision Adam; plain fp32 Adam keeps 4 + 4 + 8).
+// for mixed-precision Adam; plain fp32 Adam keeps 4 + 4 + 8; fp64 doubles those).
 double weight_bytes_per_param(Precision p);
 double grad_bytes_per_param(Precision p);
 double optimizer_bytes_per_param(Precision p, models::OptimizerKind o);

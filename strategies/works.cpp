@@ -18,7 +18,8 @@ int WorkTable::get(taskgraph::Work w) {
 
 namespace {
 bool rerun(const models::Layer& l, const models::Op& op, Recompute r) {
-  return l.kind == models::LayerKind::Block && (r == Recompute::Full || (r == Recompute::Selective && op.selective));
+  return l.kind == models::LayerKind::Block &&
+         (r == Recompute::Full || r == Recompute::Stage || (r == Recompute::Selective && op.selective));
 }
 }  // namespace
 
@@ -33,34 +34,18 @@ double recompute_flops(const models::Layer& layer, Recompute r) {
 std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward, const models::ModelGraph& g,
                                                     const ParallelismSpec& p, int group) {
   if (p.tensor <= 1) return {};
-  // The full activation b*s*h is the buffer each collective moves.
-  const double bytes = static_cast<double>(g.tokens()) * static_cast<double>(g.spec.hidden_size) * g.options.activation_bytes;
+  const auto& split = layer.tensor_split;
   const bool sp = p.sequence_parallel;
-  auto c = [&](CollectiveOp op, double n) { return InlineCollective{op, group, bytes, n}; };
+  auto c = [&](CollectiveOp op, double n) { return InlineCollective{op, group, split.bytes, n}; };
+  const double sums = forward ? split.forward_sums : split.backward_sums;
+  const double gathers = forward ? split.forward_gathers : split.backward_gathers;
   std::vector<InlineCollective> out;
-  switch (layer.kind) {
-    case models::LayerKind::Block:
-      if (forward) {
-        if (sp) out = {c(CollectiveOp::AllGather, 2), c(CollectiveOp::ReduceScatter, 2)};
-        else out = {c(CollectiveOp::AllReduce, 2)};
-      } else {
-        // With sequence parallelism backward also re-gathers the sharded GEMM inputs for the
-        // weight gradients.
-        if (sp) out = {c(CollectiveOp::AllGather, 4), c(CollectiveOp::ReduceScatter, 2)};
-        else out = {c(CollectiveOp::AllReduce, 2)};
-        if (p.recompute == Recompute::Full) {
-          auto again = tensor_parallel_comms(layer, true, g, p, group);
-          out.insert(out.end(), again.begin(), again.end());
-        }
-      }
-      break;
-    case models::LayerKind::Embedding:  // partial lookups of the vocabulary-split table are summed
-      if (forward) out = {c(sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, 1)};
-      break;
-    case models::LayerKind::Head:  // the input gradient of the vocabulary-split head is summed
-      if (forward && sp) out = {c(CollectiveOp::AllGather, 1)};
-      if (!forward) out = {c(sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, 1)};
-      break;
+  if (sp && gathers > 0) out.push_back(c(CollectiveOp::AllGather, gathers));
+  if (sums > 0) out.push_back(c(sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, sums));
+  // Full recomputation re-runs a block's forward, collectives included, before its backward.
+  if (!forward && (p.recompute == Recompute::Full || p.recompute == Recompute::Stage) && layer.kind == models::LayerKind::Block) {
+    auto again = tensor_parallel_comms(layer, true, g, p, group);
+    out.insert(out.end(), again.begin(), again.end());
   }
   return out;
 }

@@ -20,8 +20,8 @@ class WorkTable {
   std::map<std::string, int> ids_;
 };
 
-// The tensor-parallel collectives a layer's pass blocks on (Megatron; Korthikanti et al. for
-// sequence parallelism), on the tensor group `group`.
+// The tensor-parallel collectives a layer's pass blocks on, from its split rule
+// (models::TensorSplit), on the tensor group `group`.
 std::vector<taskgraph::InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward,
                                                                const models::ModelGraph& g, const ParallelismSpec& p,
                                                                int group);

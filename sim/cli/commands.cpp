@@ -70,6 +70,14 @@ int list(const std::string& what) {
         names.push_back(fs::relative(it->path(), root).string());
     std::sort(names.begin(), names.end());
   }
+  if (what == "models") {  // each preset with its family and parameter count
+    for (const auto& n : names) {
+      const models::ModelSpec m = config::load_model_preset(n);
+      const double params = m.build(models::BuildOptions{}).params();
+      std::cout << fmt::format("{:<16} {:<12} {:>10.2f} M parameters\n", n, m.kind(), params / 1e6);
+    }
+    return 0;
+  }
   for (const auto& n : names) std::cout << n << "\n";
   return 0;
 }

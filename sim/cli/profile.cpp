@@ -28,7 +28,7 @@ int profile(const ProfileOptions& o) {
   if (!o.model.empty() && !o.scenario.empty()) throw InputError("", "--model", "give --model or --scenario, not both");
   check_output_path(o.out);  // before minutes of timing, not after
   const bool half = dtype == "bf16" || dtype == "fp16";
-  models::TransformerSpec spec;
+  models::ModelSpec spec;
   models::BuildOptions opts;
   opts.activation_bytes = half ? 2 : 4;
   if (!o.scenario.empty()) {
@@ -42,7 +42,7 @@ int profile(const ProfileOptions& o) {
     spec = config::load_model_preset(o.model.empty() ? "tiny-gpt" : o.model);
   }
   if (o.micro_batch > 0) opts.micro_batch = o.micro_batch;
-  const auto g = models::build_transformer(spec, opts);
+  const auto g = spec.build(opts);
   std::vector<models::Kernel> kernels;
   for (const auto& l : g.layers) {
     for (const auto& op : l.ops) {
@@ -64,8 +64,9 @@ int profile(const ProfileOptions& o) {
   write_file_atomic(o.out, table.to_json().dump(2) + "\n");
   std::size_t elementwise = 0;
   for (const auto& [kind, entries] : table.elementwise) elementwise += entries.size();
-  std::cout << fmt::format("wrote {}: {} GEMM shapes, {} memory sizes, {} element-wise sizes, launch overhead {:.2f} us\n",
-                           o.out, table.gemms.size(), table.memory.size(), elementwise, table.launch_overhead_s * 1e6);
+  std::cout << fmt::format(
+      "wrote {}: {} GEMM shapes, {} convolutions, {} memory sizes, {} element-wise sizes, launch overhead {:.2f} us\n",
+      o.out, table.gemms.size(), table.convs.size(), table.memory.size(), elementwise, table.launch_overhead_s * 1e6);
   if (!gpu)
     std::cout << fmt::format("kernels compiled for {} ({}), {} threads\n", table.provenance.value("isa", "?"),
                              table.provenance.value("simd", "?"), table.provenance.value("threads", 0));

@@ -39,15 +39,15 @@ std::vector<Candidate> enumerate(const config::Scenario& s) {
   const auto& m = s.model;
   const int gpus = s.cluster.num_gpus();
   for (int tp = 1; tp <= s.cluster.gpus_per_node; tp *= 2) {
-    if (m.num_heads % tp || m.ffn_hidden_size % tp || (m.num_kv_heads % tp && tp % m.num_kv_heads)) continue;
-    for (int pp = 1; pp <= std::min<std::int64_t>(64, m.num_layers); pp *= 2) {
+    if (!m.tensor_split_error(tp).empty()) continue;
+    for (int pp = 1; pp <= std::min<std::int64_t>(64, m.blocks()); pp *= 2) {
       if (gpus % (tp * pp)) continue;
       const int dp = gpus / (tp * pp);
       for (std::int64_t mb : {1, 2, 4, 8}) {
         if (s.training.global_batch % (static_cast<std::int64_t>(dp) * mb)) continue;
         const std::int64_t micro = s.training.global_batch / (static_cast<std::int64_t>(dp) * mb);
         std::vector<std::pair<strategies::Schedule, int>> schedules{{strategies::Schedule::OneFOneB, 1}};
-        if (pp > 1 && micro % pp == 0 && m.num_layers % (2 * pp) == 0) schedules.push_back({strategies::Schedule::Interleaved, 2});
+        if (pp > 1 && micro % pp == 0 && m.blocks() % (2 * pp) == 0) schedules.push_back({strategies::Schedule::Interleaved, 2});
         for (auto [sched, v] : schedules)
           for (int zero : {0, 1, 3}) {
             if ((zero > 0 && dp == 1) || (zero == 3 && pp > 1)) continue;

@@ -42,7 +42,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.name = r.text("name");
   d.description = r.text("description", "");
   Reader peaks = r.object("peak_tflops");
-  for (const char* dtype : {"fp32", "tf32", "bf16", "fp16"})
+  for (const char* dtype : {"fp64", "fp32", "tf32", "bf16", "fp16"})
     if (peaks.has(dtype)) d.peak_flops[dtype] = peaks.number(dtype, Range{0.0, 1e6, true}) * 1e12;
   peaks.finish();
   if (!d.peak_flops.contains("fp32")) peaks.fail("fp32", "required key is missing");
@@ -50,6 +50,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.hbm_bandwidth = r.quantity("hbm_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   d.gemm = curve(r, "gemm_efficiency", "half_flops");
   d.memory = curve(r, "memory_efficiency", "half_bytes");
+  if (r.has("conv_efficiency")) d.conv = curve(r, "conv_efficiency", "half_flops");
   d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
   // Per-kernel dispatch or launch cost; absent: the kernel table's measured one, else 0.
   d.launch_overhead_s = r.optional_quantity("launch_overhead", Dimension::Time, Range{0.0, 1.0});
@@ -75,6 +76,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
 
 std::string compute_dtype(strategies::Precision p) {
   switch (p) {
+    case strategies::Precision::Fp64: return "fp64";
     case strategies::Precision::Fp32: return "fp32";
     case strategies::Precision::Tf32: return "tf32";
     case strategies::Precision::Bf16: return "bf16";

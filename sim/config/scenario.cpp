@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "sim/config/merge.hpp"
+#include "sim/config/model_config.hpp"
 #include "sim/config/stragglers.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/paths.hpp"
@@ -17,55 +18,54 @@ namespace {
 
 constexpr std::int64_t kMaxGpus = 1 << 20;
 
-models::TransformerSpec parse_model(Reader r, const std::string& preset) {
-  models::TransformerSpec m;
-  m.name = preset.empty() ? "inline" : preset;
-  r.choice("kind", {"transformer"});
-  m.num_layers = r.integer("num_layers", 1, 10000);
-  m.hidden_size = r.integer("hidden_size", 1, 1000000);
-  m.num_heads = r.integer("num_heads", 1, 100000);
-  m.num_kv_heads = r.integer("num_kv_heads", 1, 100000, m.num_heads);
-  m.ffn_hidden_size = r.integer("ffn_hidden_size", 1, 10000000, 4 * m.hidden_size);
-  m.seq_len = r.integer("seq_len", 1, 10000000);
-  m.vocab_size = r.integer("vocab_size", 1, 100000000);
-  m.mlp = r.choice("mlp", {"gelu", "swiglu"}, "gelu") == "swiglu" ? models::Mlp::SwiGlu : models::Mlp::Gelu;
-  m.tied_embeddings = r.boolean("tied_embeddings", true);
-  m.norm = r.choice("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? models::Norm::RmsNorm
-                                                                                  : models::Norm::LayerNorm;
-  m.linear_bias = r.boolean("linear_bias", true);
-  m.position_embedding = r.choice("position_embedding", {"learned", "rotary"}, "learned") == "rotary"
-                             ? models::PositionEmbedding::Rotary
-                             : models::PositionEmbedding::Learned;
-  m.dropout = r.boolean("dropout", true);
+Roles parse_roles(Reader r) {
+  Roles roles;
+  if (auto chief = r.optional_object("chief")) {
+    roles.chief = true;
+    roles.checkpoint_every_steps = static_cast<int>(chief->integer("checkpoint_every_steps", 1, 100000000));
+    roles.checkpoint_bytes = chief->quantity("checkpoint", Dimension::Bytes, Range{0.0, 1e18, true}, 0.0);
+    roles.storage_bandwidth = chief->quantity("storage_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+    chief->finish();
+  }
+  if (auto ev = r.optional_object("evaluator")) {
+    if (!roles.chief) ev->fail_here("an evaluator reads the chief's checkpoints: give cluster.roles.chief");
+    roles.evaluator = true;
+    roles.evaluator_shares_storage = ev->boolean("shares_storage", true);
+    ev->finish();
+  }
   r.finish();
-  if (m.hidden_size % m.num_heads != 0)
-    r.fail("num_heads", fmt::format("{} does not divide model.hidden_size ({})", m.num_heads, m.hidden_size));
-  if (m.num_heads % m.num_kv_heads != 0)
-    r.fail("num_kv_heads", fmt::format("{} does not divide model.num_heads ({})", m.num_kv_heads, m.num_heads));
-  return m;
+  return roles;
 }
 
-network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
+network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& roles) {
+  if (auto ro = r.optional_object("roles")) roles = parse_roles(*ro);
   network::ClusterSpec c;
   c.name = preset.empty() ? "inline" : preset;
   c.nodes = static_cast<int>(r.integer("nodes", 1, kMaxGpus));
   c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 64));
   if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus)
     r.fail("nodes", fmt::format("{} nodes x {} GPUs is more than {} GPUs", c.nodes, c.gpus_per_node, kMaxGpus));
-  Reader intra = r.object("intra_node");
-  std::string fabric = intra.choice("fabric", {"nvswitch", "nvlink-ring", "pcie"}, "nvswitch");
-  c.fabric = fabric == "pcie" ? network::Fabric::Pcie : fabric == "nvlink-ring" ? network::Fabric::NvLinkRing : network::Fabric::NvSwitch;
-  if (c.fabric == network::Fabric::NvLinkRing && c.gpus_per_node < 3)
-    intra.fail("fabric", "an NVLink ring needs at least 3 GPUs per node");
-  // A PCIe node's GPUs talk through the host bridge; by default it carries one GPU link's worth.
-  const auto bridge = intra.optional_quantity("host_bridge_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
-  if (bridge && c.fabric != network::Fabric::Pcie) intra.fail("fabric", "host_bridge_bandwidth is for \"pcie\" nodes");
-  c.host_bridge_bandwidth = bridge.value_or(0.0);
-  c.intra_bandwidth = intra.quantity("bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
-  c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
-  c.intra_efficiency = intra.number("efficiency", Range{0.0, 1.0, true}, 1.0);
-  if (intra.has("efficiency_points")) c.intra_efficiency_points = intra.efficiency_points("efficiency_points");
-  intra.finish();
+  // On a torus the chips of a node talk over the torus links like any others.
+  const Json& inter_json = r.raw("inter_node");
+  const bool torus = inter_json.is_object() && inter_json.contains("topology") && inter_json["topology"].is_string() &&
+                     inter_json["topology"].get<std::string>().starts_with("torus");
+  if (torus && r.has("intra_node")) r.fail("intra_node", "a torus links every chip to its neighbours: leave intra_node out");
+  if (!torus) {
+    Reader intra = r.object("intra_node");
+    std::string fabric = intra.choice("fabric", {"nvswitch", "nvlink-ring", "pcie"}, "nvswitch");
+    c.fabric = fabric == "pcie" ? network::Fabric::Pcie : fabric == "nvlink-ring" ? network::Fabric::NvLinkRing : network::Fabric::NvSwitch;
+    if (c.fabric == network::Fabric::NvLinkRing && c.gpus_per_node < 3)
+      intra.fail("fabric", "an NVLink ring needs at least 3 GPUs per node");
+    // A PCIe node's GPUs talk through the host bridge; by default it carries one GPU link's worth.
+    const auto bridge = intra.optional_quantity("host_bridge_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+    if (bridge && c.fabric != network::Fabric::Pcie) intra.fail("fabric", "host_bridge_bandwidth is for \"pcie\" nodes");
+    c.host_bridge_bandwidth = bridge.value_or(0.0);
+    c.intra_bandwidth = intra.quantity("bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+    c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
+    c.intra_efficiency = intra.number("efficiency", Range{0.0, 1.0, true}, 1.0);
+    if (intra.has("efficiency_points")) c.intra_efficiency_points = intra.efficiency_points("efficiency_points");
+    intra.finish();
+  }
   Reader inter = r.object("inter_node");
   c.nics_per_node = static_cast<int>(inter.integer("nics_per_node", 1, 64));
   if (c.nics_per_node > c.gpus_per_node)
@@ -74,16 +74,41 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
   c.nic_bandwidth = inter.quantity("nic_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   c.inter_latency = inter.quantity("latency", Dimension::Time, Range{0.0, 1.0});
   c.inter_efficiency = inter.number("efficiency", Range{0.0, 1.0, true}, 1.0);
-  std::string topo = inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch"}, "fat-tree");
+  std::string topo =
+      inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch", "torus-2d", "torus-3d"}, "fat-tree");
   c.topology = topo == "single-switch"    ? network::Topology::SingleSwitch
                : topo == "rail-optimized" ? network::Topology::RailOptimized
+               : topo == "torus-2d"       ? network::Topology::Torus2D
+               : topo == "torus-3d"       ? network::Topology::Torus3D
                                           : network::Topology::FatTree;
+  if (torus) {
+    const std::size_t want = c.topology == network::Topology::Torus2D ? 2 : 3;
+    const Json& dims = inter.raw("dimensions");
+    if (!dims.is_array() || dims.size() != want)
+      inter.fail("dimensions", fmt::format("expected {} chip counts, one per dimension of the {}", want, topo));
+    std::int64_t chips = 1;
+    for (std::size_t k = 0; k < want; ++k) {
+      if (!dims[k].is_number_integer() || dims[k].get<std::int64_t>() < 1 || dims[k].get<std::int64_t>() > 4096)
+        inter.fail("dimensions", fmt::format("entry {}: expected an integer from 1 to 4096", k));
+      c.torus_dims.push_back(static_cast<int>(dims[k].get<std::int64_t>()));
+      chips *= c.torus_dims.back();
+    }
+    if (chips != static_cast<std::int64_t>(c.nodes) * c.gpus_per_node)
+      inter.fail("dimensions", fmt::format("{} chips, but the cluster has {} ({} nodes x {})", chips,
+                                           static_cast<std::int64_t>(c.nodes) * c.gpus_per_node, c.nodes, c.gpus_per_node));
+    c.torus_link_bandwidth = inter.quantity("link_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+    c.torus_link_latency = inter.quantity("link_latency", Dimension::Time, Range{0.0, 1.0});
+  } else {
+    for (const char* k : {"dimensions", "link_bandwidth_GBps", "link_latency_us"})
+      if (inter.has(k)) inter.fail(k, "for \"topology\": \"torus-2d\" or \"torus-3d\"");
+  }
   c.oversubscription = inter.number("oversubscription", Range{1.0, 1000.0}, 1.0);
   if (auto ps = r.optional_object("parameter_servers")) {
     c.ps_servers = static_cast<int>(ps->integer("count", 1, 65536));
     c.ps_nic_bandwidth = ps->quantity("nic_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
     ps->finish();
   }
+  if (torus && c.oversubscription != 1.0) inter.fail("oversubscription", "a torus has no switches to oversubscribe");
   if (c.topology == network::Topology::SingleSwitch && c.oversubscription != 1.0)
     inter.fail("oversubscription", "a single switch is not oversubscribed; use \"fat-tree\"");
   inter.finish();
@@ -104,6 +129,7 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset) {
 }
 
 strategies::Precision parse_precision(const std::string& s) {
+  if (s == "fp64") return strategies::Precision::Fp64;
   if (s == "fp32") return strategies::Precision::Fp32;
   if (s == "tf32") return strategies::Precision::Tf32;
   if (s == "fp16") return strategies::Precision::Fp16;
@@ -151,12 +177,7 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (static_cast<std::int64_t>(p.data) * tp != gpus)
     r.fail("data", fmt::format("data ({}) x tensor ({}) x pipeline ({}) = {}, but the cluster has {} GPUs ({} nodes x {})",
                                p.data, p.tensor, p.pipeline, p.data * tp, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
-  if (m.num_heads % p.tensor != 0)
-    r.fail("tensor", fmt::format("{} does not divide model.num_heads ({})", p.tensor, m.num_heads));
-  if (m.num_kv_heads % p.tensor != 0 && p.tensor % m.num_kv_heads != 0)
-    r.fail("tensor", fmt::format("{} and model.num_kv_heads ({}) must divide one another", p.tensor, m.num_kv_heads));
-  if (m.ffn_hidden_size % p.tensor != 0)
-    r.fail("tensor", fmt::format("{} does not divide model.ffn_hidden_size ({})", p.tensor, m.ffn_hidden_size));
+  if (const std::string why = m.tensor_split_error(p.tensor); !why.empty()) r.fail("tensor", why);
   p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
   const std::string sched = r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b"}, "1f1b");
   p.schedule = sched == "naive"   ? strategies::Schedule::Naive
@@ -167,9 +188,9 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
     r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
   const std::int64_t chunks = static_cast<std::int64_t>(p.pipeline) * p.virtual_stages;
-  if (chunks > m.num_layers)
-    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than model.num_layers ({})", p.pipeline,
-                                   p.virtual_stages, m.num_layers));
+  if (chunks > m.blocks())
+    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than {} ({})", p.pipeline,
+                                   p.virtual_stages, m.blocks_key(), m.blocks()));
   if (r.has("stage_layers")) {
     const Json& v = r.raw("stage_layers");
     auto bad = [&](const std::string& why) { r.fail("stage_layers", why); };
@@ -178,12 +199,12 @@ void parse_parallelism(Reader r, Scenario& s) {
     if (p.virtual_stages > 1) bad("uneven stages with virtual stages are not modelled");
     std::int64_t sum = 0;
     for (const auto& n : v) {
-      if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.num_layers)
+      if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.blocks())
         bad("each stage needs a whole number of blocks, at least 1");
       sum += n.get<std::int64_t>();
       p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
     }
-    if (sum != m.num_layers) bad(fmt::format("the stages hold {} blocks, but model.num_layers is {}", sum, m.num_layers));
+    if (sum != m.blocks()) bad(fmt::format("the stages hold {} blocks, but {} is {}", sum, m.blocks_key(), m.blocks()));
   }
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   if (p.sequence_parallel && p.tensor == 1) r.fail("sequence_parallel", "sequence parallelism needs tensor > 1");
@@ -195,8 +216,9 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.zero_stage == 3 && p.pipeline > 1) r.fail("zero_stage", "ZeRO-3 with pipeline parallelism is not modelled");
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
-  std::string rc = r.choice("recompute", {"none", "selective", "full"}, "none");
-  p.recompute = rc == "full" ? strategies::Recompute::Full
+  std::string rc = r.choice("recompute", {"none", "selective", "full", "stage"}, "none");
+  p.recompute = rc == "stage"  ? strategies::Recompute::Stage
+                : rc == "full" ? strategies::Recompute::Full
                 : rc == "selective" ? strategies::Recompute::Selective
                                     : strategies::Recompute::None;
   p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
@@ -242,7 +264,7 @@ void parse_parallelism(Reader r, Scenario& s) {
 void parse_training(Reader r, Scenario& s) {
   auto& t = s.training;
   t.global_batch = r.integer("global_batch_size", 1, 1000000000);
-  t.precision = parse_precision(r.choice("precision", {"fp32", "tf32", "bf16", "fp16"}, "bf16"));
+  t.precision = parse_precision(r.choice("precision", {"fp64", "fp32", "tf32", "bf16", "fp16"}, "bf16"));
   t.optimizer = r.choice("optimizer", {"adam", "sgd"}, "adam") == "sgd" ? models::OptimizerKind::Sgd
                                                                         : models::OptimizerKind::Adam;
   t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash
@@ -268,14 +290,14 @@ void parse_training(Reader r, Scenario& s) {
 
 }  // namespace
 
-models::TransformerSpec load_model_preset(const std::string& name) {
+models::ModelSpec load_model_preset(const std::string& name) {
   Document doc;
   doc.origins = std::make_shared<Origins>();
   doc.origins->default_file = "--model";
   doc.json = Json{{"model", Json{{"preset", name}}}};
   const std::string preset = expand_preset(doc, "model", "models/presets", "model");
   Reader root(doc.json, "", doc.origins);
-  return parse_model(root.object("model"), preset);
+  return parse_model(root.object("model"), preset, doc.origins);
 }
 
 Scenario load_scenario(const std::string& path) {
@@ -292,8 +314,8 @@ Scenario load_scenario(const std::string& path) {
   s.description = root.text("description", "");
   s.model_preset = model_preset;
   s.cluster_preset = cluster_preset;
-  s.model = parse_model(root.object("model"), model_preset);
-  s.cluster = parse_cluster(root.object("cluster"), cluster_preset);
+  s.model = parse_model(root.object("model"), model_preset, doc.origins);
+  s.cluster = parse_cluster(root.object("cluster"), cluster_preset, s.roles);
 
   Reader hw = root.object("hardware");
   std::string device = hw.text("device");
@@ -317,6 +339,15 @@ Scenario load_scenario(const std::string& path) {
   if (s.parallelism.updates != strategies::Updates::Sync) s.steps_simulated = 10;
   if (s.parallelism.priority_buckets) s.steps_simulated = 4;
   parse_training(root.object("training"), s);
+  if (s.roles.chief) {
+    const auto& p = s.parallelism;
+    if (p.updates != strategies::Updates::Sync)
+      throw InputError(s.file, "/cluster/roles/chief", "the chief's checkpoints are modelled for synchronous updates");
+    if (s.roles.checkpoint_bytes == 0 && (p.tensor > 1 || p.pipeline > 1 || p.zero_stage > 0))
+      throw InputError(s.file, "/cluster/roles/chief",
+                       "with the model state sharded (tensor, pipeline or ZeRO), give checkpoint_GB: the chief's "
+                       "own state is not the whole checkpoint");
+  }
   if (auto st = root.optional_object("stragglers")) parse_stragglers(*st, s, doc.origins);
   if (auto f = root.optional_object("faults")) {
     auto& fs = s.faults;
@@ -352,6 +383,14 @@ Scenario load_scenario(const std::string& path) {
       sim->fail("backend", "throttled periods and flapping links change over time: only the simgrid backend replays them");
     sim->finish();
   }
+  // SimGrid gets a route between every pair of chips of a torus up to 256 chips; beyond, only
+  // between chips on one line of it, which is all the data-parallel all-reduce uses.
+  const auto& par = s.parallelism;
+  if (s.backend == Backend::SimGrid && !s.cluster.torus_dims.empty() && s.cluster.num_gpus() > 256 &&
+      (par.tensor > 1 || par.pipeline > 1 || par.updates != strategies::Updates::Sync))
+    throw InputError(s.file, "/simulation/backend",
+                     "on a torus of more than 256 chips the simgrid backend routes only data-parallel all-reduces: "
+                     "use \"backend\": \"analytical\"");
   if (auto ref = root.optional_object("reference")) {
     Reference r;
     r.source = ref->text("source");

@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "models/model_graph.hpp"
+#include "models/model.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/network/platform.hpp"
 #include "strategies/spec.hpp"
@@ -19,13 +19,26 @@ struct Reference {
   double step_time_s = 0, tflops_per_gpu = 0, flops_per_step = 0;
 };
 
+// TensorFlow's cluster roles beside the workers (cluster.roles). The chief is worker 0 and also
+// saves a checkpoint every `checkpoint_every_steps` steps: `checkpoint_bytes` (0: its weights and
+// optimizer state, as the memory plan counts them) written to storage at `storage_bandwidth`.
+// Synchronous training waits for each save. An evaluator (its own machine) reads every
+// checkpoint back; when it shares the storage, a save that finds it still reading waits.
+struct Roles {
+  bool chief = false;
+  int checkpoint_every_steps = 0;
+  double checkpoint_bytes = 0, storage_bandwidth = 0;
+  bool evaluator = false, evaluator_shares_storage = true;
+};
+
 struct Scenario {
   std::string name, description, file;
   std::string model_preset, cluster_preset;  // empty when inline
-  models::TransformerSpec model;
+  models::ModelSpec model;
   cost::DeviceProfile device;
   double reserved_bytes = 0;  // CUDA context, library workspaces, allocator slack
   network::ClusterSpec cluster;
+  Roles roles;
   strategies::ParallelismSpec parallelism;
   strategies::TrainingSpec training;
   strategies::HostSpec host;
@@ -42,7 +55,7 @@ struct Scenario {
 Scenario load_scenario(const std::string& path);
 
 // A model preset from models/presets/NAME.json, as a scenario's {"preset": NAME} would load it.
-models::TransformerSpec load_model_preset(const std::string& name);
+models::ModelSpec load_model_preset(const std::string& name);
 
 // A device profile from hardware_profiles/NAME.json.
 cost::DeviceProfile load_device_profile(const std::string& name);

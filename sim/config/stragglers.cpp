@@ -25,7 +25,7 @@ void rebalance_stages(Reader& r, Scenario& s) {
       for (int t = 0; t < p.tensor; ++t)
         for (const auto& [gpu, slow] : s.stragglers.slow_gpus)
           if (gpu == place.gpu(d, st, t)) slowdown[static_cast<std::size_t>(st)] = std::max(slowdown[static_cast<std::size_t>(st)], slow);
-  p.stage_blocks = strategies::balance_stages(static_cast<int>(s.model.num_layers), slowdown);
+  p.stage_blocks = strategies::balance_stages(static_cast<int>(s.model.blocks()), slowdown);
 }
 
 }  // namespace

@@ -75,10 +75,13 @@ std::optional<KernelTable::Price> KernelTable::quote(const models::Kernel& k) co
       if (auto p = memory_price(it->second, k.bytes)) return p;
     return memory_price(memory, k.bytes);
   }
-  for (const auto& g : gemms)
+  // A convolution is looked up among convolutions when the table times any (they pay for
+  // im2col or their algorithm's overheads), else as the GEMM of its shape.
+  const auto& shapes = k.kind == models::KernelKind::Conv && !convs.empty() ? convs : gemms;
+  for (const auto& g : shapes)
     if (g.batch == k.batch && g.m == k.m && g.n == k.n && g.k == k.k) return Price{g.seconds, PriceSource::Exact, g.spread};
   std::vector<Point> pts;
-  for (const auto& g : gemms) {
+  for (const auto& g : shapes) {
     const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
                          static_cast<double>(g.k);
     pts.push_back({flops, flops / g.seconds, g.spread});
@@ -93,6 +96,32 @@ std::optional<std::pair<double, PriceSource>> KernelTable::price(const models::K
 }
 
 namespace {
+
+nlohmann::json gemm_json(const std::vector<KernelTable::Gemm>& entries) {
+  nlohmann::json g = nlohmann::json::array();
+  for (const auto& x : entries)
+    g.push_back({{"batch", x.batch}, {"m", x.m}, {"n", x.n}, {"k", x.k}, {"seconds", x.seconds}, {"spread", x.spread},
+                 {"runs", x.runs}});
+  return g;
+}
+
+std::vector<KernelTable::Gemm> read_gemms(const Json& g, const std::string& at, const std::shared_ptr<Origins>& origins) {
+  std::vector<KernelTable::Gemm> out;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    Reader e(g[i], at + "/" + std::to_string(i), origins);
+    KernelTable::Gemm x;
+    x.batch = e.integer("batch", 1, std::int64_t{1} << 40, 1);
+    x.m = e.integer("m", 1, std::int64_t{1} << 40);
+    x.n = e.integer("n", 1, std::int64_t{1} << 40);
+    x.k = e.integer("k", 1, std::int64_t{1} << 40);
+    x.seconds = e.number("seconds", Range{0.0, 1e6, true});
+    x.spread = e.number("spread", Range{0.0, 100.0}, 0.0);
+    x.runs = static_cast<int>(e.integer("runs", 0, 1'000'000'000, 0));
+    e.finish();
+    out.push_back(x);
+  }
+  return out;
+}
 
 nlohmann::json memory_json(const std::vector<KernelTable::Memory>& entries) {
   nlohmann::json m = nlohmann::json::array();
@@ -119,14 +148,16 @@ std::vector<KernelTable::Memory> read_memory(const Json& m, const std::string& a
 }  // namespace
 
 nlohmann::json KernelTable::to_json() const {
-  nlohmann::json g = nlohmann::json::array(), e = nlohmann::json::object();
-  for (const auto& x : gemms)
-    g.push_back({{"batch", x.batch}, {"m", x.m}, {"n", x.n}, {"k", x.k}, {"seconds", x.seconds}, {"spread", x.spread},
-                 {"runs", x.runs}});
+  nlohmann::json e = nlohmann::json::object();
   for (const auto& [kind, entries] : elementwise) e[kind] = memory_json(entries);
-  return {{"provenance", provenance}, {"dtype", dtype},  {"gemm", g},
-          {"memory", memory_json(memory)}, {"elementwise", e}, {"launch_overhead_us", launch_overhead_s * 1e6},
-          {"launch_overhead_spread", launch_overhead_spread}, {"noisy", noisy}};
+  nlohmann::json j{{"provenance", provenance}, {"dtype", dtype}, {"gemm", gemm_json(gemms)}};
+  if (!convs.empty()) j["conv"] = gemm_json(convs);  // absent when none: older readers still load it
+  j["memory"] = memory_json(memory);
+  j["elementwise"] = e;
+  j["launch_overhead_us"] = launch_overhead_s * 1e6;
+  j["launch_overhead_spread"] = launch_overhead_spread;
+  j["noisy"] = noisy;
+  return j;
 }
 
 // Tables written before spreads, element-wise kinds, launch overhead and the noisy flag load
@@ -143,18 +174,11 @@ KernelTable KernelTable::from_json(const nlohmann::json& j, const std::string& f
   const Json& m = r.raw("memory");
   if (!g.is_array()) r.fail("gemm", "expected an array");
   if (!m.is_array()) r.fail("memory", "expected an array");
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    Reader e(g[i], "/gemm/" + std::to_string(i), origins);
-    Gemm x;
-    x.batch = e.integer("batch", 1, std::int64_t{1} << 40, 1);
-    x.m = e.integer("m", 1, std::int64_t{1} << 40);
-    x.n = e.integer("n", 1, std::int64_t{1} << 40);
-    x.k = e.integer("k", 1, std::int64_t{1} << 40);
-    x.seconds = e.number("seconds", Range{0.0, 1e6, true});
-    x.spread = e.number("spread", Range{0.0, 100.0}, 0.0);
-    x.runs = static_cast<int>(e.integer("runs", 0, 1'000'000'000, 0));
-    e.finish();
-    t.gemms.push_back(x);
+  t.gemms = read_gemms(g, "/gemm", origins);
+  if (r.has("conv")) {
+    const Json& c = r.raw("conv");
+    if (!c.is_array()) r.fail("conv", "expected an array");
+    t.convs = read_gemms(c, "/conv", origins);
   }
   t.memory = read_memory(m, "/memory", origins);
   if (auto e = r.optional_object("elementwise")) {

@@ -21,9 +21,9 @@ const char* to_string(PriceSource s);
 // dropout). Empty for a plain stream. Read from the kernel's name, as models/ names them.
 std::string elementwise_kind(const models::Kernel& k);
 
-// Kernel times measured on one device (`dtsim profile`): GEMMs by shape, element-wise kernels
-// by bytes moved. Each time is a median; `spread` is its samples' relative spread (1.4826 MAD /
-// median), 0 in tables written before spreads were kept.
+// Kernel times measured on one device (`dtsim profile`): GEMMs and convolutions by (implicit)
+// GEMM shape, element-wise kernels by bytes moved. Each time is a median; `spread` is its
+// samples' relative spread (1.4826 MAD / median), 0 in tables written before spreads were kept.
 struct KernelTable {
   struct Gemm {
     std::int64_t batch = 1, m = 0, n = 0, k = 0;
@@ -39,6 +39,7 @@ struct KernelTable {
   nlohmann::json provenance;  // device, CPU or GPU model, ISA, threads, compiler, libraries, load, date
   std::string dtype = "fp32";
   std::vector<Gemm> gemms;
+  std::vector<Gemm> convs;                                 // convolutions by implicit-GEMM shape (batch = groups)
   std::vector<Memory> memory;                              // plain streams (y = a x + y)
   std::map<std::string, std::vector<Memory>> elementwise;  // by elementwise_kind
   // A near-empty op's time through a framework-like dispatch, added to every kernel's time.

@@ -27,7 +27,7 @@ double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::s
   if (k.kind == models::KernelKind::Memory) {
     compute = k.flops / peak(d, "fp32");
   } else {
-    double e = d.gemm.at(k.flops);
+    double e = k.kind == models::KernelKind::Conv && d.conv ? d.conv->at(k.flops) : d.gemm.at(k.flops);
     if (k.kind == models::KernelKind::Attention && !k.scores) e = std::min(e, d.flash_attention_efficiency);
     compute = k.flops / (peak(d, dtype) * e);
   }

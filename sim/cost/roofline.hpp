@@ -29,6 +29,8 @@ struct DeviceProfile {
   double memory_bytes = 0;
   double hbm_bandwidth = 0;  // bytes/s
   EfficiencyCurve gemm, memory;
+  // Convolutions priced as their implicit GEMM; without a curve of their own, at GEMM efficiency.
+  std::optional<EfficiencyCurve> conv;
   double kernel_min_s = 0;
   // Materialised attention: the fraction of the memory roofline that kernels streaming the score
   // matrix reach. Fused (flash) attention: the fraction of the matrix peak its kernels reach.

@@ -29,6 +29,7 @@ class Builder {
   }
   // The endpoints a GPU-to-GPU hop runs between: NVSwitch ports inside a node, NICs across.
   std::pair<int, int> endpoints(int a, int b) const {
+    if (pf_.torus()) return {pf_.fabric_endpoint(a), pf_.fabric_endpoint(b)};  // chips talk over the torus
     bool same = pf_.node_of(a) == pf_.node_of(b);
     return {same ? pf_.fabric_endpoint(a) : pf_.nic_endpoint(a), same ? pf_.fabric_endpoint(b) : pf_.nic_endpoint(b)};
   }
@@ -124,7 +125,8 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
   auto nodes = by_node(pf, sorted);
   std::size_t widest = 0;
   for (const auto& m : nodes) widest = std::max(widest, m.size());
-  const int channels = nodes.size() > 1 ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
+  const int channels =
+      nodes.size() > 1 && !pf.torus() ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
   const double per_hop = passes * (p - 1) / p * bytes / channels;
   for (int c = 0; c < channels; ++c) {
     std::vector<int> order;
@@ -137,7 +139,7 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
     hops.reserve(static_cast<std::size_t>(p));
     for (int i = 0; i < p; ++i) {
       const int from = order[static_cast<std::size_t>(i)], to = order[static_cast<std::size_t>((i + 1) % p)];
-      if (pf.node_of(from) == pf.node_of(to)) {
+      if (pf.node_of(from) == pf.node_of(to) || pf.torus()) {
         hops.push_back(b.endpoints(from, to));
       } else {
         // NCCL keeps a channel on one rail: the sending node hands the data to the NIC on the
@@ -150,6 +152,47 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
   }
   b.end_phase(passes * (p - 1));
   return b.done();
+}
+
+LoweredCollective torus_rings(const Platform& pf, double bytes, const std::vector<int>& ranks, bool scatter, bool gather) {
+  Builder b(pf);
+  const auto& dims = pf.spec().torus_dims;
+  if (ranks.size() < 2) return b.done();
+  // One phase per dimension: every line of chips along it runs a bidirectional ring (half the
+  // buffer each way round, on both directions of the links) over the share it holds.
+  auto phase = [&](int k, double share) {
+    const int d = dims[static_cast<std::size_t>(k)];
+    if (d < 2) return;
+    const double per_hop = (d - 1.0) / d * share / 2;
+    for (int g = 0; g < pf.spec().num_gpus(); ++g) {
+      if (pf.torus_coord(g, k) != 0) continue;  // one ring per line, from its first chip
+      for (int dir : {1, -1}) {
+        std::vector<std::pair<int, int>> hops;
+        for (int i = 0, at = g; i < d; ++i, at = pf.torus_neighbour(at, k, dir))
+          hops.push_back(b.endpoints(at, pf.torus_neighbour(at, k, dir)));
+        b.chain(hops, per_hop);
+      }
+    }
+    b.end_phase(d - 1.0);
+  };
+  const int n = static_cast<int>(dims.size());
+  // share[k]: what each chip holds entering dimension k's reduce-scatter, S / (d_0 ... d_{k-1}).
+  std::vector<double> share(static_cast<std::size_t>(n), bytes);
+  for (int k = 1; k < n; ++k) share[static_cast<std::size_t>(k)] = share[static_cast<std::size_t>(k - 1)] / dims[static_cast<std::size_t>(k - 1)];
+  if (scatter)
+    for (int k = 0; k < n; ++k) phase(k, share[static_cast<std::size_t>(k)]);
+  if (gather)
+    for (int k = n - 1; k >= 0; --k) phase(k, share[static_cast<std::size_t>(k)]);
+  return b.done();
+}
+
+double torus_closed_form(const std::vector<int>& dims, double bytes, double passes, double alpha, double bandwidth) {
+  double t = 0, share = bytes;
+  for (int d : dims) {
+    if (d >= 2) t += passes * ((d - 1.0) / d * share / (2 * bandwidth) + (d - 1) * alpha);
+    share /= d;
+  }
+  return t;
 }
 
 LoweredCollective chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root) {

@@ -10,6 +10,14 @@ namespace dtsim::network::algorithms {
 // Ring over `passes` x (p-1) steps of S/p per hop: all-reduce 2, reduce-scatter/all-gather 1.
 // Across nodes one ring per NIC (NCCL's channels), each leaving its node through another NIC.
 LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes);
+// The all-reduce of a torus (TPU pods): a reduce-scatter along each dimension in turn, each line
+// of chips a bidirectional ring over what its chips hold (S, then S/d_0, then S/(d_0 d_1)), then
+// the all-gather back in reverse order. `ranks` must be every chip of the torus.
+LoweredCollective torus_rings(const Platform& pf, double bytes, const std::vector<int>& ranks, bool scatter, bool gather);
+// Its time on links of bandwidth B (per direction) and latency alpha, `passes` 2 for an
+// all-reduce and 1 for a reduce-scatter or all-gather:
+//   passes x sum over dimensions i of [(d_i - 1)/d_i x S/(d_0 ... d_{i-1}) / (2B) + (d_i - 1) alpha].
+double torus_closed_form(const std::vector<int>& dims, double bytes, double passes, double alpha, double bandwidth);
 // Pipelined chain from the root (broadcast) or toward it (reduce): every hop carries S.
 LoweredCollective chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root);
 // NCCL's double binary tree: two trees, each reducing then broadcasting half of S, pipelined;

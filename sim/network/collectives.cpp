@@ -47,6 +47,11 @@ LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, 
   if (op == CollectiveOp::AllReduce && a != Algorithm::ParameterServer && a != Algorithm::CentralStorage &&
       std::all_of(r.begin(), r.end(), [&](int g) { return pf.node_of(g) == pf.node_of(r.front()); }))
     bytes *= pf.intra_all_reduce_inflation(bytes);
+  // On a torus a ring collective over every chip runs ring by ring along each dimension.
+  const bool whole_torus = pf.torus() && static_cast<int>(r.size()) == pf.spec().num_gpus() && a == Algorithm::Ring;
+  if (whole_torus && op == CollectiveOp::AllReduce) return alg::torus_rings(pf, bytes, r, true, true);
+  if (whole_torus && (op == CollectiveOp::ReduceScatter || op == CollectiveOp::AllGather))
+    return alg::torus_rings(pf, bytes, r, op == CollectiveOp::ReduceScatter, op == CollectiveOp::AllGather);
   switch (op) {
     case CollectiveOp::AllReduce:
       switch (a) {
@@ -101,7 +106,7 @@ std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp
                                                 const std::vector<int>& ranks) {
   if (a != Algorithm::Auto) return {a, lower_fixed(pf, op, a, bytes, ranks)};
   if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks)};
-  if (op != CollectiveOp::AllReduce) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
+  if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
   std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
   double best_t = analytical_time(pf, best.second);
   for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {

@@ -21,6 +21,8 @@ const char* to_string(Topology t) {
     case Topology::FatTree: return "fat-tree";
     case Topology::RailOptimized: return "rail-optimized";
     case Topology::SingleSwitch: return "single-switch";
+    case Topology::Torus2D: return "torus-2d";
+    case Topology::Torus3D: return "torus-3d";
   }
   return "?";
 }
@@ -31,7 +33,15 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   // Bandwidth is what collectives reach of the line rate (protocol overhead, measured by nccl-tests).
   const double intra = spec.intra_bandwidth * spec.intra_efficiency * (1 - spec.background_intra);
   std::vector<int> own_pcie;  // PCIe nodes: the GPU's one link carries peer and host traffic alike
-  if (spec.fabric == Fabric::NvSwitch) {
+  if (!spec.torus_dims.empty()) {
+    // One link per chip and dimension to its +1 neighbour; the last chip's wraps around to the
+    // first. Chips of one node are neighbours on the torus like any others.
+    torus_base_ = static_cast<int>(links_.size());
+    const double bw = spec.torus_link_bandwidth * (1 - spec.background_intra);
+    for (int g = 0; g < gpus; ++g)
+      for (std::size_t k = 0; k < spec.torus_dims.size(); ++k)
+        links_.push_back({"ici" + std::to_string(g) + "." + std::to_string(k), bw, spec.torus_link_latency});
+  } else if (spec.fabric == Fabric::NvSwitch) {
     // Each GPU's NVSwitch port; the switch itself does not block. Latency is split over both ends.
     for (int g = 0; g < gpus; ++g) {
       links_.push_back({"nvl" + std::to_string(g), intra, spec.intra_latency / 2});
@@ -124,6 +134,24 @@ int Platform::ring_link(int node, int local) const {
   return ring_base_ < 0 ? -1 : ring_base_ + node * spec_.gpus_per_node + local;
 }
 
+int Platform::torus_coord(int chip, int dim) const {
+  int stride = 1;
+  for (int k = 0; k < dim; ++k) stride *= spec_.torus_dims[static_cast<std::size_t>(k)];
+  return chip / stride % spec_.torus_dims[static_cast<std::size_t>(dim)];
+}
+
+int Platform::torus_neighbour(int chip, int dim, int steps) const {
+  int stride = 1;
+  for (int k = 0; k < dim; ++k) stride *= spec_.torus_dims[static_cast<std::size_t>(k)];
+  const int d = spec_.torus_dims[static_cast<std::size_t>(dim)], c = torus_coord(chip, dim);
+  return chip + (((c + steps) % d + d) % d - c) * stride;
+}
+
+int Platform::torus_link(int chip, int dim) const {
+  if (torus_base_ < 0 || spec_.torus_dims[static_cast<std::size_t>(dim)] < 2) return -1;
+  return torus_base_ + chip * static_cast<int>(spec_.torus_dims.size()) + dim;
+}
+
 int Platform::rail_of(int endpoint) const {
   const int gpus = spec_.num_gpus();
   if (rail_base_ < 0 || endpoint < gpus || endpoint >= gpus + spec_.nodes * spec_.nics_per_node) return -1;
@@ -135,6 +163,22 @@ int Platform::rail_uplink(int rail) const { return rail_base_ < 0 ? -1 : rail_ba
 std::vector<Hop> Platform::route(int src, int dst) const {
   std::vector<Hop> r;
   const int gpus = spec_.num_gpus();
+  if (torus_base_ >= 0 && src < gpus && dst < gpus) {
+    // Dimension-order routing, the shorter way around each dimension (ties go up).
+    int at = src;
+    for (int k = 0; k < static_cast<int>(spec_.torus_dims.size()); ++k) {
+      const int d = spec_.torus_dims[static_cast<std::size_t>(k)];
+      const int up = ((torus_coord(dst, k) - torus_coord(at, k)) % d + d) % d;
+      if (up <= d - up)
+        for (int s = 0; s < up; ++s, at = torus_neighbour(at, k, 1)) r.push_back({torus_link(at, k), true});
+      else
+        for (int s = 0; s < d - up; ++s) {
+          at = torus_neighbour(at, k, -1);
+          r.push_back({torus_link(at, k), false});
+        }
+    }
+    return r;
+  }
   if (ring_base_ >= 0 && src < gpus && dst < gpus) {
     if (node_of(src) != node_of(dst)) throw std::logic_error("GPUs of different nodes talk through their NICs");
     // The shorter way around the ring (ties go up).

@@ -7,11 +7,13 @@
 // reaches a central non-blocking point through its own list of links, each link full duplex with
 // the same bandwidth per direction, and a route from A to B is A's links up then B's links down.
 // Two exceptions: GPUs of an NVLink-ring node reach each other around their ring, and with a
-// rail-optimised fabric NICs on different rails also cross their rails' spine uplinks.
+// rail-optimised fabric NICs on different rails also cross their rails' spine uplinks. And on a
+// torus (TPU pods) every chip has its own links to its neighbours in each dimension, wrapping
+// around, and chips reach each other over them, dimension by dimension.
 namespace dtsim::network {
 
 enum class Fabric { NvSwitch, NvLinkRing, Pcie };
-enum class Topology { FatTree, RailOptimized, SingleSwitch };
+enum class Topology { FatTree, RailOptimized, SingleSwitch, Torus2D, Torus3D };
 
 struct ClusterSpec {
   std::string name;
@@ -29,6 +31,11 @@ struct ClusterSpec {
   double inter_efficiency = 1.0;
   Topology topology = Topology::FatTree;
   double oversubscription = 1.0;
+  // Torus: chips per dimension (the first varies fastest: chip = x + X*y + X*Y*z), and each
+  // chip-to-neighbour link's bandwidth per direction and latency. Chips of a node are on the
+  // torus too; the NICs are the hosts' data-centre network, which the torus does not use.
+  std::vector<int> torus_dims;
+  double torus_link_bandwidth = 0, torus_link_latency = 0;
   // Dedicated parameter-server hosts, each behind one NIC on the same fabric.
   int ps_servers = 0;
   double ps_nic_bandwidth = 0;
@@ -88,6 +95,13 @@ class Platform {
   // The non-star parts, for a simulator that builds them. The link from local GPU i to GPU i + 1
   // of an NVLink-ring node (crossed "up" that way, "down" back); -1 on other fabrics.
   int ring_link(int node, int local) const;
+  bool torus() const { return !spec_.torus_dims.empty(); }
+  // The link from chip `chip` to its +1 neighbour along dimension `dim` (crossed "up" that way);
+  // -1 off a torus or along a dimension of size 1.
+  int torus_link(int chip, int dim) const;
+  // A chip's coordinate along `dim`, and the chip `steps` further along it (wrapping around).
+  int torus_coord(int chip, int dim) const;
+  int torus_neighbour(int chip, int dim, int steps) const;
   // Rail-optimised: the NIC endpoint's rail and each rail's spine uplink; -1 elsewhere.
   int rail_of(int endpoint) const;
   int rail_uplink(int rail) const;
@@ -97,7 +111,7 @@ class Platform {
   std::vector<Link> links_;
   std::vector<std::vector<int>> endpoint_links_;
   int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0;
-  int ring_base_ = -1, rail_base_ = -1;
+  int ring_base_ = -1, rail_base_ = -1, torus_base_ = -1;
   int add_endpoint(std::vector<int> links);
 };
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -151,6 +152,102 @@ struct ForkJoin : Kernel {
   }
 };
 
+// A 2-D convolution's geometry, as models::ConvShape (which this plain-C plugin does not include).
+struct ConvShape {
+  long long n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, groups;
+  long long p() const { return (h + 2 * pad_h - r) / stride_h + 1; }
+  long long q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
+};
+
+ConvShape conv_shape(const long long* v) {
+  const ConvShape c{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]};
+  if (c.n < 1 || c.c < 1 || c.h < 1 || c.w < 1 || c.k < 1 || c.r < 1 || c.s < 1 || c.stride_h < 1 || c.stride_w < 1 ||
+      c.pad_h < 0 || c.pad_w < 0 || c.groups < 1 || c.c % c.groups != 0 || c.k % c.groups != 0 || c.p() < 1 || c.q() < 1)
+    throw std::invalid_argument("not a valid convolution shape");
+  return c;
+}
+
+using I = long long;
+
+// The columns of group `g`: one row per output position of every image (N*P*Q), one column per
+// input channel of the group and filter tap (C/g*R*S); zero where the window overhangs.
+void im2col(const float* x, const ConvShape& c, I g, Eigen::MatrixXf& col) {
+  const I cg = c.c / c.groups, p = c.p(), q = c.q();
+  col.resize(c.n * p * q, cg * c.r * c.s);
+  for (I n = 0; n < c.n; ++n)
+    for (I ch = 0; ch < cg; ++ch) {
+      const float* plane = x + ((n * c.c) + g * cg + ch) * c.h * c.w;
+      for (I r = 0; r < c.r; ++r)
+        for (I s = 0; s < c.s; ++s) {
+          const I column = (ch * c.r + r) * c.s + s;
+          for (I i = 0; i < p; ++i) {
+            const I y = i * c.stride_h - c.pad_h + r;
+            for (I j = 0; j < q; ++j) {
+              const I xx = j * c.stride_w - c.pad_w + s;
+              const bool inside = y >= 0 && y < c.h && xx >= 0 && xx < c.w;
+              col((n * p + i) * q + j, column) = inside ? plane[y * c.w + xx] : 0.0f;
+            }
+          }
+        }
+    }
+}
+
+// The adjoint of im2col: adds each column entry back into the input gradient of group `g`.
+void col2im(const Eigen::MatrixXf& col, const ConvShape& c, I g, float* dx) {
+  const I cg = c.c / c.groups, p = c.p(), q = c.q();
+  for (I n = 0; n < c.n; ++n)
+    for (I ch = 0; ch < cg; ++ch) {
+      float* plane = dx + ((n * c.c) + g * cg + ch) * c.h * c.w;
+      for (I r = 0; r < c.r; ++r)
+        for (I s = 0; s < c.s; ++s) {
+          const I column = (ch * c.r + r) * c.s + s;
+          for (I i = 0; i < p; ++i) {
+            const I y = i * c.stride_h - c.pad_h + r;
+            if (y < 0 || y >= c.h) continue;
+            for (I j = 0; j < q; ++j) {
+              const I xx = j * c.stride_w - c.pad_w + s;
+              if (xx >= 0 && xx < c.w) plane[y * c.w + xx] += col((n * p + i) * q + j, column);
+            }
+          }
+        }
+    }
+}
+
+// One convolution pass over `groups` groups as the im2col formulation runs it: forward gathers
+// the input into columns and multiplies by the filters, dgrad multiplies the output gradient by
+// the filters and scatters the columns back (col2im), wgrad gathers the input and multiplies by
+// the output gradient.
+struct Conv : Kernel {
+  enum class Pass { Forward, Dgrad, Wgrad } pass;
+  ConvShape c;
+  I groups;
+  std::vector<float> x, dx;
+  Eigen::MatrixXf f, dy, col, out;
+  Conv(Pass pass_, const ConvShape& shape, I groups_) : pass(pass_), c(shape), groups(groups_) {
+    const I kg = c.k / c.groups, npq = c.n * c.p() * c.q(), taps = c.c / c.groups * c.r * c.s;
+    x.assign(static_cast<std::size_t>(c.n * c.c * c.h * c.w), 0.5f);
+    dx.assign(x.size(), 0.0f);
+    f = Eigen::MatrixXf::Random(taps, kg);
+    dy = Eigen::MatrixXf::Random(npq, kg);
+  }
+  void run() override {
+    for (I g = 0; g < groups; ++g) switch (pass) {
+        case Pass::Forward:
+          im2col(x.data(), c, g, col);
+          out.noalias() = col * f;
+          break;
+        case Pass::Dgrad:
+          col.noalias() = dy * f.transpose();
+          col2im(col, c, g, dx.data());
+          break;
+        case Pass::Wgrad:
+          im2col(x.data(), c, g, col);
+          out.noalias() = col.transpose() * dy;
+          break;
+      }
+  }
+};
+
 }  // namespace
 
 extern "C" {
@@ -194,4 +291,46 @@ DTSIM_EXPORT void dtsim_cpu_kernel_run(void* kernel, long long times) {
 }
 
 DTSIM_EXPORT void dtsim_cpu_kernel_free(void* kernel) { delete static_cast<Kernel*>(kernel); }
+
+DTSIM_EXPORT void* dtsim_cpu_conv_new(const char* pass, const long long* shape, long long groups, char* error,
+                                      int error_n) {
+  const std::string p = pass ? pass : "";
+  try {
+    if (!shape) throw std::invalid_argument("no convolution shape");
+    const ConvShape c = conv_shape(shape);
+    if (groups < 1 || groups > c.groups) throw std::invalid_argument("groups outside 1 to the shape's groups");
+    if (p == "conv_fwd") return new Conv(Conv::Pass::Forward, c, groups);
+    if (p == "conv_dgrad") return new Conv(Conv::Pass::Dgrad, c, groups);
+    if (p == "conv_wgrad") return new Conv(Conv::Pass::Wgrad, c, groups);
+    throw std::invalid_argument("unknown convolution pass \"" + p + "\"");
+  } catch (const std::exception& e) {
+    copy_out(error, error_n, e.what());
+  }
+  return nullptr;
+}
+
+DTSIM_EXPORT int dtsim_cpu_conv2d(const float* x, const float* w, const long long* shape, float* y, char* error,
+                                  int error_n) {
+  try {
+    if (!x || !w || !shape || !y) throw std::invalid_argument("null argument");
+    const ConvShape c = conv_shape(shape);
+    const I cg = c.c / c.groups, kg = c.k / c.groups, p = c.p(), q = c.q(), taps = cg * c.r * c.s;
+    Eigen::MatrixXf col;
+    for (I g = 0; g < c.groups; ++g) {
+      im2col(x, c, g, col);
+      // Filters of the group as a (C/g*R*S) x (K/g) matrix.
+      Eigen::MatrixXf f(taps, kg);
+      for (I k = 0; k < kg; ++k)
+        for (I t = 0; t < taps; ++t) f(t, k) = w[(g * kg + k) * taps + t];
+      const Eigen::MatrixXf out = col * f;
+      for (I n = 0; n < c.n; ++n)
+        for (I k = 0; k < kg; ++k)
+          for (I pq = 0; pq < p * q; ++pq) y[((n * c.k) + g * kg + k) * p * q + pq] = out(n * p * q + pq, k);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    copy_out(error, error_n, e.what());
+  }
+  return 1;
+}
 }

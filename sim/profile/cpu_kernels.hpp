@@ -21,6 +21,15 @@ void* dtsim_cpu_kernel_new(const char* kind, long long batch, long long m, long 
 // Runs it `times` times back to back.
 void dtsim_cpu_kernel_run(void* kernel, long long times);
 void dtsim_cpu_kernel_free(void* kernel);
+
+// Convolutions: `shape` holds n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, groups
+// (models::ConvShape's order). A convolution pass as the im2col formulation runs it, `pass`
+// "conv_fwd", "conv_dgrad" or "conv_wgrad", over the first `groups` groups of the shape (the caller
+// times a few and scales); run and freed as the kernels above. Null with `error` filled on failure.
+void* dtsim_cpu_conv_new(const char* pass, const long long* shape, long long groups, char* error, int error_n);
+// The forward convolution itself, the computation conv_fwd times, so a test can check it against
+// the definition: x NCHW, w KCRS (C per group), y NKPQ (n*k*p*q floats). 0 on success.
+int dtsim_cpu_conv2d(const float* x, const float* w, const long long* shape, float* y, char* error, int error_n);
 }
 
-#define DTSIM_CPU_ABI 1
+#define DTSIM_CPU_ABI 2

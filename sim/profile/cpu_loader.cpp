@@ -17,12 +17,16 @@ using Describe = int (*)(char*, int, char*, int, char*, int, int*);
 using New = void* (*)(const char*, long long, long long, long long, long long, double, char*, int);
 using Run = void (*)(void*, long long);
 using Free = void (*)(void*);
+using ConvNew = void* (*)(const char*, const long long*, long long, char*, int);
+using Conv2d = int (*)(const float*, const float*, const long long*, float*, char*, int);
 
 struct Plugin {
   Build build;
   New make = nullptr;
   Run run = nullptr;
   Free free = nullptr;
+  ConvNew conv_new = nullptr;
+  Conv2d conv2d = nullptr;
   std::string error;
 };
 
@@ -65,7 +69,9 @@ Plugin load() {
   p.make = reinterpret_cast<New>(dlsym(h, "dtsim_cpu_kernel_new"));
   p.run = reinterpret_cast<Run>(dlsym(h, "dtsim_cpu_kernel_run"));
   p.free = reinterpret_cast<Free>(dlsym(h, "dtsim_cpu_kernel_free"));
-  if (!isa || !abi || !describe || !p.make || !p.run || !p.free || *abi != DTSIM_CPU_ABI) {
+  p.conv_new = reinterpret_cast<ConvNew>(dlsym(h, "dtsim_cpu_conv_new"));
+  p.conv2d = reinterpret_cast<Conv2d>(dlsym(h, "dtsim_cpu_conv2d"));
+  if (!isa || !abi || !describe || !p.make || !p.run || !p.free || !p.conv_new || !p.conv2d || *abi != DTSIM_CPU_ABI) {
     p.error = path.string() + " is not this dtsim's CPU kernel plugin";
     return p;
   }
@@ -121,6 +127,22 @@ Kernel::Kernel(const std::string& kind, std::int64_t batch, std::int64_t m, std:
   char error[512] = {};
   handle_ = p.make(kind.c_str(), batch, m, n, k, bytes, error, sizeof error);
   if (!handle_) throw std::runtime_error(std::string("CPU kernel ") + kind + ": " + error);
+}
+
+Kernel::Kernel(const std::string& pass, const std::array<long long, 12>& shape, std::int64_t groups) {
+  const auto& p = plugin();
+  char error[512] = {};
+  handle_ = p.conv_new(pass.c_str(), shape.data(), groups, error, sizeof error);
+  if (!handle_) throw std::runtime_error(std::string("CPU kernel ") + pass + ": " + error);
+}
+
+std::vector<float> conv2d(const std::vector<float>& x, const std::vector<float>& w, const std::array<long long, 12>& shape,
+                          std::size_t outputs) {
+  std::vector<float> y(outputs);
+  char error[512] = {};
+  if (plugin().conv2d(x.data(), w.data(), shape.data(), y.data(), error, sizeof error) != 0)
+    throw std::runtime_error(std::string("CPU convolution: ") + error);
+  return y;
 }
 
 Kernel::~Kernel() {

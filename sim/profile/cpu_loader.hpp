@@ -1,7 +1,9 @@
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 // dtsim's side of libdtsim_cpu.so (cpu_kernels.hpp): finds it, checks that this CPU has the ISA it
 // was compiled for, and wraps its kernels.
@@ -25,6 +27,9 @@ bool cpu_supports(const std::string& isa, std::string& missing);
 class Kernel {
  public:
   Kernel(const std::string& kind, std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, double bytes);
+  // A convolution pass ("conv_fwd", "conv_dgrad", "conv_wgrad") over the first `groups` groups of
+  // `shape` (dtsim_cpu_conv_new's order: n, c, h, w, k, r, s, strides, paddings, groups).
+  Kernel(const std::string& pass, const std::array<long long, 12>& shape, std::int64_t groups);
   ~Kernel();
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
@@ -33,5 +38,9 @@ class Kernel {
  private:
   void* handle_ = nullptr;
 };
+
+// The plugin's forward convolution (dtsim_cpu_conv2d) into `outputs` floats; throws on a bad shape.
+std::vector<float> conv2d(const std::vector<float>& x, const std::vector<float>& w, const std::array<long long, 12>& shape,
+                          std::size_t outputs);
 
 }  // namespace dtsim::profile::cpu

@@ -1,10 +1,12 @@
 #include "sim/profile/cpu_profiler.hpp"
 
 #include <algorithm>
+#include <array>
 #include <ctime>
 #include <fstream>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -77,6 +79,41 @@ Timing time_fork_join(const Options& o) {
   return timed(kernel, o);
 }
 
+namespace {
+
+// models::ConvShape in the plugin's order (dtsim_cpu_conv_new).
+std::array<long long, 12> conv_shape(const models::ConvShape& c) {
+  return {c.n, c.c, c.h, c.w, c.k, c.r, c.s, c.stride_h, c.stride_w, c.pad_h, c.pad_w, c.groups};
+}
+
+const char* conv_kind(models::ConvPass pass) {
+  switch (pass) {
+    case models::ConvPass::Forward: return "conv_fwd";
+    case models::ConvPass::Dgrad: return "conv_dgrad";
+    case models::ConvPass::Wgrad: return "conv_wgrad";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<float> conv2d(const std::vector<float>& x, const std::vector<float>& w, const models::ConvShape& c) {
+  const auto need = [](std::int64_t v) { return static_cast<std::size_t>(std::max<std::int64_t>(v, 0)); };
+  if (x.size() < need(c.n * c.c * c.h * c.w) || c.groups < 1 ||
+      w.size() < need(c.k * (c.c / c.groups) * c.r * c.s))
+    throw std::invalid_argument("conv2d: input or filters smaller than the shape");
+  return cpu::conv2d(x, w, conv_shape(c), need(c.n * c.k * c.p() * c.q()));
+}
+
+// Groups are independent GEMMs of the same size, so at most 4 are timed and the time scaled.
+Timing time_conv(const models::ConvShape& c, models::ConvPass pass, const Options& o) {
+  const std::int64_t timed_groups = std::min<std::int64_t>(c.groups, 4);
+  cpu::Kernel kernel(conv_kind(pass), conv_shape(c), timed_groups);
+  Timing t = timed(kernel, o);
+  t.median *= static_cast<double>(c.groups) / static_cast<double>(timed_groups);
+  return t;
+}
+
 cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const Options& o) {
   const LoadProbe load;
   cost::KernelTable t;
@@ -84,7 +121,13 @@ cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const 
   t.dtype = "fp32";
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> shapes;
   std::map<std::string, std::set<double>> sizes;  // by element-wise kind, "stream" for plain ones
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> conv_shapes;
+  std::vector<const models::Kernel*> convs;  // the first of each implicit-GEMM shape
   for (const auto& k : kernels) {
+    if (k.kind == models::KernelKind::Conv) {
+      if (conv_shapes.insert({k.batch, k.m, k.n, k.k}).second) convs.push_back(&k);
+      continue;
+    }
     if (k.kind != models::KernelKind::Memory) {
       shapes.insert({k.batch, k.m, k.n, k.k});
       continue;
@@ -102,6 +145,11 @@ cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const 
     const Timing x = time_gemm(batch, m, n, k, o);
     all.push_back(x);
     t.gemms.push_back({batch, m, n, k, x.median, x.spread, x.runs});
+  }
+  for (const models::Kernel* k : convs) {
+    const Timing x = time_conv(k->conv, k->pass, o);
+    all.push_back(x);
+    t.convs.push_back({k->batch, k->m, k->n, k->k, x.median, x.spread, x.runs});
   }
   for (const auto& [kind, bytes] : sizes)
     for (double b : bytes) {

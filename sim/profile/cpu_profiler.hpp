@@ -32,11 +32,22 @@ Timing time_elementwise(const std::string& kind, double bytes, const Options& o)
 Timing time_launch(const Options& o);
 // An empty OpenMP region over the threads: the fork and join inside every parallel kernel's time.
 Timing time_fork_join(const Options& o);
+// Seconds of a convolution pass as the im2col formulation runs it (models::conv_kernel), in the
+// plugin ("conv_fwd", "conv_dgrad", "conv_wgrad"): forward gathers the input into columns and
+// multiplies by the filters, dgrad multiplies the output gradient by the filters and scatters
+// the columns back (col2im), wgrad gathers the input and multiplies by the output gradient.
+// Groups beyond 4 are timed on 4 and scaled.
+Timing time_conv(const models::ConvShape& c, models::ConvPass pass, const Options& o);
+// The forward convolution itself, NCHW input, KCRS filters (C per group), NKPQ output: the
+// computation time_conv times (run by the plugin), exposed so a test can check it against the
+// definition.
+std::vector<float> conv2d(const std::vector<float>& x, const std::vector<float>& w, const models::ConvShape& c);
 
-// Every distinct GEMM shape and element-wise size among `kernels` (element-wise kernels with
-// transcendentals, reductions or random numbers as their own kinds), plus square GEMMs from 64
-// to 1024 and sweeps of each element-wise kind, which give the curves unlisted kernels are
-// interpolated on, and the launch overhead. The provenance records the machine, the ISA and the
+// Every distinct GEMM shape, convolution (by implicit-GEMM shape, timed as its pass) and
+// element-wise size among `kernels` (element-wise kernels with transcendentals, reductions or
+// random numbers as their own kinds), plus square GEMMs from 64 to 1024 and sweeps of each
+// element-wise kind, which give the curves unlisted kernels are interpolated on, and the launch
+// overhead. The provenance records the machine, the ISA and the
 // load; a noisy table is marked (KernelTable::noisy) with the reasons in provenance/timing.
 cost::KernelTable profile_cpu(const std::vector<models::Kernel>& kernels, const Options& o);
 

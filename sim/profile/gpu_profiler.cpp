@@ -35,8 +35,12 @@ cost::KernelTable profile_gpu(const std::vector<models::Kernel>& kernels, const 
   t.dtype = dtype;
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> shapes;
   std::set<double> sizes;
+  // Convolutions run as the cuBLAS GEMM of their implicit-GEMM shape (what cuDNN's
+  // IMPLICIT_GEMM algorithms compute, without their im2col-free tiling).
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> convs;
   for (const auto& k : kernels) {
     if (k.kind == models::KernelKind::Memory) sizes.insert(k.bytes);
+    else if (k.kind == models::KernelKind::Conv) convs.insert({k.batch, k.m, k.n, k.k});
     else shapes.insert({k.batch, k.m, k.n, k.k});
   }
   // Square GEMMs and streams across the range, for the kernels a table does not list.
@@ -45,6 +49,8 @@ cost::KernelTable profile_gpu(const std::vector<models::Kernel>& kernels, const 
   const int warmup = std::max(o.warmup, 3);  // clocks and cuBLAS heuristics settle
   for (const auto& [batch, m, n, k] : shapes)
     t.gemms.push_back({batch, m, n, k, cuda::time_gemm(batch, m, n, k, dtype, warmup, o.repeats)});
+  for (const auto& [batch, m, n, k] : convs)
+    t.convs.push_back({batch, m, n, k, cuda::time_gemm(batch, m, n, k, dtype, warmup, o.repeats)});
   for (double b : sizes) t.memory.push_back({b, cuda::time_stream(b, warmup, o.repeats)});
   // Recorded, not priced: launches are asynchronous, so a kernel longer than the launch hides it.
   // To price it (a stream of short kernels), set the device profile's launch_overhead_us.

@@ -19,13 +19,14 @@ Breakdown& Breakdown::operator+=(const Breakdown& o) {
   optimizer += o.optimizer;
   straggler_wait += o.straggler_wait;
   input_stall += o.input_stall;
+  checkpoint += o.checkpoint;
   stage_imbalance += o.stage_imbalance;
   return *this;
 }
 
 Breakdown& Breakdown::operator*=(double f) {
   for (double* part :
-       {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall, &stage_imbalance})
+       {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall, &stage_imbalance, &checkpoint})
     *part *= f;
   return *this;
 }

@@ -63,9 +63,10 @@ Timeline replay_analytical(const ReplayInput& in);
 struct Breakdown {
   double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0, input_stall = 0;
   double stage_imbalance = 0;
+  double checkpoint = 0;  // not replayed: the chief's synchronous saves, amortised per step (results layer)
   int rank = 0;  // -1: averaged over several GPUs
   double total() const {
-    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + stage_imbalance;
+    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + stage_imbalance + checkpoint;
   }
   Breakdown& operator+=(const Breakdown& o);
   Breakdown& operator*=(double f);

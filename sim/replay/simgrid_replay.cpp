@@ -111,6 +111,13 @@ void add_hosts(Fabric& fab, const ReplayInput& in) {
     for (const auto& t : in.variability->throttles) throttles_of_host[pf.fabric_endpoint(t.gpu)].push_back(&t);
   std::vector<sg4::NetZone*> node_zones, rail_zones;
   std::vector<simgrid::kernel::routing::NetPoint*> rail_gateways;
+  // A torus's chips sit in one zone with a route for every pair (dimension order) up to
+  // kTorusAllPairs chips; beyond, for pairs on one line of the torus (what rings use).
+  sg4::NetZone* torus_zone = nullptr;
+  if (pf.torus()) {
+    torus_zone = sg4::create_full_zone("torus");
+    torus_zone->set_parent(fab.zone);
+  }
   if (pf.ring_link(0, 0) >= 0)
     for (int n = 0; n < pf.spec().nodes; ++n) {
       node_zones.push_back(sg4::create_full_zone("node" + std::to_string(n)));
@@ -129,6 +136,7 @@ void add_hosts(Fabric& fab, const ReplayInput& in) {
   for (int e = 0; e < pf.num_endpoints(); ++e) {
     sg4::NetZone* home = fab.zone;
     if (!node_zones.empty() && e < gpus) home = node_zones[static_cast<std::size_t>(e / per_node)];
+    if (torus_zone && e < gpus) home = torus_zone;
     if (pf.rail_of(e) >= 0) home = rail_zones[static_cast<std::size_t>(pf.rail_of(e))];
     auto* h = home->create_host(pf.endpoint_name(e), kSpeed);
     if (auto it = throttles_of_host.find(e); it != throttles_of_host.end())
@@ -140,6 +148,22 @@ void add_hosts(Fabric& fab, const ReplayInput& in) {
       for (int l : pf.endpoint_links(e)) route.emplace_back(fab.links[static_cast<std::size_t>(l)], direction(true));
       home->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, route, true);
     }
+  }
+  if (torus_zone) {
+    constexpr int kTorusAllPairs = 256;
+    const int dims = static_cast<int>(pf.spec().torus_dims.size());
+    for (int a = 0; a < gpus; ++a)
+      for (int b = 0; b < gpus; ++b) {
+        if (a == b) continue;
+        int differ = 0;
+        for (int k = 0; k < dims; ++k) differ += pf.torus_coord(a, k) != pf.torus_coord(b, k);
+        if (gpus > kTorusAllPairs && differ > 1) continue;
+        std::vector<sg4::LinkInRoute> route;
+        for (const auto& hop : pf.route(a, b)) route.emplace_back(fab.links[static_cast<std::size_t>(hop.link)], direction(hop.up));
+        torus_zone->add_route(fab.hosts[static_cast<std::size_t>(a)]->get_netpoint(),
+                              fab.hosts[static_cast<std::size_t>(b)]->get_netpoint(), nullptr, nullptr, route, false);
+      }
+    torus_zone->seal();
   }
   for (std::size_t n = 0; n < node_zones.size(); ++n) {
     for (int a = 0; a < per_node; ++a)

@@ -16,7 +16,8 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   j["scenario"] = r.scenario;
   if (r.timed) {
     j["step_time_s"] = r.step_time_s;
-    j["throughput"] = {{"samples_per_s", r.samples_per_s}, {"tokens_per_s", r.tokens_per_s}};
+    j["throughput"] = {{"samples_per_s", r.samples_per_s}};
+    if (r.scenario_spec.model.tokens_per_sample() > 0) j["throughput"]["tokens_per_s"] = r.tokens_per_s;  // images have none
   }
   j["flops"] = {{"model_flops_per_step", r.model_flops}, {"hardware_flops_per_step", r.hardware_flops}};
   if (r.timed) {
@@ -30,6 +31,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                         {"optimizer", r.breakdown.optimizer},
                         {"straggler_wait", r.breakdown.straggler_wait},
                         {"input_stall", r.breakdown.input_stall}};
+    if (r.roles) j["breakdown_s"]["checkpoint"] = r.breakdown.checkpoint;
   }
   j["memory"] = {{"worst_rank", r.worst_rank},
                  {"params_bytes", whole_bytes(r.memory.params)},
@@ -64,6 +66,19 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                   {"staleness_p99", a.staleness_p99},
                   {"staleness_max", a.staleness_max}};
   }
+  if (r.roles) {
+    const auto& ro = *r.roles;
+    j["roles"] = {{"chief", {{"checkpoint_bytes", whole_bytes(ro.checkpoint_bytes)},
+                             {"checkpoint_every_steps", ro.every_steps},
+                             {"save_s", ro.save_s},
+                             {"stall_per_step_s", ro.stall_per_step_s},
+                             {"storage_write_GBps", ro.storage_write_GBps}}}};
+    if (r.scenario_spec.roles.evaluator)
+      j["roles"]["evaluator"] = {{"read_s", ro.evaluator_read_s},
+                                 {"shares_storage", r.scenario_spec.roles.evaluator_shares_storage},
+                                 {"save_waits_for_read_s", ro.wait_for_storage_s},
+                                 {"storage_read_GBps", ro.storage_read_GBps}};
+  }
   if (r.faults) {
     const auto& f = *r.faults;
     j["faults"] = {{"system_mtbf_s", f.system_mtbf_s},       {"checkpoint_interval_s", f.interval_s},
@@ -72,7 +87,8 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                    {"expected_failures", f.expected_failures}, {"ideal_time_to_train_s", f.ideal_time_s},
                    {"expected_time_to_train_s", f.expected_time_s}};
   }
-  j["model"] = {{"name", s.model.name}, {"params", r.params}, {"layers", s.model.num_layers}, {"seq_len", s.model.seq_len}};
+  j["model"] = {{"name", s.model.name}, {"params", r.params}};
+  for (const auto& [key, value] : s.model.sizes()) j["model"][key] = value;
   j["parallelism"] = {{"gpus", r.gpus},
                       {"data", s.parallelism.data},
                       {"tensor", s.parallelism.tensor},

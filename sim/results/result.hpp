@@ -13,6 +13,17 @@
 
 namespace dtsim::results {
 
+// The chief's checkpoints and the evaluator's reads of them (cluster.roles), per save.
+struct RolesReport {
+  double checkpoint_bytes = 0;
+  int every_steps = 0;
+  double save_s = 0;            // the chief writing one checkpoint
+  double evaluator_read_s = 0;  // the evaluator reading it back (0: no evaluator)
+  double wait_for_storage_s = 0;  // what the next save waits for the evaluator's read to finish
+  double stall_per_step_s = 0;  // (save + that wait) / every_steps: what every worker waits, per step
+  double storage_write_GBps = 0, storage_read_GBps = 0;  // average load the roles put on storage
+};
+
 struct Result {
   std::string scenario;
   int gpus = 0;
@@ -33,6 +44,7 @@ struct Result {
   std::optional<faults::FaultReport> faults;
   std::optional<StepReport> steps;  // when several steps were simulated
   std::optional<AsyncReport> async;  // asynchronous data parallelism
+  std::optional<RolesReport> roles;   // cluster.roles: chief checkpoints, evaluator
   bool timed = true;  // false for `dtsim memory`
 
   config::Scenario scenario_spec;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 #include <set>
@@ -21,11 +22,11 @@ Result plan_only(const config::Scenario& s) {
   r.gpus = s.cluster.num_gpus();
   models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
                             s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
-  const models::ModelGraph graph = models::build_transformer(s.model, opts);
+  const models::ModelGraph graph = s.model.build(opts);
   models::BuildOptions whole = opts;
   whole.tensor = 1;
   whole.sequence_parallel = false;
-  r.params = models::build_transformer(s.model, whole).params();
+  r.params = s.model.build(whole).params();
   r.plan = strategies::plan_training(graph, s.parallelism, s.training, s.host);
   r.memory = r.plan.memory;
   r.memory.other += s.reserved_bytes;
@@ -117,8 +118,30 @@ Result simulate(const config::Scenario& s) {
     r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {-1, horizon});
     r.breakdown *= 1.0 / steps;  // per step, on average
   }
+  if (s.roles.chief) {
+    // Synchronous training: every worker waits at the next step for the chief's save. The
+    // evaluator reads each checkpoint once it is written; the storage serves one stream at a
+    // time, so when the read outlasts the steps between saves the next save waits for it.
+    const auto& ro = s.roles;
+    RolesReport rep;
+    rep.every_steps = ro.checkpoint_every_steps;
+    rep.checkpoint_bytes = ro.checkpoint_bytes > 0 ? ro.checkpoint_bytes : r.memory.params + r.memory.optimizer;
+    rep.save_s = rep.checkpoint_bytes / ro.storage_bandwidth;
+    const double training = ro.checkpoint_every_steps * r.step_time_s;  // between saves
+    if (ro.evaluator) {
+      rep.evaluator_read_s = rep.checkpoint_bytes / ro.storage_bandwidth;
+      if (ro.evaluator_shares_storage) rep.wait_for_storage_s = std::max(0.0, rep.evaluator_read_s - training);
+    }
+    rep.stall_per_step_s = (rep.save_s + rep.wait_for_storage_s) / ro.checkpoint_every_steps;
+    r.step_time_s += rep.stall_per_step_s;
+    r.breakdown.checkpoint = rep.stall_per_step_s;
+    const double period = ro.checkpoint_every_steps * r.step_time_s;
+    rep.storage_write_GBps = rep.checkpoint_bytes / period / 1e9;
+    rep.storage_read_GBps = ro.evaluator ? rep.checkpoint_bytes / period / 1e9 : 0.0;
+    r.roles = rep;
+  }
   r.samples_per_s = samples / r.step_time_s;
-  r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.seq_len);
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.tokens_per_sample());
   const double peak = s.device.peak_flops.at(config::compute_dtype(s.training.precision));
   r.model_tflops_per_gpu = r.model_flops / (r.step_time_s * r.gpus) / 1e12;
   r.mfu = r.model_flops / (r.step_time_s * r.gpus * peak);

@@ -1,0 +1,74 @@
+#include "models/model.hpp"
+
+#include <fmt/format.h>
+
+namespace dtsim::models {
+
+namespace {
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+}  // namespace
+
+const char* ModelSpec::kind() const {
+  return std::visit(Overload{[](const TransformerSpec& s) { return s.vision() ? "vit" : "transformer"; }, [](const CnnSpec&) { return "cnn"; }}, family);
+}
+
+ModelGraph ModelSpec::build(const BuildOptions& o) const {
+  return std::visit(Overload{[&](const TransformerSpec& s) { return build_transformer(s, o); },
+                             [&](const CnnSpec& s) { return build_cnn(s, o); }},
+                    family);
+}
+
+std::int64_t ModelSpec::blocks() const {
+  return std::visit(Overload{[](const TransformerSpec& s) { return s.num_layers; },
+                             [](const CnnSpec& s) { return static_cast<std::int64_t>(s.layers.size()); }},
+                    family);
+}
+
+std::string ModelSpec::blocks_key() const {
+  return std::visit(Overload{[](const TransformerSpec&) { return std::string("model.num_layers"); },
+                             [](const CnnSpec&) { return std::string("the model's layers"); }},
+                    family);
+}
+
+std::int64_t ModelSpec::tokens_per_sample() const {
+  return std::visit(Overload{[](const TransformerSpec& s) { return s.seq_len; }, [](const CnnSpec&) { return std::int64_t{0}; }},
+                    family);
+}
+
+std::string ModelSpec::tensor_split_error(std::int64_t t) const {
+  return std::visit(Overload{[&](const TransformerSpec& m) -> std::string {
+                      // Megatron splits heads, KV heads (or replicates them) and the FFN width.
+                      if (m.num_heads % t != 0) return fmt::format("{} does not divide model.num_heads ({})", t, m.num_heads);
+                      if (m.num_kv_heads % t != 0 && t % m.num_kv_heads != 0)
+                        return fmt::format("{} and model.num_kv_heads ({}) must divide one another", t, m.num_kv_heads);
+                      if (m.ffn_hidden_size % t != 0)
+                        return fmt::format("{} does not divide model.ffn_hidden_size ({})", t, m.ffn_hidden_size);
+                      return "";
+                    },
+                             [&](const CnnSpec&) -> std::string {
+                               if (t == 1) return "";
+                               return fmt::format("{}-way tensor parallelism cannot split a CNN's layers (model.kind \"cnn\"): "
+                                                  "use data or pipeline parallelism", t);
+                             }},
+                    family);
+}
+
+std::vector<std::pair<std::string, std::int64_t>> ModelSpec::sizes() const {
+  return std::visit(Overload{[](const TransformerSpec& s) {
+                      if (s.vision())
+                        return std::vector<std::pair<std::string, std::int64_t>>{
+                            {"layers", s.num_layers}, {"seq_len", s.seq_len}, {"image_size", s.image_size},
+                            {"patch_size", s.patch_size}, {"classes", s.classes}};
+                      return std::vector<std::pair<std::string, std::int64_t>>{{"layers", s.num_layers}, {"seq_len", s.seq_len}};
+                    },
+                             [](const CnnSpec& s) {
+                               return std::vector<std::pair<std::string, std::int64_t>>{
+                                   {"layers", static_cast<std::int64_t>(s.layers.size())}, {"image_size", s.image_size}, {"classes", s.classes}};
+                             }},
+                    family);
+}
+
+}  // namespace dtsim::models

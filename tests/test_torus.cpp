@@ -1,0 +1,142 @@
+#include <gtest/gtest.h>
+
+#include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
+#include "sim/network/algorithms.hpp"
+#include "sim/network/collectives.hpp"
+
+#include "helpers.hpp"
+
+using namespace dtsim;
+using taskgraph::Algorithm;
+using taskgraph::CollectiveOp;
+
+namespace {
+
+// A TPU-like torus: `dims` chips, 4 per host, links of 82 GB/s per direction and 1 us.
+network::ClusterSpec torus(std::vector<int> dims) {
+  network::ClusterSpec c = test::flat_cluster(1);
+  int chips = 1;
+  for (int d : dims) chips *= d;
+  c.gpus_per_node = 4;
+  c.nodes = chips / 4;
+  c.nics_per_node = 1;
+  c.topology = dims.size() == 2 ? network::Topology::Torus2D : network::Topology::Torus3D;
+  c.torus_dims = dims;
+  c.torus_link_bandwidth = 82e9;
+  c.torus_link_latency = 1e-6;
+  return c;
+}
+
+std::vector<int> all(const network::ClusterSpec& c) {
+  std::vector<int> v;
+  for (int i = 0; i < c.num_gpus(); ++i) v.push_back(i);
+  return v;
+}
+
+double time_of(const network::Platform& pf, CollectiveOp op, Algorithm a, double bytes) {
+  return network::analytical_time(pf, network::lower(pf, op, a, bytes, all(pf.spec())));
+}
+
+}  // namespace
+
+TEST(Torus, ChipsReachEachOtherDimensionByDimensionTheShortWayRound) {
+  network::Platform pf(torus({4, 4}));
+  // Chip 5 is (1, 1): one hop along x, one along y.
+  auto r = pf.route(0, 5);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].link, pf.torus_link(0, 0));
+  EXPECT_TRUE(r[0].up);
+  EXPECT_EQ(r[1].link, pf.torus_link(1, 1));
+  // Chip 3 is (3, 0): one hop back across the wraparound link, 3 -> 0 crossed the other way.
+  auto w = pf.route(0, 3);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].link, pf.torus_link(3, 0));
+  EXPECT_FALSE(w[0].up);
+  // Chips of different hosts (0 and 4: host 0 and host 1) are neighbours along y: no NIC.
+  auto y = pf.route(0, 4);
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(y[0].link, pf.torus_link(0, 1));
+}
+
+// 100 MB on a 4x4 torus at 82 GB/s and 1 us per link, by hand: reduce-scatter along x moves
+// 3/4 x 100 MB over two directions, then along y 3/4 x 25 MB; the all-gather the same back.
+// 2 x (0.75e8 / 164e9 + 0.75 x 2.5e7 / 164e9 + 6 x 1e-6) = 1.155293e-3 s.
+TEST(Torus, AllReduceIsRingsAlongEachDimensionInTurn2D) {
+  network::Platform pf(torus({4, 4}));
+  const double expected = 2 * (0.75e8 / 164e9 + 0.75 * 2.5e7 / 164e9 + 6e-6);
+  EXPECT_NEAR(network::algorithms::torus_closed_form({4, 4}, 1e8, 2, 1e-6, 82e9), expected, 1e-12);
+  EXPECT_NEAR(time_of(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e8) / expected, 1.0, 1e-9);
+  EXPECT_NEAR(time_of(pf, CollectiveOp::AllReduce, Algorithm::Auto, 1e8) / expected, 1.0, 1e-9);
+  // Two phases per dimension, the later dimension on a quarter of the bytes.
+  auto lc = network::lower(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e8, all(pf.spec()));
+  EXPECT_EQ(lc.phases.size(), 4u);
+}
+
+TEST(Torus, AllReduceIsRingsAlongEachDimensionInTurn3D) {
+  network::ClusterSpec c = torus({4, 4, 8});
+  c.torus_link_bandwidth = 50e9;
+  network::Platform pf(c);
+  for (double bytes : {1e6, 1e8, 1e9}) {
+    const double expected = network::algorithms::torus_closed_form({4, 4, 8}, bytes, 2, 1e-6, 50e9);
+    EXPECT_NEAR(time_of(pf, CollectiveOp::AllReduce, Algorithm::Ring, bytes) / expected, 1.0, 1e-9) << bytes;
+    EXPECT_NEAR(time_of(pf, CollectiveOp::ReduceScatter, Algorithm::Ring, bytes) / (expected / 2), 1.0, 1e-9) << bytes;
+    EXPECT_NEAR(time_of(pf, CollectiveOp::AllGather, Algorithm::Ring, bytes) / (expected / 2), 1.0, 1e-9) << bytes;
+  }
+  // Both directions of every link carry half: about half a one-way ring's 2 x 127/128 x S / B.
+  const double one_way = 2 * 127.0 / 128 * 1e9 / 50e9;
+  EXPECT_LT(time_of(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e9), 0.51 * one_way);
+}
+
+TEST(Torus, ScenarioKeysAndTheirErrors) {
+  auto load = [](const std::string& inter, const std::string& extra = "") {
+    test::TempDir dir;
+    const std::string doc = R"({"schema_version": 1, "name": "t", "model": {"preset": "resnet-50"},
+      "hardware": {"device": "tpu-v3"},
+      "cluster": {"nodes": 4, "gpus_per_node": 4, )" + extra + R"("inter_node": )" + inter + R"(},
+      "parallelism": {"data": 16, "micro_batch_size": 8}, "training": {"global_batch_size": 128}})";
+    return config::load_scenario(dir.file("s.json", doc));
+  };
+  const std::string good = R"({"nics_per_node": 1, "nic_bandwidth_GBps": 12.5, "latency_us": 5,
+      "topology": "torus-2d", "dimensions": [4, 4], "link_bandwidth_GBps": 82, "link_latency_us": 1})";
+  auto s = load(good);
+  EXPECT_EQ(s.cluster.torus_dims, (std::vector<int>{4, 4}));
+  EXPECT_DOUBLE_EQ(s.cluster.torus_link_bandwidth, 82e9);
+  auto error = [&](const std::string& inter, const std::string& extra = "") {
+    try {
+      load(inter, extra);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string bad = good;
+  bad.replace(bad.find("[4, 4]"), 6, "[4, 8]");
+  EXPECT_NE(error(bad).find("32 chips, but the cluster has 16"), std::string::npos) << error(bad);
+  bad = good;
+  bad.replace(bad.find("[4, 4]"), 6, "[4, 2, 2]");
+  EXPECT_NE(error(bad).find("expected 2 chip counts"), std::string::npos) << error(bad);
+  EXPECT_NE(error(good, R"("intra_node": {"bandwidth_GBps": 300, "latency_us": 2}, )").find("leave intra_node out"),
+            std::string::npos);
+}
+
+TEST(Torus, LargeToriOnSimGridAreForDataParallelismOnly) {
+  auto load = [](const std::string& parallelism, const std::string& simulation) {
+    test::TempDir dir;
+    const std::string doc = R"({"schema_version": 1, "name": "t", "model": {"preset": "resnet-50"},
+      "hardware": {"device": "tpu-v3"},
+      "cluster": {"preset": "tpu-v3-pod", "nodes": 128, "inter_node": {"dimensions": [32, 16]}},
+      "parallelism": )" + parallelism + R"(, "training": {"global_batch_size": 4096}, "simulation": )" + simulation + "}";
+    try {
+      config::load_scenario(dir.file("s.json", doc));
+    } catch (const InputError& e) {
+      return e.pointer() + ": " + e.reason();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(load(R"({"data": 512, "micro_batch_size": 8})", "{}"), "");
+  const std::string pipelined = R"({"data": 256, "pipeline": 2, "micro_batch_size": 8, "pipeline_schedule": "gpipe"})";
+  EXPECT_NE(load(pipelined, "{}").find("/simulation/backend: on a torus of more than 256 chips"), std::string::npos)
+      << load(pipelined, "{}");
+  EXPECT_EQ(load(pipelined, R"({"backend": "analytical"})"), "");
+}
