@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <variant>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/cost/roofline.hpp"
+#include "models/model.hpp"
 #include "sim/network/platform.hpp"
 #include "sim/profile/cpu_profiler.hpp"
 #include "sim/realrun/comm.hpp"
@@ -100,8 +102,10 @@ int realrun(const Realrun::State& o) {
   }
   const bool ring = o.algorithm == "ring";
   const double start = realrun::steady_now(), deadline = start + o.timeout_s;
-  const auto spec = config::load_model_preset(o.model);
-  const auto shape = realrun::shape_of(spec, o.micro_batch);
+  const auto preset = config::load_model_preset(o.model);
+  const auto* spec = std::get_if<models::TransformerSpec>(&preset.family);
+  if (!spec) throw InputError("", "--model", fmt::format("{} is a {} model; the real trainer takes a transformer's feed-forward stack", o.model, preset.kind()));
+  const auto shape = realrun::shape_of(*spec, o.micro_batch);
   if (shape.params() > (std::int64_t{1} << 28) || shape.batch * shape.dims.front() > (std::int64_t{1} << 28))
     throw InputError("", "--model", fmt::format("{} is too large to train on this machine's CPU", o.model));
   try {
