@@ -3,6 +3,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/serve.hpp"
+#include "sim/cli/realrun.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/interrupt.hpp"
 
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--bind", srv.bind, "address to listen on (default 127.0.0.1)");
   serve_cmd->add_option("--jobs", srv.jobs, "simulations at once; more get HTTP 503")->check(CLI::Range(1, 64));
   serve_cmd->add_option("--time-limit", srv.time_limit_s, "seconds per simulation; past it HTTP 504")->check(CLI::Range(1.0, 86400.0));
+  cli::Realrun realrun(app);  // realrun, and its hidden realrun-worker
 
   try {
     app.parse(argc, argv);
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
     if (*prof_cmd) return cli::profile(prof);
     if (*sweep_cmd) return cli::sweep(sw);
     if (*serve_cmd) return cli::serve(srv);
+    if (const int rc = realrun.dispatch(); rc >= 0) return rc;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

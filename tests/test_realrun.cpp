@@ -1,0 +1,199 @@
+// Issue 15 item 5: the real data-parallel trainer behind `dtsim realrun`. Its gradient exchange
+// must sum exactly; the command must run end to end and refuse link shaping without root. No
+// assertion on timings: the machine running the tests is busy.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "helpers.hpp"
+#include "sim/realrun/comm.hpp"
+
+using namespace dtsim;
+using namespace dtsim::realrun;
+
+namespace {
+
+// Rank r's buffer: small integers, so every float sum is exact whatever the order.
+std::vector<float> contribution(int rank, std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>((rank + 1) * 1000 + static_cast<int>(i % 997));
+  return v;
+}
+
+std::vector<float> expected_sum(int ranks, std::size_t n) {
+  std::vector<float> s(n, 0.0f);
+  for (int r = 0; r < ranks; ++r) {
+    const auto c = contribution(r, n);
+    for (std::size_t i = 0; i < n; ++i) s[i] += c[i];
+  }
+  return s;
+}
+
+// n ranks on threads, each with its own io_context and a ring of loopback connections.
+std::vector<std::vector<float>> ring_on_threads(int n, std::size_t count) {
+  std::vector<asio::io_context> io(static_cast<std::size_t>(n));
+  std::vector<tcp::acceptor> acceptors;
+  for (int r = 0; r < n; ++r) acceptors.push_back(listen_loopback(io[static_cast<std::size_t>(r)]));
+  std::vector<std::vector<float>> data(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      auto next = connect_loopback(io[i], acceptors[static_cast<std::size_t>((r + 1) % n)].local_endpoint().port());
+      auto prev = accept_one(acceptors[i]);
+      data[i] = contribution(r, count);
+      ring_allreduce(io[i], data[i], r, n, next, prev);
+      ring_allreduce(io[i], data[i], r, n, next, prev);  // twice: the connections stay usable, sums add up again
+    });
+  for (auto& t : threads) t.join();
+  return data;
+}
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Outcome dtsim_cli(const std::string& args, const test::TempDir& dir, const std::string& prefix = "") {
+  const std::string out = dir.path("stdout.txt"), err = dir.path("stderr.txt");
+  const std::string cmd = prefix + std::string(DTSIM_BINARY) + " " + args + " > " + out + " 2> " + err;
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+void expect_well_formed(const nlohmann::json& j, const std::string& algorithm) {
+  EXPECT_EQ(j["algorithm"], algorithm);
+  EXPECT_EQ(j["workers"], 2);
+  for (const char* p : {"/measured/step_s", "/measured/allreduce_s", "/predicted/step_s", "/predicted/allreduce_s",
+                        "/link/latency_us", "/link/bandwidth_GBps"}) {
+    ASSERT_TRUE(j.contains(nlohmann::json::json_pointer(p))) << p;
+    EXPECT_GT(j[nlohmann::json::json_pointer(p)].get<double>(), 0.0) << p;
+  }
+  EXPECT_EQ(j["measured"]["step_series_s"].size(), 2u);
+  EXPECT_TRUE(j["error_percent"]["step"].is_number());
+  EXPECT_TRUE(j["error_percent"]["allreduce"].is_number());
+  // The exchange is part of the step.
+  EXPECT_LT(j["measured"]["allreduce_s"].get<double>(), j["measured"]["step_s"].get<double>());
+  EXPECT_LT(j["predicted"]["allreduce_s"].get<double>(), j["predicted"]["step_s"].get<double>());
+}
+
+}  // namespace
+
+TEST(RealrunRing, ThreeWorkersEndWithTheExactSum) {
+  for (std::size_t count : {std::size_t{1001}, std::size_t{100000}, std::size_t{2}}) {  // uneven chunks, one empty
+    const auto data = ring_on_threads(3, count);
+    auto want = expected_sum(3, count);
+    for (auto& x : want) x *= 3;  // the second all-reduce sums three copies of the first's result
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(data[static_cast<std::size_t>(r)], want) << "rank " << r << ", " << count << " floats";
+  }
+}
+
+TEST(RealrunParameterServer, ThreeWorkersPullTheExactSum) {
+  constexpr int n = 3;
+  constexpr std::size_t count = 50001;
+  asio::io_context server_io;
+  auto acceptor = listen_loopback(server_io);
+  const auto port = acceptor.local_endpoint().port();
+  std::vector<std::vector<float>> data(n);
+  std::vector<std::thread> workers;
+  for (int r = 0; r < n; ++r)
+    workers.emplace_back([&, r] {
+      asio::io_context io;
+      auto s = connect_loopback(io, port);
+      data[static_cast<std::size_t>(r)] = contribution(r, count);
+      ps_push_pull(io, data[static_cast<std::size_t>(r)], s);
+    });
+  std::vector<tcp::socket> conns;
+  for (int r = 0; r < n; ++r) conns.push_back(accept_one(acceptor));
+  ps_serve_round(server_io, conns, count);
+  for (auto& t : workers) t.join();
+  const auto want = expected_sum(n, count);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(data[static_cast<std::size_t>(r)], want) << "rank " << r;
+}
+
+TEST(RealrunCommand, RingTwoWorkersTwoStepsGivesMeasuredAndPredicted) {
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --repeats 1 --algorithm ring --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_well_formed(nlohmann::json::parse(r.out), "ring");
+}
+
+TEST(RealrunCommand, ParameterServerTwoWorkersTwoStepsGivesMeasuredAndPredicted) {
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --repeats 1 --algorithm parameter-server --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_well_formed(nlohmann::json::parse(r.out), "parameter-server");
+}
+
+TEST(RealrunCommand, TextReportNamesBothFigures) {
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 0 --repeats 1", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("measured_ms"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all-reduce"), std::string::npos) << r.out;
+}
+
+TEST(RealrunCommand, ShapingWithoutRootIsRefused) {
+  test::TempDir dir;
+  // As root, the command runs as the unprivileged user "nobody" (setpriv, util-linux).
+  const std::string prefix = geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+  const auto r = dtsim_cli("realrun --workers 2 --steps 1 --bandwidth-Gbps 1", dir, prefix);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("root"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(RealrunCommand, BadWorkerCountIsAnInputError) {
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 1", dir);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(RealrunCommand, TimeoutKillsTheWorkers) {
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --steps 10000 --timeout 1 --format json", dir);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("timed out after 1 s"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(RealrunCommand, ShapedLinkAsRootRunsAndLeavesNoNamespaces) {
+  if (geteuid() != 0 || access("/usr/sbin/ip", X_OK) != 0 || access("/usr/sbin/tc", X_OK) != 0)
+    GTEST_SKIP() << "shaping needs root and iproute2 (ip, tc)";
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --repeats 1 --algorithm parameter-server --bandwidth-Gbps 2 --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["network"], "shaped");
+  expect_well_formed(j, "parameter-server");
+  // At most the rate asked, per direction (2 Gbit/s = 0.25 GB/s).
+  EXPECT_LE(j["link"]["bandwidth_GBps"].get<double>(), 0.25 * 1.05);
+  // Nothing of it is left: no namespace named after the command, no veth in this namespace.
+  const std::string listing = dir.path("network.txt");
+  ASSERT_EQ(std::system(("(/usr/sbin/ip netns list; /usr/sbin/ip link) > " + listing).c_str()), 0);
+  const std::string left = slurp(listing);
+  EXPECT_NE(left.find("lo:"), std::string::npos) << left;  // the listing worked
+  EXPECT_EQ(left.find("dtsim-"), std::string::npos) << left;
+  EXPECT_EQ(left.find(": dr"), std::string::npos) << left;
+}
+
+TEST(RealrunCommand, AShapedRateOutOfRangeIsAnInputError) {
+  test::TempDir dir;
+  const auto r = dtsim_cli("realrun --workers 2 --bandwidth-Gbps -1", dir);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--bandwidth-Gbps"), std::string::npos) << r.err;
+}
