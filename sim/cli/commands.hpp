@@ -38,7 +38,10 @@ struct ProfileOptions {
 
 struct SweepOptions {
   std::string scenario, format = "text";
-  int gpus = 0, jobs = 0, top = 15;
+  std::string gpus, devices;  // comma-separated lists; empty: the scenario's
+  std::string rank_by = "time", write_best;
+  bool progress = false;      // progress and ETA on stderr even when it is not a terminal
+  int jobs = 0, top = 15;
 };
 
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.

@@ -77,10 +77,15 @@ int main(int argc, char** argv) {
   cli::SweepOptions sw;
   auto* sweep_cmd = app.add_subcommand("sweep", "enumerate parallel strategies for a model and cluster, rank them");
   sweep_cmd->add_option("scenario", sw.scenario, "scenario JSON file (model, device, cluster, batch)")->required();
-  sweep_cmd->add_option("--gpus", sw.gpus, "GPUs to plan for (default: the scenario's cluster)")->check(CLI::Range(1, 1 << 20));
+  sweep_cmd->add_option("--gpus", sw.gpus, "GPU counts to plan for, comma-separated: 256,512,1024 (default: the scenario's cluster)");
+  sweep_cmd->add_option("--devices", sw.devices, "device profiles, comma-separated: a100-sxm-80gb,h100-sxm-80gb (default: the scenario's)");
+  sweep_cmd->add_option("--rank-by", sw.rank_by, "time (to train, or step time), cost, or throughput-per-gpu")
+      ->check(CLI::IsMember({"time", "cost", "throughput-per-gpu"}));
+  sweep_cmd->add_option("--write-best", sw.write_best, "write the best strategy that fits as a runnable scenario");
+  sweep_cmd->add_flag("--progress", sw.progress, "progress and ETA on stderr even when it is not a terminal");
   sweep_cmd->add_option("--jobs", sw.jobs, "simulations at once (default: cores)")->check(CLI::Range(1, 256));
   sweep_cmd->add_option("--top", sw.top, "rows to show")->check(CLI::Range(1, 100000));
-  sweep_cmd->add_option("--format", sw.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
+  sweep_cmd->add_option("--format", sw.format, "stdout format")->check(CLI::IsMember({"text", "json", "csv"}));
 
   cli::ServeOptions srv;
   auto* serve_cmd = app.add_subcommand("serve", "the explorer page and POST /api/run over HTTP (loopback by default)");

@@ -1,26 +1,44 @@
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "sim/cli/commands.hpp"
+#include "sim/config/merge.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/core/files.hpp"
 #include "sim/core/units.hpp"
 #include "sim/results/budget.hpp"
+#include "sim/results/capacity.hpp"
 #include "sim/results/result.hpp"
 
 namespace dtsim::cli {
 
 namespace {
 
+// One cluster the sweep plans for: a GPU count on one device.
+struct Cluster {
+  int gpus = 0;
+  std::string device;  // the profile's file name, as --devices and hardware.device give it
+  config::Scenario base;
+};
+
 struct Candidate {
+  std::size_t cluster = 0;  // index into the clusters
   strategies::ParallelismSpec p;
   double step = 0, samples_per_s = 0, mfu = 0, peak = 0;
+  double price = 0, cost_per_million_tokens = 0;  // USD; 0: no price known
+  double time_to_train = 0, gpu_hours = 0, cost = 0;  // 0: the scenario gives no training length
   bool fits = false, valid = false;
   std::string error;  // why it could not be simulated
 };
@@ -74,23 +92,177 @@ std::vector<Candidate> enumerate(const config::Scenario& s) {
   return out;
 }
 
+std::vector<std::string> split_list(const std::string& text, const std::string& flag) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw InputError("", flag, fmt::format("\"{}\" has an empty entry: give a comma-separated list", text));
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// "256,512,1024": whole numbers of GPUs, each at least 1, in the order given, repeats dropped.
+std::vector<int> parse_gpus(const std::string& text) {
+  std::vector<int> out;
+  for (const auto& item : split_list(text, "--gpus")) {
+    const bool digits = item.size() <= 8 && item.find_first_not_of("0123456789") == std::string::npos;
+    const long n = digits ? std::stol(item) : 0;
+    if (!digits || n < 1 || n > (1 << 20))
+      throw InputError("", "--gpus", fmt::format("\"{}\" is not a GPU count from 1 to 1048576", item));
+    if (std::find(out.begin(), out.end(), static_cast<int>(n)) == out.end()) out.push_back(static_cast<int>(n));
+  }
+  return out;
+}
+
+// The scenario with `gpus` GPUs of `device`: as `run` would load it with hardware.device and
+// cluster.nodes / gpus_per_node set (what --write-best writes).
+config::Scenario on_cluster(const config::Scenario& scenario, int gpus, const cost::DeviceProfile* device) {
+  config::Scenario s = scenario;
+  if (gpus > 0) {
+    if (gpus % s.cluster.gpus_per_node && gpus > s.cluster.gpus_per_node)
+      throw InputError("", "--gpus", fmt::format("{} GPUs do not fill nodes of {}", gpus, s.cluster.gpus_per_node));
+    s.host.memory_bandwidth_per_gpu *= s.cluster.gpus_per_node;
+    s.cluster.gpus_per_node = std::min(s.cluster.gpus_per_node, gpus);
+    s.cluster.nodes = gpus / s.cluster.gpus_per_node;
+    s.host.memory_bandwidth_per_gpu /= s.cluster.gpus_per_node;
+  }
+  if (device) {
+    s.device = *device;
+    s.host.pcie_bandwidth = s.device.pcie_bandwidth;
+    s.cluster.pcie_bandwidth = s.device.pcie_bandwidth;
+  }
+  return s;
+}
+
+std::string device_stem(const cost::DeviceProfile& d) { return std::filesystem::path(d.file).stem().string(); }
+
+// RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// Progress and ETA on stderr, at most a few times a second; on a terminal one line rewritten.
+class Progress {
+ public:
+  Progress(bool on, std::size_t total) : on_(on), tty_(::isatty(2)), total_(total) {}
+  void done_one() {
+    if (!on_) return;
+    const std::lock_guard<std::mutex> lock(mu_);
+    ++done_;
+    const double t = elapsed();
+    if (done_ < total_ && t - last_ < (tty_ ? 0.2 : 1.0)) return;
+    last_ = t;
+    const double eta = done_ ? t / static_cast<double>(done_) * static_cast<double>(total_ - done_) : 0;
+    std::cerr << fmt::format("{}sweep: {}/{} candidates, {:.1f} s elapsed, ETA {:.1f} s{}", tty_ ? "\r" : "", done_,
+                             total_, t, eta, tty_ ? "" : "\n");
+    if (tty_ && done_ == total_) std::cerr << "\n";
+    std::cerr.flush();
+  }
+
+ private:
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  bool on_, tty_;
+  std::size_t total_, done_ = 0;
+  double last_ = -1;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+const char* schedule_key(strategies::Schedule s) {
+  switch (s) {
+    case strategies::Schedule::Naive: return "naive";
+    case strategies::Schedule::GPipe: return "gpipe";
+    case strategies::Schedule::Interleaved: return "interleaved-1f1b";
+    default: return "1f1b";
+  }
+}
+
+// The scenario file as written (its `extends` merged in, so it runs from anywhere), with the
+// winner's device, cluster size and parallelism set.
+std::string best_scenario(const std::string& path, const Cluster& c, const strategies::ParallelismSpec& p) {
+  auto doc = config::load_with_extends(path).json;
+  doc["hardware"]["device"] = c.device;
+  doc["cluster"]["nodes"] = c.base.cluster.nodes;
+  doc["cluster"]["gpus_per_node"] = c.base.cluster.gpus_per_node;
+  auto& par = doc["parallelism"];
+  for (const char* k : {"stage_layers", "fsdp"}) par.erase(k);
+  par["tensor"] = p.tensor;
+  par["pipeline"] = p.pipeline;
+  par["data"] = p.data;
+  par["micro_batch_size"] = p.micro_batch;
+  par["pipeline_schedule"] = schedule_key(p.schedule);
+  par["virtual_stages"] = p.virtual_stages;
+  par["zero_stage"] = p.zero_stage;
+  par["recompute"] = strategies::to_string(p.recompute);
+  par["sequence_parallel"] = p.sequence_parallel;
+  doc["description"] = fmt::format("dtsim sweep's best for {}: {} on {} x {}", path, describe(p), c.gpus, c.device);
+  return doc.dump(2) + "\n";
+}
+
 }  // namespace
 
 int sweep(const SweepOptions& o) {
-  config::Scenario base = config::load_scenario(o.scenario);
-  if (o.gpus > 0) {
-    if (o.gpus % base.cluster.gpus_per_node && o.gpus > base.cluster.gpus_per_node)
-      throw InputError("", "--gpus", fmt::format("{} GPUs do not fill nodes of {}", o.gpus, base.cluster.gpus_per_node));
-    base.cluster.gpus_per_node = std::min(base.cluster.gpus_per_node, o.gpus);
-    base.cluster.nodes = o.gpus / base.cluster.gpus_per_node;
+  if (!o.write_best.empty()) check_output_path(o.write_best);  // before the work, so a bad path costs nothing
+  const config::Scenario scenario = config::load_scenario(o.scenario);
+  const std::vector<int> gpu_list = o.gpus.empty() ? std::vector<int>{0} : parse_gpus(o.gpus);
+  std::vector<std::pair<std::string, cost::DeviceProfile>> devices;
+  if (o.devices.empty()) devices.emplace_back(device_stem(scenario.device), scenario.device);
+  else
+    for (const auto& name : split_list(o.devices, "--devices")) {
+      if (std::any_of(devices.begin(), devices.end(), [&](const auto& d) { return d.first == name; })) continue;
+      try {
+        devices.emplace_back(name, config::load_device_profile(name));
+      } catch (const InputError& e) {
+        throw InputError("", "--devices", e.reason());
+      }
+    }
+
+  std::vector<Cluster> clusters;
+  for (int g : gpu_list)
+    for (const auto& [name, profile] : devices) {
+      Cluster c;
+      c.gpus = g;
+      c.device = name;
+      c.base = on_cluster(scenario, g, o.devices.empty() ? nullptr : &profile);
+      c.gpus = c.base.cluster.num_gpus();
+      c.base.backend = config::Backend::Analytical;  // SimGrid runs once per process; sweeps use the analytical replay
+      c.base.stragglers = {};
+      c.base.steps_simulated = 1;
+      clusters.push_back(std::move(c));
+    }
+
+  // Every candidate of every cluster; the same strategy on the same cluster and device once.
+  std::vector<Candidate> cands;
+  std::vector<results::SweepGroup> groups;
+  std::set<std::string> seen;
+  std::size_t duplicates = 0;
+  for (std::size_t ci = 0; ci < clusters.size(); ++ci) {
+    results::SweepGroup g{clusters[ci].base, {}};
+    for (auto& c : enumerate(clusters[ci].base)) {
+      const auto& p = c.p;
+      const std::string key = fmt::format("{}x{} {} {} s{} v{}", clusters[ci].base.cluster.nodes, clusters[ci].base.cluster.gpus_per_node,
+                                          clusters[ci].device, describe(p), static_cast<int>(p.schedule), p.virtual_stages);
+      if (!seen.insert(key).second) {
+        ++duplicates;
+        continue;
+      }
+      c.cluster = ci;
+      g.candidates.push_back(c.p);
+      cands.push_back(std::move(c));
+    }
+    groups.push_back(std::move(g));
   }
-  base.backend = config::Backend::Analytical;  // SimGrid runs once per process; sweeps use the analytical replay
-  base.stragglers = {};
-  base.steps_simulated = 1;
-  auto cands = enumerate(base);
-  std::vector<strategies::ParallelismSpec> specs;
-  for (const auto& c : cands) specs.push_back(c.p);
-  results::check_sweep_budget(base, specs, o.gpus > 0 ? "--gpus" : "");
+  results::check_sweep_budget(groups, o.gpus.empty() ? "" : "--gpus");
+
+  Progress progress(o.progress || ::isatty(2), cands.size());
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> pool;
   const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -98,7 +270,7 @@ int sweep(const SweepOptions& o) {
     pool.emplace_back([&] {
       for (std::size_t i = next++; i < cands.size(); i = next++) {
         auto& c = cands[i];
-        config::Scenario s = base;
+        config::Scenario s = clusters[c.cluster].base;
         s.parallelism = c.p;
         try {
           auto r = results::simulate(s);
@@ -107,12 +279,19 @@ int sweep(const SweepOptions& o) {
           c.mfu = r.mfu;
           c.peak = r.memory.peak();
           c.fits = r.fits;
+          const auto plan = results::capacity_plan(r);
+          c.price = plan.price_per_gpu_hour_usd;
+          c.cost_per_million_tokens = plan.cost_per_million_tokens_usd;
+          c.time_to_train = plan.time_s;
+          c.gpu_hours = plan.gpu_hours;
+          c.cost = plan.cost_usd;
           c.valid = true;
         } catch (const InputError& e) {  // a combination the planner cannot lay out
           c.error = e.pointer().empty() ? e.reason() : e.pointer() + ": " + e.reason();
         } catch (const std::exception& e) {  // out of memory, or a fault of dtsim's: counted, never dropped
           c.error = e.what();
         }
+        progress.done_one();
       }
     });
   for (auto& t : pool) t.join();
@@ -125,42 +304,108 @@ int sweep(const SweepOptions& o) {
   std::vector<std::pair<std::string, int>> failures(reasons.begin(), reasons.end());
   std::stable_sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   const std::size_t failed = cands.size() - ok.size();
-  std::stable_sort(ok.begin(), ok.end(), [](const Candidate& a, const Candidate& b) {
+
+  // What "best" means. Without a training length the whole run's time and cost are unknown, but
+  // every candidate trains the same global batch per step, so step time and GPU-seconds per step
+  // (cost per million tokens) rank them the same way the totals would.
+  const bool has_length = scenario.steps > 0;
+  auto gpus_of = [&](const Candidate& c) { return static_cast<double>(clusters[c.cluster].gpus); };
+  auto key = [&](const Candidate& c) {
+    if (o.rank_by == "cost") return has_length ? c.cost : gpus_of(c) * c.step * c.price;
+    if (o.rank_by == "throughput-per-gpu") return -c.samples_per_s / gpus_of(c);
+    return has_length ? c.time_to_train : c.step;
+  };
+  std::stable_sort(ok.begin(), ok.end(), [&](const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;
-    return a.samples_per_s > b.samples_per_s;
+    return key(a) < key(b);
   });
+  const std::string ranked =
+      o.rank_by == "throughput-per-gpu" ? "samples/s per GPU"
+      : o.rank_by == "cost" ? (has_length ? "cost to train" : "cost per million tokens (no training length: set training.tokens or training.steps for the cost to train)")
+                            : (has_length ? "time to train" : "step time (no training length: set training.tokens or training.steps for the time to train)");
   const std::size_t fitting = static_cast<std::size_t>(std::count_if(ok.begin(), ok.end(), [](const Candidate& c) { return c.fits; }));
   // Nothing to recommend: a check the user implicitly asked for failed (exit 3, SPEC.md).
   const int code = fitting == 0 ? 3 : 0;
-  const std::string none_fits = fmt::format("no strategy fits in {:.0f} GiB per GPU", base.device.memory_bytes / units::kGiB);
-  if (o.format == "json") {
-    nlohmann::ordered_json rows = nlohmann::ordered_json::array(), why = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < std::min(ok.size(), static_cast<std::size_t>(o.top)); ++i)
-      rows.push_back({{"strategy", describe(ok[i].p)}, {"tensor", ok[i].p.tensor}, {"pipeline", ok[i].p.pipeline},
-                      {"data", ok[i].p.data}, {"micro_batch_size", ok[i].p.micro_batch}, {"zero_stage", ok[i].p.zero_stage},
-                      {"recompute", strategies::to_string(ok[i].p.recompute)}, {"step_time_s", ok[i].step},
-                      {"samples_per_s", ok[i].samples_per_s}, {"mfu", ok[i].mfu}, {"peak_bytes", ok[i].peak},
-                      {"fits", ok[i].fits}});
-    for (const auto& [reason, n] : failures) why.push_back({{"reason", reason}, {"count", n}});
-    std::cout << nlohmann::ordered_json{{"scenario", base.name}, {"gpus", base.cluster.num_gpus()},
-                                        {"candidates", cands.size()}, {"evaluated", ok.size()}, {"fitting", fitting},
-                                        {"does_not_fit", ok.size() - fitting}, {"failed", failed}, {"failures", why},
-                                        {"rows", rows}}.dump(2) << "\n";
-    if (code) std::cerr << base.name << ": " << none_fits << "\n";
+  std::string memories;
+  for (const auto& [name, d] : devices)
+    memories += fmt::format("{}{:.0f} GiB", memories.empty() ? "" : " or ", d.memory_bytes / units::kGiB);
+  const std::string none_fits = fmt::format("no strategy fits in {} per GPU", memories);
+  if (fitting && !o.write_best.empty())
+    write_file_atomic(o.write_best, best_scenario(o.scenario, clusters[ok[0].cluster], ok[0].p));
+
+  const std::size_t top = std::min(ok.size(), static_cast<std::size_t>(o.top));
+  if (o.format == "csv") {  // every evaluated candidate, best first
+    std::cout << "rank,gpus,device,strategy,tensor,pipeline,data,micro_batch_size,pipeline_schedule,virtual_stages,zero_stage,"
+                 "recompute,sequence_parallel,step_time_s,samples_per_s,samples_per_s_per_gpu,mfu,peak_bytes,fits,"
+                 "price_per_gpu_hour_usd,cost_per_million_tokens_usd,time_to_train_s,gpu_hours,cost_usd\r\n";
+    auto opt = [&](double v) { return has_length ? fmt::format("{}", v) : std::string(); };
+    for (std::size_t i = 0; i < ok.size(); ++i) {
+      const auto& c = ok[i];
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", i + 1,
+                               clusters[c.cluster].gpus, csv_field(clusters[c.cluster].device), csv_field(describe(c.p)),
+                               c.p.tensor, c.p.pipeline, c.p.data, c.p.micro_batch, schedule_key(c.p.schedule),
+                               c.p.virtual_stages, c.p.zero_stage, strategies::to_string(c.p.recompute),
+                               c.p.sequence_parallel, c.step, c.samples_per_s, c.samples_per_s / gpus_of(c), c.mfu, c.peak,
+                               c.fits, c.price, c.cost_per_million_tokens, opt(c.time_to_train), opt(c.gpu_hours), opt(c.cost));
+    }
+    if (code) std::cerr << scenario.name << ": " << none_fits << "\n";
     return code;
   }
-  std::cout << fmt::format("{}: {} strategies on {} GPUs, {} evaluated (analytical replay): {} fit in {:.0f} GiB, {} do not fit, {} failed\n",
-                           base.name, cands.size(), base.cluster.num_gpus(), ok.size(), fitting,
-                           base.device.memory_bytes / units::kGiB, ok.size() - fitting, failed);
+  if (o.format == "json") {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array(), why = nlohmann::ordered_json::array(),
+                           cl = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < top; ++i) {
+      const auto& c = ok[i];
+      nlohmann::ordered_json row{{"strategy", describe(c.p)}, {"gpus", clusters[c.cluster].gpus}, {"device", clusters[c.cluster].device},
+                                 {"tensor", c.p.tensor}, {"pipeline", c.p.pipeline},
+                                 {"data", c.p.data}, {"micro_batch_size", c.p.micro_batch}, {"zero_stage", c.p.zero_stage},
+                                 {"recompute", strategies::to_string(c.p.recompute)}, {"step_time_s", c.step},
+                                 {"samples_per_s", c.samples_per_s}, {"samples_per_s_per_gpu", c.samples_per_s / gpus_of(c)},
+                                 {"mfu", c.mfu}, {"peak_bytes", c.peak}, {"fits", c.fits},
+                                 {"price_per_gpu_hour_usd", c.price}, {"cost_per_million_tokens_usd", c.cost_per_million_tokens}};
+      if (has_length) {
+        row["time_to_train_s"] = c.time_to_train;
+        row["gpu_hours"] = c.gpu_hours;
+        row["cost_usd"] = c.cost;
+      }
+      rows.push_back(row);
+    }
+    for (const auto& [reason, n] : failures) why.push_back({{"reason", reason}, {"count", n}});
+    for (const auto& c : clusters) cl.push_back({{"gpus", c.gpus}, {"device", c.device}});
+    std::cout << nlohmann::ordered_json{{"scenario", scenario.name}, {"gpus", clusters.front().gpus}, {"clusters", cl},
+                                        {"rank_by", o.rank_by}, {"ranked_by", ranked},
+                                        {"candidates", cands.size()}, {"duplicates_dropped", duplicates},
+                                        {"evaluated", ok.size()}, {"fitting", fitting},
+                                        {"does_not_fit", ok.size() - fitting}, {"failed", failed}, {"failures", why},
+                                        {"rows", rows}}.dump(2) << "\n";
+    if (code) std::cerr << scenario.name << ": " << none_fits << "\n";
+    return code;
+  }
+  std::string where;
+  for (const auto& c : clusters) where += fmt::format("{}{} x {}", where.empty() ? "" : ", ", c.gpus, c.device);
+  std::cout << fmt::format("{}: {} strategies on {} (analytical replay): {} evaluated, {} fit, {} do not fit, {} failed{}\n",
+                           scenario.name, cands.size(), where, ok.size(), fitting, ok.size() - fitting, failed,
+                           duplicates ? fmt::format(", {} duplicates dropped", duplicates) : "");
+  std::cout << "ranked by " << ranked << "\n";
   const std::size_t shown = std::min<std::size_t>(failures.size(), 5);
   for (std::size_t i = 0; i < shown; ++i) std::cout << fmt::format("  {} failed: {}\n", failures[i].second, failures[i].first);
   if (failures.size() > shown) std::cout << fmt::format("  ... and {} other reasons (--format json lists them)\n", failures.size() - shown);
   if (code) std::cout << none_fits << "\n";
   std::cout << "\n";
-  std::cout << fmt::format("{:>4}  {:<64} {:>10} {:>11} {:>6} {:>9}\n", "rank", "strategy", "step_s", "samples/s", "MFU", "peak_GiB");
-  for (std::size_t i = 0; i < std::min(ok.size(), static_cast<std::size_t>(o.top)); ++i)
-    std::cout << fmt::format("{:>4}  {:<64} {:>10.4f} {:>11.1f} {:>5.1f}% {:>8.1f}{}\n", i + 1, describe(ok[i].p), ok[i].step,
-                             ok[i].samples_per_s, 100 * ok[i].mfu, ok[i].peak / units::kGiB, ok[i].fits ? "" : "  does not fit");
+  const bool multi = clusters.size() > 1;
+  std::cout << fmt::format("{:>4}  {}{:<56} {:>10} {:>11} {:>9} {:>6} {:>9} {:>9}{}\n", "rank",
+                           multi ? fmt::format("{:>6} {:<14} ", "gpus", "device") : "", "strategy", "step_s", "samples/s",
+                           "per_GPU", "MFU", "peak_GiB", "$/Mtok", has_length ? fmt::format(" {:>10} {:>12}", "days", "cost_$") : "");
+  for (std::size_t i = 0; i < top; ++i) {
+    const auto& c = ok[i];
+    std::cout << fmt::format("{:>4}  {}{:<56} {:>10.4f} {:>11.1f} {:>9.2f} {:>5.1f}% {:>9.1f} {:>9.4f}{}{}\n", i + 1,
+                             multi ? fmt::format("{:>6} {:<14} ", clusters[c.cluster].gpus, clusters[c.cluster].device) : "",
+                             describe(c.p), c.step, c.samples_per_s, c.samples_per_s / gpus_of(c), 100 * c.mfu,
+                             c.peak / units::kGiB, c.cost_per_million_tokens,
+                             has_length ? fmt::format(" {:>10.2f} {:>12.0f}", c.time_to_train / 86400, c.cost) : "",
+                             c.fits ? "" : "  does not fit");
+  }
+  if (fitting && !o.write_best.empty()) std::cout << fmt::format("\nwrote {} (rank 1)\n", o.write_best);
   return code;
 }
 

@@ -310,20 +310,29 @@ void check_collective_budget(const network::ClusterSpec& cluster, CollectiveOp o
 
 void check_sweep_budget(const config::Scenario& base, const std::vector<strategies::ParallelismSpec>& candidates,
                         const std::string& gpus_flag) {
-  double seconds = 0, bytes = 0;
-  for (const auto& p : candidates) {
-    config::Scenario s = base;
-    s.parallelism = p;
-    const Estimate e = estimate(s, Backend::Analytical);
-    seconds += e.seconds;
-    bytes = std::max(bytes, e.bytes);
+  check_sweep_budget(std::vector<SweepGroup>{{base, candidates}}, gpus_flag);
+}
+
+void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag) {
+  double seconds = 0, bytes = 0, gpus = 0;
+  std::size_t count = 0;
+  for (const auto& g : groups) {
+    for (const auto& p : g.candidates) {
+      config::Scenario s = g.base;
+      s.parallelism = p;
+      const Estimate e = estimate(s, Backend::Analytical);
+      seconds += e.seconds;
+      bytes = std::max(bytes, e.bytes);
+    }
+    count += g.candidates.size();
+    gpus = std::max(gpus, static_cast<double>(g.base.cluster.num_gpus()));
   }
   if (seconds <= kMaxSweepSeconds && bytes <= kMaxBytes) return;
-  const double gpus = static_cast<double>(base.cluster.num_gpus());
-  throw InputError(gpus_flag.empty() ? base.file : "", gpus_flag.empty() ? "/cluster/nodes" : gpus_flag,
-                   fmt::format("sweeping {} strategies on {} GPUs takes about {:.0f} s of simulation (the largest {:.1f} GB), "
+  const std::string file = groups.empty() ? "" : groups.front().base.file;
+  throw InputError(gpus_flag.empty() ? file : "", gpus_flag.empty() ? "/cluster/nodes" : gpus_flag,
+                   fmt::format("sweeping {} strategies on up to {} GPUs takes about {:.0f} s of simulation (the largest {:.1f} GB), "
                                "over the limits of {:.0f} s and {:.0f} GB; fewer GPUs would",
-                               candidates.size(), with_commas(gpus), seconds, bytes / 1e9, kMaxSweepSeconds, kMaxBytes / 1e9));
+                               count, with_commas(gpus), seconds, bytes / 1e9, kMaxSweepSeconds, kMaxBytes / 1e9));
 }
 
 }  // namespace dtsim::results

@@ -46,6 +46,13 @@ void check_collective_budget(const network::ClusterSpec& cluster, taskgraph::Col
 void check_sweep_budget(const config::Scenario& base, const std::vector<strategies::ParallelismSpec>& candidates,
                         const std::string& gpus_flag);
 
+// A sweep over several clusters (sizes, devices): every group's candidates counted together.
+struct SweepGroup {
+  config::Scenario base;
+  std::vector<strategies::ParallelismSpec> candidates;
+};
+void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag);
+
 // Modelled seconds of one collective (all its groups) replayed `count` times.
 double collective_seconds(const network::FlowBound& b, double count, config::Backend backend);
 
