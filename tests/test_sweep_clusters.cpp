@@ -149,7 +149,7 @@ TEST(SweepClusters, TwoDevicesRankedByCostFollowTheirPrices) {
   // With one, the cost to train: a run given in tokens ranks by its total, and by time when asked.
   const auto f = dir.file("len.json", R"({"extends": ")" + scenario("gpt2-dp8-a100.json") +
                                           R"(", "training": {"tokens": 1e10}})");
-  for (const std::string by : {"cost", "time"}) {
+  for (const std::string& by : std::vector<std::string>{"cost", "time"}) {
     auto r = run_dtsim({"sweep", f, "--devices", "a100-sxm-80gb,h100-sxm-80gb", "--rank-by", by, "--format", "json", "--top", "100000"}, dir);
     ASSERT_EQ(r.code, 0) << r.err;
     auto k = nlohmann::json::parse(r.out);
@@ -219,7 +219,7 @@ TEST(SweepClusters, WriteBestIsARunnableScenarioWithTheSameStepTime) {
   // Nothing but a regular file is replaced, and a refused target costs no work.
   fs::create_directories(dir.path("adir"));
   fs::create_symlink(dir.path("target.json"), dir.path("link.json"));
-  for (const std::string bad : {"adir", "link.json"}) {
+  for (const std::string& bad : std::vector<std::string>{"adir", "link.json"}) {
     auto b = run_dtsim({"sweep", scenario("gpt2-dp8-a100.json"), "--write-best", dir.path(bad)}, dir);
     EXPECT_EQ(b.code, 2) << bad;
     EXPECT_TRUE(b.out.empty()) << bad;
