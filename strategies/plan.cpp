@@ -74,6 +74,19 @@ int Planner::compute(int s, int work, std::vector<int> deps, const std::string& 
   return id;
 }
 
+// A pass's work depends only on its direction, layers and tensor group, never on the
+// micro-batch or replica: build it once per distinct pass, not once per (chunk, micro-batch).
+// The first build goes through the WorkTable, so ids and names are those of building it every time.
+int Planner::pass_work(bool forward, int chunk, const models::Layer* layer, int tpg) {
+  auto [it, fresh] = pass_works_.try_emplace({forward, chunk, layer, tpg}, -1);
+  if (fresh) {
+    const Layers one{layer};
+    const Layers& layers = layer ? one : chunk_layers_[static_cast<std::size_t>(chunk)];
+    it->second = table_.get(forward ? forward_work(layers, g_, p_, tpg) : backward_work(layers, g_, p_, tpg));
+  }
+  return it->second;
+}
+
 // One rank's share of the activation crosses between stages; without sequence parallelism the
 // receiving tensor group all-gathers it back (Megatron's scatter/gather, SC21 Sec. 4.1).
 // `tensor_bytes` is the whole tensor crossing the boundary (the output of the last layer before it).
@@ -111,12 +124,17 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   if (op.forward && j == 0 && p_.input.enabled) {  // the loader stream hands over this micro-batch
     // The loader filled the first micro-batch during the previous step's tail; later ones keep
     // the GPU waiting only when the loader is slower than the GPU.
-    taskgraph::Work w;
-    w.name = last_load_ < 0 ? "prefetched micro-batch" : "load micro-batch";
-    w.fixed_seconds = last_load_ < 0 ? 0.0 : p_.input.seconds(p_.micro_batch);
+    const bool prefetched = last_load_ < 0;
+    int& work = load_works_[prefetched ? 0 : 1];
+    if (work < 0) {
+      taskgraph::Work w;
+      w.name = prefetched ? "prefetched micro-batch" : "load micro-batch";
+      w.fixed_seconds = prefetched ? 0.0 : p_.input.seconds(p_.micro_batch);
+      work = table_.get(std::move(w));
+    }
     std::vector<int> deps;
     if (last_load_ >= 0) deps.push_back(last_load_);
-    last_load_ = plan_.graph.add_compute(rep(s), table_.get(w), Category::Input, "load" + tag, deps);
+    last_load_ = plan_.graph.add_compute(rep(s), work, Category::Input, "load" + tag, deps);
     cross.push_back(last_load_);
   }
   if (!op.forward && j < chunks_ - 1) cross.push_back(bwd_out_[static_cast<std::size_t>(j + 1)][mb]);
@@ -136,17 +154,17 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
         int ag = gather(l);
         std::vector<int> deps = cross;
         deps.push_back(ag);
-        last = compute(s, table_.get(forward_work({l}, g_, p_, tpg)), deps, "fwd " + l->name + tag);
+        last = compute(s, pass_work(true, j, l, tpg), deps, "fwd " + l->name + tag);
         cross.clear();
       }
     } else if (p_.priority_buckets && op.micro_batch == 0) {  // each layer waits for its own update
       for (const auto* l : layers) {
-        last = compute(s, table_.get(forward_work({l}, g_, p_, tpg)), cross, "fwd " + l->name + tag);
+        last = compute(s, pass_work(true, j, l, tpg), cross, "fwd " + l->name + tag);
         first_forward_[l] = last;
         cross.clear();
       }
     } else {
-      last = compute(s, table_.get(forward_work(layers, g_, p_, tpg)), cross, "fwd" + tag);
+      last = compute(s, pass_work(true, j, nullptr, tpg), cross, "fwd" + tag);
     }
     if (j < chunks_ - 1)
       fwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j + 1), last, layers.back()->output_bytes, "send act" + tag);
@@ -158,7 +176,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       std::vector<int> deps = cross;
       if (zero3) deps.push_back(gather(*it));
-      last = compute(s, table_.get(backward_work({*it}, g_, p_, tpg)), deps, "bwd " + (*it)->name + tag);
+      last = compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
       cross.clear();
       if (final) final_backward_[*it] = last;
       if (zero3) {  // reduce-scatter this layer's gradients right away
@@ -168,7 +186,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
       }
     }
   } else {
-    last = compute(s, table_.get(backward_work(layers, g_, p_, tpg)), cross, "bwd" + tag);
+    last = compute(s, pass_work(false, j, nullptr, tpg), cross, "bwd" + tag);
     if (final)
       for (const auto* l : layers) final_backward_[l] = last;
     if (p_.zero_stage == 2 && p_.data > 1 && !final) {
@@ -327,6 +345,7 @@ Plan Planner::finish() {
   for (const auto& l : g_.layers) recompute += recompute_flops(l, p_.recompute);
   plan_.model_flops_per_step = g_.model_flops() * p_.tensor * micro_batches;
   plan_.hardware_flops_per_step = plan_.model_flops_per_step + recompute * p_.tensor * micro_batches;
+  plan_.works_built = table_.built();
   return std::move(plan_);
 }
 

@@ -25,6 +25,7 @@ struct Plan {
   std::vector<int> stage_layers;              // transformer blocks per stage
   int replicas = 1;                           // data-parallel replicas given their own compute
   int iterations_per_step = 1;                // local steps per simulated step (EASGD's period)
+  std::size_t works_built = 0;                // Work values the planner built before sharing them
 };
 
 // Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,7 @@ class Planner {
   int p2p_group(int from, int to);
   std::vector<int> data_groups(int s);
   int compute(int s, int work, std::vector<int> deps, const std::string& label);
+  int pass_work(bool forward, int chunk, const models::Layer* layer, int tpg);
   int send(int from, int to, int after, double tensor_bytes, const std::string& label);
   int collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label);
   bool ready(int s, const PipeOp& op) const;
@@ -76,6 +78,9 @@ class Planner {
   std::vector<std::vector<int>> replica_last_;
   std::map<std::pair<int, int>, int> p2p_groups_;
   std::map<int, std::vector<int>> data_groups_;
+  // (forward, chunk, one layer or null for the whole chunk, tensor group) -> its shared work.
+  std::map<std::tuple<bool, int, const models::Layer*, int>, int> pass_works_;
+  int load_works_[2] = {-1, -1};  // the prefetched first micro-batch, then every later load
 };
 
 }  // namespace dtsim::strategies

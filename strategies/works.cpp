@@ -1,5 +1,7 @@
 #include "strategies/works.hpp"
 
+#include <bit>
+
 #include <fmt/format.h>
 
 namespace dtsim::strategies {
@@ -7,13 +9,78 @@ namespace dtsim::strategies {
 using taskgraph::CollectiveOp;
 using taskgraph::InlineCollective;
 
+namespace {
+// FNV-1a over the fields that make two works the same (see WorkTable).
+struct Hasher {
+  std::uint64_t h = 1469598103934665603ull;
+  void add(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  void add(double v) { add(std::bit_cast<std::uint64_t>(v)); }
+  void add(std::int64_t v) { add(static_cast<std::uint64_t>(v)); }
+  void add(int v) { add(static_cast<std::uint64_t>(static_cast<std::int64_t>(v))); }
+  void add(const std::string& s) {
+    add(static_cast<std::uint64_t>(s.size()));
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  }
+};
+
+std::uint64_t work_hash(const taskgraph::Work& w) {
+  Hasher h;
+  h.add(w.repeat);
+  h.add(w.fixed_seconds);
+  h.add(static_cast<std::uint64_t>(w.kernels.size()));
+  for (const auto& k : w.kernels) {
+    h.add(k.name);
+    h.add(k.batch);
+    h.add(k.m);
+    h.add(k.n);
+    h.add(k.k);
+    h.add(k.bytes);
+  }
+  h.add(static_cast<std::uint64_t>(w.comms.size()));
+  for (const auto& c : w.comms) {
+    h.add(static_cast<int>(c.op));
+    h.add(c.group);
+    h.add(c.bytes);
+    h.add(c.count);
+  }
+  return h.h;
+}
+
+// Doubles compare by their bits: the text key this replaces told -0 from 0 apart too.
+bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
+
+bool same_work(const taskgraph::Work& a, const taskgraph::Work& b) {
+  if (!same_bits(a.repeat, b.repeat) || !same_bits(a.fixed_seconds, b.fixed_seconds) ||
+      a.kernels.size() != b.kernels.size() || a.comms.size() != b.comms.size())
+    return false;
+  for (std::size_t i = 0; i < a.kernels.size(); ++i) {
+    const auto &x = a.kernels[i], &y = b.kernels[i];
+    if (x.name != y.name || x.batch != y.batch || x.m != y.m || x.n != y.n || x.k != y.k || !same_bits(x.bytes, y.bytes))
+      return false;
+  }
+  for (std::size_t i = 0; i < a.comms.size(); ++i) {
+    const auto &x = a.comms[i], &y = b.comms[i];
+    if (x.op != y.op || x.group != y.group || !same_bits(x.bytes, y.bytes) || !same_bits(x.count, y.count)) return false;
+  }
+  return true;
+}
+}  // namespace
+
 int WorkTable::get(taskgraph::Work w) {
-  std::string key = fmt::format("{}|{}|", w.repeat, w.fixed_seconds);
-  for (const auto& k : w.kernels) key += fmt::format("{}:{},{},{},{},{};", k.name, k.batch, k.m, k.n, k.k, k.bytes);
-  for (const auto& c : w.comms) key += fmt::format("c{},{},{},{};", static_cast<int>(c.op), c.group, c.bytes, c.count);
-  auto [it, fresh] = ids_.try_emplace(key, -1);
-  if (fresh) it->second = g_.add_work(std::move(w));
-  return it->second;
+  ++built_;
+  auto& ids = ids_[work_hash(w)];
+  for (int id : ids)
+    if (same_work(g_.works[static_cast<std::size_t>(id)], w)) return id;
+  ids.push_back(g_.add_work(std::move(w)));
+  return ids.back();
 }
 
 namespace {

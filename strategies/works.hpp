@@ -1,6 +1,7 @@
 #pragma once
-#include <map>
+#include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "models/model_graph.hpp"
@@ -10,14 +11,20 @@
 namespace dtsim::strategies {
 
 // Shares one Work among identical passes so the cost model prices each distinct one once.
+// Works are identical when their repeat, fixed seconds, kernels (name, batch, m, n, k, bytes)
+// and inline collectives match; the name is the first one's. Found by a hash of those plain
+// fields and a field-by-field comparison, so no key text is built.
 class WorkTable {
  public:
   explicit WorkTable(taskgraph::TaskGraph& g) : g_(g) {}
   int get(taskgraph::Work w);
+  // How many Work values were handed to get(): what the planner built, before sharing.
+  std::size_t built() const { return built_; }
 
  private:
   taskgraph::TaskGraph& g_;
-  std::map<std::string, int> ids_;
+  std::unordered_map<std::uint64_t, std::vector<int>> ids_;  // hash -> works with that hash
+  std::size_t built_ = 0;
 };
 
 // The tensor-parallel collectives a layer's pass blocks on, from its split rule
