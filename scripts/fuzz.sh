@@ -10,18 +10,8 @@ seconds="${1:-60}"
 
 # Debian 12: clang 14 and its runtime libraries (libFuzzer and the sanitizers are in
 # libclang-rt-14-dev; OpenMP for clang in libomp-14-dev), beside what setup.sh installs.
-packages=(clang libclang-rt-14-dev libomp-14-dev cmake pkg-config libsimgrid-dev libeigen3-dev libboost-dev
-          nlohmann-json3-dev libfmt-dev libcli11-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+source scripts/packages.sh
+install_packages clang libclang-rt-14-dev libomp-14-dev "${dtsim_packages[@]}"
 
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
