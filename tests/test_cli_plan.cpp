@@ -7,31 +7,21 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "helpers.hpp"
+#include "run_dtsim.hpp"
 
 using namespace dtsim;
 
 namespace {
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
+using test::Outcome;
+using test::slurp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs dtsim in `cwd` (the temp dir unless given).
+// Runs dtsim on these space-separated arguments (no shell) in `cwd`, the temp dir unless given.
 Outcome dtsim_cli(const std::string& args, const test::TempDir& dir, const std::string& cwd = "") {
-  std::string out = dir.path("stdout.txt"), err = dir.path("stderr.txt");
-  std::string cmd = "cd " + (cwd.empty() ? dir.path() : cwd) + " && " + std::string(DTSIM_BINARY) + " " + args + " > " +
-                    out + " 2> " + err;
-  int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  std::vector<std::string> argv;
+  std::istringstream words(args);
+  for (std::string w; words >> w;) argv.push_back(w);
+  return test::run_dtsim(argv, dir, cwd.empty() ? dir.path() : cwd);
 }
 
 std::string scenario(const std::string& name) { return test::source_dir() + "/scenarios/" + name; }

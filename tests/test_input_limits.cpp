@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "helpers.hpp"
+#include "run_dtsim.hpp"
 #include "scenario_helpers.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/json_reader.hpp"
@@ -21,40 +21,11 @@ using namespace dtsim;
 
 namespace {
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::Outcome;
+using test::slurp;
 
 // Runs dtsim with these arguments (no shell), stdout and stderr to files in `dir`.
-Outcome dtsim_cli(const std::vector<std::string>& args, const test::TempDir& dir) {
-  const std::string out = dir.path("stdout.txt"), err = dir.path("stderr.txt");
-  std::vector<char*> argv;
-  const char* other = std::getenv("DTSIM_TEST_BINARY");  // to check these tests against another build
-  std::string bin = other ? other : DTSIM_BINARY;
-  argv.push_back(bin.data());
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), slurp(out), slurp(err)};
-}
+Outcome dtsim_cli(const std::vector<std::string>& args, const test::TempDir& dir) { return test::run_dtsim(args, dir); }
 
 std::string scenario(const std::string& name) { return test::source_dir() + "/scenarios/" + name; }
 

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "helpers.hpp"
+#include "run_dtsim.hpp"
 #include "sim/realrun/comm.hpp"
 
 using namespace dtsim;
@@ -54,18 +54,10 @@ std::vector<std::vector<float>> ring_on_threads(int n, std::size_t count) {
   return data;
 }
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
+using test::Outcome;
+using test::slurp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
+// Through a shell: some tests put a command before dtsim (e.g. to drop root).
 Outcome dtsim_cli(const std::string& args, const test::TempDir& dir, const std::string& prefix = "") {
   const std::string out = dir.path("stdout.txt"), err = dir.path("stderr.txt");
   const std::string cmd = prefix + std::string(DTSIM_BINARY) + " " + args + " > " + out + " 2> " + err;

@@ -15,52 +15,17 @@
 #include <regex>
 #include <sstream>
 
-#include "helpers.hpp"
+#include "run_dtsim.hpp"
 #include "sim/config/scenario.hpp"
-
-extern char** environ;
 
 using namespace dtsim;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-// dtsim with this argument vector (no shell), stdout and stderr into files of `dir`.
-Outcome run_dtsim(std::vector<std::string> args, const test::TempDir& dir) {
-  args.insert(args.begin(), DTSIM_BINARY);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const std::string out = dir.path("stdout.txt"), err = dir.path("stderr.txt");
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&files);
-  Outcome o;
-  if (spawned != 0) return o;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.out = slurp(out);
-  o.err = slurp(err);
-  return o;
-}
+using test::Outcome;
+using test::run_dtsim;
+using test::slurp;
 
 // Runnable scenarios: files that name themselves (the others are bases that scenarios extend).
 std::vector<std::string> scenarios() {

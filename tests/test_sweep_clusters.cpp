@@ -13,47 +13,17 @@
 #include <set>
 #include <sstream>
 
-#include "helpers.hpp"
-
-extern char** environ;
+#include "run_dtsim.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string scenario(const std::string& name) { return dtsim::test::source_dir() + "/scenarios/" + name; }
 
-struct Outcome {
-  int code;  // exit status, or -signal
-  std::string out, err;
-};
-
-// dtsim started with posix_spawn from an argument vector (no shell), stdout and stderr to files.
-Outcome run_dtsim(std::vector<std::string> args, const dtsim::test::TempDir& dir) {
-  args.insert(args.begin(), DTSIM_BINARY);
-  const std::string out = dir.path("stdout.txt"), err = dir.path("stderr.txt");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return {-1000, "", "posix_spawn failed"};
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), slurp(out), slurp(err)};
-}
+using dtsim::test::Outcome;
+using dtsim::test::run_dtsim;
+using dtsim::test::slurp;
 
 nlohmann::json sweep_json(std::vector<std::string> extra, const dtsim::test::TempDir& dir, int expect = 0) {
   std::vector<std::string> args{"sweep", scenario("gpt2-dp8-a100.json"), "--format", "json", "--top", "100000"};

@@ -8,6 +8,7 @@
 #include "sim/config/merge.hpp"
 #include "sim/config/model_config.hpp"
 #include "sim/config/stragglers.hpp"
+#include "sim/config/training_config.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/paths.hpp"
 
@@ -127,14 +128,6 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
   }
   r.finish();
   return c;
-}
-
-strategies::Precision parse_precision(const std::string& s) {
-  if (s == "fp64") return strategies::Precision::Fp64;
-  if (s == "fp32") return strategies::Precision::Fp32;
-  if (s == "tf32") return strategies::Precision::Tf32;
-  if (s == "fp16") return strategies::Precision::Fp16;
-  return strategies::Precision::Bf16;
 }
 
 // Asynchronous data parallelism: what it needs and the exchange it implies.
@@ -259,91 +252,6 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.zero_stage > 0 && !scatter_gather)
     r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
                                                taskgraph::to_string(p.algorithm)));
-  r.finish();
-}
-
-// The one of `names` (a key and the aliases other tools use for it) the object gives, or "".
-std::string given_as(Reader& r, const std::vector<std::string>& names) {
-  std::string found;
-  for (const auto& n : names) {
-    const bool here = r.has(n);
-    r.ignore(n);  // read below when given; known either way, so a misspelling is suggested one
-    if (!here) continue;
-    if (!found.empty()) r.fail(n, fmt::format("says what \"{}\" already says: give one of them", found));
-    found = n;
-  }
-  return found;
-}
-
-void parse_training(Reader r, Scenario& s) {
-  auto& t = s.training;
-  const auto& p = s.parallelism;
-  const std::int64_t per_step = static_cast<std::int64_t>(p.data) * p.micro_batch;
-  // DeepSpeed's train_batch_size and gradient_accumulation_steps name the global batch too.
-  const std::string batch_key = given_as(r, {"global_batch_size", "train_batch_size"});
-  const bool accumulates = r.has("gradient_accumulation_steps");
-  r.ignore("gradient_accumulation_steps");
-  if (accumulates) {
-    const std::int64_t gas = r.integer("gradient_accumulation_steps", 1, 1000000000);
-    if (batch_key.empty()) {
-      t.global_batch = gas * per_step;
-    } else if (r.integer(batch_key, 1, 1000000000) != gas * per_step) {
-      r.fail("gradient_accumulation_steps",
-             fmt::format("data ({}) x micro_batch_size ({}) x gradient_accumulation_steps ({}) = {}, but {} is {}", p.data,
-                         p.micro_batch, gas, gas * per_step, batch_key, r.integer(batch_key, 1, 1000000000)));
-    }
-  }
-  if (!batch_key.empty()) t.global_batch = r.integer(batch_key, 1, 1000000000);
-  else if (!accumulates)
-    r.fail("global_batch_size", "required key is missing (or give gradient_accumulation_steps)");
-  t.precision = parse_precision(r.choice("precision", {"fp64", "fp32", "tf32", "bf16", "fp16"}, "bf16"));
-  t.optimizer = r.choice("optimizer", {"adam", "sgd"}, "adam") == "sgd" ? models::OptimizerKind::Sgd
-                                                                        : models::OptimizerKind::Adam;
-  t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash
-                                                                                   : models::Attention::Standard;
-  // The run's length: steps (Megatron's train_iters, Hugging Face's max_steps), samples, or tokens.
-  const std::string steps_key = given_as(r, {"steps", "train_iters", "max_steps", "train_samples", "tokens"});
-  if (steps_key == "tokens") {
-    const std::int64_t per_sample = s.model.tokens_per_sample();
-    if (per_sample == 0) r.fail("tokens", fmt::format("a {} model's samples are not tokens: give steps or train_samples", s.model.kind()));
-    s.tokens = r.number("tokens", Range{0.0, 1e18, true});
-    const double per = static_cast<double>(t.global_batch) * static_cast<double>(per_sample);
-    s.steps = static_cast<std::int64_t>(std::ceil(s.tokens / per));
-    if (s.steps > (std::int64_t{1} << 40)) r.fail("tokens", "more than 2^40 steps");
-  } else if (steps_key == "train_samples") {
-    const std::int64_t samples = r.integer("train_samples", 1, std::int64_t{1} << 50);
-    s.steps = (samples + t.global_batch - 1) / t.global_batch;
-  } else if (!steps_key.empty()) {
-    s.steps = r.integer(steps_key, 0, std::int64_t{1} << 40);
-  }
-  s.price_per_gpu_hour_usd = r.number("price_per_gpu_hour_usd", Range{0.0, 1e6, true}, 0.0);
-  // Names DeepSpeed, Hugging Face and Megatron users write here for settings dtsim keeps elsewhere.
-  static const std::vector<std::pair<std::string, std::string>> elsewhere{
-      {"train_micro_batch_size_per_gpu", "is parallelism.micro_batch_size in dtsim"},
-      {"per_device_train_batch_size", "is parallelism.micro_batch_size in dtsim"},
-      {"micro_batch_size", "is parallelism.micro_batch_size in dtsim"},
-      {"num_train_epochs", "dtsim has no dataset size: give tokens, steps or train_samples"},
-      {"bf16", "is \"precision\": \"bf16\" in dtsim"},
-      {"fp16", "is \"precision\": \"fp16\" in dtsim"},
-      {"gradient_checkpointing", "is parallelism.recompute (\"full\" or \"selective\") in dtsim"},
-      {"zero_optimization", "is parallelism.zero_stage in dtsim"},
-  };
-  for (const auto& [key, where] : elsewhere)
-    if (r.has(key)) r.fail(key, where);
-  s.parallelism.fused_grad_accumulation = r.choice("grad_accumulation", {"separate", "fused"}, "separate") == "fused";
-  if (t.global_batch % per_step != 0)
-    r.fail(batch_key, fmt::format("{} is not a multiple of data ({}) x micro_batch_size ({}) = {}",
-                                            t.global_batch, s.parallelism.data, s.parallelism.micro_batch, per_step));
-  const std::int64_t micro_batches = t.global_batch / per_step;
-  if (s.parallelism.schedule == strategies::Schedule::Interleaved && s.parallelism.virtual_stages > 1 &&
-      micro_batches % s.parallelism.pipeline != 0)
-    r.fail("global_batch_size", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of "
-                                            "pipeline ({})", micro_batches, s.parallelism.pipeline));
-  if (micro_batches * s.parallelism.pipeline * s.parallelism.virtual_stages > 50000000)
-    r.fail("global_batch_size", fmt::format("{} micro-batches through {} stages is too many passes to simulate",
-                                            micro_batches, s.parallelism.pipeline));
-  if (!s.device.peak_flops.contains(compute_dtype(t.precision)))
-    r.fail("precision", fmt::format("device {} has no {} peak", s.device.name, compute_dtype(t.precision)));
   r.finish();
 }
 
