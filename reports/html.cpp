@@ -2,25 +2,17 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "reports/reports.hpp"
+#include "reports/svg.hpp"
 #include "sim/core/units.hpp"
 
 namespace dtsim::reports {
 
 namespace {
 
-std::string escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
+using svg::escape;
 
 const char* colour(const taskgraph::Task& t) {
   if (t.is_collective) return t.collective.op == taskgraph::CollectiveOp::SendRecv ? "#9467bd" : "#d62728";
@@ -32,61 +24,114 @@ const char* colour(const taskgraph::Task& t) {
   }
 }
 
-// One lane per simulated GPU (compute above, its collectives below), time to the right.
-std::string timeline(const results::Result& r, int max_gpus) {
+// Idle time's colours, as the breakdown bar draws the same parts; drawn paler in the timeline.
+constexpr std::pair<replay::IdleCause, const char*> kIdleColours[] = {
+    {replay::IdleCause::PipelineBubble, "#bbbbbb"},       {replay::IdleCause::StageImbalance, "#bcbd22"},
+    {replay::IdleCause::StragglerWait, "#ff7f0e"},        {replay::IdleCause::ExposedCommunication, "#d62728"},
+    {replay::IdleCause::InputStall, "#8c564b"}};
+
+const char* idle_colour(replay::IdleCause c) {
+  for (const auto& [cause, col] : kIdleColours)
+    if (cause == c) return col;
+  return "#bbbbbb";
+}
+
+// "pipeline bubble" -> "idle-pipeline-bubble": the class of its spans.
+std::string idle_class(replay::IdleCause c) {
+  std::string s = std::string("idle-") + replay::to_string(c);
+  std::replace(s.begin(), s.end(), ' ', '-');
+  return s;
+}
+
+struct Drawing {
+  std::string note, svg;
+};
+
+// One row per simulated GPU: its compute with the idle gaps coloured by cause, its data loader
+// below, then its collectives; time to the right. Past `max_gpus`, an even sample (first and last
+// included), said in the note.
+Drawing timeline(const results::Result& r, int max_gpus) {
   const auto& g = r.replayed();
   const auto& t = r.timeline;
-  std::vector<int> gpus;
+  std::set<int> all;
   for (const auto& task : g.tasks)
-    if (!task.is_collective && std::find(gpus.begin(), gpus.end(), task.rank) == gpus.end() &&
-        static_cast<int>(gpus.size()) < max_gpus)
-      gpus.push_back(task.rank);
-  std::sort(gpus.begin(), gpus.end());
+    if (!task.is_collective) all.insert(task.rank);
+  const std::vector<int> ranks(all.begin(), all.end());
+  std::vector<int> gpus;
+  const auto n = static_cast<int>(ranks.size());
+  if (n <= max_gpus) {
+    gpus = ranks;
+  } else {
+    for (int i = 0; i < max_gpus; ++i)
+      gpus.push_back(ranks[static_cast<std::size_t>(static_cast<long long>(i) * (n - 1) / (max_gpus - 1))]);
+  }
+  Drawing d;
+  if (n < r.gpus)
+    d.note += fmt::format("The replay simulates {} of the {} GPUs in the cluster (a representative set of the ranks; the others run the "
+                          "same tasks as one of these and are not drawn). ",
+                          n, r.gpus);
+  if (n > max_gpus)
+    d.note += fmt::format("Sampled: {} of the {} simulated GPUs are drawn, evenly spaced by rank (first and last included).",
+                          gpus.size(), n);
+  else
+    d.note += fmt::format("All {} simulated GPUs are drawn.", n);
+
   std::map<int, int> lane;
   for (std::size_t i = 0; i < gpus.size(); ++i) lane[gpus[i]] = static_cast<int>(i);
-  const double width = 1100, left = 70, row = 26, span = std::max(t.makespan, 1e-12);
-  const double height = 30 + row * static_cast<double>(gpus.size());
+  const double width = 1100, left = 70, top = 22, row = 32, span = std::max(t.makespan, 1e-12);
+  const double height = top + row * static_cast<double>(gpus.size()) + 24;
   auto x = [&](double s) { return left + s / span * width; };
-  std::string svg = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='11'>\n",
-                                left + width + 10, height);
-  for (const auto& [gpu, i] : lane)
-    svg += fmt::format("<text x='4' y='{}'>GPU {}</text>\n", 22 + row * i + 10, gpu);
+  std::string& svg = d.svg;
+  svg = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{:.0f}' height='{:.0f}' font-family='sans-serif' font-size='11'>\n",
+                    left + width + 40, height);
+  // Axis: ticks centred on their time, grid lines under the rows, its name below.
+  for (int tick = 0; tick <= 10; ++tick) {
+    const double at = x(span * tick / 10);
+    svg += fmt::format("<line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{:.0f}' stroke='#eee'/><text x='{:.1f}' y='12' text-anchor='middle' "
+                       "fill='#555'>{:.3g} s</text>\n",
+                       at, top - 4, at, height - 20, at, span * tick / 10);
+  }
+  svg += fmt::format("<text x='{:.1f}' y='{:.0f}' text-anchor='middle' fill='#555'>time since the step began (s)</text>\n",
+                     left + width / 2, height - 6);
+  for (const auto& [gpu, i] : lane) {
+    svg += fmt::format("<text class='gpu' x='4' y='{}'>GPU {}</text>\n", top + row * i + 11, gpu);
+    // Where it sat idle, and why (sim/replay/waits.hpp), up to the end of the timeline.
+    std::vector<replay::IdleSpan> idle;
+    replay::step_breakdown(g, t, r.work_seconds, r.work_comm_seconds, {gpu, t.makespan, &idle});
+    for (const auto& s : idle) {
+      if (s.end <= s.start) continue;
+      svg += fmt::format("<rect class='idle {}' x='{:.2f}' y='{:.1f}' width='{:.2f}' height='13' fill='{}' fill-opacity='0.45'>"
+                         "<title>idle: {} ({:.3f} ms)</title></rect>\n",
+                         idle_class(s.cause), x(s.start), top + row * i, std::max(0.5, x(s.end) - x(s.start)), idle_colour(s.cause),
+                         replay::to_string(s.cause), 1e3 * (s.end - s.start));
+    }
+  }
   for (std::size_t k = 0; k < g.tasks.size(); ++k) {
     const auto& task = g.tasks[k];
     const double w = std::max(0.5, x(t.end[k]) - x(t.start[k]));
     auto rect = [&](int i, double y0, double h) {
       svg += fmt::format("<rect x='{:.2f}' y='{:.1f}' width='{:.2f}' height='{}' fill='{}'><title>{} ({:.3f} ms)</title></rect>\n",
-                         x(t.start[k]), 22 + row * i + y0, w, h, colour(task), escape(task.label),
+                         x(t.start[k]), top + row * i + y0, w, h, colour(task), escape(task.label),
                          1e3 * (t.end[k] - t.start[k]));
     };
     if (!task.is_collective) {
-      if (auto it = lane.find(task.rank); it != lane.end()) rect(it->second, 0, 13);
+      // Its data loader runs beside the GPU's stream: a lane of its own.
+      if (auto it = lane.find(task.rank); it != lane.end())
+        task.category == taskgraph::Category::Input ? rect(it->second, 15, 4) : rect(it->second, 0, 13);
       continue;
     }
-    for (int group : task.collective.groups)
+    for (int group : task.collective.groups)  // an asynchronous push or pull: its `only` member's alone
       for (int gpu : g.groups[static_cast<std::size_t>(group)])
-        if (auto it = lane.find(gpu); it != lane.end()) rect(it->second, 15, 7);
+        if (auto it = lane.find(gpu); it != lane.end() && (task.collective.only < 0 || task.collective.only == gpu))
+          rect(it->second, 21, 7);
   }
-  for (int tick = 0; tick <= 10; ++tick)
-    svg += fmt::format("<text x='{:.1f}' y='12' fill='#555'>{:.3g} s</text>\n", x(span * tick / 10) - 8, span * tick / 10);
-  return svg + "</svg>\n";
+  svg += "</svg>\n";
+  return d;
 }
 
-std::string bar(const std::vector<std::pair<std::string, double>>& parts, const std::vector<const char*>& colours, double total,
-                const std::string& unit) {
-  const double width = 900;
-  std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='1180' height='46' font-family='sans-serif' font-size='11'>\n";
-  double at = 0;
-  std::string legend;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const double w = total > 0 ? parts[i].second / total * width : 0;
-    svg += fmt::format("<rect x='{:.1f}' y='4' width='{:.1f}' height='20' fill='{}'><title>{}: {:.4g} {}</title></rect>\n", at, w,
-                       colours[i % colours.size()], parts[i].first, parts[i].second, unit);
-    legend += fmt::format("<tspan fill='{}'>&#9632;</tspan> {} {:.4g} {}  ", colours[i % colours.size()], parts[i].first,
-                          parts[i].second, unit);
-    at += w;
-  }
-  return svg + fmt::format("<text x='0' y='40'>{}</text></svg>\n", legend);
+std::string swatch(const char* colour, const std::string& text, double opacity = 1) {
+  return fmt::format("<span style='display:inline-block;width:10px;height:10px;background:{};opacity:{}'></span> {} &nbsp; ", colour,
+                     opacity, text);
 }
 
 }  // namespace
@@ -115,10 +160,16 @@ std::string html_report(const results::Result& r) {
     if (r.roles) parts.emplace_back("checkpoint", b.checkpoint);  // the chief's saves (cluster.roles)
     h += std::string(r.async ? "<h2>Where the step goes (every worker's time, per step's worth of updates)</h2>\n"
                              : "<h2>Where the step goes</h2>\n") +
-         bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd"},
+         svg::bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd"},
              r.step_time_s, "s");
-    h += "<h2>Timeline</h2><p>Each simulated GPU: compute above (dark blue forward, light blue backward, green optimizer), "
-         "its collectives below (red; purple for stage-to-stage transfers). Hover for names.</p>\n" + timeline(r, 32);
+    const Drawing tl = timeline(r, 64);
+    h += "<h2>Timeline</h2><p>Each simulated GPU: compute on top (dark blue forward, light blue backward, green optimizer), its data "
+         "loader below it (brown), then its collectives (red; purple for stage-to-stage transfers). Where the GPU sat idle, the gap is "
+         "coloured by what it waited for. Hover for names.</p>\n<p class='legend'>" +
+         swatch("#1f77b4", "forward") + swatch("#6baed6", "backward") + swatch("#2ca02c", "optimizer") + swatch("#8c564b", "data loader") +
+         swatch("#d62728", "collective") + swatch("#9467bd", "stage-to-stage transfer") + "<br>idle: ";
+    for (const auto& [cause, col] : kIdleColours) h += swatch(col, replay::to_string(cause), 0.45);
+    h += "</p>\n<p class='sampling'>" + escape(tl.note) + "</p>\n" + tl.svg;
   }
   h += fmt::format("<h2>Memory per GPU</h2><p>Capacity {:.1f} GiB.</p>\n", r.capacity_bytes / units::kGiB);
   const auto& stages = r.plan.stage_memory;
@@ -126,11 +177,11 @@ std::string html_report(const results::Result& r) {
     const auto& m = stages[i];
     h += fmt::format("<p>{}: {:.1f} GiB{}</p>\n", stages.size() > 1 ? fmt::format("stage {}", i) : std::string("every GPU"),
                      (m.peak() + s.reserved_bytes) / units::kGiB, m.peak() + s.reserved_bytes > r.capacity_bytes ? " — does not fit" : "");
-    h += bar({{"parameters", m.params / units::kGiB}, {"gradients", m.gradients / units::kGiB},
+    h += svg::bar({{"parameters", m.params / units::kGiB}, {"gradients", m.gradients / units::kGiB},
               {"optimizer", m.optimizer / units::kGiB}, {"activations", m.activations / units::kGiB},
               {"other", (m.other + s.reserved_bytes) / units::kGiB}},
              {"#1f77b4", "#6baed6", "#2ca02c", "#ff7f0e", "#bbbbbb"},
-             std::max(r.capacity_bytes, m.peak() + s.reserved_bytes) / units::kGiB, "GiB");
+             std::max(r.capacity_bytes, m.peak() + s.reserved_bytes) / units::kGiB, "GiB", 900, r.capacity_bytes / units::kGiB);
   }
   return h + "</body></html>\n";
 }

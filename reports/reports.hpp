@@ -10,8 +10,12 @@ namespace dtsim::reports {
 // The human-readable summary `run` and `memory` print.
 std::string summary(const results::Result& r);
 
-// Chrome trace (chrome://tracing, Perfetto): one process per rank, compute and communication
-// as two threads. Only the first `max_ranks` ranks are written; big runs would be unreadable.
+// Chrome trace (chrome://tracing, Perfetto): one process per rank, with tracks (threads) for
+// compute, communication and the data loader. Slices that overlap in time on one of them (kernels
+// or collectives in flight at once) go to extra tracks ("compute 2", ...), so no track holds two
+// partially overlapping slices. Each slice's args give its FLOPs and bytes, and for collectives
+// the operation, algorithm, group and link. Only the first `max_ranks` ranks are written; big
+// runs would be unreadable.
 nlohmann::json chrome_trace(const results::Result& r, int max_ranks = 64);
 
 // A self-contained HTML page: breakdown bar, timeline of the simulated GPUs, memory bars.
@@ -33,5 +37,11 @@ struct Difference {
   std::string pointer, baseline, candidate;  // values as JSON text
 };
 std::vector<Difference> scenario_differences(const nlohmann::json& baseline, const nlohmann::json& candidate);
+
+// `compare --html`: a self-contained page with two results side by side (GPipe vs 1F1B, ring vs
+// parameter server): the compared metrics, each one's step breakdown on one time scale, and its
+// memory against the device's capacity. `baseline_name` and `candidate_name` label the columns.
+std::string html_compare(const nlohmann::json& baseline, const nlohmann::json& candidate, const std::string& baseline_name,
+                         const std::string& candidate_name, double rel_tol);
 
 }  // namespace dtsim::reports

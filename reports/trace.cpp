@@ -1,13 +1,72 @@
 #include <algorithm>
+#include <map>
 
 #include "reports/reports.hpp"
 
 namespace dtsim::reports {
 
+namespace {
+
+// The kinds of track each rank gets; slices that overlap on one go to its extra tracks, tid
+// kind * 100 + lane, so a track's slices never partially overlap (chrome://tracing and Perfetto
+// draw such slices wrongly, or drop them).
+enum Kind { kCompute = 0, kCommunication = 1, kLoader = 2 };
+const char* const kKindNames[] = {"compute", "communication", "data loader"};
+
+struct Slice {
+  std::size_t task;
+  int rank;
+  int group;  // collectives: the group (of the task's) this rank is in; else -1
+  double ts, dur;
+};
+
+// What a slice did, as far as the graph knows it: FLOPs and bytes of its kernels, and for a
+// collective its operation, algorithm, buffer size, group and the link it crosses.
+nlohmann::json args_of(const results::Result& r, const Slice& s) {
+  const auto& g = r.replayed();
+  const auto& task = g.tasks[s.task];
+  nlohmann::json a = nlohmann::json::object();
+  if (task.is_collective) {
+    const auto& c = task.collective;
+    a["op"] = taskgraph::to_string(c.op);
+    a["algorithm"] = taskgraph::to_string(c.algorithm);
+    a["bytes"] = c.bytes;
+    if (s.group >= 0) {
+      const auto& ranks = g.groups[static_cast<std::size_t>(s.group)];
+      a["group"] = s.group;
+      a["group_gpus"] = ranks.size();
+      // Inside one node (NVLink, PCIe) or across nodes (NICs), by the cluster's GPUs per node;
+      // dedicated parameter servers or host memory sit outside every GPU's node.
+      const int per_node = std::max(1, r.scenario_spec.cluster.gpus_per_node);
+      bool one_node = true;
+      for (int rank : ranks) one_node = one_node && rank / per_node == ranks.front() / per_node;
+      const bool servers = c.algorithm == taskgraph::Algorithm::ParameterServer || c.algorithm == taskgraph::Algorithm::CentralStorage;
+      a["link"] = servers ? (c.algorithm == taskgraph::Algorithm::ParameterServer ? "parameter servers" : "host memory")
+                          : one_node ? "intra-node" : "inter-node";
+    }
+    if (c.only >= 0) a["only_rank"] = c.only;
+    return a;
+  }
+  if (task.work < 0) return a;
+  const auto& w = g.works[static_cast<std::size_t>(task.work)];
+  double flops = 0, bytes = 0, comm_bytes = 0;
+  for (const auto& k : w.kernels) {
+    flops += k.flops;
+    bytes += k.bytes;
+  }
+  for (const auto& c : w.comms) comm_bytes += c.bytes * c.count;
+  a["work"] = w.name;
+  a["flops"] = flops * w.repeat;
+  a["bytes"] = bytes * w.repeat;  // memory traffic of its kernels
+  if (comm_bytes > 0) a["inline_collective_bytes"] = comm_bytes * w.repeat;
+  return a;
+}
+
+}  // namespace
+
 nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
   const auto& g = r.replayed();
   const auto& t = r.timeline;
-  nlohmann::json events = nlohmann::json::array();
   // GPUs that run tasks (one per pipeline stage of the first replica), up to max_ranks of them.
   std::vector<int> shown;
   for (const auto& task : g.tasks)
@@ -15,29 +74,57 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
         static_cast<int>(shown.size()) < max_ranks)
       shown.push_back(task.rank);
   auto visible = [&](int rank) { return std::find(shown.begin(), shown.end(), rank) != shown.end(); };
-  for (int rank : shown) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "compute"}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 1}, {"args", {{"name", "communication"}}}});
-  }
-  auto add = [&](std::size_t i, int rank, int tid) {
-    events.push_back({{"name", g.tasks[i].label},
-                      {"cat", taskgraph::to_string(g.tasks[i].category)},
-                      {"ph", "X"},
-                      {"pid", rank},
-                      {"tid", tid},
-                      {"ts", t.start[i] * 1e6},
-                      {"dur", (t.end[i] - t.start[i]) * 1e6}});
-  };
+
+  // Slices by rank and kind of track, in the times written (microseconds), so that the check
+  // for overlap is the one a reader of the file makes.
+  std::map<std::pair<int, int>, std::vector<Slice>> tracks;
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& task = g.tasks[i];
+    const double ts = t.start[i] * 1e6, dur = (t.end[i] - t.start[i]) * 1e6;
     if (!task.is_collective) {
-      if (visible(task.rank)) add(i, task.rank, 0);
+      if (visible(task.rank))
+        tracks[{task.rank, task.category == taskgraph::Category::Input ? kLoader : kCompute}].push_back({i, task.rank, -1, ts, dur});
       continue;
     }
+    // An asynchronous push or pull names the whole group (the servers it shares) but only its
+    // `only` member takes part: on that rank's track alone.
     for (int group : task.collective.groups)
       for (int rank : g.groups[static_cast<std::size_t>(group)])
-        if (visible(rank)) add(i, rank, 1);
+        if (visible(rank) && (task.collective.only < 0 || task.collective.only == rank))
+          tracks[{rank, kCommunication}].push_back({i, rank, group, ts, dur});
+  }
+
+  nlohmann::json events = nlohmann::json::array();
+  for (int rank : shown)
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  for (auto& [key, slices] : tracks) {
+    const auto [rank, kind] = key;
+    // Earliest first, the longer of two starting together first: each slice goes on the first
+    // lane whose last slice has ended by its start.
+    std::stable_sort(slices.begin(), slices.end(),
+                     [](const Slice& a, const Slice& b) { return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur; });
+    std::vector<double> lane_end;
+    for (const auto& s : slices) {
+      std::size_t lane = 0;
+      while (lane < lane_end.size() && lane_end[lane] > s.ts) ++lane;
+      if (lane == lane_end.size()) {
+        lane_end.push_back(0);
+        const int tid = kind * 100 + static_cast<int>(lane);
+        const std::string name = lane == 0 ? kKindNames[kind] : std::string(kKindNames[kind]) + " " + std::to_string(lane + 1);
+        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", tid}, {"args", {{"name", name}}}});
+        events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+      }
+      lane_end[lane] = s.ts + s.dur;
+      const auto& task = g.tasks[s.task];
+      events.push_back({{"name", task.label},
+                        {"cat", taskgraph::to_string(task.category)},
+                        {"ph", "X"},
+                        {"pid", rank},
+                        {"tid", kind * 100 + static_cast<int>(lane)},
+                        {"ts", s.ts},
+                        {"dur", s.dur},
+                        {"args", args_of(r, s)}});
+    }
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }

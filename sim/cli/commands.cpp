@@ -42,8 +42,12 @@ int run(const RunOptions& o) {
   files.add(dir + "/provenance.json", nlohmann::ordered_json{{"dtsim_version", DTSIM_VERSION},
                                                              {"wall_time_s", r.wall_time_s},
                                                              {"scenario_file", s.file}}.dump(2) + "\n");
+  // A trace or report left by an earlier run in this folder would describe another run: removed
+  // with this set's commit when this run does not rewrite it.
   if (o.trace) files.add(dir + "/trace.json", reports::chrome_trace(r).dump() + "\n");
+  else files.remove(dir + "/trace.json");
   if (o.html) files.add(dir + "/report.html", reports::html_report(r));
+  else files.remove(dir + "/report.html");
   files.commit();
   print(r, o.format);
   if (o.format != "json")
@@ -59,6 +63,7 @@ int memory(const std::string& scenario, const std::string& format) {
 int compare(const CompareOptions& o) {
   if (!std::isfinite(o.rel_tol) || o.rel_tol < 0)
     throw InputError("", "--rel-tol", fmt::format("{} is not a tolerance: give a finite share >= 0, e.g. 0.02", o.rel_tol));
+  if (!o.html.empty()) check_output_path(o.html);
   const Json b = parse_json_file(o.baseline), c = parse_json_file(o.candidate);
   reports::check_result(b, o.baseline);
   reports::check_result(c, o.candidate);
@@ -75,8 +80,10 @@ int compare(const CompareOptions& o) {
                              o.baseline, o.candidate, what);
   }
   const auto cmp = reports::compare(b, c, o.rel_tol);
+  if (!o.html.empty()) write_file_atomic(o.html, reports::html_compare(b, c, o.baseline, o.candidate, o.rel_tol));
   for (const auto& l : cmp.lines) std::cout << l << "\n";
   std::cout << (cmp.regression ? "regression found" : "no regression") << fmt::format(" (tolerance {:g}%)\n", 100 * o.rel_tol);
+  if (!o.html.empty()) std::cout << "wrote " << o.html << "\n";
   return cmp.regression ? 3 : 0;
 }
 

@@ -13,6 +13,7 @@ struct CompareOptions {
   std::string baseline, candidate;
   double rel_tol = 0.02;
   bool strict = false;  // results of different scenarios: an input error rather than a warning
+  std::string html;     // also write the two side by side as a page here
 };
 
 struct ValidateOptions {

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   cmp_cmd->add_option("baseline", cmp.baseline, "baseline result.json")->required();
   cmp_cmd->add_option("candidate", cmp.candidate, "candidate result.json")->required();
   cmp_cmd->add_option("--rel-tol", cmp.rel_tol, "relative tolerance (share, 0.02 = 2%)")->check(CLI::Range(0.0, 10.0));
+  cmp_cmd->add_option("--html", cmp.html, "also write the two results side by side as a self-contained page");
   cmp_cmd->add_flag("--strict", cmp.strict, "results of different scenarios are an error (exit 2), not a warning");
 
   cli::ValidateOptions val;

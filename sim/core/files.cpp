@@ -127,6 +127,8 @@ void check_output_path(const std::string& path) {
 
 void OutputSet::add(std::string path, std::string content) { files_.emplace_back(std::move(path), std::move(content)); }
 
+void OutputSet::remove(std::string path) { stale_.push_back(std::move(path)); }
+
 void OutputSet::commit() {
   for (const auto& [path, content] : files_) check_output_path(path);
   std::vector<fs::path> made;
@@ -158,6 +160,12 @@ void OutputSet::commit() {
       temps[i].slot = -1;
       temps[i].path.clear();
     }
+    // Then the earlier run's files this one does not rewrite: the folder now holds one run's set.
+    for (const auto& path : stale_) {
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw io_error("cannot remove the stale", path, errno);
+    }
   } catch (...) {
     for (auto& t : temps)
       if (!t.path.empty()) {
@@ -169,7 +177,10 @@ void OutputSet::commit() {
     throw;
   }
   // The names are durable once their folders are synced; a failure here loses nothing written.
-  for (const auto& [path, content] : files_)
+  std::vector<std::string> touched;
+  for (const auto& [path, content] : files_) touched.push_back(path);
+  touched.insert(touched.end(), stale_.begin(), stale_.end());
+  for (const auto& path : touched)
     if (const int dir = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
       ::fsync(dir);
       ::close(dir);

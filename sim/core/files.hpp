@@ -19,10 +19,15 @@ void check_output_path(const std::string& path);
 class OutputSet {
  public:
   void add(std::string path, std::string content);
+  // A file of an earlier run that this set does not rewrite (a stale trace.json): removed when,
+  // and only when, the set's files are put in place. Only a regular file is; anything else there
+  // is left alone.
+  void remove(std::string path);
   void commit();
 
  private:
   std::vector<std::pair<std::string, std::string>> files_;
+  std::vector<std::string> stale_;
 };
 
 // A set of one file.

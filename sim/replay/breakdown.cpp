@@ -31,6 +31,17 @@ Breakdown& Breakdown::operator*=(double f) {
   return *this;
 }
 
+const char* to_string(IdleCause c) {
+  switch (c) {
+    case IdleCause::PipelineBubble: return "pipeline bubble";
+    case IdleCause::StageImbalance: return "stage imbalance";
+    case IdleCause::StragglerWait: return "straggler wait";
+    case IdleCause::ExposedCommunication: return "exposed communication";
+    case IdleCause::InputStall: return "input stall";
+  }
+  return "?";
+}
+
 namespace {
 
 bool on_stream(const taskgraph::Task& t) { return !t.is_collective && t.category != taskgraph::Category::Input; }
@@ -104,7 +115,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
             break;
           }
       }
-      waits.charge(clock, until, waiter, before, b);
+      waits.charge(clock, until, waiter, before, b, scope.idle);
       clock = until;
       continue;
     }

@@ -71,9 +71,20 @@ struct Breakdown {
   Breakdown& operator+=(const Breakdown& o);
   Breakdown& operator*=(double f);
 };
+// Idle time on one GPU where it happened, charged to the part of the breakdown it adds to, so a
+// report can colour each gap by its cause. A wait for peer stages is one stretch of time: its
+// late part (stage imbalance, then straggler wait) is put at its end, where the GPU would have
+// been released at a uniform pace; what is left of it, at its start, is pipeline bubble.
+enum class IdleCause { PipelineBubble, StageImbalance, StragglerWait, ExposedCommunication, InputStall };
+const char* to_string(IdleCause c);  // "pipeline bubble", as the breakdown names the part
+struct IdleSpan {
+  double start = 0, end = 0;
+  IdleCause cause = IdleCause::PipelineBubble;
+};
 struct BreakdownScope {
   int rank = -1;         // -1: the GPU whose own stream ends last
   double horizon = -1;   // -1: the makespan
+  std::vector<IdleSpan>* idle = nullptr;  // when set, receives the idle spans, in time order
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
                          const std::vector<double>& work_comm_seconds, BreakdownScope scope = {});

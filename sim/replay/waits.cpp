@@ -106,15 +106,27 @@ std::size_t Waits::ending_last_by(double when) const {
   return best;
 }
 
-void Waits::charge(double from, double to, std::size_t waiter, std::size_t before, Breakdown& b) const {
+void Waits::charge(double from, double to, std::size_t waiter, std::size_t before, Breakdown& b,
+                   std::vector<IdleSpan>* spans) const {
   if (to <= from) return;
+  // The walk runs backwards in time; its pieces are reversed into time order at the end.
+  std::vector<IdleSpan> pieces, peer_pieces;
+  auto put = [&](IdleCause cause, double lo, double hi) {
+    double& part = cause == IdleCause::PipelineBubble         ? b.pipeline_bubble
+                   : cause == IdleCause::StageImbalance       ? b.stage_imbalance
+                   : cause == IdleCause::StragglerWait        ? b.straggler_wait
+                   : cause == IdleCause::ExposedCommunication ? b.exposed_communication
+                                                              : b.input_stall;
+    part += hi - lo;
+    if (spans && hi > lo) pieces.push_back({lo, hi, cause});
+  };
   std::size_t x = waiter;
   std::size_t d = waiter == kNone ? ending_last_by(to) : binding_[waiter];
   const std::size_t awaited = d;
   double cursor = to, peers = 0;
   while (cursor > from) {
     if (d == kNone) {  // nothing it waited for: idle by the schedule's own order
-      b.pipeline_bubble += cursor - from;
+      put(IdleCause::PipelineBubble, from, cursor);
       break;
     }
     if (t_.start[d] >= cursor) {  // began after the span (past the horizon): what it waited for
@@ -125,43 +137,68 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
     if (t_.end[d] < cursor) {
       // x was ready when d ended but began later: a collective queued behind others on its stream.
       const double lo = std::max(t_.end[d], from);
-      (x != kNone && g_.tasks[x].is_collective ? b.exposed_communication : b.pipeline_bubble) += cursor - lo;
+      put(x != kNone && g_.tasks[x].is_collective ? IdleCause::ExposedCommunication : IdleCause::PipelineBubble, lo, cursor);
       cursor = lo;
       if (cursor <= from) break;
     }
     const auto& task = g_.tasks[d];
     const double lo = std::max(t_.start[d], from);
     if (task.is_collective) {
-      b.exposed_communication += cursor - lo;
+      put(IdleCause::ExposedCommunication, lo, cursor);
     } else if (task.category == taskgraph::Category::Input) {
-      b.input_stall += cursor - lo;
+      put(IdleCause::InputStall, lo, cursor);
     } else if (task.rank == rank_) {  // its own work ends by `from`; nothing is left to explain
-      b.pipeline_bubble += cursor - from;
+      put(IdleCause::PipelineBubble, from, cursor);
       break;
     } else if (task.rank < 0 || static_cast<std::size_t>(task.rank) >= in_pipeline_.size() ||
                !in_pipeline_[static_cast<std::size_t>(task.rank)]) {
-      b.straggler_wait += cursor - from;  // another replica's GPU reached the collective later
+      put(IdleCause::StragglerWait, from, cursor);  // another replica's GPU reached the collective later
       break;
     } else {
       peers += cursor - lo;
+      if (spans && cursor > lo) peer_pieces.push_back({lo, cursor, IdleCause::PipelineBubble});
     }
     cursor = lo;
     x = d;
     d = binding_[d];
   }
-  if (peers <= 0) return;
-  // Of the peers' lateness beyond this GPU's own, what uneven work would cause at nominal prices is
-  // stage imbalance; slowdowns explain at most the rest: straggler wait. What they do not explain
-  // is uneven work too (nothing is slowed: all of it).
-  auto gap = [&](const std::vector<double>& v) {
-    return (awaited == kNone ? 0.0 : v[awaited]) - (before == kNone ? 0.0 : v[before]);
-  };
-  const double late = std::clamp(gap(late_), 0.0, peers);
-  const double uneven = std::clamp(gap(uneven_), 0.0, late);
-  const double slowed = std::clamp(gap(slowed_), 0.0, late - uneven);
-  b.straggler_wait += slowed;
-  b.stage_imbalance += late - slowed;
-  b.pipeline_bubble += peers - late;
+  if (peers > 0) {
+    // Of the peers' lateness beyond this GPU's own, what uneven work would cause at nominal prices
+    // is stage imbalance; slowdowns explain at most the rest: straggler wait. What they do not
+    // explain is uneven work too (nothing is slowed: all of it).
+    auto gap = [&](const std::vector<double>& v) {
+      return (awaited == kNone ? 0.0 : v[awaited]) - (before == kNone ? 0.0 : v[before]);
+    };
+    const double late = std::clamp(gap(late_), 0.0, peers);
+    const double uneven = std::clamp(gap(uneven_), 0.0, late);
+    const double slowed = std::clamp(gap(slowed_), 0.0, late - uneven);
+    b.straggler_wait += slowed;
+    b.stage_imbalance += late - slowed;
+    b.pipeline_bubble += peers - late;
+    if (spans) {
+      // The waits for peers as one stretch in time order: bubble first, the late part at the end.
+      std::reverse(peer_pieces.begin(), peer_pieces.end());
+      const double bubble_until = peers - late, imbalance_until = peers - slowed;
+      double done = 0;
+      for (const auto& p : peer_pieces) {
+        double lo = p.start;
+        const double len = p.end - p.start;
+        for (const auto& [cause, limit] : {std::pair{IdleCause::PipelineBubble, bubble_until},
+                                           std::pair{IdleCause::StageImbalance, imbalance_until},
+                                           std::pair{IdleCause::StragglerWait, peers}}) {
+          const double take = std::clamp(limit - done, 0.0, p.start + len - lo);
+          if (take <= 0) continue;
+          const double hi = std::min(p.end, lo + take);
+          if (hi > lo) pieces.push_back({lo, hi, cause});
+          done += hi - lo;
+          lo = hi;
+        }
+      }
+    }
+  }
+  if (!spans) return;
+  std::sort(pieces.begin(), pieces.end(), [](const IdleSpan& a, const IdleSpan& c) { return a.start < c.start; });
+  spans->insert(spans->end(), pieces.begin(), pieces.end());
 }
 
 }  // namespace dtsim::replay

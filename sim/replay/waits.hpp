@@ -40,7 +40,9 @@ class Waits {
   // Charges [from, to] to `b`. `waiter` is the GPU's task that starts at `to`, or later when the
   // span ends at the horizon (kNone when it has none left: the task that ends last by `to` closes
   // the span); `before` is its own task that ended last by `from` (kNone at the outset).
-  void charge(double from, double to, std::size_t waiter, std::size_t before, Breakdown& b) const;
+  // With `spans`, also appends where each part lies in [from, to], in time order.
+  void charge(double from, double to, std::size_t waiter, std::size_t before, Breakdown& b,
+              std::vector<IdleSpan>* spans = nullptr) const;
 
   // The dependency task `i` waited for: the awaited one that ended last; kNone without any.
   std::size_t binding(std::size_t i) const { return binding_[i]; }
