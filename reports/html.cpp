@@ -74,7 +74,7 @@ Drawing timeline(const results::Result& r, int max_gpus) {
     d.note += fmt::format("Sampled: {} of the {} simulated GPUs are drawn, evenly spaced by rank (first and last included).",
                           gpus.size(), n);
   else
-    d.note += fmt::format("All {} simulated GPUs are drawn.", n);
+    d.note += n == 1 ? std::string("The one simulated GPU is drawn.") : fmt::format("All {} simulated GPUs are drawn.", n);
 
   std::map<int, int> lane;
   for (std::size_t i = 0; i < gpus.size(); ++i) lane[gpus[i]] = static_cast<int>(i);

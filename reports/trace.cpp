@@ -104,9 +104,17 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
     std::stable_sort(slices.begin(), slices.end(),
                      [](const Slice& a, const Slice& b) { return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur; });
     std::vector<double> lane_end;
-    for (const auto& s : slices) {
+    for (auto s : slices) {
+      // Back-to-back tasks can overlap by a rounding error once in microseconds (ts + dur a few
+      // ulps past the next ts): within a picosecond the slice starts where the lane's last ends.
+      constexpr double kRounding = 1e-6;
       std::size_t lane = 0;
-      while (lane < lane_end.size() && lane_end[lane] > s.ts) ++lane;
+      while (lane < lane_end.size() && lane_end[lane] > s.ts + kRounding) ++lane;
+      if (lane < lane_end.size() && lane_end[lane] > s.ts) {
+        const double end = s.ts + s.dur;
+        s.ts = lane_end[lane];
+        s.dur = std::max(0.0, end - s.ts);
+      }
       if (lane == lane_end.size()) {
         lane_end.push_back(0);
         const int tid = kind * 100 + static_cast<int>(lane);
