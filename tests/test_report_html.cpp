@@ -65,6 +65,18 @@ TEST(HtmlReport, SaysHowItSamplesWhenThereAreTooManyGpus) {
   EXPECT_NE(svg.find(">GPU 71<"), std::string::npos);
 }
 
+TEST(HtmlReport, RowsWithMoreTasksThanPixelsAreDrawnByPixelColumnAndSaySo) {
+  // Interleaved 1F1B: each GPU's stage-to-stage transfers, in and out for every virtual stage and
+  // micro-batch, are more than its row has pixels.
+  test::TempDir dir;
+  const auto html = report_of(scenario("pipeline/gpt3-175b-interleaved.json"), dir);
+  const auto svg = timeline_svg(html);
+  EXPECT_NE(html.find("each pixel column shows what filled most of it"), std::string::npos);
+  EXPECT_NE(svg.find("<title>mostly stage-to-stage transfer"), std::string::npos);
+  EXPECT_EQ(count(svg, "class='gpu'"), 8u);
+  EXPECT_LE(count(svg, "<rect"), 8u * 4u * 1101u);  // at most a rectangle per pixel column of each lane
+}
+
 TEST(HtmlReport, ColoursIdleTimeByItsCause) {
   test::TempDir dir;
   // A pipeline: bubbles while it fills and drains, the stages' uneven work, transfers in flight.
