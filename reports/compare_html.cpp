@@ -34,8 +34,10 @@ const char* const kParts[][2] = {{"compute", "compute"},
                                  {"checkpoint", "checkpoint"}};
 
 // One result's column: what ran, where its step goes (on the shared scale) and its memory.
-std::string column(const nlohmann::json& r, const std::string& name, double longest_step) {
+std::string column(const nlohmann::json& r, const std::string& name, double longest_step, const std::string& timeline) {
   std::string h = fmt::format("<div class='side'><h2>{}</h2><p class='file'>{}</p>\n", escape(text(r, "/scenario")), escape(name));
+  if (!timeline.empty())
+    h += fmt::format("<p><a class='timeline' href='{}'>its timeline and memory per stage (report.html)</a></p>\n", escape(timeline));
   h += "<table>";
   for (const char* key : {"/model/name", "/parallelism/gpus", "/parallelism/data", "/parallelism/tensor", "/parallelism/pipeline",
                           "/parallelism/pipeline_schedule", "/parallelism/micro_batches_per_step", "/parallelism/zero_stage",
@@ -63,7 +65,8 @@ std::string column(const nlohmann::json& r, const std::string& name, double long
 }  // namespace
 
 std::string html_compare(const nlohmann::json& base, const nlohmann::json& cand, const std::string& base_name,
-                         const std::string& cand_name, double rel_tol) {
+                         const std::string& cand_name, double rel_tol, const std::string& base_timeline,
+                         const std::string& cand_timeline) {
   std::string h = "<!doctype html><html><head><meta charset='utf-8'><title>dtsim compare: " + escape(text(base, "/scenario")) + " vs " +
                   escape(text(cand, "/scenario")) +
                   "</title><style>body{font-family:sans-serif;margin:20px}td{padding:2px 10px}.compare{display:flex;gap:24px}"
@@ -80,7 +83,7 @@ std::string html_compare(const nlohmann::json& base, const nlohmann::json& cand,
   for (const auto& l : c.lines) h += escape(l) + "\n";
   h += "</pre>\n<div class='compare'>\n";
   const double longest = std::max({number(base, "/step_time_s"), number(cand, "/step_time_s"), 1e-12});
-  h += column(base, base_name, longest) + column(cand, cand_name, longest);
+  h += column(base, base_name, longest, base_timeline) + column(cand, cand_name, longest, cand_timeline);
   return h + "</div></body></html>\n";
 }
 

@@ -41,7 +41,9 @@ std::vector<Difference> scenario_differences(const nlohmann::json& baseline, con
 // `compare --html`: a self-contained page with two results side by side (GPipe vs 1F1B, ring vs
 // parameter server): the compared metrics, each one's step breakdown on one time scale, and its
 // memory against the device's capacity. `baseline_name` and `candidate_name` label the columns.
+// `*_timeline`, when not empty, is a link (relative to the page) to that run's report.html.
 std::string html_compare(const nlohmann::json& baseline, const nlohmann::json& candidate, const std::string& baseline_name,
-                         const std::string& candidate_name, double rel_tol);
+                         const std::string& candidate_name, double rel_tol, const std::string& baseline_timeline = "",
+                         const std::string& candidate_timeline = "");
 
 }  // namespace dtsim::reports

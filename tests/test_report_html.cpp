@@ -144,8 +144,11 @@ TEST(HtmlReport, AxisLabelsFitTheirPicture) {
 
 TEST(HtmlCompare, PutsGpipeAnd1f1bSideBySide) {
   test::TempDir dir;
+  // GPipe with its report.html, 1F1B without.
   for (const char* s : {"gpipe", "1f1b"}) {
-    const auto r = run_dtsim({"run", scenario(std::string("pipeline/gpt3-175b-") + s + ".json"), "-o", dir.path(s)}, dir);
+    std::vector<std::string> args{"run", scenario(std::string("pipeline/gpt3-175b-") + s + ".json"), "-o", dir.path(s)};
+    if (std::string(s) == "gpipe") args.push_back("--html");
+    const auto r = run_dtsim(args, dir);
     ASSERT_EQ(r.code, 0) << r.err;
   }
   const auto r = run_dtsim({"compare", dir.path("gpipe/result.json"), dir.path("1f1b/result.json"), "--html", dir.path("cmp.html")}, dir);
@@ -162,6 +165,9 @@ TEST(HtmlCompare, PutsGpipeAnd1f1bSideBySide) {
   EXPECT_EQ(count(html, "class='capacity'"), 2u);          // each one's memory against the device
   EXPECT_NE(html.find("does not fit"), std::string::npos);  // GPipe keeps all 32 micro-batches' activations
   EXPECT_EQ(html.find("https://"), std::string::npos);
+  // A link to the run's own timeline where its folder has one, relative to the page.
+  EXPECT_EQ(count(html, "class='timeline'"), 1u);
+  EXPECT_NE(html.find("href='gpipe/report.html'"), std::string::npos);
 }
 
 TEST(HtmlCompare, BadOutputPathIsRefusedBeforeReading) {

@@ -25,6 +25,19 @@ void print(const results::Result& r, const std::string& format) {
   else std::cout << reports::summary(r);
 }
 
+// The report.html that `run --html` wrote beside `result`, as a link from the page `page`; empty
+// when there is none. A run removes a report it does not rewrite, so one found there is the
+// same run's.
+std::string report_beside(const std::string& result, const std::string& page) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path report = fs::absolute(result, ec).parent_path() / "report.html";
+  if (ec || !fs::is_regular_file(report, ec)) return "";
+  const fs::path from = fs::absolute(page, ec).parent_path();
+  const fs::path rel = ec ? fs::path() : fs::relative(report, from, ec);
+  return ec || rel.empty() ? report.string() : rel.generic_string();
+}
+
 }  // namespace
 
 int run(const RunOptions& o) {
@@ -80,7 +93,9 @@ int compare(const CompareOptions& o) {
                              o.baseline, o.candidate, what);
   }
   const auto cmp = reports::compare(b, c, o.rel_tol);
-  if (!o.html.empty()) write_file_atomic(o.html, reports::html_compare(b, c, o.baseline, o.candidate, o.rel_tol));
+  if (!o.html.empty())
+    write_file_atomic(o.html, reports::html_compare(b, c, o.baseline, o.candidate, o.rel_tol, report_beside(o.baseline, o.html),
+                                                    report_beside(o.candidate, o.html)));
   for (const auto& l : cmp.lines) std::cout << l << "\n";
   std::cout << (cmp.regression ? "regression found" : "no regression") << fmt::format(" (tolerance {:g}%)\n", 100 * o.rel_tol);
   if (!o.html.empty()) std::cout << "wrote " << o.html << "\n";
