@@ -49,6 +49,14 @@ nlohmann::json args_of(const results::Result& r, const Slice& s) {
   }
   if (task.work < 0) return a;
   const auto& w = g.works[static_cast<std::size_t>(task.work)];
+  if (task.category == taskgraph::Category::Input) {  // CPU work: samples read from storage and prepared
+    const auto& p = r.scenario_spec.parallelism;
+    a["work"] = w.name;
+    a["samples"] = p.micro_batch;
+    a["bytes"] = p.input.sample_bytes * static_cast<double>(p.micro_batch);
+    a["loader_workers"] = p.input.workers_per_gpu;
+    return a;
+  }
   double flops = 0, bytes = 0, comm_bytes = 0;
   for (const auto& k : w.kernels) {
     flops += k.flops;

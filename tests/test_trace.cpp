@@ -109,7 +109,11 @@ TEST(Trace, InputLoadersHaveTheirOwnTrack) {
     const auto track = names.at({e["pid"].get<int>(), e["tid"].get<int>()});
     const bool loader = e["cat"] == "input";
     loads += loader ? 1 : 0;
-    if (loader) EXPECT_EQ(track.rfind("data loader", 0), 0u) << e.dump() << " on " << track;
+    if (loader) {
+      EXPECT_EQ(track.rfind("data loader", 0), 0u) << e.dump() << " on " << track;
+      EXPECT_EQ(e["args"].value("samples", 0), 16) << e.dump();  // a micro-batch, 8 KiB a sample
+      EXPECT_EQ(e["args"].value("bytes", 0.0), 16 * 8192.0) << e.dump();
+    }
     else EXPECT_EQ(track.find("data loader"), std::string::npos) << e.dump() << " on " << track;
   }
   EXPECT_GT(loads, 0);
