@@ -70,6 +70,8 @@ int Planner::compute(int s, int work, std::vector<int> deps, const std::string& 
   if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
   if (last_send_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_send_[static_cast<std::size_t>(s)]);
   int id = plan_.graph.add_compute(rep(s), work, Category::Compute, label, std::move(deps));
+  if (prev_compute_.size() <= static_cast<std::size_t>(s)) prev_compute_.resize(static_cast<std::size_t>(s) + 1, -1);
+  prev_compute_[static_cast<std::size_t>(s)] = last_compute_[static_cast<std::size_t>(s)];
   last_compute_[static_cast<std::size_t>(s)] = id;
   return id;
 }
@@ -139,6 +141,8 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   }
   if (!op.forward && j < chunks_ - 1) cross.push_back(bwd_out_[static_cast<std::size_t>(j + 1)][mb]);
 
+  if (!op.forward && p_.activation_offload) fetch_activations(s, j, op, cross);
+  if (framework_zero3()) return emit_sharded(s, j, op, std::move(cross), tag);
   // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs.
   auto gather = [&](const models::Layer* l) {
     std::vector<int> deps;
@@ -166,12 +170,14 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     } else {
       last = compute(s, pass_work(true, j, nullptr, tpg), cross, "fwd" + tag);
     }
+    if (p_.activation_offload) offload_activations(s, j, op, last);
     if (j < chunks_ - 1)
       fwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j + 1), last, layers.back()->output_bytes, "send act" + tag);
     return;
   }
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
-  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce);
+  // ZeRO-Offload copies each gradient bucket to the host as soon as backward produced it.
+  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer);
   if (split) {
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       std::vector<int> deps = cross;
@@ -243,6 +249,10 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     }
   MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, p_.data);
   if (p_.offload_optimizer) m.optimizer = 0;
+  // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
+  // (DeepSpeed stage_1_and_2.py, cpu_offload): the GPU keeps two buckets, not the gradients.
+  if (p_.offload_optimizer && p_.zero_stage >= 2)
+    m.gradients = std::min(m.gradients, 2.0 * p_.framework.reduce_bucket_params * grad_bytes_per_param(t_.precision));
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until
   // the matching backward frees them.
   double live = 0, peak = 0;
@@ -252,6 +262,13 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     peak = std::max(peak, live);
   }
   m.activations = peak + rebuild;
+  if (p_.activation_offload) {
+    // On the GPU only the pass being run and the one being copied; the rest waits on the host.
+    double chunk = 0;
+    for (int j = s; j < chunks_; j += p_.pipeline)
+      chunk = std::max(chunk, kept_activations(chunk_layers_[static_cast<std::size_t>(j)], p_.recompute));
+    m.activations = std::min(peak, 2.0 * chunk) + rebuild;
+  }
   if (p_.zero_stage == 3 && p_.data > 1) {
     double largest = 0;
     for (const auto* l : mine) largest = std::max(largest, l->params());
@@ -312,20 +329,28 @@ Plan Planner::run() {
   d_ = 0;
   if (!sync) return finish();
 
-  for (int s = 0; s < P; ++s) synchronise_gradients(s);
+  // DeepSpeed's pipeline engine reduces the tied weights first, then each stage's gradients
+  // (TrainSchedule: ReduceTiedGrads, ReduceGrads); Megatron the other way round.
+  const bool after_flush = pipeline_reduce_after_flush();
+  if (!after_flush)
+    for (int s = 0; s < P; ++s) synchronise_gradients(s);
   // Tied embeddings on different stages: the first and last stage sum the table's gradients.
   int embedding_sync = -1;
   if (P > 1 && g_.tied_params > 0) {
     std::vector<int> groups;
     for (int d = 0; d < p_.data; ++d)
       for (int t = 0; t < p_.tensor; ++t) groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t), place_.gpu(d, P - 1, t)}));
-    const double table = g_.tied_params * grad_bytes_per_param(t_.precision);
+    const double table = g_.tied_params * (after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision));
     std::vector<int> deps;
     for (const auto& last : replica_last_) {
       deps.push_back(last[0]);
       deps.push_back(last[S - 1]);
     }
     embedding_sync = collective(CollectiveOp::AllReduce, groups, table, deps, "embedding all_reduce");
+  }
+  if (after_flush) {
+    tied_sync_ = embedding_sync;
+    for (int s = 0; s < P; ++s) synchronise_gradients(s);
   }
   for (int s = 0; s < P; ++s) step_optimizer(s, (s == 0 || s == P - 1) ? embedding_sync : -1);
   return finish();
@@ -338,6 +363,24 @@ Plan Planner::finish() {
     if (s == 0 || plan_.stage_memory.back().peak() > plan_.memory.peak()) {
       plan_.memory = plan_.stage_memory.back();
       plan_.worst_rank = rep(s);
+    }
+  }
+  // Host memory of one GPU's share, worst stage: ZeRO-Offload's optimizer state and fp32 gradient
+  // partition; offloaded activations at their peak.
+  for (int s = 0; s < P; ++s) {
+    const double shard = layer_params(stage_layers(s)) / (p_.zero_stage >= 1 ? p_.data : 1);
+    double live = 0, peak = 0;
+    for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
+      live += (op.forward ? 1 : -1) * kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * P + s)], p_.recompute);
+      peak = std::max(peak, live);
+    }
+    const double opt = p_.offload_optimizer ? shard * optimizer_bytes_per_param(t_.precision, t_.optimizer) : 0.0;
+    const double grad = p_.offload_optimizer ? shard * 4.0 : 0.0;
+    const double act = p_.activation_offload ? peak : 0.0;
+    if (opt + grad + act > plan_.host_bytes()) {
+      plan_.host_optimizer_bytes = opt;
+      plan_.host_gradient_bytes = grad;
+      plan_.host_activation_bytes = act;
     }
   }
   const double micro_batches = static_cast<double>(m_) * p_.data * plan_.iterations_per_step;
