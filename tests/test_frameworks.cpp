@@ -211,9 +211,11 @@ TEST(Frameworks, DeepSpeedPipelineReducesAfterTheFlushInFp32) {
     ++buckets;
     // After every backward of its stage has ended: no compute of that GPU ends later.
     const int gpu = g.groups[static_cast<std::size_t>(t.collective.groups[0])][0];
-    for (std::size_t k = 0; k < g.tasks.size(); ++k)
-      if (!g.tasks[k].is_collective && g.tasks[k].rank == gpu && g.tasks[k].category == taskgraph::Category::Compute)
+    for (std::size_t k = 0; k < g.tasks.size(); ++k) {
+      if (!g.tasks[k].is_collective && g.tasks[k].rank == gpu && g.tasks[k].category == taskgraph::Category::Compute) {
         EXPECT_LE(ds.timeline.end[k], ds.timeline.start[i] + 1e-12) << t.label;
+      }
+    }
     // The tied weights' reduction first.
     EXPECT_GE(ds.timeline.start[i], ds.timeline.end[static_cast<std::size_t>(tied)] - 1e-12);
   }
