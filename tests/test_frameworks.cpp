@@ -165,6 +165,8 @@ TEST(Frameworks, KnobsNeedAFrameworkAndZeroStage3) {
   EXPECT_NE(error_of(R"({"zero_stage": 2, "framework": "deepspeed", "zero3": {}})").find("zero_stage 3"), std::string::npos);
   EXPECT_NE(error_of(R"({"framework": "jax"})").find("/parallelism/framework"), std::string::npos);
   EXPECT_NE(error_of(R"({"pipeline_grad_reduce": "after-flush"})").find("pipeline"), std::string::npos);
+  EXPECT_EQ(error_of(R"({"framework": "deepspeed", "zero3": {"stage3_prefetch_bucket_size": 5e7}})"),
+            "/parallelism/zero3/stage3_prefetch_bucket_size: is prefetch_bucket_params in dtsim");
 }
 
 // Across nodes a collective runs at NCCL's efficiency for its size: at half efficiency it takes

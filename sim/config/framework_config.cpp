@@ -1,6 +1,7 @@
 #include "sim/config/framework_config.hpp"
 
 #include <string>
+#include <utility>
 
 namespace dtsim::config {
 
@@ -19,6 +20,16 @@ void parse_framework(Reader& r, Scenario& s) {
     if (p.zero_stage != 3) z->fail_here("ZeRO-3 knobs need zero_stage 3 (or fsdp)");
     if (fw == Framework::MegatronLM)
       z->fail_here("ZeRO-3 knobs describe DeepSpeed's or FSDP's ZeRO-3: give parallelism.framework \"deepspeed\" or \"fsdp\"");
+    // DeepSpeed's own config names, pointed to the knob that models each.
+    static const std::pair<const char*, const char*> deepspeed_names[] = {
+        {"stage3_prefetch_bucket_size", "prefetch_bucket_params"},
+        {"stage3_param_persistence_threshold", "persistence_threshold_params"},
+        {"stage3_max_reuse_distance", "max_reuse_distance_params"},
+        {"reduce_bucket_size", "reduce_bucket_params"},
+        {"communication_data_type", "reduce_dtype"},
+        {"stage3_max_live_parameters", "forward_prefetch_depth and backward_prefetch_depth (gathers in flight)"}};
+    for (const auto& [theirs, ours] : deepspeed_names)
+      if (z->has(theirs)) z->fail(theirs, std::string("is ") + ours + " in dtsim");
     if (z->has("gather")) f.gather_per_layer = z->choice("gather", {"sub-module", "unit"}) == "unit";
     const Range elements{0.0, 1e15};
     f.prefetch_bucket_params = z->number("prefetch_bucket_params", elements, f.prefetch_bucket_params);
