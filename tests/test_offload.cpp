@@ -134,3 +134,23 @@ TEST(Offload, ActivationOffloadMovesActivationsOverPcie) {
   const auto j = results::to_json(blocking, false);
   EXPECT_NEAR(j["host_memory"]["activations_bytes_per_gpu"].get<double>(), 4.0 * kept, 1.0);
 }
+
+// SimGrid runs the copies on the copy engines beside the GPU, as the analytical replay does: with
+// one GPU and no network both give the same step (the only SimGrid test of this binary).
+TEST(Offload, SimGridRunsCopiesBesideTheGpu) {
+  const auto analytical = tiny(R"(, "activation_offload": true)");
+  test::TempDir dir;
+  dir.file("base.json", R"({
+    "schema_version": 1, "name": "tiny-1",
+    "model": {"preset": "tiny-gpt"},
+    "hardware": {"device": "a100-sxm-80gb"},
+    "cluster": {"nodes": 1, "gpus_per_node": 1, "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+                "inter_node": {"nics_per_node": 1, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+    "parallelism": {"micro_batch_size": 4, "pipeline_schedule": "gpipe", "activation_offload": true},
+    "training": {"global_batch_size": 16},
+    "simulation": {"backend": "simgrid"}
+  })");
+  const auto simgrid = results::simulate(config::load_scenario(dir.path("base.json")));
+  EXPECT_EQ(simgrid.timeline.backend, "simgrid");
+  EXPECT_NEAR(simgrid.step_time_s, analytical.step_time_s, 1e-6 * analytical.step_time_s);
+}
