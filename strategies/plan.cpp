@@ -141,7 +141,6 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   }
   if (!op.forward && j < chunks_ - 1) cross.push_back(bwd_out_[static_cast<std::size_t>(j + 1)][mb]);
 
-  if (!op.forward && p_.activation_offload) fetch_activations(s, j, op, cross);
   if (framework_zero3()) return emit_sharded(s, j, op, std::move(cross), tag);
   // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs.
   auto gather = [&](const models::Layer* l) {
@@ -159,27 +158,32 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
         std::vector<int> deps = cross;
         deps.push_back(ag);
         last = compute(s, pass_work(true, j, l, tpg), deps, "fwd " + l->name + tag);
+        if (p_.activation_offload) offload_layer(s, j, op, l, last);
         cross.clear();
       }
-    } else if (p_.priority_buckets && op.micro_batch == 0) {  // each layer waits for its own update
+    } else if ((p_.priority_buckets && op.micro_batch == 0) || p_.activation_offload) {
+      // Each layer waits for its own update (priority order), or hands its activations to the host.
       for (const auto* l : layers) {
         last = compute(s, pass_work(true, j, l, tpg), cross, "fwd " + l->name + tag);
-        first_forward_[l] = last;
+        if (p_.priority_buckets) first_forward_[l] = last;
+        if (p_.activation_offload) offload_layer(s, j, op, l, last);
         cross.clear();
       }
     } else {
       last = compute(s, pass_work(true, j, nullptr, tpg), cross, "fwd" + tag);
     }
-    if (p_.activation_offload) offload_activations(s, j, op, last);
     if (j < chunks_ - 1)
       fwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j + 1), last, layers.back()->output_bytes, "send act" + tag);
     return;
   }
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
   // ZeRO-Offload copies each gradient bucket to the host as soon as backward produced it.
-  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer);
+  // Activation offload fetches each layer's activations back before its backward.
+  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer) ||
+                     p_.activation_offload;
   if (split) {
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      if (p_.activation_offload) fetch_layer(s, j, op, *it, cross);
       std::vector<int> deps = cross;
       if (zero3) deps.push_back(gather(*it));
       last = compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
@@ -263,11 +267,11 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   }
   m.activations = peak + rebuild;
   if (p_.activation_offload) {
-    // On the GPU only the pass being run and the one being copied; the rest waits on the host.
-    double chunk = 0;
-    for (int j = s; j < chunks_; j += p_.pipeline)
-      chunk = std::max(chunk, kept_activations(chunk_layers_[static_cast<std::size_t>(j)], p_.recompute));
-    m.activations = std::min(peak, 2.0 * chunk) + rebuild;
+    // On the GPU only the layer being run and the one being copied; the rest waits on the host
+    // (copies keeping pace with compute).
+    double layer = 0;
+    for (const auto* l : mine) layer = std::max(layer, kept_activations({l}, p_.recompute));
+    m.activations = std::min(peak, 2.0 * layer) + rebuild;
   }
   if (p_.zero_stage == 3 && p_.data > 1) {
     double largest = 0;

@@ -166,6 +166,7 @@ void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cros
         if (b == items.size()) w.comms = tensor_parallel_comms(*l, op.forward, g_, p_, tpg);
         wit->second = table_.get(std::move(w));
       }
+      if (sg == 0 && !op.forward && p_.activation_offload) fetch_layer(s, j, op, l, cross);
       std::vector<int> deps = cross;
       cross.clear();
       if (first && op.forward && z3_sync_ >= 0) deps.push_back(z3_sync_);
@@ -174,7 +175,10 @@ void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cros
       last = compute(s, wit->second, deps, std::string(op.forward ? "fwd " : "bwd ") + l->name + tag);
       for (std::size_t i = a; i < b; ++i) item_task[i] = last;
     }
-    if (op.forward) continue;
+    if (op.forward) {
+      if (p_.activation_offload) offload_layer(s, j, op, l, last);
+      continue;
+    }
     if (f.reduce_bucket_params > 0) {
       for (std::size_t i = 0; i < items.size(); ++i) {
         const double p = items[i].rerun ? 0.0 : l->ops[static_cast<std::size_t>(items[i].op)].params;
@@ -193,10 +197,7 @@ void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cros
       reduce(l->params(), last);
     }
   }
-  if (op.forward) {
-    if (p_.activation_offload) offload_activations(s, j, op, last);
-    return;
-  }
+  if (op.forward) return;
   if (bucket > 0) reduce(bucket, bucket_ready);
   if (root > 0) reduce(root, root_ready);
   z3_sync_ = f.sync_after_backward ? z3_last_rs_ : -1;
@@ -213,31 +214,31 @@ int Planner::pcie_copy(int s, double bytes, std::vector<int> deps, int& stream, 
   return stream;
 }
 
-// After a forward, its saved activations go to the host: on their own stream beside the next
-// passes (overlapped), or on the compute stream, which waits for them.
-void Planner::offload_activations(int s, int j, const PipeOp& op, int pass) {
+// After a layer's forward, its saved activations go to the host: on their own stream beside the
+// next layers (overlapped), or on the compute stream, which waits for them.
+void Planner::offload_layer(int s, int j, const PipeOp& op, const models::Layer* l, int pass) {
   const auto S = static_cast<std::size_t>(s);
-  const double bytes = kept_activations(chunk_layers_[static_cast<std::size_t>(j)], p_.recompute);
-  const int id = pcie_copy(s, bytes, {pass}, d2h_, "offload act c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
-  act_down_[{j, static_cast<int>(op.micro_batch)}] = id;
+  const double bytes = kept_activations({l}, p_.recompute);
+  if (bytes <= 0) return;
+  const int id = pcie_copy(s, bytes, {pass}, d2h_, "offload act " + l->name + " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
+  act_down_[{j, static_cast<int>(op.micro_batch), l}] = id;
   if (!p_.framework.activation_offload_overlapped) last_compute_[S] = id;
 }
 
-// Before a backward, its activations come back: prefetched while the pass before it runs
-// (overlapped), or when the compute stream reaches it.
-int Planner::fetch_activations(int s, int j, const PipeOp& op, std::vector<int>& cross) {
+// Before a layer's backward, its activations come back: prefetched while the layer before it
+// runs (overlapped), or when the compute stream reaches it.
+void Planner::fetch_layer(int s, int j, const PipeOp& op, const models::Layer* l, std::vector<int>& cross) {
   const auto S = static_cast<std::size_t>(s);
-  const auto down = act_down_.find({j, static_cast<int>(op.micro_batch)});
-  if (down == act_down_.end()) return -1;
-  const double bytes = kept_activations(chunk_layers_[static_cast<std::size_t>(j)], p_.recompute);
+  const auto down = act_down_.find({j, static_cast<int>(op.micro_batch), l});
+  if (down == act_down_.end()) return;
   std::vector<int> deps{down->second};
   const bool overlapped = p_.framework.activation_offload_overlapped;
   const int issue = overlapped ? (S < prev_compute_.size() ? prev_compute_[S] : -1) : last_compute_[S];
   if (issue >= 0) deps.push_back(issue);
-  const int id = pcie_copy(s, bytes, deps, h2d_, "fetch act c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
+  const int id = pcie_copy(s, kept_activations({l}, p_.recompute), deps, h2d_,
+                           "fetch act " + l->name + " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
   cross.push_back(id);
   if (!overlapped) last_compute_[S] = id;
-  return id;
 }
 
 // ZeRO-Offload (Ren et al. 2021, Sec. 4): 16-bit gradients go down to the host as backward

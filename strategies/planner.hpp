@@ -57,8 +57,8 @@ class Planner {
   void emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cross, const std::string& tag);
   int sharded_collective(int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label);
   int pcie_copy(int s, double bytes, std::vector<int> deps, int& stream, const std::string& label);
-  void offload_activations(int s, int j, const PipeOp& op, int pass);
-  int fetch_activations(int s, int j, const PipeOp& op, std::vector<int>& cross);
+  void offload_layer(int s, int j, const PipeOp& op, const models::Layer* l, int pass);
+  void fetch_layer(int s, int j, const PipeOp& op, const models::Layer* l, std::vector<int>& cross);
   void step_optimizer_on_host(int s, int embedding_sync);
 
   const models::ModelGraph& g_;
@@ -103,7 +103,7 @@ class Planner {
   std::map<std::tuple<const models::Layer*, bool, std::size_t>, int> segment_works_;
   // Offload's PCIe copy streams (device to host, host to device) and each pass's offloaded copy.
   int d2h_ = -1, h2d_ = -1;
-  std::map<std::pair<int, int>, int> act_down_;  // (chunk, micro-batch) -> its copy to the host
+  std::map<std::tuple<int, int, const models::Layer*>, int> act_down_;  // (chunk, micro-batch, layer) -> copy to host
   std::vector<int> prev_compute_;                // per stage: the compute task before the last one
   int tied_sync_ = -1;  // DeepSpeed's pipeline: the tied weights' reduction the stages' reductions follow
 };

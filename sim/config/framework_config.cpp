@@ -66,6 +66,8 @@ void parse_framework(Reader& r, Scenario& s) {
     f.pipeline_reduce_bytes = dtype_bytes(r.choice("pipeline_reduce_dtype", {"grad", "fp32", "bf16", "fp16"}));
   }
   p.activation_offload = r.boolean("activation_offload", false);
+  if (p.activation_offload && p.recompute == strategies::Recompute::Stage)
+    r.fail("activation_offload", "offloading a stage-recomputed chunk's one checkpoint is not modelled: use recompute \"full\"");
   if (r.has("activation_offload_copies")) {
     if (!p.activation_offload) r.fail("activation_offload_copies", "applies with \"activation_offload\": true");
     f.activation_offload_overlapped = r.choice("activation_offload_copies", {"overlapped", "blocking"}) == "overlapped";

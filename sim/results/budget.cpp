@@ -139,7 +139,7 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
     const double cap = p.framework.reduce_bucket_params * gbytes;
     passes += static_cast<double>(strategies::make_buckets(all_layers, gbytes, cap, cap).size()) + 3 * P;
   }
-  if (p.activation_offload) passes += 2 * micro * chunks;
+  if (p.activation_offload) passes += 4 * micro * layers;  // per layer: its passes split, two copies
   passes += layers * (1 + (p.priority_buckets ? 1 : 0)) + (p.input.enabled ? micro : 0) +
             (p.updates == strategies::Updates::Easgd ? P : 0);
   double tasks = replicas * iterations * passes;
