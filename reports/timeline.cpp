@@ -25,6 +25,7 @@ const char* colour(const taskgraph::Task& t) {
     case taskgraph::Category::Optimizer: return "#2ca02c";
     case taskgraph::Category::Communication: return "#ff7f0e";
     case taskgraph::Category::Input: return "#8c564b";
+    case taskgraph::Category::Copy: return "#17becf";
     default: return t.label.rfind("fwd", 0) == 0 ? "#1f77b4" : "#6baed6";
   }
 }

@@ -70,6 +70,8 @@ int Planner::compute(int s, int work, std::vector<int> deps, const std::string& 
   if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
   if (last_send_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_send_[static_cast<std::size_t>(s)]);
   int id = plan_.graph.add_compute(rep(s), work, Category::Compute, label, std::move(deps));
+  if (prev_compute_.size() <= static_cast<std::size_t>(s)) prev_compute_.resize(static_cast<std::size_t>(s) + 1, -1);
+  prev_compute_[static_cast<std::size_t>(s)] = last_compute_[static_cast<std::size_t>(s)];
   last_compute_[static_cast<std::size_t>(s)] = id;
   return id;
 }
@@ -139,6 +141,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   }
   if (!op.forward && j < chunks_ - 1) cross.push_back(bwd_out_[static_cast<std::size_t>(j + 1)][mb]);
 
+  if (framework_zero3()) return emit_sharded(s, j, op, std::move(cross), tag);
   // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs.
   auto gather = [&](const models::Layer* l) {
     std::vector<int> deps;
@@ -155,12 +158,15 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
         std::vector<int> deps = cross;
         deps.push_back(ag);
         last = compute(s, pass_work(true, j, l, tpg), deps, "fwd " + l->name + tag);
+        if (p_.activation_offload) offload_layer(s, j, op, l, last);
         cross.clear();
       }
-    } else if (p_.priority_buckets && op.micro_batch == 0) {  // each layer waits for its own update
+    } else if ((p_.priority_buckets && op.micro_batch == 0) || p_.activation_offload) {
+      // Each layer waits for its own update (priority order), or hands its activations to the host.
       for (const auto* l : layers) {
         last = compute(s, pass_work(true, j, l, tpg), cross, "fwd " + l->name + tag);
-        first_forward_[l] = last;
+        if (p_.priority_buckets) first_forward_[l] = last;
+        if (p_.activation_offload) offload_layer(s, j, op, l, last);
         cross.clear();
       }
     } else {
@@ -171,9 +177,13 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     return;
   }
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
-  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce);
+  // ZeRO-Offload copies each gradient bucket to the host as soon as backward produced it.
+  // Activation offload fetches each layer's activations back before its backward.
+  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer) ||
+                     p_.activation_offload;
   if (split) {
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      if (p_.activation_offload) fetch_layer(s, j, op, *it, cross);
       std::vector<int> deps = cross;
       if (zero3) deps.push_back(gather(*it));
       last = compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
@@ -243,6 +253,10 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     }
   MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, p_.data);
   if (p_.offload_optimizer) m.optimizer = 0;
+  // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
+  // (DeepSpeed stage_1_and_2.py, cpu_offload): the GPU keeps two buckets, not the gradients.
+  if (p_.offload_optimizer && p_.zero_stage >= 2)
+    m.gradients = std::min(m.gradients, 2.0 * p_.framework.reduce_bucket_params * grad_bytes_per_param(t_.precision));
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until
   // the matching backward frees them.
   double live = 0, peak = 0;
@@ -252,6 +266,13 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     peak = std::max(peak, live);
   }
   m.activations = peak + rebuild;
+  if (p_.activation_offload) {
+    // On the GPU only the layer being run and the one being copied; the rest waits on the host
+    // (copies keeping pace with compute).
+    double layer = 0;
+    for (const auto* l : mine) layer = std::max(layer, kept_activations({l}, p_.recompute));
+    m.activations = std::min(peak, 2.0 * layer) + rebuild;
+  }
   if (p_.zero_stage == 3 && p_.data > 1) {
     double largest = 0;
     for (const auto* l : mine) largest = std::max(largest, l->params());
@@ -312,20 +333,28 @@ Plan Planner::run() {
   d_ = 0;
   if (!sync) return finish();
 
-  for (int s = 0; s < P; ++s) synchronise_gradients(s);
+  // DeepSpeed's pipeline engine reduces the tied weights first, then each stage's gradients
+  // (TrainSchedule: ReduceTiedGrads, ReduceGrads); Megatron the other way round.
+  const bool after_flush = pipeline_reduce_after_flush();
+  if (!after_flush)
+    for (int s = 0; s < P; ++s) synchronise_gradients(s);
   // Tied embeddings on different stages: the first and last stage sum the table's gradients.
   int embedding_sync = -1;
   if (P > 1 && g_.tied_params > 0) {
     std::vector<int> groups;
     for (int d = 0; d < p_.data; ++d)
       for (int t = 0; t < p_.tensor; ++t) groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t), place_.gpu(d, P - 1, t)}));
-    const double table = g_.tied_params * grad_bytes_per_param(t_.precision);
+    const double table = g_.tied_params * (after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision));
     std::vector<int> deps;
     for (const auto& last : replica_last_) {
       deps.push_back(last[0]);
       deps.push_back(last[S - 1]);
     }
     embedding_sync = collective(CollectiveOp::AllReduce, groups, table, deps, "embedding all_reduce");
+  }
+  if (after_flush) {
+    tied_sync_ = embedding_sync;
+    for (int s = 0; s < P; ++s) synchronise_gradients(s);
   }
   for (int s = 0; s < P; ++s) step_optimizer(s, (s == 0 || s == P - 1) ? embedding_sync : -1);
   return finish();
@@ -338,6 +367,24 @@ Plan Planner::finish() {
     if (s == 0 || plan_.stage_memory.back().peak() > plan_.memory.peak()) {
       plan_.memory = plan_.stage_memory.back();
       plan_.worst_rank = rep(s);
+    }
+  }
+  // Host memory of one GPU's share, worst stage: ZeRO-Offload's optimizer state and fp32 gradient
+  // partition; offloaded activations at their peak.
+  for (int s = 0; s < P; ++s) {
+    const double shard = layer_params(stage_layers(s)) / (p_.zero_stage >= 1 ? p_.data : 1);
+    double live = 0, peak = 0;
+    for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
+      live += (op.forward ? 1 : -1) * kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * P + s)], p_.recompute);
+      peak = std::max(peak, live);
+    }
+    const double opt = p_.offload_optimizer ? shard * optimizer_bytes_per_param(t_.precision, t_.optimizer) : 0.0;
+    const double grad = p_.offload_optimizer ? shard * 4.0 : 0.0;
+    const double act = p_.activation_offload ? peak : 0.0;
+    if (opt + grad + act > plan_.host_bytes()) {
+      plan_.host_optimizer_bytes = opt;
+      plan_.host_gradient_bytes = grad;
+      plan_.host_activation_bytes = act;
     }
   }
   const double micro_batches = static_cast<double>(m_) * p_.data * plan_.iterations_per_step;

@@ -26,6 +26,12 @@ struct Plan {
   int replicas = 1;                           // data-parallel replicas given their own compute
   int iterations_per_step = 1;                // local steps per simulated step (EASGD's period)
   std::size_t works_built = 0;                // Work values the planner built before sharing them
+  // Host memory one GPU's share takes (worst stage): ZeRO-Offload's optimizer state and fp32
+  // gradient partition, and offloaded activations.
+  double host_optimizer_bytes = 0, host_gradient_bytes = 0, host_activation_bytes = 0;
+  double host_bytes() const { return host_optimizer_bytes + host_gradient_bytes + host_activation_bytes; }
+  double pcie_bytes_per_step = 0;  // per GPU, both directions: offloaded gradients, parameters, activations
+  std::size_t zero3_gathers = 0, zero3_reduce_scatters = 0;  // per step, one rank
 };
 
 // Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice

@@ -2,11 +2,25 @@
 
 namespace dtsim::strategies {
 
+bool Planner::pipeline_reduce_after_flush() const {
+  return p_.framework.pipeline_reduce_after_flush && p_.pipeline > 1 && p_.updates == Updates::Sync;
+}
+
+// DeepSpeed's pipeline engine reduces the BF16 optimizer's fp32 gradients ("hardcoded for fp32
+// gradient accumulation", pipe/engine.py); fp16 and fp32 runs reduce their own gradients.
+double Planner::pipeline_reduce_bytes() const {
+  if (p_.framework.pipeline_reduce_bytes > 0) return p_.framework.pipeline_reduce_bytes;
+  return t_.precision == Precision::Bf16 ? 4.0 : grad_bytes_per_param(t_.precision);
+}
+
 void Planner::synchronise_gradients(int s) {
   if (p_.data <= 1 || p_.zero_stage == 3) return;
   const Layers mine = stage_layers(s);
-  const double gbytes = grad_bytes_per_param(t_.precision);
-  auto buckets = make_buckets(mine, gbytes, p_.bucket_bytes, p_.first_bucket_bytes);
+  const bool after_flush = pipeline_reduce_after_flush();
+  const double gbytes = after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision);
+  // After the flush, in buffers of a fixed element count (buffered_allreduce_fallback).
+  const double cap = after_flush ? p_.framework.pipeline_reduce_bucket_params * gbytes : p_.bucket_bytes;
+  auto buckets = make_buckets(mine, gbytes, cap, after_flush ? cap : p_.first_bucket_bytes);
   if (s == 0) plan_.gradient_buckets = buckets.size();
   CollectiveOp op = p_.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
   // Bytes on the wire per gradient byte, and encode/decode passes over the bucket in HBM.
@@ -24,9 +38,11 @@ void Planner::synchronise_gradients(int s) {
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::vector<int> deps;
     for (std::size_t d = 0; d < replica_final_.size(); ++d) {
-      if (p_.overlap_grad_reduce) deps.push_back(replica_final_[d].at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
+      if (p_.overlap_grad_reduce && !after_flush)
+        deps.push_back(replica_final_[d].at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
       else deps.push_back(replica_last_[d][static_cast<std::size_t>(s)]);
     }
+    if (after_flush && tied_sync_ >= 0 && (s == 0 || s == p_.pipeline - 1)) deps.push_back(tied_sync_);
     // Buckets queue in the order they fill; in priority order they share a stream instead.
     const int previous = p_.priority_buckets ? -1 : last_comm_[static_cast<std::size_t>(s)];
     if (previous >= 0) deps.push_back(previous);
@@ -106,22 +122,15 @@ void Planner::step_optimizer(int s, int embedding_sync) {
 }
 
 void Planner::step_optimizer_one(int s, int embedding_sync) {
+  // ZeRO-Offload: gradients down over PCIe, the step on the host's cores, parameters back up.
+  if (p_.offload_optimizer) return step_optimizer_on_host(s, embedding_sync);
   const Layers mine = stage_layers(s);
   const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? p_.data : 1);
   taskgraph::Work w;
-  if (p_.offload_optimizer) {
-    // ZeRO-Offload: gradients down over PCIe, Adam on the host's memory bandwidth, 16-bit
-    // parameters back up.
-    w.name = "host optimizer";
-    const double host_bytes = optimizer_bytes_per_param(t_.precision, t_.optimizer) * 2.0 + 4.0;
-    w.fixed_seconds = shard * grad_bytes_per_param(t_.precision) / host_.pcie_bandwidth +
-                      shard * host_bytes / host_.memory_bandwidth_per_gpu +
-                      shard * weight_bytes_per_param(t_.precision) / host_.pcie_bandwidth;
-  } else {
-    w.name = "optimizer";
-    w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};
-  }
+  w.name = "optimizer";
+  w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};
   std::vector<int> deps;
+  if (z3_last_rs_ >= 0) deps.push_back(z3_last_rs_);
   if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
   if (embedding_sync >= 0) deps.push_back(embedding_sync);
   if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);

@@ -50,6 +50,16 @@ class Planner {
   void local_optimizer();
   void asynchronous_update(int& previous_exchange);
   MemoryBreakdown stage_memory(int s) const;
+  // plan_framework.cpp: ZeRO-3 as DeepSpeed and FSDP run it, PCIe copies of offload.
+  bool framework_zero3() const;
+  bool pipeline_reduce_after_flush() const;
+  double pipeline_reduce_bytes() const;
+  void emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cross, const std::string& tag);
+  int sharded_collective(int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label);
+  int pcie_copy(int s, double bytes, std::vector<int> deps, int& stream, const std::string& label);
+  void offload_layer(int s, int j, const PipeOp& op, const models::Layer* l, int pass);
+  void fetch_layer(int s, int j, const PipeOp& op, const models::Layer* l, std::vector<int>& cross);
+  void step_optimizer_on_host(int s, int embedding_sync);
 
   const models::ModelGraph& g_;
   const ParallelismSpec& p_;
@@ -81,6 +91,21 @@ class Planner {
   // (forward, chunk, one layer or null for the whole chunk, tensor group) -> its shared work.
   std::map<std::tuple<bool, int, const models::Layer*, int>, int> pass_works_;
   int load_works_[2] = {-1, -1};  // the prefetched first micro-batch, then every later load
+  // ZeRO-3 as the framework runs it (one pipeline stage): each use's gather, the gathers of the
+  // micro-batch being emitted, the reduce stream and the end-of-backward synchronisation.
+  std::vector<int> z3_wait_;
+  std::vector<Gather> z3_gathers_;
+  std::size_t z3_forward_uses_ = 0;
+  // per micro-batch: each gather's task, and the compute task before its first use
+  std::map<std::int64_t, std::vector<int>> z3_gather_task_, z3_gather_pred_;
+  int z3_last_rs_ = -1, z3_sync_ = -1;
+  std::vector<ParamUse> z3_uses_;
+  std::map<std::tuple<const models::Layer*, bool, std::size_t>, int> segment_works_;
+  // Offload's PCIe copy streams (device to host, host to device) and each pass's offloaded copy.
+  int d2h_ = -1, h2d_ = -1;
+  std::map<std::tuple<int, int, const models::Layer*>, int> act_down_;  // (chunk, micro-batch, layer) -> copy to host
+  std::vector<int> prev_compute_;                // per stage: the compute task before the last one
+  int tied_sync_ = -1;  // DeepSpeed's pipeline: the tied weights' reduction the stages' reductions follow
 };
 
 }  // namespace dtsim::strategies

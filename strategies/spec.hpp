@@ -5,6 +5,7 @@
 
 #include "models/model_graph.hpp"
 #include "sim/taskgraph/task_graph.hpp"
+#include "strategies/framework.hpp"
 #include "strategies/schedule.hpp"
 
 namespace dtsim::strategies {
@@ -87,13 +88,22 @@ struct ParallelismSpec {
   Updates updates = Updates::Sync;
   int staleness_bound = -1;  // async: how many steps a worker may run ahead of the slowest; -1 any
   int easgd_period = 1;      // local steps between exchanges with the centre
+  // How the framework runs ZeRO-3/FSDP, its pipeline engine and offload (strategies/framework.hpp).
+  FrameworkSpec framework;
+  // Each micro-batch's saved activations go to host memory after its forward and come back
+  // before its backward, over PCIe (Megatron-Core cpu offloading, DeepSpeed cpu_checkpointing).
+  bool activation_offload = false;
 };
 
 // Host side of a node, for offload.
 struct HostSpec {
   double pcie_bandwidth = 16e9;          // per GPU, per direction
   double memory_bandwidth_per_gpu = 25e9;  // host DRAM bandwidth one GPU's CPU cores get
+  // The CPU cores one GPU's offloaded optimizer runs on and their fp32 FLOP rate each.
+  double cores_per_gpu = 8, core_flops = 50e9;
+  double memory_bytes_per_node = 1e12;  // host DRAM capacity
 };
+
 
 struct TrainingSpec {
   std::int64_t global_batch = 1;

@@ -8,6 +8,7 @@
 #include "sim/config/merge.hpp"
 #include "sim/config/model_config.hpp"
 #include "sim/config/stragglers.hpp"
+#include "sim/config/framework_config.hpp"
 #include "sim/config/training_config.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/paths.hpp"
@@ -76,6 +77,7 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
   c.nic_bandwidth = inter.quantity("nic_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   c.inter_latency = inter.quantity("latency", Dimension::Time, Range{0.0, 1.0});
   c.inter_efficiency = inter.number("efficiency", Range{0.0, 1.0, true}, 1.0);
+  if (inter.has("efficiency_points")) c.inter_efficiency_points = inter.efficiency_points("efficiency_points");
   std::string topo =
       inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch", "torus-2d", "torus-3d"}, "fat-tree");
   c.topology = topo == "single-switch"    ? network::Topology::SingleSwitch
@@ -252,6 +254,7 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.zero_stage > 0 && !scatter_gather)
     r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
                                                taskgraph::to_string(p.algorithm)));
+  parse_framework(r, s);
   r.finish();
 }
 
@@ -306,6 +309,13 @@ Scenario load_scenario(const std::string& path) {
   s.host.pcie_bandwidth = s.device.pcie_bandwidth;
   s.cluster.host_memory_bandwidth = host_bw;
   s.cluster.pcie_bandwidth = s.device.pcie_bandwidth;
+  // The host side of offload, per node: memory (DGX A100: 1 TB, NVIDIA DGX A100 datasheet), CPU
+  // cores (2x 64-core AMD EPYC 7742) and each core's fp32 rate (2.25 GHz x 2 AVX2 FMA units x 8
+  // lanes x 2 = 72 GFLOP/s, AMD EPYC 7742 product page / Zen 2 microarchitecture).
+  s.host.memory_bytes_per_node = hw.quantity("host_memory", Dimension::Bytes, Range{0.0, 1e16, true}, 1e12);
+  const double cores = static_cast<double>(hw.integer("host_cores", 1, 100000, 128));
+  s.host.cores_per_gpu = cores / s.cluster.gpus_per_node;
+  s.host.core_flops = hw.quantity("host_core", Dimension::FlopRate, Range{0.0, 1e15, true}, 72e9);
   hw.finish();
 
   parse_parallelism(root.object("parallelism"), s);

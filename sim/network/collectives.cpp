@@ -44,9 +44,13 @@ LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, 
   if (r.size() < 2 || bytes <= 0) return {};
   // Inside one node, an all-reduce runs at NCCL's measured efficiency for its size: mid-size
   // buffers move as if they were larger.
-  if (op == CollectiveOp::AllReduce && a != Algorithm::ParameterServer && a != Algorithm::CentralStorage &&
-      std::all_of(r.begin(), r.end(), [&](int g) { return pf.node_of(g) == pf.node_of(r.front()); }))
+  const bool one_node = std::all_of(r.begin(), r.end(), [&](int g) { return pf.node_of(g) == pf.node_of(r.front()); });
+  if (op == CollectiveOp::AllReduce && a != Algorithm::ParameterServer && a != Algorithm::CentralStorage && one_node)
     bytes *= pf.intra_all_reduce_inflation(bytes);
+  // Across nodes, all-reduce, all-gather and reduce-scatter run at NCCL's efficiency for their size.
+  if (!one_node && (op == CollectiveOp::AllReduce || op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter) &&
+      a != Algorithm::ParameterServer && a != Algorithm::CentralStorage)
+    bytes *= pf.inter_inflation(bytes);
   // On a torus a ring collective over every chip runs ring by ring along each dimension.
   const bool whole_torus = pf.torus() && static_cast<int>(r.size()) == pf.spec().num_gpus() && a == Algorithm::Ring;
   if (whole_torus && op == CollectiveOp::AllReduce) return alg::torus_rings(pf, bytes, r, true, true);
@@ -127,7 +131,8 @@ LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double
   return resolve(pf, op, a, bytes, ranks).second;
 }
 
-LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
+namespace {
+LoweredCollective lower_groups(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
   if (c.only >= 0) {
     if (groups.size() != 1 || c.op != CollectiveOp::AllReduce || c.bytes <= 0) throw std::invalid_argument("bad asynchronous update");
     if (c.algorithm == Algorithm::ParameterServer)
@@ -167,6 +172,13 @@ LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, cons
     for (const auto& [route, b] : merged[k]) out.phases[k].flows.push_back({route.first, route.second, b});
     out.phases[k].add(chained[k]);
   }
+  return out;
+}
+}  // namespace
+
+LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
+  auto out = lower_groups(pf, c, groups);
+  if (c.launch_s > 0 && !out.phases.empty()) out.phases.front().latency += c.launch_s;
   return out;
 }
 

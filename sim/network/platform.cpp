@@ -206,6 +206,13 @@ double Platform::route_latency(int src, int dst) const {
   return l;
 }
 
+double Platform::inter_inflation(double bytes) const {
+  const auto& pts = spec_.inter_efficiency_points;
+  if (pts.empty() || bytes >= pts.back().first) return 1.0;
+  if (bytes <= pts.front().first) return std::max(1.0, spec_.inter_efficiency / pts.front().second);
+  return std::max(1.0, spec_.inter_efficiency / log_interpolate(pts, bytes));
+}
+
 double Platform::intra_all_reduce_inflation(double bytes) const {
   const auto& pts = spec_.intra_efficiency_points;
   if (pts.empty() || bytes < pts.front().first) return 1.0;

@@ -29,6 +29,9 @@ struct ClusterSpec {
   int nics_per_node = 1;
   double nic_bandwidth = 0, inter_latency = 0;  // per NIC, per direction; end to end
   double inter_efficiency = 1.0;
+  // The same across nodes: NCCL's efficiency by buffer size for collectives whose group spans
+  // nodes (all-reduce, all-gather, reduce-scatter). Empty: `inter_efficiency` at every size.
+  std::vector<std::pair<double, double>> inter_efficiency_points;
   Topology topology = Topology::FatTree;
   double oversubscription = 1.0;
   // Torus: chips per dimension (the first varies fastest: chip = x + X*y + X*Y*z), and each
@@ -88,6 +91,8 @@ class Platform {
   // How many times its bytes an all-reduce of `bytes` inside one node moves at the links'
   // bandwidth, so that it runs at the measured efficiency for its size (1 when none is given).
   double intra_all_reduce_inflation(double bytes) const;
+  // Likewise for a collective across nodes, from `inter_efficiency_points`.
+  double inter_inflation(double bytes) const;
 
   std::vector<Hop> route(int src, int dst) const;
   double route_latency(int src, int dst) const;

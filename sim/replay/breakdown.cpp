@@ -44,7 +44,10 @@ const char* to_string(IdleCause c) {
 
 namespace {
 
-bool on_stream(const taskgraph::Task& t) { return !t.is_collective && t.category != taskgraph::Category::Input; }
+// PCIe copies run on the copy engines beside the GPU, as the loader does on the host.
+bool on_stream(const taskgraph::Task& t) {
+  return !t.is_collective && t.category != taskgraph::Category::Input && t.category != taskgraph::Category::Copy;
+}
 
 // The GPU whose own stream (not its data loader) ends last; -1 when only collectives ran.
 int last_gpu(const taskgraph::TaskGraph& g, const Timeline& t) {

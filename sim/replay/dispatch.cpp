@@ -20,7 +20,7 @@ Dispatcher::Dispatcher(const taskgraph::TaskGraph& g) : g_(g) {
 }
 
 CollectiveKey collective_key(const taskgraph::Collective& c) {
-  return {static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes, c.only, c.server_apply_factor};
+  return {static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes, c.only, c.server_apply_factor, c.launch_s};
 }
 
 }  // namespace dtsim::replay

@@ -64,7 +64,7 @@ class Dispatcher {
 };
 
 // Collectives that lower to the same flows: priced or prepared once.
-using CollectiveKey = std::tuple<int, int, std::vector<int>, double, int, double>;
+using CollectiveKey = std::tuple<int, int, std::vector<int>, double, int, double, double>;
 CollectiveKey collective_key(const taskgraph::Collective& c);
 
 }  // namespace dtsim::replay

@@ -342,7 +342,8 @@ class Scheduler {
     out_.start[i] = sg4::Engine::get_clock();
     if (!t.is_collective) {
       // Data loading runs on the host's CPUs, beside the GPU rather than on it.
-      auto* host = t.category == taskgraph::Category::Input ? fab_.clock
+      // PCIe copies run on copy engines, beside the GPU as well.
+      auto* host = t.category == taskgraph::Category::Input || t.category == taskgraph::Category::Copy ? fab_.clock
                                                             : fab_.hosts[static_cast<std::size_t>(in_.platform.fabric_endpoint(t.rank))];
       run_exec(i, host, in_.seconds(i), Role::Last);
     } else if (prepared_[i]->lowered.phases.empty()) {

@@ -143,7 +143,7 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
     }
     const auto& task = g_.tasks[d];
     const double lo = std::max(t_.start[d], from);
-    if (task.is_collective) {
+    if (task.is_collective || task.category == taskgraph::Category::Copy) {  // network or PCIe
       put(IdleCause::ExposedCommunication, lo, cursor);
     } else if (task.category == taskgraph::Category::Input) {
       put(IdleCause::InputStall, lo, cursor);

@@ -123,7 +123,23 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
   // steps, parameter gathers, the embedding sync and asynchronous exchanges.
   double passes = micro * chunks * 2 + micro * (chunks - 1) * 2 * (gathers ? 2 : 1);
   if (p.zero_stage == 2 && p.data > 1) passes += micro * chunks;
-  if (zero3) passes += micro * 5 * layers;
+  // DeepSpeed's and FSDP's ZeRO-3 (strategies/plan_framework.cpp): per micro-batch the gathers
+  // and reduce-scatters its rules issue (counted as the planner counts them), and the passes split
+  // where they wait for a gather: each layer's forward and backward, plus one piece per gather.
+  const bool framework_zero3 = zero3 && p.framework.framework != strategies::Framework::MegatronLM;
+  const bool full_recompute = p.recompute == strategies::Recompute::Full || p.recompute == strategies::Recompute::Stage;
+  const double z3_gathers =
+      framework_zero3 ? static_cast<double>(strategies::zero3_gathers(all_layers, p.framework, full_recompute).size()) : 0.0;
+  const double z3_reduces =
+      framework_zero3 ? static_cast<double>(strategies::zero3_reduce_buckets(all_layers, p.framework).size()) : 0.0;
+  if (zero3) passes += micro * (framework_zero3 ? 2 * layers + 2 * z3_gathers + z3_reduces : 5 * layers);
+  // Offload: gradient buckets copied down, the host step and the parameters copied up, per stage;
+  // activations down and back per pass.
+  if (p.offload_optimizer) {
+    const double cap = p.framework.reduce_bucket_params * gbytes;
+    passes += static_cast<double>(strategies::make_buckets(all_layers, gbytes, cap, cap).size()) + 3 * P;
+  }
+  if (p.activation_offload) passes += 4 * micro * layers;  // per layer: its passes split, two copies
   passes += layers * (1 + (p.priority_buckets ? 1 : 0)) + (p.input.enabled ? micro : 0) +
             (p.updates == strategies::Updates::Easgd ? P : 0);
   double tasks = replicas * iterations * passes;
@@ -149,8 +165,8 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
       if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * chunks);
     }
     if (zero3) {
-      tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, 2 * micro * layers);
-      tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * layers);
+      tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
+      tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);
     }
     const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
     tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);

@@ -42,6 +42,18 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                  {"peak_bytes", whole_bytes(r.memory.peak())},
                  {"capacity_bytes", whole_bytes(r.capacity_bytes)},
                  {"fits", r.fits}};
+  // Host memory as a tier of its own, per node (offload); absent when nothing lives there.
+  if (r.plan.host_bytes() > 0 || r.plan.pcie_bytes_per_step > 0) {
+    const int per_node = s.cluster.gpus_per_node;
+    const double node = r.plan.host_bytes() * per_node;
+    j["host_memory"] = {{"optimizer_bytes_per_gpu", whole_bytes(r.plan.host_optimizer_bytes)},
+                        {"gradients_bytes_per_gpu", whole_bytes(r.plan.host_gradient_bytes)},
+                        {"activations_bytes_per_gpu", whole_bytes(r.plan.host_activation_bytes)},
+                        {"bytes_per_node", whole_bytes(node)},
+                        {"capacity_bytes_per_node", whole_bytes(s.host.memory_bytes_per_node)},
+                        {"fits", node <= s.host.memory_bytes_per_node},
+                        {"pcie_bytes_per_gpu_per_step", whole_bytes(r.plan.pcie_bytes_per_step)}};
+  }
   j["warnings"] = r.warnings;
   if (r.steps) {
     const auto& st = *r.steps;
@@ -103,6 +115,12 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                       {"updates", strategies::to_string(s.parallelism.updates)},
                       {"gradient_buckets", r.plan.gradient_buckets},
                       {"recompute", strategies::to_string(s.parallelism.recompute)}};
+  // The framework whose behaviour was modelled, and what ZeRO-3 issued per step on one GPU.
+  j["parallelism"]["framework"] = strategies::to_string(s.parallelism.framework.framework);
+  if (s.parallelism.zero_stage == 3 && r.plan.zero3_gathers > 0)
+    j["parallelism"]["zero3"] = {{"all_gathers_per_step", r.plan.zero3_gathers},
+                                 {"reduce_scatters_per_step", r.plan.zero3_reduce_scatters}};
+  if (s.parallelism.activation_offload) j["parallelism"]["activation_offload"] = true;
   if (s.parallelism.pipeline > 1) {
     j["parallelism"]["stage_layers"] = r.plan.stage_layers;
     j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_fraction(

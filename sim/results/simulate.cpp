@@ -41,6 +41,11 @@ Result plan_only(const config::Scenario& s) {
                                      r.memory.peak() / units::kGiB, r.capacity_bytes / units::kGiB));
     r.fewest_fit = fewest_gpus_that_fit(s);
   }
+  // Host memory: every GPU of a node keeps its share there (ZeRO-Offload, activation offload).
+  const double host = r.plan.host_bytes() * s.cluster.gpus_per_node;
+  if (host > s.host.memory_bytes_per_node)
+    r.warnings.push_back(fmt::format("host memory does not fit: a node needs {:.1f} GiB of {:.1f} GiB", host / units::kGiB,
+                                     s.host.memory_bytes_per_node / units::kGiB));
   return r;
 }
 

@@ -54,6 +54,7 @@ const char* to_string(Category c) {
     case Category::Optimizer: return "optimizer";
     case Category::Communication: return "communication";
     case Category::Input: return "input";
+    case Category::Copy: return "copy";
   }
   return "?";
 }

@@ -10,7 +10,8 @@
 // as dependencies by the strategy, so a backend only has to honour `deps`.
 namespace dtsim::taskgraph {
 
-enum class Category { Compute, Optimizer, Communication, Input };
+// Copy: a transfer between the GPU and host memory over PCIe on a copy engine (offload).
+enum class Category { Compute, Optimizer, Communication, Input, Copy };
 
 enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
 // How a collective moves data. `Auto` picks, per collective, the one the network model predicts
@@ -56,6 +57,8 @@ struct Collective {
   // Bytes a dedicated parameter server reads and writes per byte it receives when it applies an
   // asynchronous update (the optimizer step on its shard); 0: it only adds the contribution.
   double server_apply_factor = 0;
+  // Fixed cost of issuing it (framework bookkeeping, kernel launch), before any byte moves.
+  double launch_s = 0;
 };
 
 struct Task {

@@ -1,0 +1,177 @@
+#include "strategies/framework.hpp"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace dtsim::strategies {
+
+// Defaults as the frameworks ship them.
+// DeepSpeed (microsoft/DeepSpeed at 38327e0, 2025-02):
+// - deepspeed/runtime/zero/config.py: prefetch_bucket_size 5e7 (stage3_prefetch_bucket_size),
+//   param_persistence_threshold 1e5, max_reuse_distance 1e9, max_live_parameters 1e9,
+//   reduce_bucket_size 5e8.
+// - zero/partitioned_param_coordinator.py, fetch_sub_module: gathers the current sub-module's
+//   parameters, makes the compute stream wait for the all-gather stream, then prefetches the
+//   next parameters of the recorded trace until prefetch_bucket_size elements are in flight (one
+//   coalesced all-gather per call); __params_to_release keeps a parameter used again within
+//   max_reuse_distance elements. Hooks fire on every forward, the recompute forward included.
+// - zero/stage3.py: __add_grad_to_ipg_bucket reduces the bucket when the next gradient would
+//   overflow reduce_bucket_size, every micro-batch; independent_gradient_partition_epilogue
+//   flushes it and synchronises the reduce stream; communication_data_type defaults to the
+//   model's dtype (runtime/engine.py, communication_data_type).
+// - runtime/pipe/schedule.py TrainSchedule ends with ReduceTiedGrads, ReduceGrads, OptimizerStep;
+//   pipe/engine.py _exec_reduce_grads reduces in buffers of MEMORY_OPT_ALLREDUCE_SIZE = 5e8
+//   elements (runtime/engine.py), from the BF16 optimizer's fp32 gradients
+//   ("BF16 Optimizer is hardcoded for fp32 gradient accumulation"); tied weights' _hp_grad
+//   (fp32) are all-reduced in _exec_reduce_tied_grads.
+// - activation_checkpointing/checkpointing.py with cpu_checkpointing: inputs moved to the host
+//   with a plain .cpu()/.to() on the compute stream.
+// PyTorch FSDP (torch/distributed/fsdp, FullyShardedDataParallel defaults):
+// - one flat parameter per wrap unit (transformer_auto_wrap_policy: a block), all-gathered
+//   whole; the root unit is not resharded after forward (_runtime_utils._reshard);
+// - backward_prefetch BACKWARD_PRE: the next unit's all-gather is issued before the current
+//   unit's gradient computation; forward_prefetch False; limit_all_gathers True: at most two
+//   all-gathers in flight (_limits_utils / _free_event_queue), so one gather ahead in forward;
+// - reduce-scatter per unit in its post-backward hook, in the parameter dtype unless
+//   MixedPrecision.reduce_dtype; the post-backward final callback makes the compute stream wait
+//   for the post-backward stream at the end of each backward;
+// - activation offload with torch.autograd.graph.save_on_cpu: copies on the current stream.
+// Megatron-LM: keeps dtsim's existing idealised schedule; Megatron-Core's activation CPU
+// offloading (cpu_offload.py) copies on its own stream, overlapped.
+FrameworkSpec framework_defaults(Framework f) {
+  FrameworkSpec s;
+  s.framework = f;
+  switch (f) {
+    case Framework::MegatronLM:
+      s.forward_prefetch_depth = s.backward_prefetch_depth = -1;
+      s.sync_after_backward = false;
+      break;
+    case Framework::DeepSpeed:
+      s.pipeline_reduce_after_flush = true;
+      s.activation_offload_overlapped = false;
+      break;
+    case Framework::Fsdp:
+      s.gather_per_layer = true;
+      s.persistence_threshold_params = 0;
+      s.max_reuse_distance_params = 0;
+      s.regather_for_recompute = false;
+      s.root_kept_gathered = true;
+      s.reduce_bucket_params = 0;
+      s.activation_offload_overlapped = false;
+      break;
+  }
+  return s;
+}
+
+const char* to_string(Framework f) {
+  switch (f) {
+    case Framework::MegatronLM: return "megatron-lm";
+    case Framework::DeepSpeed: return "deepspeed";
+    case Framework::Fsdp: return "fsdp";
+  }
+  return "?";
+}
+
+namespace {
+bool block(const models::Layer* l) { return l->kind == models::LayerKind::Block; }
+}  // namespace
+
+std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute) {
+  std::vector<ParamUse> out;
+  const int n = static_cast<int>(layers.size());
+  auto ops = [&](int li, bool backward, bool reversed) {
+    const auto& l = *layers[static_cast<std::size_t>(li)];
+    if (f.gather_per_layer) {
+      if (l.params() > 0) out.push_back({li, -1, l.params(), backward});
+      return;
+    }
+    const int m = static_cast<int>(l.ops.size());
+    for (int k = 0; k < m; ++k) {
+      const int oi = reversed ? m - 1 - k : k;
+      const double p = l.ops[static_cast<std::size_t>(oi)].params;
+      if (p > 0) out.push_back({li, oi, p, backward});
+    }
+  };
+  for (int li = 0; li < n; ++li) ops(li, false, false);
+  for (int li = n - 1; li >= 0; --li) {
+    const bool rerun = recompute && block(layers[static_cast<std::size_t>(li)]);
+    if (rerun && f.regather_for_recompute && !f.gather_per_layer) ops(li, true, false);
+    ops(li, true, true);
+  }
+  return out;
+}
+
+std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute,
+                                  std::vector<int>* wait) {
+  const auto uses = param_uses(layers, f, recompute);
+  if (wait) wait->assign(uses.size(), -1);
+  // FSDP's root unit: every parameter outside the wrapped blocks, gathered once with its first use.
+  auto root = [&](const ParamUse& u) { return f.gather_per_layer && !block(layers[static_cast<std::size_t>(u.layer)]); };
+  auto key = [&](const ParamUse& u) { return root(u) ? std::pair{-1, -1} : std::pair{u.layer, u.op}; };
+  auto persistent = [&](const ParamUse& u) { return u.params < f.persistence_threshold_params; };
+  double root_params = 0;
+  for (const auto& u : uses)
+    if (root(u) && !u.backward) root_params += u.params;
+
+  std::map<std::pair<int, int>, bool> available;  // gathered (or in flight) now
+  std::vector<Gather> out;
+  bool open = false;  // the last gather still takes uses (DeepSpeed's prefetch coalescing)
+  for (std::size_t t = 0; t < uses.size(); ++t) {
+    const auto& u = uses[t];
+    if (persistent(u)) continue;
+    const auto k = key(u);
+    if (!available[k]) {
+      const double p = root(u) ? root_params : u.params;
+      if (open && !f.gather_per_layer && out.back().params < f.prefetch_bucket_params) {
+        out.back().params += p;
+      } else {
+        out.push_back({p, u.layer, u.backward, static_cast<int>(t)});
+        open = !f.gather_per_layer;
+      }
+      if (wait) (*wait)[t] = static_cast<int>(out.size()) - 1;
+      available[k] = true;
+    }
+    // Released after this use unless used again soon: within the reuse distance (elements of the
+    // sub-modules used in between), or FSDP's root unit.
+    if (root(u) && f.root_kept_gathered) continue;
+    double between = 0;
+    bool kept = false;
+    for (std::size_t v = t + 1; v < uses.size(); ++v) {
+      if (key(uses[v]) == k) {
+        kept = between < f.max_reuse_distance_params;
+        break;
+      }
+      between += uses[v].params;
+      if (between >= f.max_reuse_distance_params) break;
+    }
+    if (!kept) available[k] = false;
+  }
+  return out;
+}
+
+std::vector<double> zero3_reduce_buckets(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f) {
+  std::vector<double> out;
+  double cur = 0, root = 0;
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    const auto& l = **it;
+    if (f.reduce_bucket_params <= 0) {  // one reduce-scatter per unit; FSDP's root unit last
+      if (f.gather_per_layer && !block(&l)) root += l.params();
+      else if (l.params() > 0) out.push_back(l.params());
+      continue;
+    }
+    for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op) {
+      if (op->params <= 0) continue;
+      if (cur > 0 && cur + op->params > f.reduce_bucket_params) {
+        out.push_back(cur);
+        cur = 0;
+      }
+      cur += op->params;
+    }
+  }
+  if (cur > 0) out.push_back(cur);
+  if (root > 0) out.push_back(root);
+  return out;
+}
+
+}  // namespace dtsim::strategies

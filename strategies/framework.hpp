@@ -1,0 +1,93 @@
+#pragma once
+// How the training framework runs ZeRO-3/FSDP, its pipeline engine and offload: the mechanisms
+// that make a DeepSpeed or FSDP run slower than the idealised schedule, each a knob whose
+// default is the framework's own (sources in framework.cpp).
+#include <string>
+#include <vector>
+
+#include "models/model_graph.hpp"
+
+namespace dtsim::strategies {
+
+// megatron-lm keeps dtsim's idealised ZeRO-3 (one gather per layer, any number in flight) and
+// Megatron's pipeline (gradient reduction overlapped with the last backward).
+enum class Framework { MegatronLM, DeepSpeed, Fsdp };
+
+struct FrameworkSpec {
+  Framework framework = Framework::MegatronLM;
+  // --- ZeRO-3 / FSDP parameter gathering
+  // Gather unit: DeepSpeed fetches per sub-module and coalesces the next sub-modules' parameters
+  // into one all-gather until it holds prefetch_bucket_params elements; FSDP gathers one wrap
+  // unit (a transformer block; embedding and head form the root unit) at a time.
+  bool gather_per_layer = false;
+  double prefetch_bucket_params = 5e7;
+  // Sub-module parameters below this many elements are never partitioned (no gather).
+  double persistence_threshold_params = 1e5;
+  // A gathered sub-module stays gathered when it is used again within this many elements of
+  // other sub-modules' parameters (stage3_max_reuse_distance).
+  double max_reuse_distance_params = 1e9;
+  // Gathers in flight ahead of the one the compute waits for: gather k may start once the
+  // compute that used gather k - depth - 1 has ended. Negative: any number (bounded by the
+  // communication stream only).
+  int forward_prefetch_depth = 1, backward_prefetch_depth = 1;
+  // The recompute forward inside backward runs the gather hooks again (DeepSpeed); FSDP's
+  // pre-backward unshard covers the recompute of a checkpointed block inside its unit.
+  bool regather_for_recompute = true;
+  // FSDP keeps the root unit (embedding, final norm, head) gathered from forward to backward.
+  bool root_kept_gathered = false;
+  // --- gradient reduce-scatter
+  // Elements per reduce-scatter bucket (DeepSpeed reduce_bucket_size); 0: one per gather unit
+  // right after its backward (FSDP's post-backward hook).
+  double reduce_bucket_params = 5e8;
+  int reduce_bytes = 0;  // bytes per gradient element on the wire; 0: the gradient's own dtype
+  // The host waits for the reduce stream at the end of every micro-batch's backward
+  // (DeepSpeed's independent_gradient_partition_epilogue, FSDP's post-backward final callback).
+  bool sync_after_backward = true;
+  // Fixed host-side cost of issuing one collective (framework bookkeeping and the kernel
+  // launch), added to each ZeRO-3 collective's time.
+  double collective_launch_s = 0;
+  // --- pipeline engine
+  // Data-parallel gradients reduced after the last micro-batch's backward, no overlap
+  // (DeepSpeed's TrainSchedule: ReduceTiedGrads, ReduceGrads, OptimizerStep).
+  bool pipeline_reduce_after_flush = false;
+  int pipeline_reduce_bytes = 0;                 // 0: the gradient's dtype
+  double pipeline_reduce_bucket_params = 5e8;    // buffered_allreduce_fallback's elements per buffer
+  // --- activation offload: copies overlapped on their own stream (Megatron-Core) or on the
+  // compute stream (DeepSpeed cpu_checkpointing, torch save_on_cpu).
+  bool activation_offload_overlapped = true;
+};
+
+FrameworkSpec framework_defaults(Framework f);
+const char* to_string(Framework f);
+
+// One ZeRO-3 gather: the elements it brings in and the layers whose sub-modules use them.
+struct Gather {
+  double params = 0;
+  int layer = 0;         // index into the stage's layers of the first sub-module it serves
+  bool backward = false; // issued in the backward half of the micro-batch
+  int use = 0;           // index of the first use (into the micro-batch's use trace) it serves
+};
+
+// A micro-batch's parameter uses in order: each sub-module (op with parameters) of each layer
+// in forward order, then backward layer by layer, the recompute forward first where `recompute`
+// re-runs a block. At layer granularity (FSDP) one use per layer and direction.
+struct ParamUse {
+  int layer = 0;
+  int op = -1;  // -1: the whole layer (FSDP unit)
+  double params = 0;
+  bool backward = false;
+};
+std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute);
+
+// The all-gathers one micro-batch issues on one rank, in order, following the framework's
+// rules: persistent parameters skipped, parameters kept between uses within the reuse distance
+// (or FSDP's root unit), and DeepSpeed's coalescing of the next uses up to the prefetch bucket.
+// `wait`, when given, receives per use (param_uses order) the gather it waits for, -1 for none.
+std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute,
+                                  std::vector<int>* wait = nullptr);
+
+// Elements the reduce-scatters of one micro-batch carry, bucket by bucket in backward order.
+// With `reduce_bucket_params` 0, one per layer.
+std::vector<double> zero3_reduce_buckets(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f);
+
+}  // namespace dtsim::strategies

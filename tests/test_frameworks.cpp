@@ -1,0 +1,226 @@
+// Issue 17 items 1 and 2: ZeRO-3 and FSDP as DeepSpeed and PyTorch run them, each knob against a
+// hand count, and DeepSpeed's pipeline engine reducing gradients after the flush.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "helpers.hpp"
+#include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
+#include "sim/network/collectives.hpp"
+#include "sim/results/result.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+// tiny-gpt (4 blocks, hidden 256, sequence 256, vocabulary 4096, tied embeddings) on 8 GPUs of
+// two 4-GPU nodes, data 8, micro-batch 4, global batch 64: 2 micro-batches per step, bf16.
+// Parameters per sub-module: embedding 4096*256 + 256*256 = 1,114,112; per block qkv 197,376,
+// attention out 65,792, fc1 263,168, fc2 262,400 and two norms of 512; final norm 512.
+const char* kBase = R"({
+  "schema_version": 1, "name": "tiny",
+  "model": {"preset": "tiny-gpt"},
+  "hardware": {"device": "a100-sxm-80gb"},
+  "cluster": {"nodes": 2, "gpus_per_node": 4,
+              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+              "inter_node": {"nics_per_node": 4, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+  "parallelism": {"data": 8, "micro_batch_size": 4, "zero_stage": 3},
+  "training": {"global_batch_size": 64, "precision": "bf16"},
+  "simulation": {"backend": "analytical"}
+})";
+
+results::Result run(const std::string& parallelism) {
+  test::TempDir dir;
+  dir.file("base.json", kBase);
+  return results::simulate(
+      config::load_scenario(dir.file("s.json", R"({"extends": "base.json", "parallelism": )" + parallelism + "}")));
+}
+
+std::string error_of(const std::string& parallelism) {
+  test::TempDir dir;
+  dir.file("base.json", kBase);
+  try {
+    config::load_scenario(dir.file("s.json", R"({"extends": "base.json", "parallelism": )" + parallelism + "}"));
+  } catch (const InputError& e) {
+    return e.pointer() + ": " + e.reason();
+  }
+  return "";
+}
+
+// Bytes all ZeRO-3 all-gathers of the step carry, and how many collectives of each kind.
+struct Counted {
+  double gather_bytes = 0;
+  int gathers = 0, reduce_scatters = 0;
+};
+Counted count(const results::Result& r) {
+  Counted c;
+  for (const auto& t : r.plan.graph.tasks) {
+    if (!t.is_collective) continue;
+    if (t.label.rfind("zero3 gather", 0) == 0) {
+      ++c.gathers;
+      c.gather_bytes += t.collective.bytes;
+    }
+    if (t.label.rfind("zero3 reduce-scatter", 0) == 0) ++c.reduce_scatters;
+  }
+  return c;
+}
+
+}  // namespace
+
+// One all-gather per partitioned sub-module when the prefetch bucket holds one: the embedding
+// and each block's qkv, fc1 and fc2 (norms and the 65,792-element attention output are below the
+// 1e5 persistence threshold, never partitioned): 13 in forward, 13 again in backward with no
+// reuse, per micro-batch; 2 micro-batches.
+TEST(Frameworks, DeepSpeedGathersEachSubModuleWhenTheBucketHoldsOne) {
+  const auto r = run(R"({"framework": "deepspeed", "zero3": {"prefetch_bucket_params": 1, "max_reuse_distance_params": 0}})");
+  EXPECT_EQ(r.plan.zero3_gathers, 2u * 26u);
+  EXPECT_EQ(count(r).gathers, 52);
+  const double sub_modules = 1114112.0 + 4 * (197376.0 + 263168.0 + 262400.0);
+  EXPECT_DOUBLE_EQ(count(r).gather_bytes, 2 * 2 * sub_modules * 2.0);  // micro-batches x passes x bf16
+}
+
+// The prefetch bucket coalesces the next sub-modules until it holds 6e5 elements: the embedding
+// alone, then each block's three in one (197,376 + 263,168 < 6e5, + 262,400): 5 per pass.
+TEST(Frameworks, PrefetchBucketCoalescesSubModules) {
+  const auto r = run(R"({"framework": "deepspeed", "zero3": {"prefetch_bucket_params": 600000, "max_reuse_distance_params": 0}})");
+  EXPECT_EQ(r.plan.zero3_gathers, 2u * 10u);
+}
+
+// DeepSpeed's defaults keep every parameter of a model this small between its uses (the whole
+// model is within max_reuse_distance 1e9) and coalesce them all into the 5e7 bucket: one
+// all-gather per micro-batch.
+TEST(Frameworks, DeepSpeedDefaultsKeepASmallModelGathered) {
+  const auto r = run(R"({"framework": "deepspeed"})");
+  EXPECT_EQ(r.plan.zero3_gathers, 2u);
+}
+
+// Recompute: the recompute forward's hooks gather each block's sub-modules again. With no reuse
+// each block's backward gathers 3 for the recompute and 3 for the backward: 13 + 4 x 6 + 1 = 38
+// per micro-batch, 12 more than without recompute, i.e. 4 x (197,376 + 263,168 + 262,400)
+// elements more. A reuse distance of 3e5 elements keeps fc2 alone (used again at once by its
+// backward; fc1 has fc2 twice, 524,800 elements, in between): 4 fewer.
+TEST(Frameworks, RecomputeRegathersExceptWithinTheReuseDistance) {
+  const std::string base = R"("framework": "deepspeed", "zero3": {"prefetch_bucket_params": 1, "max_reuse_distance_params": )";
+  const auto plain = run("{" + base + "0}}");
+  const auto rc = run("{" + base + R"(0}, "recompute": "full"})");
+  const auto reuse = run("{" + base + R"(300000}, "recompute": "full"})");
+  EXPECT_EQ(rc.plan.zero3_gathers, 2u * 38u);
+  EXPECT_DOUBLE_EQ(count(rc).gather_bytes - count(plain).gather_bytes, 2 * 4 * (197376.0 + 263168.0 + 262400.0) * 2.0);
+  EXPECT_EQ(reuse.plan.zero3_gathers, 2u * 34u);
+  EXPECT_DOUBLE_EQ(count(rc).gather_bytes - count(reuse).gather_bytes, 2 * 4 * 262400.0 * 2.0);
+}
+
+// FSDP: one all-gather per wrap unit; the root unit (embedding and head) stays gathered from
+// forward to backward: 1 + 4 in forward, 4 in backward. One reduce-scatter per unit after its
+// backward, the root's last: 5. Per micro-batch; recompute adds none (the pre-backward unshard
+// covers it).
+TEST(Frameworks, FsdpGathersPerUnitAndKeepsTheRoot) {
+  for (const char* rc : {"none", "full"}) {
+    const auto r = run(std::string(R"({"framework": "fsdp", "recompute": ")") + rc + "\"}");
+    EXPECT_EQ(r.plan.zero3_gathers, 2u * 9u) << rc;
+    EXPECT_EQ(r.plan.zero3_reduce_scatters, 2u * 5u) << rc;
+  }
+}
+
+// DeepSpeed fills reduce-scatter buckets in backward order and reduces one when the next
+// gradient would overflow it, every micro-batch. With 1e6 elements: head and block 3 (512 +
+// 789,760), then each block alone as the next one's fc2 overflows it, then the embedding
+// (1,114,112) alone: 5. In bf16 by default, fp32 when reduce_dtype says so.
+TEST(Frameworks, DeepSpeedReduceScattersPerBucketPerMicroBatch) {
+  const auto r = run(R"({"framework": "deepspeed", "zero3": {"reduce_bucket_params": 1000000}})");
+  EXPECT_EQ(r.plan.zero3_reduce_scatters, 2u * 5u);
+  const auto fp32 = run(R"({"framework": "deepspeed", "zero3": {"reduce_bucket_params": 1000000, "reduce_dtype": "fp32"}})");
+  double b16 = 0, b32 = 0;
+  for (const auto& t : r.plan.graph.tasks)
+    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::ReduceScatter) b16 += t.collective.bytes;
+  for (const auto& t : fp32.plan.graph.tasks)
+    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::ReduceScatter) b32 += t.collective.bytes;
+  EXPECT_DOUBLE_EQ(b32, 2.0 * b16);
+  EXPECT_DOUBLE_EQ(b16, 2 * r.params * 2.0);  // every gradient, twice (2 micro-batches), 2 bytes
+}
+
+// With nothing prefetched (depth 0) and the host waiting for the reductions after each
+// backward, every collective sits on the critical path: a fixed launch cost per collective adds
+// exactly launch x (all-gathers + reduce-scatters) to the step.
+TEST(Frameworks, LaunchCostAddsOncePerCollectiveOnTheCriticalPath) {
+  const std::string knobs = R"({"framework": "fsdp", "zero3": {"forward_prefetch_depth": 0, "backward_prefetch": "none")";
+  const auto free = run(knobs + "}}");
+  const auto paid = run(knobs + R"(, "collective_launch_us": 1000}})");
+  const double collectives = static_cast<double>(free.plan.zero3_gathers + free.plan.zero3_reduce_scatters);
+  EXPECT_EQ(collectives, 28.0);
+  EXPECT_NEAR(paid.step_time_s - free.step_time_s, collectives * 1e-3, 1e-9);
+}
+
+// Prefetching one gather ahead hides gathers behind compute that no prefetch leaves exposed.
+TEST(Frameworks, PrefetchDepthHidesGathers) {
+  const auto none = run(R"({"framework": "fsdp", "zero3": {"forward_prefetch_depth": 0, "backward_prefetch": "none"}})");
+  const auto ahead = run(R"({"framework": "fsdp"})");
+  EXPECT_GT(none.breakdown.exposed_communication, ahead.breakdown.exposed_communication);
+  EXPECT_GT(none.step_time_s, ahead.step_time_s);
+}
+
+TEST(Frameworks, KnobsNeedAFrameworkAndZeroStage3) {
+  EXPECT_NE(error_of(R"({"zero3": {"prefetch_bucket_params": 1}})").find("/parallelism/zero3"), std::string::npos);
+  EXPECT_NE(error_of(R"({"zero_stage": 2, "framework": "deepspeed", "zero3": {}})").find("zero_stage 3"), std::string::npos);
+  EXPECT_NE(error_of(R"({"framework": "jax"})").find("/parallelism/framework"), std::string::npos);
+  EXPECT_NE(error_of(R"({"pipeline_grad_reduce": "after-flush"})").find("pipeline"), std::string::npos);
+  EXPECT_EQ(error_of(R"({"framework": "deepspeed", "zero3": {"stage3_prefetch_bucket_size": 5e7}})"),
+            "/parallelism/zero3/stage3_prefetch_bucket_size: is prefetch_bucket_params in dtsim");
+}
+
+// Across nodes a collective runs at NCCL's efficiency for its size: at half efficiency it takes
+// as long as twice the bytes at full.
+TEST(Frameworks, InterNodeEfficiencyBySize) {
+  auto c = test::flat_cluster(4);
+  const std::vector<int> ranks{0, 1, 2, 3};
+  const network::Platform plain(c);
+  c.inter_efficiency_points = {{1e6, 0.5}, {1e9, 1.0}};
+  const network::Platform curved(c);
+  using taskgraph::CollectiveOp;
+  const auto t = [&](const network::Platform& pf, double bytes) {
+    return network::analytical_time(pf, network::lower(pf, CollectiveOp::AllGather, taskgraph::Algorithm::Ring, bytes, ranks));
+  };
+  EXPECT_DOUBLE_EQ(t(curved, 1e5), t(plain, 2e5));
+  EXPECT_DOUBLE_EQ(t(curved, 2e9), t(plain, 2e9));
+  EXPECT_GT(t(curved, 1e8), t(plain, 1e8));
+}
+
+// DeepSpeed's pipeline engine (TrainSchedule: ReduceTiedGrads, ReduceGrads, OptimizerStep): the
+// data-parallel all-reduce starts only after the stage's last backward, reduces the BF16
+// optimizer's fp32 gradients (4 bytes per parameter, Megatron 2), and on the first and last
+// stage waits for the tied embedding's reduction.
+TEST(Frameworks, DeepSpeedPipelineReducesAfterTheFlushInFp32) {
+  const std::string pp = R"("data": 4, "pipeline": 2, "zero_stage": 0)";
+  const auto ds = run("{" + pp + R"(, "framework": "deepspeed"})");
+  const auto mg = run("{" + pp + "}");
+  auto reduced = [](const results::Result& r) {
+    double b = 0;
+    for (const auto& t : r.plan.graph.tasks)
+      if (t.is_collective && t.label.rfind("all_reduce bucket", 0) == 0) b += t.collective.bytes;
+    return b;
+  };
+  EXPECT_DOUBLE_EQ(reduced(ds), 2.0 * reduced(mg));
+  const auto& g = ds.plan.graph;
+  int tied = -1;
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+    if (g.tasks[i].label == "embedding all_reduce") tied = static_cast<int>(i);
+  ASSERT_GE(tied, 0);
+  int buckets = 0;
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const auto& t = g.tasks[i];
+    if (!t.is_collective || t.label.rfind("all_reduce bucket", 0) != 0) continue;
+    ++buckets;
+    // After every backward of its stage has ended: no compute of that GPU ends later.
+    const int gpu = g.groups[static_cast<std::size_t>(t.collective.groups[0])][0];
+    for (std::size_t k = 0; k < g.tasks.size(); ++k) {
+      if (!g.tasks[k].is_collective && g.tasks[k].rank == gpu && g.tasks[k].category == taskgraph::Category::Compute) {
+        EXPECT_LE(ds.timeline.end[k], ds.timeline.start[i] + 1e-12) << t.label;
+      }
+    }
+    // The tied weights' reduction first.
+    EXPECT_GE(ds.timeline.start[i], ds.timeline.end[static_cast<std::size_t>(tied)] - 1e-12);
+  }
+  EXPECT_EQ(buckets, 2);  // one 5e8-element buffer per stage
+  EXPECT_GT(ds.step_time_s, mg.step_time_s);
+}
