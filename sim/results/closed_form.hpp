@@ -1,10 +1,13 @@
 #pragma once
 // A closed-form step time for sweeps (issue 18, item 2): each pipeline chunk's forward and
 // backward priced once for one micro-batch, from the same works and cost model the planner and
-// the analytical replay use, then composed by the schedule's formula:
-//   1F1B:        T = sum_s (f_s + b_s) + (m - 1) max_s (f_s + b_s) + the stage-to-stage transfers
+// the analytical replay use, then composed by the schedule's formula (f_s, b_s: stage s's
+// forward and backward of one micro-batch; m micro-batches, p stages):
+//   1F1B:        T = sum_s (f_s + b_s) + max_s [(m - 1) b_s + (m - 1 - w_s) f_s] + the transfers,
+//                w_s = min(p - s - 1, m - 1) the forwards stage s ran in its warm-up
 //   GPipe:       T = sum_s (f_s + b_s) + (m - 1) (max_s f_s + max_s b_s) + the transfers
-//   interleaved: T = m max_s (f_s + b_s) + (sum_s (f_s + b_s) - max_s (f_s + b_s)) / v + the transfers
+//   interleaved: T = m max_s (f_s + b_s) + the fill and drain through each stage's first chunk
+//                + the transfers
 // (for equal stages: (m + p - 1) and (m + (p - 1)/v) micro-batch times, Narayanan et al. 2021),
 // plus what the gradient buckets, the tied-embedding sum, the optimizer and ZeRO's parameter
 // gather add after each stage's last backward; ZeRO-3 follows its per-layer gathers one
