@@ -1,33 +1,69 @@
 #!/usr/bin/env bash
-# Simulator speed: wall time and peak memory of one `dtsim run` per scenario, best of 3.
-# A benchmark, not a test: this machine's CPU speed drifts, so compare numbers from one run.
+# Simulator speed: CPU time, wall time and peak memory of dtsim runs, sweeps and collectives,
+# best of 3 by CPU time. Each CPU time is also given as a ratio to a reference run measured in
+# the same invocation (x_ref), so figures from different machines, or from one machine under
+# different load, can be compared: the reference is a fixed small workload, every analytical
+# replay of GPT-2 small's 276 strategies on 8 A100s (`dtsim sweep --exact --jobs 1`).
+# A benchmark, not a test. DTSIM_BENCH_EXACT=1 adds the GPT-3 sweep replaying every strategy
+# (about a minute of CPU), the figure the closed form is measured against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/dtsim
 [ -x "$bin" ] || scripts/setup.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-printf "%-44s %8s %10s %10s %8s\n" scenario gpus wall_s peak_MB tasks
+
+# best_of N CMD...: runs CMD N times (stdout to $tmp/out), sets wall, cpu (user + system) and rss
+# (KB) of the run with the least CPU time.
+best_of() {
+  local n=$1; shift
+  local best="" line w u s m c
+  for ((i = 0; i < n; i++)); do
+    /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" "$@" > "$tmp/out"
+    read -r w u s m < "$tmp/time"
+    c=$(awk "BEGIN{printf \"%.2f\", $u + $s}")
+    if [ -z "$best" ] || awk "BEGIN{exit !($c < ${best%% *})}"; then best="$c $w $m"; fi
+  done
+  read -r cpu wall rss <<< "$best"
+}
+ratio() { awk "BEGIN{printf \"%.2f\", $1 / $ref_cpu}"; }
+
+best_of 3 "$bin" sweep scenarios/gpt2-dp8-a100.json --exact --jobs 1 --format csv
+ref_cpu=$cpu
+printf "reference: dtsim sweep scenarios/gpt2-dp8-a100.json --exact --jobs 1 (276 analytical replays): %s s CPU, %s s wall\n\n" \
+  "$ref_cpu" "$wall"
+
+printf "%-44s %8s %8s %8s %7s %10s %8s\n" scenario gpus cpu_s wall_s x_ref peak_MB tasks
 for f in scenarios/gpt2-dp1024-a100.json scenarios/hybrid/gpt3-175b-1024-a100.json \
          scenarios/validation/megatron-1008.0b.json "$@"; do
-  best=""
-  for _ in 1 2 3; do
-    /usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" run "$f" --format json -o "$tmp/out" > "$tmp/result.json"
-    read -r wall rss < "$tmp/time"
-    if [ -z "$best" ] || awk "BEGIN{exit !($wall < ${best%% *})}"; then best="$wall $rss"; fi
-  done
-  gpus=$(python3 -c "import json;print(json.load(open('$tmp/result.json'))['parallelism']['gpus'])" 2>/dev/null || echo "?")
-  tasks=$(python3 -c "import json;print(json.load(open('$tmp/result.json'))['simulation']['tasks'])" 2>/dev/null || echo "?")
-  printf "%-44s %8s %10s %10d %8s\n" "$f" "$gpus" "${best%% *}" "$(( ${best##* } / 1024 ))" "$tasks"
+  best_of 3 "$bin" run "$f" --format json -o "$tmp/run"
+  gpus=$(python3 -c "import json;print(json.load(open('$tmp/out'))['parallelism']['gpus'])" 2>/dev/null || echo "?")
+  tasks=$(python3 -c "import json;print(json.load(open('$tmp/out'))['simulation']['tasks'])" 2>/dev/null || echo "?")
+  printf "%-44s %8s %8s %8s %7s %10d %8s\n" "$f" "$gpus" "$cpu" "$wall" "$(ratio "$cpu")" "$((rss / 1024))" "$tasks"
+done
+
+# Strategy sweeps of GPT-3 175B on 1,024 A100s (issue 18: at least 2,000 per CPU-second): ranked
+# in closed form with the best 5 replayed (the default), in closed form alone, and (with
+# DTSIM_BENCH_EXACT=1) every strategy replayed.
+printf "\n%-44s %8s %8s %8s %7s %10s %12s\n" sweep gpus cpu_s wall_s x_ref configs configs/cpu_s
+gpt3=scenarios/hybrid/gpt3-175b-1024-a100.json
+cases=("default (closed form, best 5 replayed)|" "closed form alone (--confirm 0)|--confirm 0")
+[ "${DTSIM_BENCH_EXACT:-0}" = 1 ] && cases+=("every strategy replayed (--exact)|--exact")
+for c in "${cases[@]}"; do
+  label=${c%%|*}
+  flags=${c#*|}
+  # shellcheck disable=SC2086
+  best_of "$([ "$flags" = --exact ] && echo 1 || echo 3)" "$bin" sweep "$gpt3" --jobs 1 --format csv $flags
+  configs=$(($(wc -l < "$tmp/out") - 1))
+  printf "%-44s %8s %8s %8s %7s %10s %12s\n" "$label" 1024 "$cpu" "$wall" "$(ratio "$cpu")" "$configs" \
+    "$(awk "BEGIN{printf \"%.0f\", $configs / ($cpu > 0 ? $cpu : 0.01)}")"
 done
 
 # One 1 GB all-reduce in `dtsim collective` on SimGrid, whole process (issue #4's speed goals:
 # 512 GPUs under 0.05 s, 16,384 under 2 s).
-printf "\n%-44s %8s %10s %10s\n" collective gpus wall_s peak_MB
+printf "\n%-44s %8s %8s %8s %7s %10s\n" collective gpus cpu_s wall_s x_ref peak_MB
 for case in "ring 512" "ring 16384" "tree 16384" "halving-doubling 16384"; do
   set -- $case
-  /usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" collective --op all_reduce --algorithm "$1" --gpus "$2" \
-    -b 1G -e 1G --format json > /dev/null
-  read -r wall rss < "$tmp/time"
-  printf "%-44s %8s %10s %10d\n" "all_reduce $1" "$2" "$wall" "$(( rss / 1024 ))"
+  best_of 1 "$bin" collective --op all_reduce --algorithm "$1" --gpus "$2" -b 1G -e 1G --format json
+  printf "%-44s %8s %8s %8s %7s %10d\n" "all_reduce $1" "$2" "$cpu" "$wall" "$(ratio "$cpu")" "$((rss / 1024))"
 done

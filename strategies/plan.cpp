@@ -14,8 +14,6 @@ double layer_params(const Layers& ls) {
   return p;
 }
 
-namespace {
-
 // Model chunks in model order: blocks split evenly (the first chunks take one more when they do
 // not divide) unless `blocks` gives each chunk's count, the embedding on the first chunk and the
 // head on the last. Chunk c is on stage c % P.
@@ -41,10 +39,6 @@ std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks, const 
   }
   return out;
 }
-
-
-
-}  // namespace
 
 Layers Planner::stage_layers(int s) const {
   Layers out;

@@ -48,4 +48,13 @@ struct Plan {
 //   ZeRO-3 gathers each layer's parameters before its forward and backward.
 Plan plan_training(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host);
 
+// What plan_training decides before it emits tasks, for closed-form estimates: the Plan's
+// micro-batches, stage layers, memory and FLOPs exactly as plan_training gives them (its graph
+// left empty), and each model chunk's layers in model order (chunk c on stage c % pipeline).
+struct Layout {
+  Plan plan;
+  std::vector<std::vector<const models::Layer*>> chunks;
+};
+Layout plan_layout(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host);
+
 }  // namespace dtsim::strategies

@@ -21,6 +21,8 @@ using taskgraph::CollectiveOp;
 using Layers = std::vector<const models::Layer*>;
 
 double layer_params(const Layers& ls);
+// Model chunks in model order (see plan.cpp).
+std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks, const std::vector<int>& blocks_per_chunk);
 
 class Planner {
  public:
@@ -28,6 +30,8 @@ class Planner {
       : g_(g), p_(p), t_(t), host_(host), place_(p), table_(plan_.graph) {}
 
   Plan run();
+  // run() without the task graph: micro-batches, chunks, memory and FLOPs (plan_layout.cpp).
+  Layout layout();
 
  private:
   int rep(int s) const { return place_.gpu(d_, s, 0); }

@@ -43,6 +43,10 @@ struct SweepOptions {
   std::string rank_by = "time", write_best;
   bool progress = false;      // progress and ETA on stderr even when it is not a terminal
   int jobs = 0, top = 15;
+  // Strategies are ranked by the closed form (sim/results/closed_form.hpp); the best `confirm`
+  // are then replayed. `exact`: replay every one, as before the closed form.
+  int confirm = 5;
+  bool exact = false;
 };
 
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.

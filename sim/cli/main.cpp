@@ -86,6 +86,9 @@ int main(int argc, char** argv) {
   sweep_cmd->add_flag("--progress", sw.progress, "progress and ETA on stderr even when it is not a terminal");
   sweep_cmd->add_option("--jobs", sw.jobs, "simulations at once (default: cores)")->check(CLI::Range(1, 256));
   sweep_cmd->add_option("--top", sw.top, "rows to show")->check(CLI::Range(1, 100000));
+  sweep_cmd->add_option("--confirm", sw.confirm, "replay the best K of the closed-form ranking (default 5)")
+      ->check(CLI::Range(0, 1 << 30));
+  sweep_cmd->add_flag("--exact", sw.exact, "replay every strategy instead of ranking them in closed form");
   sweep_cmd->add_option("--format", sw.format, "stdout format")->check(CLI::IsMember({"text", "json", "csv"}));
 
   cli::ServeOptions srv;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "sim/core/units.hpp"
 #include "sim/results/budget.hpp"
 #include "sim/results/capacity.hpp"
+#include "sim/results/closed_form.hpp"
 #include "sim/results/result.hpp"
 
 namespace dtsim::cli {
@@ -40,6 +42,8 @@ struct Candidate {
   double price = 0, cost_per_million_tokens = 0;  // USD; 0: no price known
   double time_to_train = 0, gpu_hours = 0, cost = 0;  // 0: the scenario gives no training length
   bool fits = false, valid = false;
+  bool replayed = false;  // priced by the analytical replay; else by the closed form
+  double estimate = 0;    // the closed form's step time, for a candidate replayed to confirm it
   std::string error;  // why it could not be simulated
 };
 
@@ -262,48 +266,77 @@ int sweep(const SweepOptions& o) {
   }
   results::check_sweep_budget(groups, o.gpus.empty() ? "" : "--gpus");
 
+  // Each candidate in closed form where it knows the strategy, else by the analytical replay;
+  // then the best `confirm` of the ranking are replayed and ranked again, until the first
+  // `confirm` rows are all replayed.
   Progress progress(o.progress || ::isatty(2), cands.size());
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> pool;
-  const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int j = 0; j < jobs; ++j)
-    pool.emplace_back([&] {
-      for (std::size_t i = next++; i < cands.size(); i = next++) {
-        auto& c = cands[i];
-        config::Scenario s = clusters[c.cluster].base;
-        s.parallelism = c.p;
-        try {
-          auto r = results::simulate(s);
-          c.step = r.step_time_s;
-          c.samples_per_s = r.samples_per_s;
-          c.mfu = r.mfu;
-          c.peak = r.memory.peak();
-          c.fits = r.fits;
-          const auto plan = results::capacity_plan(r);
-          c.price = plan.price_per_gpu_hour_usd;
-          c.cost_per_million_tokens = plan.cost_per_million_tokens_usd;
-          c.time_to_train = plan.time_s;
-          c.gpu_hours = plan.gpu_hours;
-          c.cost = plan.cost_usd;
-          c.valid = true;
-        } catch (const InputError& e) {  // a combination the planner cannot lay out
-          c.error = e.pointer().empty() ? e.reason() : e.pointer() + ": " + e.reason();
-        } catch (const std::exception& e) {  // out of memory, or a fault of dtsim's: counted, never dropped
-          c.error = e.what();
-        }
-        progress.done_one();
+  auto fill = [&](Candidate& c, const results::Result& r) {
+    c.step = r.step_time_s;
+    c.samples_per_s = r.samples_per_s;
+    c.mfu = r.mfu;
+    c.peak = r.memory.peak();
+    c.fits = r.fits;
+    const auto plan = r.capacity ? *r.capacity : results::capacity_plan(r);
+    c.price = plan.price_per_gpu_hour_usd;
+    c.cost_per_million_tokens = plan.cost_per_million_tokens_usd;
+    c.time_to_train = plan.time_s;
+    c.gpu_hours = plan.gpu_hours;
+    c.cost = plan.cost_usd;
+    c.valid = true;
+    c.error.clear();
+  };
+  auto price = [&](Candidate& c, results::ClosedForm* closed) {
+    config::Scenario s = clusters[c.cluster].base;
+    s.parallelism = c.p;
+    try {
+      if (closed) fill(c, closed->estimate(s));
+      else {
+        fill(c, results::simulate(s));
+        c.replayed = true;
       }
-    });
-  for (auto& t : pool) t.join();
-  std::vector<Candidate> ok;
-  std::map<std::string, int> reasons;
-  for (const auto& c : cands) {
-    if (c.valid) ok.push_back(c);
-    else ++reasons[c.error.empty() ? "unknown error" : c.error];
+    } catch (const InputError& e) {  // a combination the planner cannot lay out
+      c.valid = false;
+      c.error = e.pointer().empty() ? e.reason() : e.pointer() + ": " + e.reason();
+    } catch (const std::exception& e) {  // out of memory, or a fault of dtsim's: counted, never dropped
+      c.valid = false;
+      c.error = e.what();
+    }
+  };
+  const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto replay_all = [&](const std::vector<std::size_t>& which, bool count) {
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    for (int j = 0; j < jobs; ++j)
+      pool.emplace_back([&] {
+        for (std::size_t i = next++; i < which.size(); i = next++) {
+          price(cands[which[i]], nullptr);
+          if (count) progress.done_one();
+        }
+      });
+    for (auto& t : pool) t.join();
+  };
+  std::map<std::string, int> unknown;  // why the closed form left candidates to the replay
+  std::vector<std::size_t> to_replay;
+  {
+    std::vector<std::unique_ptr<results::ClosedForm>> closed(clusters.size());
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      auto& c = cands[i];
+      config::Scenario s = clusters[c.cluster].base;
+      s.parallelism = c.p;
+      const std::string gap = o.exact ? "--exact" : results::closed_form_gap(s);
+      if (!gap.empty()) {
+        ++unknown[gap];
+        to_replay.push_back(i);
+        continue;
+      }
+      auto& cf = closed[c.cluster];
+      if (!cf) cf = std::make_unique<results::ClosedForm>(clusters[c.cluster].base);
+      price(c, cf.get());
+      progress.done_one();
+    }
   }
-  std::vector<std::pair<std::string, int>> failures(reasons.begin(), reasons.end());
-  std::stable_sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  const std::size_t failed = cands.size() - ok.size();
+  replay_all(to_replay, true);
+  const std::size_t estimated = cands.size() - to_replay.size();
 
   // What "best" means. Without a training length the whole run's time and cost are unknown, but
   // every candidate trains the same global batch per step, so step time and GPU-seconds per step
@@ -315,10 +348,37 @@ int sweep(const SweepOptions& o) {
     if (o.rank_by == "throughput-per-gpu") return -c.samples_per_s / gpus_of(c);
     return has_length ? c.time_to_train : c.step;
   };
-  std::stable_sort(ok.begin(), ok.end(), [&](const Candidate& a, const Candidate& b) {
-    if (a.fits != b.fits) return a.fits;
-    return key(a) < key(b);
-  });
+  auto rank = [&] {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < cands.size(); ++i)
+      if (cands[i].valid) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      const auto &a = cands[x], &b = cands[y];
+      if (a.fits != b.fits) return a.fits;
+      return key(a) < key(b);
+    });
+    return order;
+  };
+  std::size_t confirmed = 0;
+  for (;;) {
+    std::vector<std::size_t> top_estimates;
+    const auto order = rank();
+    for (std::size_t r = 0; r < order.size() && r < static_cast<std::size_t>(o.confirm); ++r)
+      if (!cands[order[r]].replayed) top_estimates.push_back(order[r]);
+    if (top_estimates.empty()) break;
+    for (auto i : top_estimates) cands[i].estimate = cands[i].step;
+    replay_all(top_estimates, false);
+    confirmed += top_estimates.size();
+  }
+  std::vector<Candidate> ok;
+  std::map<std::string, int> reasons;
+  for (auto i : rank()) ok.push_back(cands[i]);
+  for (const auto& c : cands)
+    if (!c.valid) ++reasons[c.error.empty() ? "unknown error" : c.error];
+  std::vector<std::pair<std::string, int>> failures(reasons.begin(), reasons.end());
+  std::stable_sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  const std::size_t failed = cands.size() - ok.size();
+
   const std::string ranked =
       o.rank_by == "throughput-per-gpu" ? "samples/s per GPU"
       : o.rank_by == "cost" ? (has_length ? "cost to train" : "cost per million tokens (no training length: set training.tokens or training.steps for the cost to train)")
@@ -334,19 +394,21 @@ int sweep(const SweepOptions& o) {
     write_file_atomic(o.write_best, best_scenario(o.scenario, clusters[ok[0].cluster], ok[0].p));
 
   const std::size_t top = std::min(ok.size(), static_cast<std::size_t>(o.top));
+  auto priced_by = [](const Candidate& c) { return c.replayed ? "replay" : "closed-form"; };
   if (o.format == "csv") {  // every evaluated candidate, best first
     std::cout << "rank,gpus,device,strategy,tensor,pipeline,data,micro_batch_size,pipeline_schedule,virtual_stages,zero_stage,"
                  "recompute,sequence_parallel,step_time_s,samples_per_s,samples_per_s_per_gpu,mfu,peak_bytes,fits,"
-                 "price_per_gpu_hour_usd,cost_per_million_tokens_usd,time_to_train_s,gpu_hours,cost_usd\r\n";
+                 "price_per_gpu_hour_usd,cost_per_million_tokens_usd,time_to_train_s,gpu_hours,cost_usd,priced_by\r\n";
     auto opt = [&](double v) { return has_length ? fmt::format("{}", v) : std::string(); };
     for (std::size_t i = 0; i < ok.size(); ++i) {
       const auto& c = ok[i];
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", i + 1,
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", i + 1,
                                clusters[c.cluster].gpus, csv_field(clusters[c.cluster].device), csv_field(describe(c.p)),
                                c.p.tensor, c.p.pipeline, c.p.data, c.p.micro_batch, schedule_key(c.p.schedule),
                                c.p.virtual_stages, c.p.zero_stage, strategies::to_string(c.p.recompute),
                                c.p.sequence_parallel, c.step, c.samples_per_s, c.samples_per_s / gpus_of(c), c.mfu, c.peak,
-                               c.fits, c.price, c.cost_per_million_tokens, opt(c.time_to_train), opt(c.gpu_hours), opt(c.cost));
+                               c.fits, c.price, c.cost_per_million_tokens, opt(c.time_to_train), opt(c.gpu_hours), opt(c.cost),
+                               priced_by(c));
     }
     if (code) std::cerr << scenario.name << ": " << none_fits << "\n";
     return code;
@@ -362,7 +424,9 @@ int sweep(const SweepOptions& o) {
                                  {"recompute", strategies::to_string(c.p.recompute)}, {"step_time_s", c.step},
                                  {"samples_per_s", c.samples_per_s}, {"samples_per_s_per_gpu", c.samples_per_s / gpus_of(c)},
                                  {"mfu", c.mfu}, {"peak_bytes", c.peak}, {"fits", c.fits},
-                                 {"price_per_gpu_hour_usd", c.price}, {"cost_per_million_tokens_usd", c.cost_per_million_tokens}};
+                                 {"price_per_gpu_hour_usd", c.price}, {"cost_per_million_tokens_usd", c.cost_per_million_tokens},
+                                 {"priced_by", priced_by(c)}};
+      if (c.estimate > 0) row["closed_form_step_time_s"] = c.estimate;
       if (has_length) {
         row["time_to_train_s"] = c.time_to_train;
         row["gpu_hours"] = c.gpu_hours;
@@ -371,21 +435,31 @@ int sweep(const SweepOptions& o) {
       rows.push_back(row);
     }
     for (const auto& [reason, n] : failures) why.push_back({{"reason", reason}, {"count", n}});
+    nlohmann::ordered_json replayed_because = nlohmann::ordered_json::array();
+    for (const auto& [reason, n] : unknown) replayed_because.push_back({{"reason", reason}, {"count", n}});
     for (const auto& c : clusters) cl.push_back({{"gpus", c.gpus}, {"device", c.device}});
     std::cout << nlohmann::ordered_json{{"scenario", scenario.name}, {"gpus", clusters.front().gpus}, {"clusters", cl},
                                         {"rank_by", o.rank_by}, {"ranked_by", ranked},
                                         {"candidates", cands.size()}, {"duplicates_dropped", duplicates},
                                         {"evaluated", ok.size()}, {"fitting", fitting},
                                         {"does_not_fit", ok.size() - fitting}, {"failed", failed}, {"failures", why},
+                                        {"closed_form", estimated}, {"replayed", to_replay.size() + confirmed},
+                                        {"confirmed", confirmed}, {"replayed_because", replayed_because},
                                         {"rows", rows}}.dump(2) << "\n";
     if (code) std::cerr << scenario.name << ": " << none_fits << "\n";
     return code;
   }
+  const std::string how =
+      estimated == 0 ? "analytical replay"
+                     : fmt::format("{} ranked in closed form, the best {} confirmed by the analytical replay{}", estimated, confirmed,
+                                   to_replay.empty() ? "" : fmt::format(", {} replayed", to_replay.size()));
   std::string where;
   for (const auto& c : clusters) where += fmt::format("{}{} x {}", where.empty() ? "" : ", ", c.gpus, c.device);
-  std::cout << fmt::format("{}: {} strategies on {} (analytical replay): {} evaluated, {} fit, {} do not fit, {} failed{}\n",
-                           scenario.name, cands.size(), where, ok.size(), fitting, ok.size() - fitting, failed,
+  std::cout << fmt::format("{}: {} strategies on {} ({}): {} evaluated, {} fit, {} do not fit, {} failed{}\n",
+                           scenario.name, cands.size(), where, how, ok.size(), fitting, ok.size() - fitting, failed,
                            duplicates ? fmt::format(", {} duplicates dropped", duplicates) : "");
+  for (const auto& [reason, n] : unknown)
+    if (reason != "--exact") std::cout << fmt::format("  {} replayed: the closed form does not know {}\n", n, reason);
   std::cout << "ranked by " << ranked << "\n";
   const std::size_t shown = std::min<std::size_t>(failures.size(), 5);
   for (std::size_t i = 0; i < shown; ++i) std::cout << fmt::format("  {} failed: {}\n", failures[i].second, failures[i].first);

@@ -2,6 +2,7 @@
 // and for fixed delays, one Comm per network flow) started from completion callbacks, so no actor
 // and no context switch is needed and the cost follows the number of activities.
 #include <simgrid/kernel/ProfileBuilder.hpp>
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <simgrid/s4u.hpp>
 
@@ -286,6 +287,7 @@ class Scheduler {
     flows_left_.assign(n, 0);
     out_.start.assign(n, 0.0);
     out_.end.assign(n, 0.0);
+    find_timed_ranks();
   }
 
   void start() {
@@ -301,6 +303,39 @@ class Scheduler {
     const Prepared* prep = nullptr;
     std::size_t phase = 0;
   };
+
+  // Durations fixed before the replay need no SimGrid activity when nothing can share their
+  // host: they become timers in SimGrid's timer heap, O(log n) each, instead of Execs, whose
+  // completion walks the list of every activity in flight (ExecImpl::post in SimGrid 3.32,
+  // quadratic with every replica simulated). A GPU qualifies when its compute tasks run one
+  // after another (each lists the previous one among its deps), no server work of a collective
+  // runs on its host and no throttle changes its speed; elsewhere Execs share the host as before.
+  // Delays on the clock host (loads, phase latencies) never share: its cores outnumber them.
+  void find_timed_ranks() {
+    timed_rank_.assign(static_cast<std::size_t>(std::max(0, g_.num_ranks)), 1);
+    std::vector<int> previous(timed_rank_.size(), -1);
+    for (std::size_t i = 0; i < g_.tasks.size(); ++i) {
+      const auto& t = g_.tasks[i];
+      if (t.is_collective || t.category == taskgraph::Category::Input || t.category == taskgraph::Category::Copy) continue;
+      const auto r = static_cast<std::size_t>(t.rank);
+      if (r >= timed_rank_.size()) continue;
+      if (previous[r] >= 0 && std::find(t.deps.begin(), t.deps.end(), previous[r]) == t.deps.end()) timed_rank_[r] = 0;
+      previous[r] = static_cast<int>(i);
+    }
+    std::unordered_set<int> shared;  // endpoints where collectives do CPU work
+    for (const auto* prep : prepared_)
+      if (prep)
+        for (const auto& ph : prep->lowered.phases)
+          for (const auto& w : ph.work) shared.insert(w.endpoint);
+    if (in_.variability)
+      for (const auto& th : in_.variability->throttles) shared.insert(in_.platform.fabric_endpoint(th.gpu));
+    for (std::size_t r = 0; r < timed_rank_.size(); ++r)
+      if (shared.count(in_.platform.fabric_endpoint(static_cast<int>(r)))) timed_rank_[r] = 0;
+  }
+
+  void after(double seconds, std::size_t task, Role r) {
+    simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock() + seconds, [this, task, r] { done(task, r); });
+  }
 
   void track(sg4::ActivityPtr a, std::size_t task, Role r) {
     role_.emplace(a.get(), std::make_pair(task, r));
@@ -321,7 +356,7 @@ class Scheduler {
     int& left = flows_left_[task];
     left = static_cast<int>(ph.work.size() + ph.chains.size());
     for (char c : chained) left += c ? 0 : 1;
-    if (left == 0) run_exec(task, fab_.clock, ph.latency, Role::PhaseEnd);
+    if (left == 0) after(ph.latency, task, Role::PhaseEnd);
     // A server's CPU work shares its host with the other updates it is applying.
     for (const auto& w : ph.work) run_exec(task, fab_.hosts[static_cast<std::size_t>(w.endpoint)], w.seconds, Role::Flow);
     auto send = [&](sg4::Host* from, sg4::Host* to, double bytes) {
@@ -343,11 +378,13 @@ class Scheduler {
     if (!t.is_collective) {
       // Data loading runs on the host's CPUs, beside the GPU rather than on it.
       // PCIe copies run on copy engines, beside the GPU as well.
-      auto* host = t.category == taskgraph::Category::Input || t.category == taskgraph::Category::Copy ? fab_.clock
-                                                            : fab_.hosts[static_cast<std::size_t>(in_.platform.fabric_endpoint(t.rank))];
-      run_exec(i, host, in_.seconds(i), Role::Last);
+      if (t.category == taskgraph::Category::Input || t.category == taskgraph::Category::Copy ||
+          timed_rank_[static_cast<std::size_t>(t.rank)])
+        after(in_.seconds(i), i, Role::Last);
+      else
+        run_exec(i, fab_.hosts[static_cast<std::size_t>(in_.platform.fabric_endpoint(t.rank))], in_.seconds(i), Role::Last);
     } else if (prepared_[i]->lowered.phases.empty()) {
-      run_exec(i, fab_.clock, 0.0, Role::Last);
+      after(0.0, i, Role::Last);
     } else {
       running_[i] = Running{prepared_[i], 0};
       start_phase(i);
@@ -371,11 +408,15 @@ class Scheduler {
     if (it == role_.end()) return;
     auto [task, r] = it->second;
     role_.erase(it);
+    done(task, r);
+  }
+
+  void done(std::size_t task, Role r) {
     if (r == Role::Last) return finish(task);
     auto& run = running_.at(task);
     if (r == Role::Flow) {
       // The step latencies the aggregated flows do not pay come once they all finish.
-      if (--flows_left_[task] == 0) run_exec(task, fab_.clock, run.prep->lowered.phases[run.phase].latency, Role::PhaseEnd);
+      if (--flows_left_[task] == 0) after(run.prep->lowered.phases[run.phase].latency, task, Role::PhaseEnd);
     } else if (++run.phase < run.prep->lowered.phases.size()) {
       start_phase(task);
     } else {
@@ -395,6 +436,7 @@ class Scheduler {
   std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> keep_;  // in flight
   std::vector<sg4::ActivityPtr> finished_;
   std::unordered_map<std::size_t, Running> running_;
+  std::vector<char> timed_rank_;  // by rank: its compute tasks run as timers
   Timeline out_;
 };
 

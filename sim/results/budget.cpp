@@ -82,10 +82,29 @@ double collective_seconds(const network::FlowBound& b, double count, Backend bac
   return count * b.flows * flow_seconds(b, backend);
 }
 
-Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
+SliceFacts slice_facts(const config::Scenario& s) {
+  const auto& p = s.parallelism;
+  // One tensor rank's slice of the op graph (at most 10,000 blocks, so cheap to build): its
+  // layers, gradient buckets and whether the first and last stages share parameters.
+  models::BuildOptions slice;
+  slice.tensor = p.tensor;
+  slice.sequence_parallel = p.sequence_parallel;
+  const models::ModelGraph graph = s.model.build(slice);
+  SliceFacts f;
+  f.layers = static_cast<double>(graph.layers.size());
+  f.tied = graph.tied_params > 0;
+  const double gbytes = strategies::grad_bytes_per_param(s.training.precision);
+  std::vector<const models::Layer*> all_layers;
+  for (const auto& layer : graph.layers) all_layers.push_back(&layer);
+  f.buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes).size());
+  return f;
+}
+
+Estimate estimate(const config::Scenario& s, Backend backend, bool replay) { return estimate(s, backend, replay, slice_facts(s)); }
+
+Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const SliceFacts& facts) {
   const auto& p = s.parallelism;
   const auto& c = s.cluster;
-  const auto& m = s.model;
   const double gpus = static_cast<double>(c.nodes) * c.gpus_per_node;
   const double D = p.data, T = p.tensor, P = p.pipeline;
   const double v = p.schedule == strategies::Schedule::Interleaved ? p.virtual_stages : 1;
@@ -98,22 +117,12 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
   const bool zero3 = p.zero_stage == 3 && p.data > 1;
   const bool gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
 
-  // One tensor rank's slice of the op graph (at most 10,000 blocks, so cheap to build): its
-  // layers, gradient buckets and whether the first and last stages share parameters.
-  models::BuildOptions slice;
-  slice.tensor = p.tensor;
-  slice.sequence_parallel = p.sequence_parallel;
-  const models::ModelGraph graph = m.build(slice);
-  const double layers = static_cast<double>(graph.layers.size());
-  const bool tied = graph.tied_params > 0;
+  const double layers = facts.layers;
+  const bool tied = facts.tied;
   // Gradient buckets as DDP fills them over the whole model (strategies/buckets), plus what
   // splitting it into P stages adds: each stage starts its own, with a small first bucket.
   const bool buckets_sync = sync && p.data > 1 && !zero3;
-  const double gbytes = strategies::grad_bytes_per_param(s.training.precision);
-  std::vector<const models::Layer*> all_layers;
-  for (const auto& layer : graph.layers) all_layers.push_back(&layer);
-  double buckets =
-      static_cast<double>(strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes).size()) + 2 * P;
+  double buckets = facts.buckets + 2 * P;
   if (!buckets_sync) buckets = 0;
 
   // Tasks: each replica's forward and backward passes, the sends between stages (and the
@@ -332,11 +341,15 @@ void check_sweep_budget(const config::Scenario& base, const std::vector<strategi
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag) {
   double seconds = 0, bytes = 0, gpus = 0;
   std::size_t count = 0;
+  std::map<std::tuple<const SweepGroup*, int, bool, double, double>, SliceFacts> facts;
   for (const auto& g : groups) {
     for (const auto& p : g.candidates) {
       config::Scenario s = g.base;
       s.parallelism = p;
-      const Estimate e = estimate(s, Backend::Analytical);
+      // Candidates differ in few of the fields the model slice depends on: built once for each.
+      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.bucket_bytes, p.first_bucket_bytes));
+      if (fresh) it->second = slice_facts(s);
+      const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       seconds += e.seconds;
       bytes = std::max(bytes, e.bytes);
     }

@@ -26,6 +26,14 @@ struct Estimate {
 
 // The cost of `simulate(s)` on `backend`; `replay` false: only the plan (`dtsim memory`).
 Estimate estimate(const config::Scenario& s, config::Backend backend, bool replay = true);
+// What the estimate reads from one tensor rank's slice of the model (built for it): the same for
+// every candidate of a sweep with the same tensor split, sequence parallelism and buckets.
+struct SliceFacts {
+  double layers = 0, buckets = 0;  // buckets over the whole model
+  bool tied = false;
+};
+SliceFacts slice_facts(const config::Scenario& s);
+Estimate estimate(const config::Scenario& s, config::Backend backend, bool replay, const SliceFacts& facts);
 
 // Throws InputError (the scenario's file, the key to change) when simulating `s` would exceed a
 // limit, naming the limit and, when the scenario asks for SimGrid, whether the analytical

@@ -1,0 +1,352 @@
+#include "sim/results/closed_form.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <tuple>
+
+#include "sim/network/collectives.hpp"
+#include "strategies/buckets.hpp"
+#include "strategies/placement.hpp"
+#include "strategies/plan.hpp"
+#include "strategies/works.hpp"
+
+namespace dtsim::results {
+
+using strategies::Recompute;
+using strategies::Schedule;
+using taskgraph::CollectiveOp;
+using Layers = std::vector<const models::Layer*>;
+
+std::string closed_form_gap(const config::Scenario& s) {
+  const auto& p = s.parallelism;
+  // A whitelist: what is not named here is replayed.
+  if (p.schedule != Schedule::OneFOneB && p.schedule != Schedule::GPipe && p.schedule != Schedule::Interleaved)
+    return "pipeline schedule";
+  if (p.updates != strategies::Updates::Sync) return "asynchronous updates";
+  if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) return "ZeRO stage";
+  if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
+  if (p.recompute == Recompute::Stage) return "stage recomputation";
+  if (p.offload_optimizer) return "optimizer offload";
+  if (p.activation_offload) return "activation offload";
+  if (p.framework.framework != strategies::Framework::MegatronLM) return "framework behaviour (deepspeed, fsdp)";
+  if (p.compression != strategies::Compression::None) return "gradient compression";
+  if (p.input.enabled) return "input pipeline";
+  if (p.all_replicas || p.backup_workers > 0 || s.stragglers.enabled) return "every replica simulated";
+  if (!p.stage_blocks.empty()) return "uneven stage layers";
+  if (p.priority_buckets) return "priority buckets";
+  if (p.blocking_p2p) return "blocking stage-to-stage sends";
+  if (p.algorithm == taskgraph::Algorithm::Auto) return "automatic collective algorithm";
+  if (s.roles.chief) return "chief checkpoints";
+  if (s.steps_simulated != 1) return "several simulated steps";
+  if (!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty()) return "time-varying hardware";
+  return "";
+}
+
+namespace {
+// Plain fields naming a collective and the groups it runs on; see Impl::collective.
+using CollectiveKey = std::array<double, 8>;
+// (layer, forward, recompute, fused accumulation, tensor group key) -> seconds.
+using LayerKey = std::tuple<const models::Layer*, bool, int, bool, int>;
+
+double params_of(const Layers& ls) {
+  double p = 0;
+  for (const auto* l : ls) p += l->params();
+  return p;
+}
+}  // namespace
+
+struct ClosedForm::Impl {
+  explicit Impl(const config::Scenario& s) : base(s), platform(s.cluster), dtype(config::compute_dtype(s.training.precision)) {
+    models::BuildOptions whole{1, strategies::activation_bytes(s.training.precision), s.training.attention, 1, false};
+    params = s.model.build(whole).params();
+  }
+
+  const models::ModelGraph& graph(const config::Scenario& s) {
+    const auto& p = s.parallelism;
+    auto& slot = graphs[{p.micro_batch, p.tensor, p.sequence_parallel}];
+    if (!slot) {
+      models::BuildOptions opts{p.micro_batch, strategies::activation_bytes(s.training.precision), s.training.attention,
+                                p.tensor, p.sequence_parallel};
+      slot = std::make_unique<models::ModelGraph>(s.model.build(opts));
+    }
+    return *slot;
+  }
+
+  // As the analytical replay prices a collective: lowered once, contention-free.
+  // `groups()` lists the groups; called only when the key is new.
+  template <class Groups>
+  double collective(const CollectiveKey& key, const taskgraph::Collective& c, Groups&& groups) {
+    auto [it, fresh] = collectives.try_emplace(key, 0.0);
+    if (fresh) it->second = network::analytical_time(platform, network::lower(platform, c, groups()));
+    return it->second;
+  }
+
+  // One pass of one layer on the tensor group starting at GPU `tp_base`: its kernels as
+  // cost::price_works sums them, plus its inline collectives as simulate() adds them.
+  double layer_seconds(const models::Layer& l, bool forward, const models::ModelGraph& g, const strategies::ParallelismSpec& p,
+                       int tp_base) {
+    // A tensor group inside one node costs the same on every node: keyed by its place in the node.
+    const int gpn = base.cluster.gpus_per_node;
+    const int where = p.tensor <= gpn && tp_base / gpn == (tp_base + p.tensor - 1) / gpn ? tp_base % gpn : tp_base + (1 << 30);
+    auto [it, fresh] = layers.try_emplace(LayerKey{&l, forward, static_cast<int>(p.recompute), p.fused_grad_accumulation, where}, 0.0);
+    if (!fresh) return it->second;
+    const Layers one{&l};
+    const auto w = forward ? strategies::forward_work(one, g, p, 0) : strategies::backward_work(one, g, p, 0);
+    double s = 0;
+    for (const auto& k : w.kernels) s += cost::quote_kernel(base.device, k, dtype).seconds;
+    s *= w.repeat;
+    for (const auto& c : w.comms) {
+      // Blocks of one size and their recomputed forwards share these: lowered once.
+      auto [at, first] = inline_times.try_emplace(
+          CollectiveKey{5, static_cast<double>(c.op), c.bytes, static_cast<double>(where), static_cast<double>(p.tensor)}, 0.0);
+      if (first) {
+        std::vector<int> ranks(static_cast<std::size_t>(p.tensor));
+        for (int t = 0; t < p.tensor; ++t) ranks[static_cast<std::size_t>(t)] = tp_base + t;
+        at->second = network::inline_time(platform, {c.op, c.group, c.bytes, 1.0}, ranks);
+      }
+      s += c.count * at->second;
+    }
+    it->second = s + w.fixed_seconds;
+    return it->second;
+  }
+
+  config::Scenario base;
+  network::Platform platform;
+  std::string dtype;
+  double params = 0;
+  std::map<std::tuple<std::int64_t, int, bool>, std::unique_ptr<models::ModelGraph>> graphs;
+  std::map<LayerKey, double> layers;
+  std::map<CollectiveKey, double> collectives, inline_times;
+};
+
+ClosedForm::ClosedForm(const config::Scenario& base) : impl_(std::make_unique<Impl>(base)) {}
+ClosedForm::~ClosedForm() = default;
+
+Result ClosedForm::estimate(const config::Scenario& s) {
+  auto& im = *impl_;
+  const auto& p = s.parallelism;
+  const auto& t = s.training;
+  Result r;
+  r.scenario_spec = s;
+  r.scenario = s.name;
+  r.gpus = s.cluster.num_gpus();
+  r.params = im.params;
+  const models::ModelGraph& g = im.graph(s);
+  auto layout = strategies::plan_layout(g, p, t, s.host);
+  r.plan = std::move(layout.plan);
+  r.memory = r.plan.memory;
+  r.memory.other += s.reserved_bytes;
+  r.worst_rank = r.plan.worst_rank;
+  r.capacity_bytes = s.device.memory_bytes;
+  r.fits = r.memory.peak() <= r.capacity_bytes;
+  r.model_flops = r.plan.model_flops_per_step;
+  r.hardware_flops = r.plan.hardware_flops_per_step;
+
+  const strategies::Placement place(p);
+  const int P = p.pipeline, T = p.tensor, D = p.data;
+  const int chunks = static_cast<int>(layout.chunks.size());
+  const int v = chunks / P;
+  const double m = static_cast<double>(r.plan.micro_batches);
+  const double gbytes = strategies::grad_bytes_per_param(t.precision), wbytes = strategies::weight_bytes_per_param(t.precision);
+  auto rep = [&](int stage) { return place.gpu(0, stage, 0); };
+
+  // Each chunk's forward and backward of one micro-batch, and each of its layers' backward.
+  std::vector<double> F(static_cast<std::size_t>(chunks), 0.0), B = F;
+  std::vector<std::vector<double>> layer_bwd(static_cast<std::size_t>(chunks));
+  for (int j = 0; j < chunks; ++j) {
+    const int stage = j % P;
+    for (const auto* l : layout.chunks[static_cast<std::size_t>(j)]) {
+      F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, rep(stage));
+      const double b = im.layer_seconds(*l, false, g, p, rep(stage));
+      B[static_cast<std::size_t>(j)] += b;
+      layer_bwd[static_cast<std::size_t>(j)].push_back(b);
+    }
+  }
+  // Transfer between chunk j and j + 1 (activations forward, their gradients back): the
+  // send of one rank's share, then the receiving group's all-gather without sequence parallelism.
+  std::vector<double> hop(static_cast<std::size_t>(std::max(0, chunks - 1)), 0.0);
+  for (int j = 0; j + 1 < chunks; ++j) {
+    const int a = rep(j % P), b = rep((j + 1) % P);
+    const double tensor = layout.chunks[static_cast<std::size_t>(j)].back()->output_bytes;
+    const double bytes = tensor / T;
+    taskgraph::Collective send{CollectiveOp::SendRecv, p.algorithm, {0}, bytes};
+    double h = im.collective({1, static_cast<double>(p.algorithm), bytes, static_cast<double>(a), static_cast<double>(b)}, send,
+                             [&] { return std::vector<std::vector<int>>{{a, b}}; });
+    if (T > 1 && !p.sequence_parallel) {
+      const int first = place.gpu(0, (j + 1) % P, 0);
+      taskgraph::Collective gather{CollectiveOp::AllGather, p.algorithm, {0}, tensor};
+      h += im.collective({2, static_cast<double>(p.algorithm), tensor, static_cast<double>(first), static_cast<double>(T)}, gather,
+                         [&] { return std::vector<std::vector<int>>{place.tensor_group(0, (j + 1) % P)}; });
+    }
+    hop[static_cast<std::size_t>(j)] = h;
+  }
+  std::vector<double> f(static_cast<std::size_t>(P), 0.0), b = f;
+  for (int j = 0; j < chunks; ++j) {
+    f[static_cast<std::size_t>(j % P)] += F[static_cast<std::size_t>(j)];
+    b[static_cast<std::size_t>(j % P)] += B[static_cast<std::size_t>(j)];
+  }
+  double sum = 0, worst = 0, worst_f = 0, worst_b = 0, hops = 0;
+  for (int st = 0; st < P; ++st) {
+    const auto i = static_cast<std::size_t>(st);
+    sum += f[i] + b[i];
+    worst = std::max(worst, f[i] + b[i]);
+    worst_f = std::max(worst_f, f[i]);
+    worst_b = std::max(worst_b, b[i]);
+  }
+  for (double h : hop) hops += 2 * h;
+
+  // Data-parallel collectives of stage `st`, all tensor ranks' groups at once.
+  auto data_collective = [&](CollectiveOp op, double bytes, int st) {
+    taskgraph::Collective c{op, p.algorithm, {}, bytes};
+    // With whole nodes per pipeline step (T x P a multiple of the node), stage st's groups are
+    // stage 0's moved by whole nodes, except for where they sit in the node (rails): keyed so.
+    const int gpn = s.cluster.gpus_per_node;
+    const double where = !p.pipeline_outer && (T * P) % gpn == 0 ? (T * st) % gpn : st;
+    return im.collective({3, static_cast<double>(op) * 16 + static_cast<double>(p.algorithm), bytes, where,
+                          static_cast<double>(T), static_cast<double>(P), static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0},
+                         c, [&] {
+                           std::vector<std::vector<int>> groups;
+                           for (int k = 0; k < T; ++k) groups.push_back(place.data_group(st, k));
+                           return groups;
+                         });
+  };
+  auto optimizer_seconds = [&](double shard) {
+    return cost::quote_kernel(s.device, models::optimizer_kernel(t.optimizer, shard, strategies::update_path(t.precision)), im.dtype)
+        .seconds;
+  };
+  const bool zero3 = p.zero_stage == 3 && D > 1;
+
+  double step = 0;
+  if (zero3) {
+    // One stage, every layer's parameters gathered before its forward and backward; the
+    // gathers of a forward run ahead on the communication stream, a backward's gather waits
+    // for the previous layer's gradient reduce-scatter.
+    const Layers& ls = layout.chunks[0];
+    double comm = 0, comp = 0;
+    std::vector<double> ag(ls.size()), rs(ls.size()), fw(ls.size());
+    for (std::size_t i = 0; i < ls.size(); ++i) {
+      ag[i] = data_collective(CollectiveOp::AllGather, ls[i]->params() * wbytes, 0);
+      rs[i] = data_collective(CollectiveOp::ReduceScatter, ls[i]->params() * gbytes, 0);
+      fw[i] = im.layer_seconds(*ls[i], true, g, p, rep(0));
+    }
+    for (std::int64_t k = 0; k < r.plan.micro_batches; ++k) {
+      for (std::size_t i = 0; i < ls.size(); ++i) {
+        comm += ag[i];
+        comp = std::max(comp, comm) + fw[i];
+      }
+      for (std::size_t i = ls.size(); i-- > 0;) {
+        comm += ag[i];
+        comp = std::max(comp, comm) + layer_bwd[0][i];
+        comm = comp + rs[i];
+      }
+    }
+    step = std::max(comm, comp) + optimizer_seconds(params_of(ls) / D);
+  } else {
+    double pipe = 0;
+    switch (p.schedule) {
+      case Schedule::GPipe: pipe = sum + (m - 1) * (worst_f + worst_b) + hops; break;
+      case Schedule::Interleaved: {
+        // The fill and the drain pass through each stage's first chunk (chunks 0..p-1): for
+        // equal chunks (p - 1)/v micro-batch times.
+        double first = 0, first_worst = 0;
+        for (int j = 0; j < P; ++j) {
+          first += F[static_cast<std::size_t>(j)] + B[static_cast<std::size_t>(j)];
+          first_worst = std::max(first_worst, F[static_cast<std::size_t>(j)] + B[static_cast<std::size_t>(j)]);
+        }
+        pipe = m * worst + first - first_worst + hops;
+        break;
+      }
+      default: {
+        // After the first micro-batch's round trip, stage k runs m - 1 more backwards and the
+        // forwards its warm-up (min(p - k - 1, m - 1) of them) did not already run; the slowest
+        // stage sets the pace. For equal stages: (m + p - 1) micro-batch times.
+        double cycle = 0;
+        for (int st = 0; st < P; ++st) {
+          const auto i = static_cast<std::size_t>(st);
+          const double warm = std::min<double>(P - st - 1, m - 1);
+          cycle = std::max(cycle, (m - 1) * b[i] + (m - 1 - warm) * f[i]);
+        }
+        pipe = sum + cycle + hops;
+        break;
+      }
+    }
+    // Each stage's last backward ends as the final micro-batch's gradient travels down to stage 0.
+    std::vector<double> last(static_cast<std::size_t>(P), pipe);
+    for (int st = 1; st < P; ++st)
+      last[static_cast<std::size_t>(st)] =
+          last[static_cast<std::size_t>(st - 1)] - B[static_cast<std::size_t>(st - 1)] - hop[static_cast<std::size_t>(st - 1)];
+    // Tied embeddings on different stages: the first and last stage sum the table's gradients.
+    double embedding = 0;
+    if (P > 1 && g.tied_params > 0) {
+      auto groups = [&] {
+        std::vector<std::vector<int>> out;
+        for (int d = 0; d < D; ++d)
+          for (int k = 0; k < T; ++k) out.push_back({place.gpu(d, 0, k), place.gpu(d, P - 1, k)});
+        return out;
+      };
+      const double bytes = g.tied_params * gbytes;
+      taskgraph::Collective c{CollectiveOp::AllReduce, p.algorithm, {}, bytes};
+      embedding = std::max(last[0], last[static_cast<std::size_t>(P - 1)]) +
+                  im.collective({4, static_cast<double>(p.algorithm), bytes, static_cast<double>(T), static_cast<double>(P),
+                                 static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0},
+                                c, groups);
+    }
+    for (int st = 0; st < P; ++st) {
+      const auto i = static_cast<std::size_t>(st);
+      Layers mine;
+      std::vector<double> bwd;  // each layer's backward, in model order
+      for (int j = st; j < chunks; j += P) {
+        const auto& ls = layout.chunks[static_cast<std::size_t>(j)];
+        mine.insert(mine.end(), ls.begin(), ls.end());
+        bwd.insert(bwd.end(), layer_bwd[static_cast<std::size_t>(j)].begin(), layer_bwd[static_cast<std::size_t>(j)].end());
+      }
+      double comm = 0;
+      if (D > 1) {
+        // Buckets go as the final backward produces them (in reverse layer order, ending at
+        // last[st]), one after another; without overlap, after the whole backward.
+        std::vector<double> done(mine.size(), last[i]);
+        if (p.overlap_grad_reduce) {
+          // Within a chunk, layer k's backward ends after the ones above it. Interleaved, local
+          // chunk c's last backward comes p passes of each lower chunk before chunk c - 1's
+          // (Megatron's cool-down runs each chunk's last p micro-batches in turn).
+          std::size_t k = 0;
+          double chunk_end = last[i];
+          for (int j = st; j < chunks; j += P) {
+            double at = chunk_end;
+            for (std::size_t n = 0; n < layout.chunks[static_cast<std::size_t>(j)].size(); ++n, ++k) {
+              done[k] = at;
+              at -= bwd[k];
+            }
+            chunk_end -= P * B[static_cast<std::size_t>(j)];
+          }
+        }
+        const auto buckets = strategies::make_buckets(mine, gbytes, p.bucket_bytes, p.first_bucket_bytes);
+        const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+        for (const auto& bk : buckets)
+          comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + data_collective(op, bk.bytes, st);
+      }
+      double start = std::max(comm, last[i]);
+      if (st == 0 || st == P - 1) start = std::max(start, embedding);
+      const double shard = params_of(mine) / (p.zero_stage >= 1 ? D : 1);
+      double end = start + optimizer_seconds(shard);
+      if (p.zero_stage == 1 && D > 1)
+        end += data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st);
+      step = std::max(step, end);
+    }
+  }
+
+  r.step_time_s = step;
+  const double samples = static_cast<double>(t.global_batch) * r.plan.iterations_per_step;
+  r.samples_per_s = samples / r.step_time_s;
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.tokens_per_sample());
+  const double peak = s.device.peak_flops.at(im.dtype);
+  r.model_tflops_per_gpu = r.model_flops / (r.step_time_s * r.gpus) / 1e12;
+  r.mfu = r.model_flops / (r.step_time_s * r.gpus * peak);
+  r.hfu = r.hardware_flops / (r.step_time_s * r.gpus * peak);
+  if (s.faults.enabled) r.faults = faults::analyse_faults(s.faults, r.gpus, s.cluster.nodes, r.step_time_s, s.steps);
+  r.capacity = capacity_plan(r);
+  return r;
+}
+
+}  // namespace dtsim::results
