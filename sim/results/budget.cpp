@@ -97,6 +97,15 @@ SliceFacts slice_facts(const config::Scenario& s) {
   std::vector<const models::Layer*> all_layers;
   for (const auto& layer : graph.layers) all_layers.push_back(&layer);
   f.buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes).size());
+  if (p.zero_stage == 3 && p.data > 1 && p.framework.framework != strategies::Framework::MegatronLM) {
+    const bool full_recompute = p.recompute == strategies::Recompute::Full || p.recompute == strategies::Recompute::Stage;
+    f.z3_gathers = static_cast<double>(strategies::zero3_gathers(all_layers, p.framework, full_recompute).size());
+    f.z3_reduces = static_cast<double>(strategies::zero3_reduce_buckets(all_layers, p.framework).size());
+  }
+  if (p.offload_optimizer) {
+    const double cap = p.framework.reduce_bucket_params * gbytes;
+    f.offload_buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, cap, cap).size());
+  }
   return f;
 }
 
@@ -136,18 +145,11 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   // and reduce-scatters its rules issue (counted as the planner counts them), and the passes split
   // where they wait for a gather: each layer's forward and backward, plus one piece per gather.
   const bool framework_zero3 = zero3 && p.framework.framework != strategies::Framework::MegatronLM;
-  const bool full_recompute = p.recompute == strategies::Recompute::Full || p.recompute == strategies::Recompute::Stage;
-  const double z3_gathers =
-      framework_zero3 ? static_cast<double>(strategies::zero3_gathers(all_layers, p.framework, full_recompute).size()) : 0.0;
-  const double z3_reduces =
-      framework_zero3 ? static_cast<double>(strategies::zero3_reduce_buckets(all_layers, p.framework).size()) : 0.0;
+  const double z3_gathers = facts.z3_gathers, z3_reduces = facts.z3_reduces;
   if (zero3) passes += micro * (framework_zero3 ? 2 * layers + 2 * z3_gathers + z3_reduces : 5 * layers);
   // Offload: gradient buckets copied down, the host step and the parameters copied up, per stage;
   // activations down and back per pass.
-  if (p.offload_optimizer) {
-    const double cap = p.framework.reduce_bucket_params * gbytes;
-    passes += static_cast<double>(strategies::make_buckets(all_layers, gbytes, cap, cap).size()) + 3 * P;
-  }
+  if (p.offload_optimizer) passes += facts.offload_buckets + 3 * P;
   if (p.activation_offload) passes += 4 * micro * layers;  // per layer: its passes split, two copies
   passes += layers * (1 + (p.priority_buckets ? 1 : 0)) + (p.input.enabled ? micro : 0) +
             (p.updates == strategies::Updates::Easgd ? P : 0);
@@ -341,13 +343,14 @@ void check_sweep_budget(const config::Scenario& base, const std::vector<strategi
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag) {
   double seconds = 0, bytes = 0, gpus = 0;
   std::size_t count = 0;
-  std::map<std::tuple<const SweepGroup*, int, bool, double, double>, SliceFacts> facts;
+  std::map<std::tuple<const SweepGroup*, int, bool, double, double, int, int, bool>, SliceFacts> facts;
   for (const auto& g : groups) {
     for (const auto& p : g.candidates) {
       config::Scenario s = g.base;
       s.parallelism = p;
       // Candidates differ in few of the fields the model slice depends on: built once for each.
-      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.bucket_bytes, p.first_bucket_bytes));
+      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.bucket_bytes, p.first_bucket_bytes,
+                                                    p.zero_stage, static_cast<int>(p.recompute), p.offload_optimizer));
       if (fresh) it->second = slice_facts(s);
       const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       seconds += e.seconds;

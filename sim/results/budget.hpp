@@ -31,6 +31,9 @@ Estimate estimate(const config::Scenario& s, config::Backend backend, bool repla
 struct SliceFacts {
   double layers = 0, buckets = 0;  // buckets over the whole model
   bool tied = false;
+  // DeepSpeed's and FSDP's ZeRO-3 gathers and reduce-scatters per micro-batch, and offload's
+  // gradient copy buckets (strategies/plan_framework.cpp counts them the same way).
+  double z3_gathers = 0, z3_reduces = 0, offload_buckets = 0;
 };
 SliceFacts slice_facts(const config::Scenario& s);
 Estimate estimate(const config::Scenario& s, config::Backend backend, bool replay, const SliceFacts& facts);
