@@ -26,6 +26,9 @@ struct Plan {
   int replicas = 1;                           // data-parallel replicas given their own compute
   int iterations_per_step = 1;                // local steps per simulated step (EASGD's period)
   std::size_t works_built = 0;                // Work values the planner built before sharing them
+  // Per pipeline stage: weight versions kept, and how many updates behind sequential SGD the
+  // weights its gradients are computed on are (PipeDream, PipeDream-2BW; 1 and 0 otherwise).
+  std::vector<int> stage_weight_versions, stage_staleness;
 };
 
 // Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice

@@ -19,6 +19,8 @@ namespace dtsim::strategies {
 using taskgraph::Category;
 using taskgraph::CollectiveOp;
 using Layers = std::vector<const models::Layer*>;
+// upstream_grad: the gradient this backward waits for was sent in the previous step's window.
+inline constexpr int kInPreviousStep = -3;
 
 double layer_params(const Layers& ls);
 
@@ -50,6 +52,15 @@ class Planner {
   void local_optimizer();
   void asynchronous_update(int& previous_exchange);
   MemoryBreakdown stage_memory(int s) const;
+  // Schedules beyond 1F1B (plan_schedules.cpp).
+  int upstream_grad(int j, const PipeOp& op) const;
+  int& grad_out(int j, const PipeOp& op);
+  int part_work(PipeOp::Part part, int chunk, int tpg);
+  void emit_weight_pass(int s, std::size_t index, const PipeOp& op);
+  void update_after_backward(int s, int after);
+  void link_previous_step();
+  double activation_change(const PipeOp& op, double a) const;
+  double live_before_window(int s) const;
 
   const models::ModelGraph& g_;
   const ParallelismSpec& p_;
@@ -81,6 +92,12 @@ class Planner {
   // (forward, chunk, one layer or null for the whole chunk, tensor group) -> its shared work.
   std::map<std::tuple<bool, int, const models::Layer*, int>, int> pass_works_;
   int load_works_[2] = {-1, -1};  // the prefetched first micro-batch, then every later load
+  // Asynchronous schedules: per chunk, per micro-batch, the transfer of the gradient of the
+  // previous step's micro-batch; and the backwards waiting for one of the previous step's
+  // (task, chunk whose transfer it waits for, micro-batch).
+  std::vector<std::vector<int>> bwd_prev_out_;
+  std::vector<std::tuple<int, int, int>> after_previous_;
+  std::map<std::tuple<int, int, int>, int> part_works_;  // (part, chunk, tensor group) -> work
 };
 
 }  // namespace dtsim::strategies

@@ -147,4 +147,23 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
   return w;
 }
 
+bool weight_gradient_kernel(const models::Kernel& k) {
+  const std::string suffix = ".wgrad";
+  const bool wgrad = k.name.size() >= suffix.size() && k.name.compare(k.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return wgrad || (k.kind == models::KernelKind::Conv && k.pass == models::ConvPass::Wgrad) || k.name == "embedding.scatter_add";
+}
+
+taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
+                                   const ParallelismSpec& p, int tp_group, bool weight) {
+  taskgraph::Work whole = backward_work(layers, g, p, tp_group);
+  taskgraph::Work w;
+  w.name = (weight ? "bwd weight " : "bwd input ") + whole.name.substr(4);
+  for (auto& k : whole.kernels) {
+    const bool accumulate = k.name.rfind("grad_accumulate", 0) == 0;
+    if ((weight_gradient_kernel(k) || accumulate) == weight) w.kernels.push_back(std::move(k));
+  }
+  if (!weight) w.comms = std::move(whole.comms);
+  return w;
+}
+
 }  // namespace dtsim::strategies
