@@ -266,7 +266,7 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   double live = live_before_window(s), peak = live;
   for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
     double a = kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)], p_.recompute);
-    live += activation_change(op, a);
+    live += activation_change(s, op, a);
     peak = std::max(peak, live);
   }
   m.activations = peak + rebuild;

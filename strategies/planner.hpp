@@ -59,7 +59,7 @@ class Planner {
   void emit_weight_pass(int s, std::size_t index, const PipeOp& op);
   void update_after_backward(int s, int after);
   void link_previous_step();
-  double activation_change(const PipeOp& op, double a) const;
+  double activation_change(int s, const PipeOp& op, double a) const;
   double live_before_window(int s) const;
 
   const models::ModelGraph& g_;

@@ -47,6 +47,9 @@ taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& laye
 // A kernel that computes a weight gradient: "*.wgrad" GEMMs and convolutions, the embedding
 // table's scatter-add.
 bool weight_gradient_kernel(const models::Kernel& k);
+// Bytes the W passes of `layers` read, held from B until W: each weight-gradient GEMM's input X
+// and output gradient dY (dW = X^T dY), in `element_bytes` per value.
+double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int element_bytes);
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);
 

@@ -133,3 +133,28 @@ TEST(ZeroBubbleResult, RunsFromAScenarioOnBothCountsOfWork) {
   EXPECT_LT(r.step_time_s, f.step_time_s);
   EXPECT_NEAR(r.model_flops, f.model_flops, 1e-6 * f.model_flops);
 }
+
+TEST(ZeroBubbleMemory, BKeepsWhatWReads32SbhPerLayer) {
+  // Qi et al. 2024, Table 1: after B a transformer layer keeps M_W = 32 sbh bytes (16-bit), the
+  // inputs and output gradients of its four weight GEMMs, of M_B = 34 sbh + 5 a s^2 b.
+  const auto g = graph(2);
+  const models::Layer* block = nullptr;
+  for (const auto& l : g.layers)
+    if (l.kind == models::LayerKind::Block) block = &l;
+  ASSERT_NE(block, nullptr);
+  const double s = 1024, b = 1, h = 768;
+  EXPECT_NEAR(strategies::weight_pass_bytes({block}, 2), 32 * s * b * h, 1e-6);
+  // A middle stage: 1F1B holds p - s micro-batches whole; ZB-H1 more micro-batches, but those
+  // past B only M_W of each.
+  const int p = 4, m = 8;
+  const auto g8 = graph(2 * p);
+  const auto zb = plan(g8, Schedule::ZeroBubbleH1, p, m), f1b = plan(g8, Schedule::OneFOneB, p, m);
+  std::vector<const models::Layer*> stage1;
+  for (const auto& l : g8.layers)
+    if (l.kind == models::LayerKind::Block && stage1.size() < 4) stage1.push_back(&l);  // blocks 0..1 on stage 0
+  stage1.erase(stage1.begin(), stage1.begin() + 2);  // stage 1's two blocks
+  const double a = f1b.stage_memory[1].activations / 3;  // p - s = 3 whole micro-batches
+  const double mw = strategies::weight_pass_bytes(stage1, 2);
+  // Stage 1 (W deferred by one): warm-up 2 F, then F B W...; at most 3 whole and 1 past B.
+  EXPECT_NEAR(zb.stage_memory[1].activations, 3 * a + mw, 1e-6 * a);
+}
