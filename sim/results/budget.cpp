@@ -124,6 +124,9 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
   double passes = micro * chunks * 2 + micro * (chunks - 1) * 2 * (gathers ? 2 : 1);
   if (p.zero_stage == 2 && p.data > 1) passes += micro * chunks;
   if (zero3) passes += micro * 5 * layers;
+  // Zero-bubble's W passes; PipeDream's update (after a data-parallel all-reduce) per backward.
+  if (p.schedule == strategies::Schedule::ZeroBubbleH1) passes += micro * chunks;
+  if (p.schedule == strategies::Schedule::PipeDream) passes += micro * P * (p.data > 1 ? 2 : 1);
   passes += layers * (1 + (p.priority_buckets ? 1 : 0)) + (p.input.enabled ? micro : 0) +
             (p.updates == strategies::Updates::Easgd ? P : 0);
   double tasks = replicas * iterations * passes;
@@ -148,6 +151,8 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
       tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, P);
       if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * chunks);
     }
+    if (p.schedule == strategies::Schedule::PipeDream && p.data > 1)
+      tally.add(CollectiveOp::AllReduce, a, D, T, dp_per_node, micro * P);
     if (zero3) {
       tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, 2 * micro * layers);
       tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * layers);
