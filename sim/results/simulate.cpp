@@ -84,6 +84,7 @@ Result simulate(const config::Scenario& s) {
   for (const auto& f : s.stragglers.flapping_links)
     variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction, f.degraded_latency_s});
   replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
+  in.comm_core_share = s.device.comm_core_share;
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
   if (steps > 1) {
     r.steps = report_steps(replayed, r.timeline, step_of, steps);
