@@ -289,6 +289,8 @@ Plan Planner::run() {
   plan_.graph.num_ranks = p_.data * P * p_.tensor;
   if (p_.schedule == Schedule::ZeroBubbleH1 && p_.zero_stage == 3 && p_.data > 1)
     throw std::invalid_argument("zero-bubble-h1 is modelled without ZeRO-3");
+  if (p_.schedule == Schedule::PipeDream && p_.zero_stage > 0 && p_.data > 1)
+    throw std::invalid_argument("pipedream is modelled without ZeRO");
   if (!p_.stage_blocks.empty() && (v_ != 1 || static_cast<int>(p_.stage_blocks.size()) != P))
     throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
   chunk_layers_ = split_chunks(g_, chunks_, p_.stage_blocks);

@@ -159,4 +159,8 @@ TEST(PipeDreamResult, NeedsAtLeastOneMicroBatchPerStage) {
     "parallelism": {"data": 2, "pipeline": 4, "micro_batch_size": 4, "pipeline_schedule": "pipedream-2bw"},
     "training": {"global_batch_size": 16}})"),
             "/training/global_batch_size: pipedream-2bw needs at least pipeline (4) micro-batches per step, not 2");
+  EXPECT_EQ(test::input_error_over_base(R"({"extends": "base.json",
+    "parallelism": {"data": 2, "pipeline": 4, "micro_batch_size": 4, "pipeline_schedule": "pipedream", "zero_stage": 1}})"),
+            "/parallelism/zero_stage: pipedream updates every micro-batch with its stage's whole gradients: ZeRO is not "
+            "modelled with it");
 }

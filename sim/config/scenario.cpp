@@ -212,6 +212,8 @@ void parse_parallelism(Reader r, Scenario& s) {
     p.zero_stage = 3;
   }
   if (p.zero_stage == 3 && p.pipeline > 1) r.fail("zero_stage", "ZeRO-3 with pipeline parallelism is not modelled");
+  if (p.zero_stage > 0 && p.schedule == strategies::Schedule::PipeDream)
+    r.fail("zero_stage", "pipedream updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it");
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
   std::string rc = r.choice("recompute", {"none", "selective", "full", "stage"}, "none");
