@@ -81,6 +81,10 @@ struct Breakdown {
 struct BreakdownScope {
   int rank = -1;         // -1: the GPU whose own stream ends last
   double horizon = -1;   // -1: the makespan
+  // Shared cores (ReplayInput::comm_core_share): of the GPU's busy time while a collective it
+  // takes part in is in flight, this share is the collectives' progress, charged to exposed
+  // communication rather than to what ran.
+  double comm_core_share = 0;
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
                          const std::vector<double>& work_comm_seconds, BreakdownScope scope = {});
