@@ -104,7 +104,9 @@ bool Planner::ready(int s, const PipeOp& op) const {
   const int j = op.chunk * p_.pipeline + s;
   const auto mb = static_cast<std::size_t>(op.micro_batch);
   if (op.forward) return j == 0 || fwd_out_[static_cast<std::size_t>(j - 1)][mb] >= 0;
-  return j == chunks_ - 1 || bwd_out_[static_cast<std::size_t>(j + 1)][mb] >= 0;
+  if (op.part == PipeOp::Part::Weight || j == chunks_ - 1) return true;
+  const int u = upstream_grad(j, op);
+  return u >= 0 || u == kInPreviousStep;
 }
 
 void Planner::emit(int s, std::size_t index, const PipeOp& op) {
@@ -112,7 +114,8 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   const auto mb = static_cast<std::size_t>(op.micro_batch);
   const Layers& layers = chunk_layers_[static_cast<std::size_t>(j)];
   const int tpg = tp_group_[static_cast<std::size_t>(s)];
-  const std::string tag = " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch);
+  const std::string tag = " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch) + (op.previous_step ? " of previous step" : "");
+  if (op.part == PipeOp::Part::Weight) return emit_weight_pass(s, index, op);
   const bool zero3 = p_.zero_stage == 3 && p_.data > 1;
   const double wbytes = weight_bytes_per_param(t_.precision), gbytes = grad_bytes_per_param(t_.precision);
   std::vector<int> cross;
@@ -133,7 +136,12 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     last_load_ = plan_.graph.add_compute(rep(s), work, Category::Input, "load" + tag, deps);
     cross.push_back(last_load_);
   }
-  if (!op.forward && j < chunks_ - 1) cross.push_back(bwd_out_[static_cast<std::size_t>(j + 1)][mb]);
+  bool waits_previous_step = false;  // for a gradient the previous step's window sent
+  if (!op.forward && j < chunks_ - 1) {
+    const int u = upstream_grad(j, op);
+    if (u >= 0) cross.push_back(u);
+    else waits_previous_step = true;
+  }
 
   if (framework_zero3()) return emit_sharded(s, j, op, std::move(cross), tag);
   // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs.
@@ -175,12 +183,14 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   // Activation offload fetches each layer's activations back before its backward.
   const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer) ||
                      p_.activation_offload;
+  int first = -1;
   if (split) {
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       if (p_.activation_offload) fetch_layer(s, j, op, *it, cross);
       std::vector<int> deps = cross;
       if (zero3) deps.push_back(gather(*it));
       last = compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
+      if (first < 0) first = last;
       cross.clear();
       if (final) final_backward_[*it] = last;
       if (zero3) {  // reduce-scatter this layer's gradients right away
@@ -190,10 +200,13 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
       }
     }
   } else {
-    last = compute(s, pass_work(false, j, nullptr, tpg), cross, "bwd" + tag);
+    const bool input = op.part == PipeOp::Part::Input;
+    last = compute(s, input ? part_work(op.part, j, tpg) : pass_work(false, j, nullptr, tpg), cross,
+                   (input ? "bwd input" : "bwd") + tag);
+    first = last;
     if (final)
       for (const auto* l : layers) final_backward_[l] = last;
-    if (p_.zero_stage == 2 && p_.data > 1 && !final) {
+    if (p_.zero_stage == 2 && p_.data > 1 && !final && !input) {
       // ZeRO-2 keeps only its shard of the gradients, so every micro-batch reduces them.
       std::vector<int> deps{last};
       if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
@@ -201,9 +214,11 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
           collective(CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
     }
   }
+  if (waits_previous_step) after_previous_.emplace_back(first, j + 1, op.micro_batch);
   if (j > 0)
-    bwd_out_[static_cast<std::size_t>(j)][mb] =
+    grad_out(j, op) =
         send(s, stage_of(j - 1), last, chunk_layers_[static_cast<std::size_t>(j - 1)].back()->output_bytes, "send grad" + tag);
+  update_after_backward(s, last);
 }
 
 // One replica's forward and backward passes of one step.
@@ -211,6 +226,7 @@ void Planner::emit_passes() {
   const auto S = static_cast<std::size_t>(p_.pipeline);
   fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
   bwd_out_ = fwd_out_;
+  bwd_prev_out_ = fwd_out_;
   final_backward_.clear();
   first_forward_.clear();
   // Emit passes in an order every dependency respects: each stage runs its schedule as far as
@@ -231,6 +247,7 @@ void Planner::emit_passes() {
   for (int s = 0; s < p_.pipeline; ++s)
     if (next[static_cast<std::size_t>(s)] != seq_[static_cast<std::size_t>(s)].size())
       throw std::logic_error("pipeline schedule cannot make progress");
+  link_previous_step();
 }
 
 MemoryBreakdown Planner::stage_memory(int s) const {
@@ -251,12 +268,13 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   // (DeepSpeed stage_1_and_2.py, cpu_offload): the GPU keeps two buckets, not the gradients.
   if (p_.offload_optimizer && p_.zero_stage >= 2)
     m.gradients = std::min(m.gradients, 2.0 * p_.framework.reduce_bucket_params * grad_bytes_per_param(t_.precision));
+  m.params *= weight_versions(p_.schedule, p_.pipeline, s);  // PipeDream's stashed versions
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until
   // the matching backward frees them.
-  double live = 0, peak = 0;
+  double live = live_before_window(s), peak = live;
   for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
     double a = kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)], p_.recompute);
-    live += op.forward ? a : -a;
+    live += activation_change(s, op, a);
     peak = std::max(peak, live);
   }
   m.activations = peak + rebuild;
@@ -284,6 +302,10 @@ Plan Planner::run() {
   chunks_ = P * v_;
   plan_.micro_batches = m_;
   plan_.graph.num_ranks = p_.data * P * p_.tensor;
+  if (p_.schedule == Schedule::ZeroBubbleH1 && p_.zero_stage == 3 && p_.data > 1)
+    throw std::invalid_argument("zero-bubble-h1 is modelled without ZeRO-3");
+  if (p_.schedule == Schedule::PipeDream && p_.zero_stage > 0 && p_.data > 1)
+    throw std::invalid_argument("pipedream is modelled without ZeRO");
   if (!p_.stage_blocks.empty() && (v_ != 1 || static_cast<int>(p_.stage_blocks.size()) != P))
     throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
   chunk_layers_ = split_chunks(g_, chunks_, p_.stage_blocks);
@@ -326,6 +348,7 @@ Plan Planner::run() {
   }
   d_ = 0;
   if (!sync) return finish();
+  if (p_.schedule == Schedule::PipeDream) return finish();  // each backward updated its stage
 
   // DeepSpeed's pipeline engine reduces the tied weights first, then each stage's gradients
   // (TrainSchedule: ReduceTiedGrads, ReduceGrads); Megatron the other way round.
@@ -346,6 +369,10 @@ Plan Planner::run() {
     }
     embedding_sync = collective(CollectiveOp::AllReduce, groups, table, deps, "embedding all_reduce");
   }
+  // Without a flush (2BW) the first and last stage end their windows (p - 1) forwards apart: the
+  // summed table gradient is applied with the update after, as 2BW's delay of one allows, so
+  // neither stage waits for the other.
+  if (asynchronous(p_.schedule)) embedding_sync = -1;
   if (after_flush) {
     tied_sync_ = embedding_sync;
     for (int s = 0; s < P; ++s) synchronise_gradients(s);
@@ -358,6 +385,8 @@ Plan Planner::finish() {
   const int P = p_.pipeline;
   for (int s = 0; s < P; ++s) {
     plan_.stage_memory.push_back(stage_memory(s));
+    plan_.stage_weight_versions.push_back(weight_versions(p_.schedule, P, s));
+    plan_.stage_staleness.push_back(weight_staleness(p_.schedule, P, s));
     if (s == 0 || plan_.stage_memory.back().peak() > plan_.memory.peak()) {
       plan_.memory = plan_.stage_memory.back();
       plan_.worst_rank = rep(s);

@@ -32,6 +32,9 @@ struct Plan {
   double host_bytes() const { return host_optimizer_bytes + host_gradient_bytes + host_activation_bytes; }
   double pcie_bytes_per_step = 0;  // per GPU, both directions: offloaded gradients, parameters, activations
   std::size_t zero3_gathers = 0, zero3_reduce_scatters = 0;  // per step, one rank
+  // Per pipeline stage: weight versions kept, and how many updates behind sequential SGD the
+  // weights its gradients are computed on are (PipeDream, PipeDream-2BW; 1 and 0 otherwise).
+  std::vector<int> stage_weight_versions, stage_staleness;
 };
 
 // Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice

@@ -19,6 +19,8 @@ namespace dtsim::strategies {
 using taskgraph::Category;
 using taskgraph::CollectiveOp;
 using Layers = std::vector<const models::Layer*>;
+// upstream_grad: the gradient this backward waits for was sent in the previous step's window.
+inline constexpr int kInPreviousStep = -3;
 
 double layer_params(const Layers& ls);
 // Model chunks in model order (see plan.cpp).
@@ -64,6 +66,15 @@ class Planner {
   void offload_layer(int s, int j, const PipeOp& op, const models::Layer* l, int pass);
   void fetch_layer(int s, int j, const PipeOp& op, const models::Layer* l, std::vector<int>& cross);
   void step_optimizer_on_host(int s, int embedding_sync);
+  // Schedules beyond 1F1B (plan_schedules.cpp).
+  int upstream_grad(int j, const PipeOp& op) const;
+  int& grad_out(int j, const PipeOp& op);
+  int part_work(PipeOp::Part part, int chunk, int tpg);
+  void emit_weight_pass(int s, std::size_t index, const PipeOp& op);
+  void update_after_backward(int s, int after);
+  void link_previous_step();
+  double activation_change(int s, const PipeOp& op, double a) const;
+  double live_before_window(int s) const;
 
   const models::ModelGraph& g_;
   const ParallelismSpec& p_;
@@ -110,6 +121,12 @@ class Planner {
   std::map<std::tuple<int, int, const models::Layer*>, int> act_down_;  // (chunk, micro-batch, layer) -> copy to host
   std::vector<int> prev_compute_;                // per stage: the compute task before the last one
   int tied_sync_ = -1;  // DeepSpeed's pipeline: the tied weights' reduction the stages' reductions follow
+  // Asynchronous schedules: per chunk, per micro-batch, the transfer of the gradient of the
+  // previous step's micro-batch; and the backwards waiting for one of the previous step's
+  // (task, chunk whose transfer it waits for, micro-batch).
+  std::vector<std::vector<int>> bwd_prev_out_;
+  std::vector<std::tuple<int, int, int>> after_previous_;
+  std::map<std::tuple<int, int, int>, int> part_works_;  // (part, chunk, tensor group) -> work
 };
 
 }  // namespace dtsim::strategies

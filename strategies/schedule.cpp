@@ -11,6 +11,9 @@ const char* to_string(Schedule s) {
     case Schedule::GPipe: return "gpipe";
     case Schedule::OneFOneB: return "1f1b";
     case Schedule::Interleaved: return "interleaved-1f1b";
+    case Schedule::PipeDream: return "pipedream";
+    case Schedule::PipeDream2BW: return "pipedream-2bw";
+    case Schedule::ZeroBubbleH1: return "zero-bubble-h1";
   }
   return "?";
 }
@@ -35,6 +38,46 @@ std::vector<PipeOp> interleaved(int p, int stage, int m, int v) {
     out.push_back(op(k, false));
   }
   for (int k = total - warmup; k < total; ++k) out.push_back(op(k, false));
+  return out;
+}
+
+// One window of PipeDream's flush-free 1F1B stream. The endless stream of stage s is p - s - 1
+// warm-up forwards, then F(w + i), B(i) for i = 0, 1, ...; the window holding this step's m
+// forwards pairs F(j) with B(j - w), the first w backwards being the previous step's last
+// micro-batches.
+std::vector<PipeOp> no_flush(int p, int stage, int m) {
+  if (m < p) throw std::invalid_argument("pipedream schedules need at least as many micro-batches as stages");
+  const int w = p - stage - 1;
+  std::vector<PipeOp> out;
+  for (int j = 0; j < m; ++j) {
+    out.push_back({j, 0, true});
+    PipeOp b{j - w, 0, false};
+    if (b.micro_batch < 0) {
+      b.micro_batch += m;
+      b.previous_step = true;
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+// ZB-H1: 1F1B with each backward split into B and W, stage s running W(k) after B(k + s), so
+// it holds at most p micro-batches' activations (those not yet through W), as 1F1B's stage 0.
+std::vector<PipeOp> zero_bubble_h1(int p, int stage, int m) {
+  using Part = PipeOp::Part;
+  const int warmup = std::min(p - stage - 1, m);
+  std::vector<PipeOp> out;
+  int next_w = 0;
+  auto weight_upto = [&](int k) {  // W passes up to micro-batch k
+    for (; next_w <= k; ++next_w) out.push_back({next_w, 0, false, Part::Weight});
+  };
+  for (int mb = 0; mb < warmup; ++mb) out.push_back({mb, 0, true});
+  for (int k = 0; k < m; ++k) {
+    if (warmup + k < m) out.push_back({warmup + k, 0, true});
+    out.push_back({k, 0, false, Part::Input});
+    weight_upto(k - stage);
+  }
+  weight_upto(m - 1);
   return out;
 }
 
@@ -65,6 +108,9 @@ std::vector<PipeOp> stage_schedule(Schedule s, int p, int stage, int m, int v) {
     }
     case Schedule::Interleaved:
       return v == 1 ? stage_schedule(Schedule::OneFOneB, p, stage, m, 1) : interleaved(p, stage, m, v);
+    case Schedule::PipeDream:
+    case Schedule::PipeDream2BW: return no_flush(p, stage, m);
+    case Schedule::ZeroBubbleH1: return zero_bubble_h1(p, stage, m);
   }
   return out;
 }
@@ -75,8 +121,25 @@ double bubble_fraction(Schedule s, int p, int m, int v) {
     case Schedule::GPipe:
     case Schedule::OneFOneB: return (p - 1.0) / m;
     case Schedule::Interleaved: return (p - 1.0) / (static_cast<double>(v) * m);
+    case Schedule::PipeDream:
+    case Schedule::PipeDream2BW: return 0.0;
+    case Schedule::ZeroBubbleH1: return zero_bubble_h1_fraction(p, m, 1.0, 1.0, 1.0);
   }
   return 0;
 }
+
+double zero_bubble_h1_fraction(int p, int m, double tf, double tb, double tw) {
+  return (p - 1.0) * (tf + tb - tw) / (m * (tf + tb + tw));
+}
+
+int weight_versions(Schedule s, int p, int stage) {
+  return s == Schedule::PipeDream ? p - stage : s == Schedule::PipeDream2BW ? 2 : 1;
+}
+
+int weight_staleness(Schedule s, int p, int stage) {
+  return s == Schedule::PipeDream ? p - stage - 1 : s == Schedule::PipeDream2BW ? 1 : 0;
+}
+
+bool asynchronous(Schedule s) { return s == Schedule::PipeDream || s == Schedule::PipeDream2BW; }
 
 }  // namespace dtsim::strategies

@@ -147,4 +147,33 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
   return w;
 }
 
+bool weight_gradient_kernel(const models::Kernel& k) {
+  const std::string suffix = ".wgrad";
+  const bool wgrad = k.name.size() >= suffix.size() && k.name.compare(k.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return wgrad || (k.kind == models::KernelKind::Conv && k.pass == models::ConvPass::Wgrad) || k.name == "embedding.scatter_add";
+}
+
+double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int element_bytes) {
+  double b = 0;
+  for (const auto* l : layers)
+    for (const auto& op : l->ops)
+      for (const auto& k : op.backward)
+        if (k.kind == models::KernelKind::Gemm && weight_gradient_kernel(k))  // m x n = k x m by k x n
+          b += static_cast<double>(k.batch) * static_cast<double>(k.k) * static_cast<double>(k.m + k.n) * element_bytes;
+  return b;
+}
+
+taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
+                                   const ParallelismSpec& p, int tp_group, bool weight) {
+  taskgraph::Work whole = backward_work(layers, g, p, tp_group);
+  taskgraph::Work w;
+  w.name = (weight ? "bwd weight " : "bwd input ") + whole.name.substr(4);
+  for (auto& k : whole.kernels) {
+    const bool accumulate = k.name.rfind("grad_accumulate", 0) == 0;
+    if ((weight_gradient_kernel(k) || accumulate) == weight) w.kernels.push_back(std::move(k));
+  }
+  if (!weight) w.comms = std::move(whole.comms);
+  return w;
+}
+
 }  // namespace dtsim::strategies

@@ -38,6 +38,18 @@ taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, co
                              const ParallelismSpec& p, int tp_group);
 taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
                               const ParallelismSpec& p, int tp_group);
+// Zero-bubble's halves of a backward (Qi et al. 2024): the input-gradient pass B (everything
+// but the weight gradients: recomputation, dgrad GEMMs, attention and element-wise backward,
+// the tensor-parallel collectives on the input gradient) or the weight-gradient pass W (the
+// wgrad GEMMs, the embedding's scatter-add, and gradient accumulation).
+taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
+                                   const ParallelismSpec& p, int tp_group, bool weight);
+// A kernel that computes a weight gradient: "*.wgrad" GEMMs and convolutions, the embedding
+// table's scatter-add.
+bool weight_gradient_kernel(const models::Kernel& k);
+// Bytes the W passes of `layers` read, held from B until W: each weight-gradient GEMM's input X
+// and output gradient dY (dW = X^T dY), in `element_bytes` per value.
+double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int element_bytes);
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);
 

@@ -59,6 +59,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
     d.flash_attention_efficiency = a->number("flash_efficiency", Range{0.0, 1.0, true}, 1.0);
     a->finish();
   }
+  d.comm_core_share = r.number("comm_core_share", Range{0.0, 0.95}, 0.0);
   d.pcie_bandwidth = r.quantity("pcie_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 16e9);
   d.power_w = r.number("power_W", Range{0.0, 1e5, true}, 0.0);
   d.price_per_gpu_hour_usd = r.number("price_per_gpu_hour_usd", Range{0.0, 1e6, true}, 0.0);

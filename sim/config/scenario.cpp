@@ -175,11 +175,15 @@ void parse_parallelism(Reader r, Scenario& s) {
                                p.data, p.tensor, p.pipeline, p.data * tp, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
   if (const std::string why = m.tensor_split_error(p.tensor); !why.empty()) r.fail("tensor", why);
   p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
-  const std::string sched = r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b"}, "1f1b");
-  p.schedule = sched == "naive"   ? strategies::Schedule::Naive
-               : sched == "gpipe" ? strategies::Schedule::GPipe
-               : sched == "1f1b"  ? strategies::Schedule::OneFOneB
-                                  : strategies::Schedule::Interleaved;
+  const std::string sched = r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b", "pipedream",
+                                                           "pipedream-2bw", "zero-bubble-h1"}, "1f1b");
+  p.schedule = sched == "naive"           ? strategies::Schedule::Naive
+               : sched == "gpipe"         ? strategies::Schedule::GPipe
+               : sched == "1f1b"          ? strategies::Schedule::OneFOneB
+               : sched == "pipedream"     ? strategies::Schedule::PipeDream
+               : sched == "pipedream-2bw" ? strategies::Schedule::PipeDream2BW
+               : sched == "zero-bubble-h1" ? strategies::Schedule::ZeroBubbleH1
+                                          : strategies::Schedule::Interleaved;
   p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1024, 1));
   if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
     r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
@@ -210,6 +214,8 @@ void parse_parallelism(Reader r, Scenario& s) {
     p.zero_stage = 3;
   }
   if (p.zero_stage == 3 && p.pipeline > 1) r.fail("zero_stage", "ZeRO-3 with pipeline parallelism is not modelled");
+  if (p.zero_stage > 0 && p.schedule == strategies::Schedule::PipeDream)
+    r.fail("zero_stage", "pipedream updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it");
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
   std::string rc = r.choice("recompute", {"none", "selective", "full", "stage"}, "none");
@@ -322,6 +328,8 @@ Scenario load_scenario(const std::string& path) {
   // Unless simulation.steps says: asynchronous updates and priority buckets show over several steps.
   if (s.parallelism.updates != strategies::Updates::Sync) s.steps_simulated = 10;
   if (s.parallelism.priority_buckets) s.steps_simulated = 4;
+  // A flush-free pipeline's first step carries its fill; later ones show the steady state.
+  if (strategies::asynchronous(s.parallelism.schedule)) s.steps_simulated = 4;
   parse_training(root.object("training"), s);
   if (s.roles.chief) {
     const auto& p = s.parallelism;

@@ -98,6 +98,9 @@ void parse_training(Reader r, Scenario& s) {
       micro_batches % s.parallelism.pipeline != 0)
     r.fail("global_batch_size", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of "
                                             "pipeline ({})", micro_batches, s.parallelism.pipeline));
+  if (strategies::asynchronous(s.parallelism.schedule) && micro_batches < s.parallelism.pipeline)
+    r.fail("global_batch_size", fmt::format("{} needs at least pipeline ({}) micro-batches per step, not {}",
+                                            strategies::to_string(s.parallelism.schedule), s.parallelism.pipeline, micro_batches));
   if (micro_batches * s.parallelism.pipeline * s.parallelism.virtual_stages > 50000000)
     r.fail("global_batch_size", fmt::format("{} micro-batches through {} stages is too many passes to simulate",
                                             micro_batches, s.parallelism.pipeline));

@@ -43,6 +43,10 @@ struct DeviceProfile {
   // Added to every kernel: a framework's dispatch, or a GPU's launch latency. The profile's key
   // `launch_overhead_us` when set, else the measured table's, else 0.
   std::optional<double> launch_overhead_s;
+  // A CPU device's collectives progress on its own cores (reductions, the network stack): the
+  // share of the cores they hold while any collective of the device is in flight, which compute
+  // overlapping it loses. 0 for accelerators, whose communication has engines of its own.
+  double comm_core_share = 0;
 };
 
 // The per-kernel overhead `d` prices in `dtype` (see DeviceProfile::launch_overhead_s).

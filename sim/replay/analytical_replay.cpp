@@ -10,6 +10,7 @@ namespace dtsim::replay {
 
 // Events in time order; each task lasts its own price, whatever else runs.
 Timeline replay_analytical(const ReplayInput& in) {
+  if (in.comm_core_share > 0) return replay_analytical_shared(in);
   const auto& g = in.graph;
   const std::size_t n = g.tasks.size();
   Timeline out;

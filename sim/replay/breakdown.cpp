@@ -76,10 +76,41 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
   // pass that waits for it).
   std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] != t.start[y] ? t.start[x] < t.start[y] : x < y; });
   const Waits waits(g, t, work_seconds, rank);
+  // Shared cores: the intervals in which a collective of this GPU is in flight, merged.
+  std::vector<std::pair<double, double>> comm;
+  if (scope.comm_core_share > 0) {
+    for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+      const auto& task = g.tasks[i];
+      if (!task.is_collective) continue;
+      bool member = task.collective.only == rank;
+      if (task.collective.only < 0)
+        for (const auto& grp : groups_of(g, task.collective))
+          member = member || std::find(grp.begin(), grp.end(), rank) != grp.end();
+      if (member && t.end[i] > t.start[i]) comm.emplace_back(t.start[i], t.end[i]);
+    }
+    std::sort(comm.begin(), comm.end());
+    std::vector<std::pair<double, double>> merged;
+    for (const auto& iv : comm) {
+      if (!merged.empty() && iv.first <= merged.back().second) merged.back().second = std::max(merged.back().second, iv.second);
+      else merged.push_back(iv);
+    }
+    comm = std::move(merged);
+  }
+  auto overlap = [&](double from, double to) {  // disjoint and sorted: from the first ending after `from`
+    double o = 0;
+    auto it = std::lower_bound(comm.begin(), comm.end(), from, [](const auto& iv, double x) { return iv.second <= x; });
+    for (; it != comm.end() && it->first < to; ++it) o += std::min(to, it->second) - std::max(from, it->first);
+    return o;
+  };
 
   // Busy time, split among the tasks running at once.
-  auto busy = [&](std::size_t i, double seconds) {
+  auto busy = [&](std::size_t i, double seconds, double from, double to) {
     const auto& task = g.tasks[i];
+    if (!comm.empty() && to > from && task.category != taskgraph::Category::Communication) {
+      const double progress = seconds * scope.comm_core_share * overlap(from, to) / (to - from);
+      b.exposed_communication += progress;
+      seconds -= progress;
+    }
     if (task.category == taskgraph::Category::Optimizer) {
       b.optimizer += seconds;
     } else if (task.category == taskgraph::Category::Communication) {  // e.g. compression kernels
@@ -125,7 +156,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
     double until = std::min(next_start, horizon);
     for (std::size_t i : running) until = std::min(until, t.end[i]);
     const double share = (until - clock) / static_cast<double>(running.size());
-    for (std::size_t i : running) busy(i, share);
+    for (std::size_t i : running) busy(i, share, clock, until);
     clock = until;
   }
   return b;

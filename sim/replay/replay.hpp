@@ -28,6 +28,9 @@ struct ReplayInput {
   const network::Platform& platform;
   const std::vector<double>* task_scale = nullptr;  // per task duration multiplier (stragglers)
   const Variability* variability = nullptr;
+  // Shared cores (cost::DeviceProfile::comm_core_share): while a collective a GPU takes part in
+  // is in flight, that GPU's compute runs at 1 - share of its speed.
+  double comm_core_share = 0;
   double seconds(std::size_t task) const {
     const auto& t = graph.tasks[task];
     return work_seconds[static_cast<std::size_t>(t.work)] * (task_scale ? (*task_scale)[task] : 1.0);
@@ -48,6 +51,10 @@ Timeline replay_simgrid(const ReplayInput& in);
 // Same task graph and the same flows, each collective priced alone (no contention between
 // collectives): fast, repeatable in one process, used by sweeps and as a cross-check.
 Timeline replay_analytical(const ReplayInput& in);
+// The analytical replay when collectives take a share of the cores (analytical_shared.cpp): a
+// compute task's remaining work runs at the rate its GPU has left, changing as collectives on
+// that GPU start and end.
+Timeline replay_analytical_shared(const ReplayInput& in);
 
 // Where the time goes on one GPU (by default the one whose own stream ends last), from 0 to the
 // horizon (by default the makespan). Adds up to the horizon:
@@ -85,6 +92,10 @@ struct BreakdownScope {
   int rank = -1;         // -1: the GPU whose own stream ends last
   double horizon = -1;   // -1: the makespan
   std::vector<IdleSpan>* idle = nullptr;  // when set, receives the idle spans, in time order
+  // Shared cores (ReplayInput::comm_core_share): of the GPU's busy time while a collective it
+  // takes part in is in flight, this share is the collectives' progress, charged to exposed
+  // communication rather than to what ran.
+  double comm_core_share = 0;
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
                          const std::vector<double>& work_comm_seconds, BreakdownScope scope = {});

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -139,7 +140,11 @@ void add_hosts(Fabric& fab, const ReplayInput& in) {
     if (!node_zones.empty() && e < gpus) home = node_zones[static_cast<std::size_t>(e / per_node)];
     if (torus_zone && e < gpus) home = torus_zone;
     if (pf.rail_of(e) >= 0) home = rail_zones[static_cast<std::size_t>(pf.rail_of(e))];
-    auto* h = home->create_host(pf.endpoint_name(e), kSpeed);
+    // Shared cores: a GPU's host runs at pstate 1, 1 - share of its speed, while it has a
+    // collective in flight (Scheduler::share_cores).
+    auto* h = in.comm_core_share > 0 && e < gpus
+                  ? home->create_host(pf.endpoint_name(e), std::vector<double>{kSpeed, (1.0 - in.comm_core_share) * kSpeed})
+                  : home->create_host(pf.endpoint_name(e), kSpeed);
     if (auto it = throttles_of_host.find(e); it != throttles_of_host.end())
       h->set_speed_profile(profile::ProfileBuilder::from_string(h->get_name() + ".throttle", throttle_trace(it->second), -1));
     h->seal();
@@ -329,6 +334,7 @@ class Scheduler {
           for (const auto& w : ph.work) shared.insert(w.endpoint);
     if (in_.variability)
       for (const auto& th : in_.variability->throttles) shared.insert(in_.platform.fabric_endpoint(th.gpu));
+    if (in_.comm_core_share > 0) timed_rank_.assign(timed_rank_.size(), 0);  // pstates change their speed
     for (std::size_t r = 0; r < timed_rank_.size(); ++r)
       if (shared.count(in_.platform.fabric_endpoint(static_cast<int>(r)))) timed_rank_[r] = 0;
   }
@@ -384,14 +390,44 @@ class Scheduler {
       else
         run_exec(i, fab_.hosts[static_cast<std::size_t>(in_.platform.fabric_endpoint(t.rank))], in_.seconds(i), Role::Last);
     } else if (prepared_[i]->lowered.phases.empty()) {
+      share_cores(i);
       after(0.0, i, Role::Last);
     } else {
+      share_cores(i);
       running_[i] = Running{prepared_[i], 0};
       start_phase(i);
     }
   }
 
+  // Shared cores (ReplayInput::comm_core_share): while a GPU has a collective in flight its host
+  // runs at its slower pstate, so compute keeps 1 - share of its speed, as the analytical
+  // replay's rate does.
+  void share_cores(std::size_t task) {
+    const double share = in_.comm_core_share;
+    if (share <= 0) return;
+    const auto& c = g_.tasks[task].collective;
+    std::set<int> gpus;
+    if (c.only >= 0) gpus.insert(c.only);
+    else
+      for (const auto& grp : groups_of(g_, c)) gpus.insert(grp.begin(), grp.end());
+    auto& hosts = comm_hosts_[task];
+    for (int gpu : gpus) {
+      auto* h = fab_.hosts[static_cast<std::size_t>(in_.platform.fabric_endpoint(gpu))];
+      hosts.push_back(h);
+      if (host_comms_[h]++ == 0) h->set_pstate(1);
+    }
+  }
+
+  void release_cores(std::size_t task) {
+    auto it = comm_hosts_.find(task);
+    if (it == comm_hosts_.end()) return;
+    for (auto* h : it->second)
+      if (--host_comms_[h] == 0) h->set_pstate(0);
+    comm_hosts_.erase(it);
+  }
+
   void finish(std::size_t task) {
+    release_cores(task);
     out_.end[task] = sg4::Engine::get_clock();
     dispatch_.ended(task, [this](std::size_t i) { begin(i); });
   }
@@ -437,6 +473,9 @@ class Scheduler {
   std::vector<sg4::ActivityPtr> finished_;
   std::unordered_map<std::size_t, Running> running_;
   std::vector<char> timed_rank_;  // by rank: its compute tasks run as timers
+  // Shared cores: per host, its collectives in flight; per collective, its GPUs' hosts.
+  std::map<sg4::Host*, int> host_comms_;
+  std::unordered_map<std::size_t, std::vector<sg4::Host*>> comm_hosts_;
   Timeline out_;
 };
 

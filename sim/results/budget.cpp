@@ -151,6 +151,9 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   // activations down and back per pass.
   if (p.offload_optimizer) passes += facts.offload_buckets + 3 * P;
   if (p.activation_offload) passes += 4 * micro * layers;  // per layer: its passes split, two copies
+  // Zero-bubble's W passes; PipeDream's update (after a data-parallel all-reduce) per backward.
+  if (p.schedule == strategies::Schedule::ZeroBubbleH1) passes += micro * chunks;
+  if (p.schedule == strategies::Schedule::PipeDream) passes += micro * P * (p.data > 1 ? 2 : 1);
   passes += layers * (1 + (p.priority_buckets ? 1 : 0)) + (p.input.enabled ? micro : 0) +
             (p.updates == strategies::Updates::Easgd ? P : 0);
   double tasks = replicas * iterations * passes;
@@ -175,6 +178,8 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
       tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, P);
       if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * chunks);
     }
+    if (p.schedule == strategies::Schedule::PipeDream && p.data > 1)
+      tally.add(CollectiveOp::AllReduce, a, D, T, dp_per_node, micro * P);
     if (zero3) {
       tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
       tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);

@@ -125,6 +125,10 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
     j["parallelism"]["stage_layers"] = r.plan.stage_layers;
     j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_fraction(
         s.parallelism.schedule, s.parallelism.pipeline, static_cast<int>(r.plan.micro_batches), s.parallelism.virtual_stages);
+    if (strategies::asynchronous(s.parallelism.schedule)) {  // no flush: stashed versions, stale gradients
+      j["parallelism"]["weight_versions"] = r.plan.stage_weight_versions;
+      j["parallelism"]["weight_staleness_updates"] = r.plan.stage_staleness;
+    }
   }
   j["compute_source"] = {{"measured_share", r.measured_share},
                          {"kernel_table", s.device.kernels ? "measured" : "none"},

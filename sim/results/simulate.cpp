@@ -89,6 +89,7 @@ Result simulate(const config::Scenario& s) {
   for (const auto& f : s.stragglers.flapping_links)
     variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction, f.degraded_latency_s});
   replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
+  in.comm_core_share = s.device.comm_core_share;
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
   if (steps > 1) {
     r.steps = report_steps(replayed, r.timeline, step_of, steps);
@@ -120,14 +121,14 @@ Result simulate(const config::Scenario& s) {
       if (!t.is_collective && t.category != taskgraph::Category::Input) workers.insert(t.rank);
     r.breakdown = {};
     for (int w : workers)
-      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {w, r.async->window_s});
+      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {w, r.async->window_s, s.device.comm_core_share});
     r.breakdown *= 1.0 / static_cast<double>(r.async->updates);
     r.breakdown.rank = -1;
   } else {
     // The GPU that ends last, up to the end of the last step (its gradient sync, with several).
     double horizon = r.timeline.makespan;
     if (r.steps) horizon = std::accumulate(r.steps->step_times.begin(), r.steps->step_times.end(), 0.0);
-    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {-1, horizon});
+    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {-1, horizon, s.device.comm_core_share});
     r.breakdown *= 1.0 / steps;  // per step, on average
   }
   if (s.roles.chief) {
