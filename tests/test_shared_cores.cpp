@@ -52,7 +52,7 @@ TEST(SharedCores, TheBreakdownChargesTheCollectivesShareToCommunication) {
   const double comm = t.end[static_cast<std::size_t>(c.send)] - t.start[static_cast<std::size_t>(c.send)];
   const std::vector<double> none(c.graph.works.size(), 0.0);
   // GPU 0 is busy 1 + T/2 seconds: its 1 s of compute and, beside the transfer, T/2 of progress.
-  const auto b = replay::step_breakdown(c.graph, t, c.seconds, none, {0, t.end[0], 0.5});
+  const auto b = replay::step_breakdown(c.graph, t, c.seconds, none, {.rank = 0, .horizon = t.end[0], .comm_core_share = 0.5});
   EXPECT_NEAR(b.compute, 1.0, 1e-9);
   EXPECT_NEAR(b.exposed_communication, 0.5 * comm, 1e-9);
   EXPECT_NEAR(b.total(), t.end[0], 1e-9);

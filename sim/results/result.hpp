@@ -33,6 +33,7 @@ struct Result {
   double samples_per_s = 0, tokens_per_s = 0;
   double model_flops = 0, hardware_flops = 0, model_tflops_per_gpu = 0, mfu = 0, hfu = 0;
   replay::Breakdown breakdown;
+  double comm_core_share = 0;  // the device's (shared cores), for per-GPU breakdowns drawn later
   strategies::MemoryBreakdown memory;
   int worst_rank = 0;
   double capacity_bytes = 0;

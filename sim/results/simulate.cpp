@@ -20,6 +20,7 @@ Result plan_only(const config::Scenario& s) {
   Result r;
   r.scenario_spec = s;
   r.scenario = s.name;
+  r.comm_core_share = s.device.comm_core_share;
   r.gpus = s.cluster.num_gpus();
   models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
                             s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
@@ -121,14 +122,14 @@ Result simulate(const config::Scenario& s) {
       if (!t.is_collective && t.category != taskgraph::Category::Input) workers.insert(t.rank);
     r.breakdown = {};
     for (int w : workers)
-      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {w, r.async->window_s, s.device.comm_core_share});
+      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = w, .horizon = r.async->window_s, .comm_core_share = s.device.comm_core_share});
     r.breakdown *= 1.0 / static_cast<double>(r.async->updates);
     r.breakdown.rank = -1;
   } else {
     // The GPU that ends last, up to the end of the last step (its gradient sync, with several).
     double horizon = r.timeline.makespan;
     if (r.steps) horizon = std::accumulate(r.steps->step_times.begin(), r.steps->step_times.end(), 0.0);
-    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {-1, horizon, s.device.comm_core_share});
+    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = -1, .horizon = horizon, .comm_core_share = s.device.comm_core_share});
     r.breakdown *= 1.0 / steps;  // per step, on average
   }
   if (s.roles.chief) {
