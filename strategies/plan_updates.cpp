@@ -3,7 +3,7 @@
 namespace dtsim::strategies {
 
 void Planner::synchronise_gradients(int s) {
-  if (p_.data <= 1 || p_.zero_stage == 3) return;
+  if (grad_ranks() <= 1 || p_.zero_stage == 3) return;
   const Layers mine = stage_layers(s);
   const double gbytes = grad_bytes_per_param(t_.precision);
   auto buckets = make_buckets(mine, gbytes, p_.bucket_bytes, p_.first_bucket_bytes);
@@ -16,7 +16,7 @@ void Planner::synchronise_gradients(int s) {
     case Compression::Fp16: wire = 2.0 / gbytes; passes = wire < 1.0 ? 2.0 : 0.0; break;
     case Compression::Int8: wire = 1.0 / gbytes; passes = 3.0; break;
     case Compression::TopK:  // each rank's kept values and indices are gathered by all
-      wire = p_.topk_ratio * (gbytes + 4.0) / gbytes * p_.data;
+      wire = p_.topk_ratio * (gbytes + 4.0) / gbytes * grad_ranks();
       passes = 4.0;  // selection reads the bucket several times; decoding scatter-adds
       op = CollectiveOp::AllGather;
       break;
@@ -96,7 +96,7 @@ void Planner::step_optimizer(int s, int embedding_sync) {
     last_compute_[static_cast<std::size_t>(s)] = replica_last_[d][static_cast<std::size_t>(s)];
     step_optimizer_one(s, embedding_sync);
   }
-  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.data > 1) {
+  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && grad_ranks() > 1) {
     const Layers mine = stage_layers(s);
     std::vector<int> deps;
     for (const auto& last : replica_last_) deps.push_back(last[static_cast<std::size_t>(s)]);
@@ -107,7 +107,7 @@ void Planner::step_optimizer(int s, int embedding_sync) {
 
 void Planner::step_optimizer_one(int s, int embedding_sync) {
   const Layers mine = stage_layers(s);
-  const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? p_.data : 1);
+  const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? grad_ranks() : 1);
   taskgraph::Work w;
   if (p_.offload_optimizer) {
     // ZeRO-Offload: gradients down over PCIe, Adam on the host's memory bandwidth, 16-bit
@@ -121,6 +121,7 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
     w.name = "optimizer";
     w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};
   }
+  if (const double fp8 = fp8_weight_params(mine); fp8 > 0) w.kernels.push_back(fp8_weight_cast_kernel(fp8));
   std::vector<int> deps;
   if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
   if (embedding_sync >= 0) deps.push_back(embedding_sync);

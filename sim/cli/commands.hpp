@@ -42,6 +42,7 @@ struct SweepOptions {
   std::string rank_by = "time", write_best;
   bool progress = false;      // progress and ETA on stderr even when it is not a terminal
   int jobs = 0, top = 15;
+  std::string precisions;  // comma-separated: bf16,fp8; empty: the scenario's
 };
 
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.

@@ -86,6 +86,9 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--jobs", sw.jobs, "simulations at once (default: cores)")->check(CLI::Range(1, 256));
   sweep_cmd->add_option("--top", sw.top, "rows to show")->check(CLI::Range(1, 100000));
   sweep_cmd->add_option("--format", sw.format, "stdout format")->check(CLI::IsMember({"text", "json", "csv"}));
+  sweep_cmd->add_option("--precisions", sw.precisions,
+                        "training precisions to try, comma-separated: bf16,fp8 (default: the scenario's; fp8 only on "
+                        "devices with an FP8 peak)");
 
   cli::ServeOptions srv;
   auto* serve_cmd = app.add_subcommand("serve", "the explorer page and POST /api/run over HTTP (loopback by default)");

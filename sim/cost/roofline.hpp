@@ -25,7 +25,7 @@ struct EfficiencyCurve {
 
 struct DeviceProfile {
   std::string name, description, file;
-  std::map<std::string, double> peak_flops;  // FLOP/s by dtype: fp32, tf32, bf16, fp16
+  std::map<std::string, double> peak_flops;  // FLOP/s by dtype: fp64, fp32, tf32, bf16, fp16, fp8, fp4
   double memory_bytes = 0;
   double hbm_bandwidth = 0;  // bytes/s
   EfficiencyCurve gemm, memory;
@@ -43,6 +43,8 @@ struct DeviceProfile {
   // Added to every kernel: a framework's dispatch, or a GPU's launch latency. The profile's key
   // `launch_overhead_us` when set, else the measured table's, else 0.
   std::optional<double> launch_overhead_s;
+  // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
+  std::optional<EfficiencyCurve> fp8_gemm;
 };
 
 // The per-kernel overhead `d` prices in `dtype` (see DeviceProfile::launch_overhead_s).

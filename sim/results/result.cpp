@@ -103,6 +103,11 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                       {"updates", strategies::to_string(s.parallelism.updates)},
                       {"gradient_buckets", r.plan.gradient_buckets},
                       {"recompute", strategies::to_string(s.parallelism.recompute)}};
+  if (s.parallelism.context > 1) {
+    j["parallelism"]["context"] = s.parallelism.context;
+    j["parallelism"]["context_comm"] = s.parallelism.context_all_gather ? "all_gather" : "p2p";
+    j["parallelism"]["context_load_balance"] = s.parallelism.context_load_balance;
+  }
   if (s.parallelism.pipeline > 1) {
     j["parallelism"]["stage_layers"] = r.plan.stage_layers;
     j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_fraction(
