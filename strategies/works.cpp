@@ -160,15 +160,12 @@ std::vector<InlineCollective> context_parallel_comms(const models::Layer& layer,
 }
 
 namespace {
-// The index in `kernels` of the layer's fused attention forward (or backward) kernel, -1 if none.
-int attention_index(const models::Layer& l, const std::vector<models::Kernel>& kernels, std::size_t first) {
-  for (const auto& op : l.ops)
-    if (op.context_attention)
-      for (std::size_t i = first; i < kernels.size(); ++i)
-        if (kernels[i].kind == models::KernelKind::Attention && kernels[i].name.rfind("flash_attention", 0) == 0 &&
-            kernels[i].name.find("imbalance") == std::string::npos)
-          return static_cast<int>(i);
-  return -1;
+// Appends one pass of `op` to the work; returns where its first kernel landed when it is the
+// attention context parallelism hides its exchange behind, else `attention` unchanged.
+int append(taskgraph::Work& w, const models::Op& op, const std::vector<models::Kernel>& pass, int attention) {
+  if (op.context_attention && !pass.empty()) attention = static_cast<int>(w.kernels.size());
+  w.kernels.insert(w.kernels.end(), pass.begin(), pass.end());
+  return attention;
 }
 }  // namespace
 
@@ -177,11 +174,11 @@ taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, co
   taskgraph::Work w;
   w.name = layers.size() == 1 ? "fwd " + layers[0]->name : fmt::format("fwd {}..{}", layers.front()->name, layers.back()->name);
   for (const auto* l : layers) {
-    const std::size_t first = w.kernels.size();
-    for (const auto& op : l->ops) w.kernels.insert(w.kernels.end(), op.forward.begin(), op.forward.end());
+    int attention = -1;
+    for (const auto& op : l->ops) attention = append(w, op, op.forward, attention);
     auto c = tensor_parallel_comms(*l, true, g, p, tp_group);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
-    auto x = context_parallel_comms(*l, true, p, cp, attention_index(*l, w.kernels, first));
+    auto x = context_parallel_comms(*l, true, p, cp, attention);
     w.comms.insert(w.comms.end(), x.begin(), x.end());
   }
   return w;
@@ -193,21 +190,16 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
   w.name = layers.size() == 1 ? "bwd " + layers[0]->name : fmt::format("bwd {}..{}", layers.back()->name, layers.front()->name);
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     const auto& l = **it;
-    const std::size_t first = w.kernels.size();
-    bool reran = false;
+    int reran = -1;
     for (const auto& op : l.ops)
-      if (rerun(l, op, p.recompute)) {
-        w.kernels.insert(w.kernels.end(), op.forward.begin(), op.forward.end());
-        reran = reran || op.context_attention;
-      }
-    if (reran) {  // recomputing attention exchanges K and V again
-      auto x = context_parallel_comms(l, true, p, cp, attention_index(l, w.kernels, first));
+      if (rerun(l, op, p.recompute)) reran = append(w, op, op.forward, reran);
+    if (reran >= 0) {  // recomputing attention exchanges K and V again
+      auto x = context_parallel_comms(l, true, p, cp, reran);
       w.comms.insert(w.comms.end(), x.begin(), x.end());
     }
-    const std::size_t grads = w.kernels.size();
-    for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op)
-      w.kernels.insert(w.kernels.end(), op->backward.begin(), op->backward.end());
-    auto x = context_parallel_comms(l, false, p, cp, attention_index(l, w.kernels, grads));
+    int attention = -1;
+    for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op) attention = append(w, *op, op->backward, attention);
+    auto x = context_parallel_comms(l, false, p, cp, attention);
     w.comms.insert(w.comms.end(), x.begin(), x.end());
     if (!p.fused_grad_accumulation && l.params() > 0)
       w.kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));

@@ -59,7 +59,7 @@ TEST(Devices, ListShowsBlackwellAndNvl72) {
   EXPECT_NE(devices.out.find("1978.9 fp8"), std::string::npos) << devices.out;  // H100
   auto clusters = run_dtsim({"list", "clusters"}, dir);
   ASSERT_EQ(clusters.code, 0) << clusters.err;
-  const auto at = clusters.out.find("gb200-nvl72");
+  const auto at = clusters.out.find("nvl72");
   ASSERT_NE(at, std::string::npos) << clusters.out;
   EXPECT_NE(clusters.out.find("72 GPUs per node, nvswitch 900 GBps", at), std::string::npos) << clusters.out;
 }
@@ -67,11 +67,11 @@ TEST(Devices, ListShowsBlackwellAndNvl72) {
 // nccl-tests style bus bandwidth (GB/s) of one size on `gpus` GPUs of a cluster preset.
 double busbw(const std::string& preset, const std::string& device, int gpus, const std::string& size) {
   TempDir dir;
-  const int nodes = preset == "gb200-nvl72" ? 1 : (gpus + 7) / 8;
+  const int nodes = preset == "nvl72" ? 1 : (gpus + 7) / 8;
   const std::string scenario = dir.file("s.json", R"({"schema_version": 1, "name": "c", "model": {"preset": "gpt2"},
     "hardware": {"device": ")" + device + R"("}, "cluster": {"preset": ")" + preset + R"(", "nodes": )" +
                                                        std::to_string(nodes) + R"(},
-    "parallelism": {"data": )" + std::to_string(nodes * (preset == "gb200-nvl72" ? 72 : 8)) +
+    "parallelism": {"data": )" + std::to_string(nodes * (preset == "nvl72" ? 72 : 8)) +
                                                        R"(}, "training": {"global_batch_size": 576}})");
   auto r = run_dtsim({"collective", "--op", "all_reduce", "--gpus", std::to_string(gpus), "--scenario", scenario, "-b", size,
                       "-e", size, "--format", "json"},
@@ -92,7 +92,7 @@ TEST(Devices, H100NvlinkAllReduceNearPublishedNcclTests) {
 // 72 GPUs in one NVLink domain all-reduce at NVLink speed; 72 DGX B200 GPUs (9 nodes) are held to
 // their 50 GB/s NICs.
 TEST(Devices, Nvl72KeepsA72GpuAllReduceOnNvlink) {
-  const double nvl72 = busbw("gb200-nvl72", "gb200", 72, "1G");
+  const double nvl72 = busbw("nvl72", "gb200", 72, "1G");
   const double dgx = busbw("dgx-b200", "b200", 72, "1G");
   EXPECT_GT(nvl72, 700);
   EXPECT_LT(dgx, 400);
