@@ -192,7 +192,8 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     fa.name = "flash_attention";
     Kernel f = gemm("flash_attention", bh, x.q_local, x.q, x.d, e, KernelKind::Attention);
     f.flops *= 2.0;  // QK^T and PV
-    f.bytes = 2.0 * q_bytes + 2.0 * kv;
+    // Q and O of this rank's tokens; K and V of every rank's (each chunk streams past, in turn).
+    f.bytes = 2.0 * q_bytes + 2.0 * kv * static_cast<double>(o.context);
     Kernel bw = f;
     bw.name = "flash_attention.bwd";
     bw.flops = 2.5 * f.flops;

@@ -245,6 +245,13 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, grad_ranks());
   if (p_.offload_optimizer) m.optimizer = 0;
   m.params += 2.0 * fp8_weight_params(mine);  // Transformer Engine's FP8 weight copy and its transpose
+  if (p_.context > 1) {
+    // While a layer attends: the ring's K/V chunk in flight beside the one in use, or the whole
+    // sequence's gathered K and V.
+    double kv = 0;
+    for (const auto* l : mine) kv = std::max(kv, l->context_kv_bytes);
+    m.other += (p_.context_all_gather ? p_.context : 2.0) * kv;
+  }
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until
   // the matching backward frees them.
   double live = 0, peak = 0;

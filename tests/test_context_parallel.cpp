@@ -108,6 +108,9 @@ TEST(ContextParallel, AllGatherModeGathersTheWholeSequencesKv) {
   EXPECT_EQ(r.plan.graph.groups[static_cast<std::size_t>(gathers[0].group)], (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(comms(r, "bwd", CollectiveOp::ReduceScatter).size(), 2u);
   EXPECT_TRUE(comms(r, "fwd", CollectiveOp::SendRecv).empty());
+  // Memory: the gathered K and V (4 chunks) while a layer attends, against the ring's two.
+  const auto ring = simulate_over_base(scenario(R"("data": 2, "context": 4)"));
+  EXPECT_DOUBLE_EQ(r.memory.other - ring.memory.other, (4 - 2) * whole / 4);
 }
 
 // Data x context ranks hold the same weights: the gradient all-reduce spans all eight, and ZeRO
