@@ -43,6 +43,7 @@ struct BuildOptions {
   // Transformer Engine FP8: the blocks' linear layers run FP8 GEMMs on FP8 casts of their inputs,
   // weights and output gradients (strategies::Precision::Fp8).
   bool fp8 = false;
+  bool fp8_current_scaling = false;  // scale each tensor by its own amax (an extra read), no history
   // Context parallelism (Megatron-Core, Llama 3): each of `context` ranks holds 1/context of the
   // sequence's tokens and attends with its queries over all keys. Balanced: each rank holds chunks
   // i and 2*context-1-i of the causal sequence, so every rank does the same attention work;

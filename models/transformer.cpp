@@ -41,12 +41,13 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
 // gradient the same way, then runs both gradient GEMMs in FP8 against the cached FP8 weight
 // transpose and the saved FP8 input. Each pass also rolls the amax history and recomputes the
 // scales of its tensors (input and weight forward, output gradient backward): tiny kernels, one
-// per tensor, on a 1024-long fp32 history (Megatron-LM's --fp8-amax-history-len default). The
-// weights themselves are cast once per step after the optimizer (the optimizer's pass), not per
+// per tensor, on a 1024-long fp32 history (Megatron-LM's --fp8-amax-history-len default). With
+// current scaling each cast first reads its tensor once more for the amax, and the scale is
+// computed from it alone (a tiny kernel, no history). The weights themselves are cast once per step after the optimizer (the optimizer's pass), not per
 // micro-batch (TE's is_first_microbatch caching). What backward keeps is the FP8 input.
 constexpr double kAmaxHistoryBytes = 1024.0 * 4.0 * 2.0;  // read and write one tensor's history
 
-Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, double saved_split = 1.0) {
+Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split = 1.0) {
   Op op = linear(name, tokens, in, out, 2.0, bias, saved_split);
   const double T = static_cast<double>(tokens), In = static_cast<double>(in), Out = static_cast<double>(out);
   auto fp8_gemm = [](Kernel k) {
@@ -58,17 +59,14 @@ Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, double 
   for (auto* pass : {&op.forward, &op.backward})
     for (auto& k : *pass) k = fp8_gemm(k);
   // Casts are memory-bound (no matmul FLOPs: the op's FLOPs stay its GEMMs', as MFU counts them).
-  op.forward.insert(op.forward.begin(), {memory(name + ".cast_fp8", T * In * 4.0, 0),
-                                         memory(name + ".fp8_scales", 2.0 * kAmaxHistoryBytes, 0)});
-  op.backward.insert(op.backward.begin(), {memory(name + ".grad.cast_fp8", T * Out * 4.0, 0),
-                                           memory(name + ".grad.fp8_scales", kAmaxHistoryBytes, 0)});
+  const double cast = current ? 6.0 : 4.0;                // bytes moved per element
+  const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
+  op.forward.insert(op.forward.begin(), {memory(name + ".cast_fp8", T * In * cast, 0),
+                                         memory(name + ".fp8_scales", 2.0 * history, 0)});
+  op.backward.insert(op.backward.begin(), {memory(name + ".grad.cast_fp8", T * Out * cast, 0),
+                                           memory(name + ".grad.fp8_scales", history, 0)});
   op.saved_bytes = op.saved_bytes_selective = T * In / saved_split;
   return op;
-}
-
-// The linear layer of a block: FP8 under Transformer Engine, else in the activation precision.
-Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool bias, bool fp8, double saved_split = 1.0) {
-  return fp8 ? fp8_linear(name, tokens, in, out, bias, saved_split) : linear(name, tokens, in, out, e, bias, saved_split);
 }
 
 // Element-wise op over `elems` elements: forward reads `reads` tensors and writes one; backward
@@ -158,6 +156,7 @@ struct Slice {
   double t, th, th_local, e;  // th_local: tokens x hidden this rank keeps under sequence parallelism
   double gathered_split;      // how many ways a gathered GEMM input is saved split
   bool fp8;                   // the block's linear layers in FP8 (BuildOptions::fp8)
+  bool fp8_current;           // ... scaled by each tensor's current amax
 };
 
 Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
@@ -177,14 +176,21 @@ Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
   x.e = e;
   x.gathered_split = o.sequence_parallel ? x.t : 1.0;
   x.fp8 = o.fp8;
+  x.fp8_current = o.fp8_current_scaling;
   return x;
+}
+
+// The linear layer of a block: FP8 under Transformer Engine, else in the activation precision.
+Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool bias, const Slice& x, double saved_split = 1.0) {
+  return x.fp8 ? fp8_linear(name, tokens, in, out, bias, x.fp8_current, saved_split)
+               : linear(name, tokens, in, out, e, bias, saved_split);
 }
 
 void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
   const double e = x.e;
   const double kv = static_cast<double>(x.tokens) * static_cast<double>(x.kv_heads * x.d) * e;  // K or V
   const double q_bytes = static_cast<double>(x.tokens) * static_cast<double>(x.heads * x.d) * e;
-  l.ops.push_back(block_linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x.fp8, x.gathered_split));
+  l.ops.push_back(block_linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x, x.gathered_split));
   const I bh = x.b * x.heads;
   if (o.attention == Attention::Flash) {
     // One fused kernel; backward recomputes the scores, hence 2.5x the forward matmul work.
@@ -257,7 +263,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     pv.matmul = true;
     l.ops.push_back(pv);
   }
-  Op out = block_linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false, x.fp8);
+  Op out = block_linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false, x);
   if (s.linear_bias) out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share
   l.ops.push_back(out);
   l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
@@ -267,13 +273,13 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
   const double e = x.e;
   const double tf = static_cast<double>(x.tokens) * static_cast<double>(x.ffn);
   if (s.mlp == Mlp::SwiGlu) {
-    l.ops.push_back(block_linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x.fp8, x.gathered_split));
+    l.ops.push_back(block_linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x, x.gathered_split));
     l.ops.push_back(elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0));
   } else {
-    l.ops.push_back(block_linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x.fp8, x.gathered_split));
+    l.ops.push_back(block_linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x, x.gathered_split));
     l.ops.push_back(elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0));
   }
-  Op fc2 = block_linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false, x.fp8);
+  Op fc2 = block_linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false, x);
   if (s.linear_bias) fc2.params += static_cast<double>(x.h) / x.t;
   l.ops.push_back(fc2);
   l.ops.push_back(dropout_add("mlp.residual", x.th_local, e, s.dropout));

@@ -113,6 +113,10 @@ struct TrainingSpec {
   Precision precision = Precision::Bf16;
   models::OptimizerKind optimizer = models::OptimizerKind::Adam;
   models::Attention attention = models::Attention::Standard;
+  // FP8 scaling (Transformer Engine recipes): delayed, from an amax history of past steps
+  // (DelayedScaling, TE's default), or current, from this tensor's own amax (Float8CurrentScaling,
+  // what NeMo's recent performance recipes use).
+  bool fp8_current_scaling = false;
 };
 
 inline bool mixed_precision(Precision p) { return p == Precision::Bf16 || p == Precision::Fp16 || p == Precision::Fp8; }

@@ -63,6 +63,28 @@ TEST(Fp8, StepFasterWeightCopiesInMemorySavedInputsSmaller) {
   EXPECT_TRUE(bf16_head);  // the output layer stays in bf16, as in Megatron-LM
 }
 
+// Current scaling (TE's Float8CurrentScaling) reads each tensor once more for its amax before the
+// cast: 6 bytes moved per element instead of 4, and no amax history.
+TEST(Fp8, CurrentScalingCastsReadTheTensorTwice) {
+  std::string current = model_on("h100-sxm-80gb", "fp8");
+  current.replace(current.find(R"("precision")"), 0, R"("fp8_recipe": "current", )");
+  const auto delayed = simulate_over_base(model_on("h100-sxm-80gb", "fp8"));
+  const auto now = simulate_over_base(current);
+  auto cast_bytes = [](const dtsim::results::Result& r) {
+    for (const auto& w : r.plan.graph.works)
+      for (const auto& k : w.kernels)
+        if (k.name == "mlp.fc2.cast_fp8") return k.bytes;
+    return 0.0;
+  };
+  const double elems = 8192.0 * 4096;  // fc2's input: tokens x ffn
+  EXPECT_DOUBLE_EQ(cast_bytes(delayed), 4 * elems);
+  EXPECT_DOUBLE_EQ(cast_bytes(now), 6 * elems);
+  EXPECT_GT(now.step_time_s, delayed.step_time_s);
+  std::string bf16 = model_on("h100-sxm-80gb", "bf16");
+  bf16.replace(bf16.find(R"("precision")"), 0, R"("fp8_recipe": "current", )");
+  EXPECT_EQ(dtsim::test::input_error_over_base(bf16), "/training/fp8_recipe: needs \"precision\": \"fp8\"");
+}
+
 TEST(Fp8, RefusedOnADeviceWithoutFp8) {
   dtsim::test::TempDir dir;
   dir.file("base.json", dtsim::test::kValidScenario);

@@ -257,6 +257,10 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
     par["context_load_balance"] = p.context_load_balance;
   }
   if (precision == strategies::Precision::Fp8) doc["training"]["precision"] = "fp8";
+  else if (doc["training"].is_object()) {  // the candidate's own precision, without FP8's keys
+    doc["training"]["precision"] = precision_name(precision);
+    doc["training"].erase("fp8_recipe");
+  }
   doc["description"] = fmt::format("dtsim sweep's best for {}: {} on {} x {}", path, describe(p, precision), c.gpus, c.device);
   return doc.dump(2) + "\n";
 }

@@ -128,6 +128,7 @@ std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus)
       models::BuildOptions opts{mb, strategies::activation_bytes(s.training.precision), s.training.attention, sh.tensor,
                                 p0.sequence_parallel && sh.tensor > 1};
       opts.fp8 = s.training.precision == strategies::Precision::Fp8;
+      opts.fp8_current_scaling = s.training.fp8_current_scaling;
       graphs.emplace(sh.tensor, m.build(opts));
     }
     const auto& g = graphs.at(sh.tensor);

@@ -24,6 +24,7 @@ Result plan_only(const config::Scenario& s) {
   models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
                             s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
   opts.fp8 = s.training.precision == strategies::Precision::Fp8;
+  opts.fp8_current_scaling = s.training.fp8_current_scaling;
   opts.context = s.parallelism.context;
   opts.context_balanced = s.parallelism.context_load_balance;
   const models::ModelGraph graph = s.model.build(opts);
