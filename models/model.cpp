@@ -56,6 +56,17 @@ std::string ModelSpec::tensor_split_error(std::int64_t t) const {
                     family);
 }
 
+std::string ModelSpec::context_split_error(std::int64_t c) const {
+  if (c == 1) return "";
+  const auto* t = std::get_if<TransformerSpec>(&family);
+  if (!t || t->vision())
+    return fmt::format("context parallelism splits a language model's token sequence; model.kind \"{}\" has none", kind());
+  // Load balancing cuts the sequence into 2c chunks (Megatron-Core's get_batch_on_this_cp_rank).
+  if (t->seq_len % (2 * c) != 0)
+    return fmt::format("2 x {} = {} chunks do not divide model.seq_len ({})", c, 2 * c, t->seq_len);
+  return "";
+}
+
 std::vector<std::pair<std::string, std::int64_t>> ModelSpec::sizes() const {
   return std::visit(Overload{[](const TransformerSpec& s) {
                       if (s.vision())

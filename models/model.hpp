@@ -27,6 +27,8 @@ struct ModelSpec {
   std::int64_t tokens_per_sample() const;
   // Why `t`-way tensor parallelism cannot split the model; empty when it can.
   std::string tensor_split_error(std::int64_t t) const;
+  // Why `c`-way context parallelism cannot split the model's sequence; empty when it can.
+  std::string context_split_error(std::int64_t c) const;
   // Sizes a result reports beside the parameter count, as (key, value): "layers", "seq_len"...
   std::vector<std::pair<std::string, std::int64_t>> sizes() const;
 

@@ -40,6 +40,16 @@ struct BuildOptions {
   // (Korthikanti et al. 2022).
   std::int64_t tensor = 1;
   bool sequence_parallel = false;
+  // Transformer Engine FP8: the blocks' linear layers run FP8 GEMMs on FP8 casts of their inputs,
+  // weights and output gradients (strategies::Precision::Fp8).
+  bool fp8 = false;
+  bool fp8_current_scaling = false;  // scale each tensor by its own amax (an extra read), no history
+  // Context parallelism (Megatron-Core, Llama 3): each of `context` ranks holds 1/context of the
+  // sequence's tokens and attends with its queries over all keys. Balanced: each rank holds chunks
+  // i and 2*context-1-i of the causal sequence, so every rank does the same attention work;
+  // otherwise rank i holds chunk i and the last one does (2*context-1)/context times the average.
+  std::int64_t context = 1;
+  bool context_balanced = true;
 };
 
 enum class KernelKind { Gemm, Conv, Attention, Memory };
@@ -70,6 +80,7 @@ struct Kernel {
   bool scores = false;
   ConvShape conv{};  // Conv kernels only
   ConvPass pass = ConvPass::Forward;
+  bool fp8 = false;  // a GEMM on FP8 operands, priced at the device's FP8 peak
 };
 
 struct Op {
@@ -80,6 +91,7 @@ struct Op {
   double saved_bytes_selective = 0;  // what stays saved under selective recomputation
   bool selective = false;            // re-run in backward under selective recomputation
   bool matmul = false;               // counts in model FLOPs
+  bool context_attention = false;    // the fused attention context parallelism overlaps its K/V exchange with
 };
 
 // Where a layer sits: the model's input layer (a transformer's embedding, a CNN's stem when it is
@@ -108,6 +120,9 @@ struct Layer {
   // what a pipeline stage boundary after this layer sends forward, and its gradient backward.
   double output_bytes = 0;
   TensorSplit tensor_split{};
+  // K and V of this rank's share of the sequence (one tensor rank's heads), per micro-batch: what
+  // context parallelism passes around its ring or all-gathers. 0 when the layer has no attention.
+  double context_kv_bytes = 0;
 
   double params() const;
   double forward_flops() const;

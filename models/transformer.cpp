@@ -34,6 +34,41 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
   return op;
 }
 
+// Transformer Engine's FP8 linear (te.Linear under fp8_autocast with delayed scaling). Forward casts
+// the bf16 input to FP8 in one memory-bound pass (read 2 bytes, write the FP8 copy and, for the
+// weight-gradient GEMM, its transpose: Hopper's FP8 GEMMs take only the TN layout), recording its
+// amax on the way; the FP8 GEMM reads 1-byte operands and writes bf16. Backward casts the output
+// gradient the same way, then runs both gradient GEMMs in FP8 against the cached FP8 weight
+// transpose and the saved FP8 input. Each pass also rolls the amax history and recomputes the
+// scales of its tensors (input and weight forward, output gradient backward): tiny kernels, one
+// per tensor, on a 1024-long fp32 history (Megatron-LM's --fp8-amax-history-len default). With
+// current scaling each cast first reads its tensor once more for the amax, and the scale is
+// computed from it alone (a tiny kernel, no history). The weights themselves are cast once per step after the optimizer (the optimizer's pass), not per
+// micro-batch (TE's is_first_microbatch caching). What backward keeps is the FP8 input.
+constexpr double kAmaxHistoryBytes = 1024.0 * 4.0 * 2.0;  // read and write one tensor's history
+
+Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split = 1.0) {
+  Op op = linear(name, tokens, in, out, 2.0, bias, saved_split);
+  const double T = static_cast<double>(tokens), In = static_cast<double>(in), Out = static_cast<double>(out);
+  auto fp8_gemm = [](Kernel k) {
+    const double M = static_cast<double>(k.m), N = static_cast<double>(k.n), K = static_cast<double>(k.k);
+    k.bytes = static_cast<double>(k.batch) * (M * K + K * N + 2.0 * M * N);
+    k.fp8 = true;
+    return k;
+  };
+  for (auto* pass : {&op.forward, &op.backward})
+    for (auto& k : *pass) k = fp8_gemm(k);
+  // Casts are memory-bound (no matmul FLOPs: the op's FLOPs stay its GEMMs', as MFU counts them).
+  const double cast = current ? 6.0 : 4.0;                // bytes moved per element
+  const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
+  op.forward.insert(op.forward.begin(), {memory(name + ".cast_fp8", T * In * cast, 0),
+                                         memory(name + ".fp8_scales", 2.0 * history, 0)});
+  op.backward.insert(op.backward.begin(), {memory(name + ".grad.cast_fp8", T * Out * cast, 0),
+                                           memory(name + ".grad.fp8_scales", history, 0)});
+  op.saved_bytes = op.saved_bytes_selective = T * In / saved_split;
+  return op;
+}
+
 // Element-wise op over `elems` elements: forward reads `reads` tensors and writes one; backward
 // reads the saved input and the incoming gradient and writes one gradient per input.
 Op elementwise(const std::string& name, double elems, double e, double reads, double saved, double flops_per_elem) {
@@ -63,7 +98,7 @@ Op dropout_add(const std::string& name, double elems, double e, bool dropout) {
 }
 
 Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
-  const I t = o.micro_batch * s.seq_len;
+  const I t = o.micro_batch * s.seq_len / o.context;  // this context rank's tokens
   const double th = static_cast<double>(t) * static_cast<double>(s.hidden_size);
   const double tp = static_cast<double>(o.tensor);
   // The table is split by vocabulary; each rank gathers its rows, the outputs are summed.
@@ -117,8 +152,11 @@ Layer patch_embedding_layer(const TransformerSpec& s, const BuildOptions& o, dou
 // Shapes of one tensor-parallel rank's slice of a block.
 struct Slice {
   I b, q, h, d, heads, kv_heads, ffn, tokens;
+  I q_local;  // query positions this context-parallel rank holds (q: all the keys it attends over)
   double t, th, th_local, e;  // th_local: tokens x hidden this rank keeps under sequence parallelism
   double gathered_split;      // how many ways a gathered GEMM input is saved split
+  bool fp8;                   // the block's linear layers in FP8 (BuildOptions::fp8)
+  bool fp8_current;           // ... scaled by each tensor's current amax
 };
 
 Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
@@ -130,28 +168,38 @@ Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
   x.heads = s.num_heads / o.tensor;
   x.kv_heads = std::max<I>(1, s.num_kv_heads / o.tensor);  // fewer KV heads than ranks: replicated
   x.ffn = s.ffn_hidden_size / o.tensor;
-  x.tokens = x.b * x.q;
+  x.q_local = x.q / o.context;
+  x.tokens = x.b * x.q_local;
   x.t = static_cast<double>(o.tensor);
   x.th = static_cast<double>(x.tokens) * static_cast<double>(x.h);
   x.th_local = o.sequence_parallel ? x.th / x.t : x.th;
   x.e = e;
   x.gathered_split = o.sequence_parallel ? x.t : 1.0;
+  x.fp8 = o.fp8;
+  x.fp8_current = o.fp8_current_scaling;
   return x;
+}
+
+// The linear layer of a block: FP8 under Transformer Engine, else in the activation precision.
+Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool bias, const Slice& x, double saved_split = 1.0) {
+  return x.fp8 ? fp8_linear(name, tokens, in, out, bias, x.fp8_current, saved_split)
+               : linear(name, tokens, in, out, e, bias, saved_split);
 }
 
 void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
   const double e = x.e;
   const double kv = static_cast<double>(x.tokens) * static_cast<double>(x.kv_heads * x.d) * e;  // K or V
   const double q_bytes = static_cast<double>(x.tokens) * static_cast<double>(x.heads * x.d) * e;
-  l.ops.push_back(linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x.gathered_split));
+  l.ops.push_back(block_linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x, x.gathered_split));
   const I bh = x.b * x.heads;
   if (o.attention == Attention::Flash) {
     // One fused kernel; backward recomputes the scores, hence 2.5x the forward matmul work.
     Op fa;
     fa.name = "flash_attention";
-    Kernel f = gemm("flash_attention", bh, x.q, x.q, x.d, e, KernelKind::Attention);
+    Kernel f = gemm("flash_attention", bh, x.q_local, x.q, x.d, e, KernelKind::Attention);
     f.flops *= 2.0;  // QK^T and PV
-    f.bytes = 2.0 * q_bytes + 2.0 * kv;
+    // Q and O of this rank's tokens; K and V of every rank's (each chunk streams past, in turn).
+    f.bytes = 2.0 * q_bytes + 2.0 * kv * static_cast<double>(o.context);
     Kernel bw = f;
     bw.name = "flash_attention.bwd";
     bw.flops = 2.5 * f.flops;
@@ -159,9 +207,29 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     fa.forward = {f};
     fa.backward = {bw};
     fa.saved_bytes = fa.saved_bytes_selective =
-        2.0 * q_bytes + 2.0 * kv + static_cast<double>(bh * x.q) * 4.0;  // Q, O, K, V, log-sum-exp
+        2.0 * q_bytes + 2.0 * kv + static_cast<double>(bh * x.q_local) * 4.0;  // Q, O, K, V, log-sum-exp
     fa.matmul = true;
+    fa.context_attention = o.context > 1;
     l.ops.push_back(fa);
+    l.context_kv_bytes = o.context > 1 ? 2.0 * kv : 0.0;
+    if (o.context > 1 && !o.context_balanced) {
+      // Contiguous chunks of a causal sequence: the last rank's queries see every key, the first
+      // rank's only its own. The ring advances at the pace of the last, whose extra work is
+      // (2c-1)/c - 1 of the average; it is waiting, not model FLOPs.
+      const double c = static_cast<double>(o.context), extra = (2.0 * c - 1.0) / c - 1.0;
+      Op lag;
+      lag.name = "attention.causal_imbalance";
+      Kernel lf = f, lb = bw;
+      lf.name = "flash_attention.imbalance";
+      lb.name = "flash_attention.bwd.imbalance";
+      lf.flops *= extra;
+      lb.flops *= extra;
+      lf.bytes *= extra;
+      lb.bytes *= extra;
+      lag.forward = {lf};
+      lag.backward = {lb};
+      l.ops.push_back(lag);
+    }
   } else {
     const double scores = static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q);
     Op qk;
@@ -195,7 +263,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     pv.matmul = true;
     l.ops.push_back(pv);
   }
-  Op out = linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false);
+  Op out = block_linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false, x);
   if (s.linear_bias) out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share
   l.ops.push_back(out);
   l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
@@ -205,13 +273,13 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
   const double e = x.e;
   const double tf = static_cast<double>(x.tokens) * static_cast<double>(x.ffn);
   if (s.mlp == Mlp::SwiGlu) {
-    l.ops.push_back(linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x.gathered_split));
+    l.ops.push_back(block_linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x, x.gathered_split));
     l.ops.push_back(elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0));
   } else {
-    l.ops.push_back(linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x.gathered_split));
+    l.ops.push_back(block_linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x, x.gathered_split));
     l.ops.push_back(elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0));
   }
-  Op fc2 = linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false);
+  Op fc2 = block_linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false, x);
   if (s.linear_bias) fc2.params += static_cast<double>(x.h) / x.t;
   l.ops.push_back(fc2);
   l.ops.push_back(dropout_add("mlp.residual", x.th_local, e, s.dropout));

@@ -10,7 +10,14 @@ std::vector<int> Placement::tensor_group(int d, int s) const {
 
 std::vector<int> Placement::data_group(int s, int t) const {
   std::vector<int> g;
-  for (int d = 0; d < data; ++d) g.push_back(gpu(d, s, t));
+  for (int d = 0; d < data; ++d)
+    for (int c = 0; c < context; ++c) g.push_back(gpu(d, s, t, c));
+  return g;
+}
+
+std::vector<int> Placement::context_group(int d, int s, int t) const {
+  std::vector<int> g;
+  for (int c = 0; c < context; ++c) g.push_back(gpu(d, s, t, c));
   return g;
 }
 

@@ -5,18 +5,23 @@
 
 namespace dtsim::strategies {
 
-// Where each (data, stage, tensor) coordinate lives: GPU ids count GPUs node by node.
+// Where each (data, stage, tensor, context) coordinate lives: GPU ids count GPUs node by node.
+// Context ranks come right after tensor ranks (Megatron-Core's order tp, cp, dp, pp), so a
+// tensor x context group fills NVLink domains first.
 struct Placement {
-  int data = 1, pipeline = 1, tensor = 1;
+  int data = 1, pipeline = 1, tensor = 1, context = 1;
   bool pipeline_outer = false;
 
   explicit Placement(const ParallelismSpec& p)
-      : data(p.data), pipeline(p.pipeline), tensor(p.tensor), pipeline_outer(p.pipeline_outer) {}
-  int gpu(int d, int s, int t) const {
-    return pipeline_outer ? t + tensor * (d + data * s) : t + tensor * (s + pipeline * d);
+      : data(p.data), pipeline(p.pipeline), tensor(p.tensor), context(p.context), pipeline_outer(p.pipeline_outer) {}
+  int gpu(int d, int s, int t, int c = 0) const {
+    const int inner = tensor * context;
+    return t + tensor * c + inner * (pipeline_outer ? d + data * s : s + pipeline * d);
   }
   std::vector<int> tensor_group(int d, int s) const;
+  // Every data and context rank holding tensor rank t of stage s: they sum the same gradients.
   std::vector<int> data_group(int s, int t) const;
+  std::vector<int> context_group(int d, int s, int t) const;
 };
 
 // Blocks per stage that minimise the slowest stage's time when stage s runs `slowdown[s]` times

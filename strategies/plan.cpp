@@ -78,7 +78,8 @@ int Planner::pass_work(bool forward, int chunk, const models::Layer* layer, int 
   if (fresh) {
     const Layers one{layer};
     const Layers& layers = layer ? one : chunk_layers_[static_cast<std::size_t>(chunk)];
-    it->second = table_.get(forward ? forward_work(layers, g_, p_, tpg) : backward_work(layers, g_, p_, tpg));
+    const ContextGroups& cp = cp_groups_[static_cast<std::size_t>(stage_of(chunk))];
+    it->second = table_.get(forward ? forward_work(layers, g_, p_, tpg, cp) : backward_work(layers, g_, p_, tpg, cp));
   }
   return it->second;
 }
@@ -116,7 +117,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   const int tpg = tp_group_[static_cast<std::size_t>(s)];
   const std::string tag = " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch) + (op.previous_step ? " of previous step" : "");
   if (op.part == PipeOp::Part::Weight) return emit_weight_pass(s, index, op);
-  const bool zero3 = p_.zero_stage == 3 && p_.data > 1;
+  const bool zero3 = p_.zero_stage == 3 && grad_ranks() > 1;
   const double wbytes = weight_bytes_per_param(t_.precision), gbytes = grad_bytes_per_param(t_.precision);
   std::vector<int> cross;
   if (op.forward && j > 0) cross.push_back(fwd_out_[static_cast<std::size_t>(j - 1)][mb]);
@@ -181,7 +182,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
   // ZeRO-Offload copies each gradient bucket to the host as soon as backward produced it.
   // Activation offload fetches each layer's activations back before its backward.
-  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer) ||
+  const bool split = zero3 || (final && grad_ranks() > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer) ||
                      p_.activation_offload;
   int first = -1;
   if (split) {
@@ -206,7 +207,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     first = last;
     if (final)
       for (const auto* l : layers) final_backward_[l] = last;
-    if (p_.zero_stage == 2 && p_.data > 1 && !final && !input) {
+    if (p_.zero_stage == 2 && grad_ranks() > 1 && !final && !input) {
       // ZeRO-2 keeps only its shard of the gradients, so every micro-batch reduces them.
       std::vector<int> deps{last};
       if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
@@ -262,13 +263,21 @@ MemoryBreakdown Planner::stage_memory(int s) const {
         if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
       rebuild = std::max(rebuild, chunk);
     }
-  MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, p_.data);
+  MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, grad_ranks());
   if (p_.offload_optimizer) m.optimizer = 0;
   // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
   // (DeepSpeed stage_1_and_2.py, cpu_offload): the GPU keeps two buckets, not the gradients.
   if (p_.offload_optimizer && p_.zero_stage >= 2)
     m.gradients = std::min(m.gradients, 2.0 * p_.framework.reduce_bucket_params * grad_bytes_per_param(t_.precision));
   m.params *= weight_versions(p_.schedule, p_.pipeline, s);  // PipeDream's stashed versions
+  m.params += 2.0 * fp8_weight_params(mine);  // Transformer Engine's FP8 weight copy and its transpose
+  if (p_.context > 1) {
+    // While a layer attends: the ring's K/V chunk in flight beside the one in use, or the whole
+    // sequence's gathered K and V.
+    double kv = 0;
+    for (const auto* l : mine) kv = std::max(kv, l->context_kv_bytes);
+    m.other += (p_.context_all_gather ? p_.context : 2.0) * kv;
+  }
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until
   // the matching backward frees them.
   double live = live_before_window(s), peak = live;
@@ -285,7 +294,7 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     for (const auto* l : mine) layer = std::max(layer, kept_activations({l}, p_.recompute));
     m.activations = std::min(peak, 2.0 * layer) + rebuild;
   }
-  if (p_.zero_stage == 3 && p_.data > 1) {
+  if (p_.zero_stage == 3 && grad_ranks() > 1) {
     double largest = 0;
     for (const auto* l : mine) largest = std::max(largest, l->params());
     m.other += 2.0 * largest * weight_bytes_per_param(t_.precision);  // gathered layer and prefetch
@@ -301,7 +310,7 @@ Plan Planner::run() {
   v_ = p_.schedule == Schedule::Interleaved ? p_.virtual_stages : 1;
   chunks_ = P * v_;
   plan_.micro_batches = m_;
-  plan_.graph.num_ranks = p_.data * P * p_.tensor;
+  plan_.graph.num_ranks = p_.data * P * p_.tensor * p_.context;
   if (p_.schedule == Schedule::ZeroBubbleH1 && p_.zero_stage == 3 && p_.data > 1)
     throw std::invalid_argument("zero-bubble-h1 is modelled without ZeRO-3");
   if (p_.schedule == Schedule::PipeDream && p_.zero_stage > 0 && p_.data > 1)
@@ -320,6 +329,12 @@ Plan Planner::run() {
     for (std::size_t i = 0; i < q.size(); ++i)
       if (!q[i].forward) last_backward_[static_cast<std::size_t>(s)][q[i].chunk] = i;
     tp_group_.push_back(plan_.graph.add_group(place_.tensor_group(0, s)));
+    ContextGroups cp;
+    if (p_.context > 1) {
+      cp.all = plan_.graph.add_group(place_.context_group(0, s, 0));
+      cp.ring = plan_.graph.add_group({place_.gpu(0, s, 0, p_.context - 1), place_.gpu(0, s, 0, 0)});
+    }
+    cp_groups_.push_back(cp);
     const Layers mine = stage_layers(s);
     plan_.stage_layers.push_back(static_cast<int>(
         std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
@@ -360,7 +375,9 @@ Plan Planner::run() {
   if (P > 1 && g_.tied_params > 0) {
     std::vector<int> groups;
     for (int d = 0; d < p_.data; ++d)
-      for (int t = 0; t < p_.tensor; ++t) groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t), place_.gpu(d, P - 1, t)}));
+      for (int c = 0; c < p_.context; ++c)
+        for (int t = 0; t < p_.tensor; ++t)
+          groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t, c), place_.gpu(d, P - 1, t, c)}));
     const double table = g_.tied_params * (after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision));
     std::vector<int> deps;
     for (const auto& last : replica_last_) {
@@ -395,7 +412,7 @@ Plan Planner::finish() {
   // Host memory of one GPU's share, worst stage: ZeRO-Offload's optimizer state and fp32 gradient
   // partition; offloaded activations at their peak.
   for (int s = 0; s < P; ++s) {
-    const double shard = layer_params(stage_layers(s)) / (p_.zero_stage >= 1 ? p_.data : 1);
+    const double shard = layer_params(stage_layers(s)) / (p_.zero_stage >= 1 ? grad_ranks() : 1);
     double live = 0, peak = 0;
     for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
       live += (op.forward ? 1 : -1) * kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * P + s)], p_.recompute);
@@ -413,8 +430,10 @@ Plan Planner::finish() {
   const double micro_batches = static_cast<double>(m_) * p_.data * plan_.iterations_per_step;
   double recompute = 0;
   for (const auto& l : g_.layers) recompute += recompute_flops(l, p_.recompute);
-  plan_.model_flops_per_step = g_.model_flops() * p_.tensor * micro_batches;
-  plan_.hardware_flops_per_step = plan_.model_flops_per_step + recompute * p_.tensor * micro_batches;
+  // Each tensor and context rank computes its share of every micro-batch.
+  const double shares = static_cast<double>(p_.tensor) * p_.context;
+  plan_.model_flops_per_step = g_.model_flops() * shares * micro_batches;
+  plan_.hardware_flops_per_step = plan_.model_flops_per_step + recompute * shares * micro_batches;
   plan_.works_built = table_.built();
   return std::move(plan_);
 }

@@ -24,7 +24,7 @@ struct Item {
 }  // namespace
 
 bool Planner::framework_zero3() const {
-  return p_.zero_stage == 3 && p_.data > 1 && p_.framework.framework != Framework::MegatronLM;
+  return p_.zero_stage == 3 && grad_ranks() > 1 && p_.framework.framework != Framework::MegatronLM;
 }
 
 int Planner::sharded_collective(int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label) {
@@ -246,7 +246,7 @@ void Planner::fetch_layer(int s, int j, const PipeOp& op, const models::Layer* l
 // cores at its memory bandwidth, and the 16-bit parameters come back up.
 void Planner::step_optimizer_on_host(int s, int embedding_sync) {
   const Layers mine = stage_layers(s);
-  const double shards = p_.zero_stage >= 1 ? p_.data : 1;
+  const double shards = p_.zero_stage >= 1 ? grad_ranks() : 1;
   const double shard = layer_params(mine) / shards;
   const double gbytes = grad_bytes_per_param(t_.precision);
   std::vector<int> downs;
@@ -257,7 +257,7 @@ void Planner::step_optimizer_on_host(int s, int embedding_sync) {
   const auto& finals = replica_final_[static_cast<std::size_t>(d_)];
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::vector<int> deps;
-    if (p_.data > 1 && last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
+    if (grad_ranks() > 1 && last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
     const auto it = finals.find(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]);
     deps.push_back(it != finals.end() ? it->second : last_compute_[static_cast<std::size_t>(s)]);
     downs.push_back(pcie_copy(s, buckets[b].bytes / shards, deps, d2h_, "gradients to host " + std::to_string(b)));

@@ -44,7 +44,7 @@ void Planner::emit_weight_pass(int s, std::size_t index, const PipeOp& op) {
                            "bwd weight c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
   if (final)
     for (const auto* l : layers) final_backward_[l] = last;
-  else if (p_.zero_stage == 2 && p_.data > 1) {  // as emit(): ZeRO-2 reduces every micro-batch
+  else if (p_.zero_stage == 2 && grad_ranks() > 1) {  // as emit(): ZeRO-2 reduces every micro-batch
     std::vector<int> deps{last};
     if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
     last_comm_[static_cast<std::size_t>(s)] =
@@ -61,7 +61,7 @@ void Planner::update_after_backward(int s, int after) {
   const auto si = static_cast<std::size_t>(s);
   const Layers mine = stage_layers(s);
   int ready = after;
-  if (p_.data > 1) {
+  if (grad_ranks() > 1) {
     std::vector<int> deps{after};
     if (last_comm_[si] >= 0) deps.push_back(last_comm_[si]);
     ready = last_comm_[si] = collective(CollectiveOp::AllReduce, data_groups(s),

@@ -14,7 +14,7 @@ double Planner::pipeline_reduce_bytes() const {
 }
 
 void Planner::synchronise_gradients(int s) {
-  if (p_.data <= 1 || p_.zero_stage == 3) return;
+  if (grad_ranks() <= 1 || p_.zero_stage == 3) return;
   const Layers mine = stage_layers(s);
   const bool after_flush = pipeline_reduce_after_flush();
   const double gbytes = after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision);
@@ -30,7 +30,7 @@ void Planner::synchronise_gradients(int s) {
     case Compression::Fp16: wire = 2.0 / gbytes; passes = wire < 1.0 ? 2.0 : 0.0; break;
     case Compression::Int8: wire = 1.0 / gbytes; passes = 3.0; break;
     case Compression::TopK:  // each rank's kept values and indices are gathered by all
-      wire = p_.topk_ratio * (gbytes + 4.0) / gbytes * p_.data;
+      wire = p_.topk_ratio * (gbytes + 4.0) / gbytes * grad_ranks();
       passes = 4.0;  // selection reads the bucket several times; decoding scatter-adds
       op = CollectiveOp::AllGather;
       break;
@@ -112,7 +112,7 @@ void Planner::step_optimizer(int s, int embedding_sync) {
     last_compute_[static_cast<std::size_t>(s)] = replica_last_[d][static_cast<std::size_t>(s)];
     step_optimizer_one(s, embedding_sync);
   }
-  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && p_.data > 1) {
+  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && grad_ranks() > 1) {
     const Layers mine = stage_layers(s);
     std::vector<int> deps;
     for (const auto& last : replica_last_) deps.push_back(last[static_cast<std::size_t>(s)]);
@@ -125,10 +125,11 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
   // ZeRO-Offload: gradients down over PCIe, the step on the host's cores, parameters back up.
   if (p_.offload_optimizer) return step_optimizer_on_host(s, embedding_sync);
   const Layers mine = stage_layers(s);
-  const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? p_.data : 1);
+  const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? grad_ranks() : 1);
   taskgraph::Work w;
   w.name = "optimizer";
   w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};
+  if (const double fp8 = fp8_weight_params(mine); fp8 > 0) w.kernels.push_back(fp8_weight_cast_kernel(fp8));
   std::vector<int> deps;
   if (z3_last_rs_ >= 0) deps.push_back(z3_last_rs_);
   if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);

@@ -37,6 +37,8 @@ class Planner {
 
  private:
   int rep(int s) const { return place_.gpu(d_, s, 0); }
+  // Ranks that hold the same parameters and sum their gradients: data x context.
+  int grad_ranks() const { return p_.data * p_.context; }
   int stage_of(int chunk) const { return chunk % p_.pipeline; }
   Layers stage_layers(int s) const;  // all of a stage's chunks, in model order
   int p2p_group(int from, int to);
@@ -90,6 +92,7 @@ class Planner {
   std::vector<std::vector<PipeOp>> seq_;
   std::vector<std::map<int, std::size_t>> last_backward_;  // per stage: chunk -> index of its final backward
   std::vector<int> tp_group_, last_compute_, last_comm_, last_send_;
+  std::vector<ContextGroups> cp_groups_;  // per stage
   std::vector<std::vector<int>> fwd_out_, bwd_out_;  // per model chunk, per micro-batch: task handing on
   std::map<const models::Layer*, int> final_backward_;
   int last_load_ = -1;

@@ -21,7 +21,11 @@ enum class Recompute { None, Selective, Full, Stage };
 enum class Compression { None, Fp16, Int8, TopK };
 // Fp64: weights, gradients, optimizer state and activations all in double precision, as
 // scientific-computing codes (and the seeds' sizing exercises) train.
-enum class Precision { Fp64, Fp32, Tf32, Bf16, Fp16 };
+// Fp8: Transformer Engine's recipe (NVIDIA TE docs, "Using FP8 with Transformer Engine"): the GEMMs
+// of the transformer blocks' linear layers in FP8 (E4M3 forward, E5M2 gradients, scaled per tensor),
+// everything else (attention, softmax, norms, the output layer, the optimizer) in bf16 with bf16
+// weights and fp32 master copies.
+enum class Precision { Fp64, Fp32, Tf32, Bf16, Fp16, Fp8 };
 // How data-parallel workers combine their work.
 // - Sync: every step waits for everyone's gradients (all-reduce, parameter servers, central storage).
 // - Async: each worker pushes its gradients to the parameter servers and pulls the weights back
@@ -93,6 +97,15 @@ struct ParallelismSpec {
   // Each micro-batch's saved activations go to host memory after its forward and come back
   // before its backward, over PCIe (Megatron-Core cpu offloading, DeepSpeed cpu_checkpointing).
   bool activation_offload = false;
+  // Context parallelism (Megatron-Core --context-parallel-size, Llama 3 "CP"): the sequence split
+  // over `context` ranks that sit between tensor and data in the rank order (tp, cp, dp, pp as
+  // Megatron-Core orders them). Attention exchanges K and V around a ring, each step hidden behind
+  // one chunk of attention (Megatron-Core's cp_comm_type "p2p"), or all-gathers them before
+  // attention and reduce-scatters their gradients after (cp_comm_type "all_gather", as Llama 3 does
+  // with GQA's small K/V). Gradients are reduced over data x context ranks.
+  int context = 1;
+  bool context_all_gather = false;
+  bool context_load_balance = true;
 };
 
 // Host side of a node, for offload.
@@ -110,13 +123,17 @@ struct TrainingSpec {
   Precision precision = Precision::Bf16;
   models::OptimizerKind optimizer = models::OptimizerKind::Adam;
   models::Attention attention = models::Attention::Standard;
+  // FP8 scaling (Transformer Engine recipes): delayed, from an amax history of past steps
+  // (DelayedScaling, TE's default), or current, from this tensor's own amax (Float8CurrentScaling,
+  // what NeMo's recent performance recipes use).
+  bool fp8_current_scaling = false;
 };
 
-inline bool mixed_precision(Precision p) { return p == Precision::Bf16 || p == Precision::Fp16; }
+inline bool mixed_precision(Precision p) { return p == Precision::Bf16 || p == Precision::Fp16 || p == Precision::Fp8; }
 inline int activation_bytes(Precision p) { return mixed_precision(p) ? 2 : p == Precision::Fp64 ? 8 : 4; }
 inline models::UpdatePath update_path(Precision p) {
   return p == Precision::Fp16 ? models::UpdatePath::Fp16Master
-         : p == Precision::Bf16 ? models::UpdatePath::Bf16Master
+         : p == Precision::Bf16 || p == Precision::Fp8 ? models::UpdatePath::Bf16Master
          : p == Precision::Fp64 ? models::UpdatePath::Fp64
                                 : models::UpdatePath::Fp32;
 }

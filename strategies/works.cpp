@@ -1,5 +1,6 @@
 #include "strategies/works.hpp"
 
+#include <algorithm>
 #include <bit>
 
 #include <fmt/format.h>
@@ -50,6 +51,8 @@ std::uint64_t work_hash(const taskgraph::Work& w) {
     h.add(c.group);
     h.add(c.bytes);
     h.add(c.count);
+    h.add(c.hidden_by);
+    h.add(c.hidden_share);
   }
   return h.h;
 }
@@ -68,7 +71,9 @@ bool same_work(const taskgraph::Work& a, const taskgraph::Work& b) {
   }
   for (std::size_t i = 0; i < a.comms.size(); ++i) {
     const auto &x = a.comms[i], &y = b.comms[i];
-    if (x.op != y.op || x.group != y.group || !same_bits(x.bytes, y.bytes) || !same_bits(x.count, y.count)) return false;
+    if (x.op != y.op || x.group != y.group || !same_bits(x.bytes, y.bytes) || !same_bits(x.count, y.count) ||
+        x.hidden_by != y.hidden_by || !same_bits(x.hidden_share, y.hidden_share))
+      return false;
   }
   return true;
 }
@@ -98,6 +103,24 @@ double recompute_flops(const models::Layer& layer, Recompute r) {
   return f;
 }
 
+double fp8_weight_params(const std::vector<const models::Layer*>& layers) {
+  double n = 0;
+  for (const auto* l : layers)
+    for (const auto& op : l->ops)
+      if (op.matmul && std::any_of(op.forward.begin(), op.forward.end(), [](const models::Kernel& k) { return k.fp8; }))
+        n += op.params;
+  return n;
+}
+
+models::Kernel fp8_weight_cast_kernel(double params) {
+  models::Kernel k;
+  k.name = "fp8_weight_cast";
+  k.kind = models::KernelKind::Memory;
+  k.flops = params;  // amax over the weights
+  k.bytes = 4.0 * params;
+  return k;
+}
+
 std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward, const models::ModelGraph& g,
                                                     const ParallelismSpec& p, int group) {
   if (p.tensor <= 1) return {};
@@ -117,28 +140,67 @@ std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, 
   return out;
 }
 
+std::vector<InlineCollective> context_parallel_comms(const models::Layer& layer, bool forward, const ParallelismSpec& p,
+                                                     const ContextGroups& groups, int attention_kernel) {
+  if (p.context <= 1 || layer.context_kv_bytes <= 0) return {};
+  const double kv = layer.context_kv_bytes;
+  const double c = p.context;
+  if (p.context_all_gather) {
+    // Llama 3: gather every rank's K and V before attention (the whole sequence's: c x kv),
+    // exposed; backward gathers them again and reduce-scatters their gradients.
+    if (forward) return {InlineCollective{CollectiveOp::AllGather, groups.all, c * kv, 1}};
+    return {InlineCollective{CollectiveOp::AllGather, groups.all, c * kv, 1},
+            InlineCollective{CollectiveOp::ReduceScatter, groups.all, c * kv, 1}};
+  }
+  // Ring: c - 1 steps, each passing one rank's K and V on (backward: with their gradients, twice
+  // the bytes) while the attention of the chunk in hand runs, 1/c of the layer's attention.
+  // Every rank sends at once on its own links; the pair that closes the ring is priced, the one
+  // most likely to cross nodes.
+  return {InlineCollective{CollectiveOp::SendRecv, groups.ring, forward ? kv : 2.0 * kv, c - 1.0, attention_kernel, 1.0 / c}};
+}
+
+namespace {
+// Appends one pass of `op` to the work; returns where its first kernel landed when it is the
+// attention context parallelism hides its exchange behind, else `attention` unchanged.
+int append(taskgraph::Work& w, const models::Op& op, const std::vector<models::Kernel>& pass, int attention) {
+  if (op.context_attention && !pass.empty()) attention = static_cast<int>(w.kernels.size());
+  w.kernels.insert(w.kernels.end(), pass.begin(), pass.end());
+  return attention;
+}
+}  // namespace
+
 taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                             const ParallelismSpec& p, int tp_group) {
+                             const ParallelismSpec& p, int tp_group, const ContextGroups& cp) {
   taskgraph::Work w;
   w.name = layers.size() == 1 ? "fwd " + layers[0]->name : fmt::format("fwd {}..{}", layers.front()->name, layers.back()->name);
   for (const auto* l : layers) {
-    for (const auto& op : l->ops) w.kernels.insert(w.kernels.end(), op.forward.begin(), op.forward.end());
+    int attention = -1;
+    for (const auto& op : l->ops) attention = append(w, op, op.forward, attention);
     auto c = tensor_parallel_comms(*l, true, g, p, tp_group);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
+    auto x = context_parallel_comms(*l, true, p, cp, attention);
+    w.comms.insert(w.comms.end(), x.begin(), x.end());
   }
   return w;
 }
 
 taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                              const ParallelismSpec& p, int tp_group) {
+                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp) {
   taskgraph::Work w;
   w.name = layers.size() == 1 ? "bwd " + layers[0]->name : fmt::format("bwd {}..{}", layers.back()->name, layers.front()->name);
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     const auto& l = **it;
+    int reran = -1;
     for (const auto& op : l.ops)
-      if (rerun(l, op, p.recompute)) w.kernels.insert(w.kernels.end(), op.forward.begin(), op.forward.end());
-    for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op)
-      w.kernels.insert(w.kernels.end(), op->backward.begin(), op->backward.end());
+      if (rerun(l, op, p.recompute)) reran = append(w, op, op.forward, reran);
+    if (reran >= 0) {  // recomputing attention exchanges K and V again
+      auto x = context_parallel_comms(l, true, p, cp, reran);
+      w.comms.insert(w.comms.end(), x.begin(), x.end());
+    }
+    int attention = -1;
+    for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op) attention = append(w, *op, op->backward, attention);
+    auto x = context_parallel_comms(l, false, p, cp, attention);
+    w.comms.insert(w.comms.end(), x.begin(), x.end());
     if (!p.fused_grad_accumulation && l.params() > 0)
       w.kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
     auto c = tensor_parallel_comms(l, false, g, p, tp_group);

@@ -33,11 +33,23 @@ std::vector<taskgraph::InlineCollective> tensor_parallel_comms(const models::Lay
                                                                const models::ModelGraph& g, const ParallelismSpec& p,
                                                                int group);
 
+// A stage's context-parallel groups: all its context ranks, and the pair closing the ring.
+struct ContextGroups {
+  int all = -1, ring = -1;
+};
+
+// The K/V exchange a layer's pass blocks on under context parallelism (see ParallelismSpec::context):
+// ring steps hidden behind the attention kernel at index `attention_kernel` of the work, or the
+// all-gather (and reduce-scatter of the gradients) that Llama 3 runs exposed.
+std::vector<taskgraph::InlineCollective> context_parallel_comms(const models::Layer& layer, bool forward,
+                                                                const ParallelismSpec& p, const ContextGroups& groups,
+                                                                int attention_kernel);
+
 // Forward and backward work of a run of layers; backward first re-runs what recomputation drops.
 taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                             const ParallelismSpec& p, int tp_group);
+                             const ParallelismSpec& p, int tp_group, const ContextGroups& cp = {});
 taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                              const ParallelismSpec& p, int tp_group);
+                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp = {});
 // Zero-bubble's halves of a backward (Qi et al. 2024): the input-gradient pass B (everything
 // but the weight gradients: recomputation, dgrad GEMMs, attention and element-wise backward,
 // the tensor-parallel collectives on the input gradient) or the weight-gradient pass W (the
@@ -52,5 +64,12 @@ bool weight_gradient_kernel(const models::Kernel& k);
 double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int element_bytes);
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);
+
+// Parameters of the layers' FP8 GEMMs (Transformer Engine keeps an FP8 copy of each such weight
+// and of its transpose beside the bf16 one).
+double fp8_weight_params(const std::vector<const models::Layer*>& layers);
+// Casting those weights to FP8 (and transposing) once per step after the optimizer has updated
+// them: read 2 bytes, write 1 + 1, per parameter.
+models::Kernel fp8_weight_cast_kernel(double params);
 
 }  // namespace dtsim::strategies

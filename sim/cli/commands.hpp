@@ -47,6 +47,7 @@ struct SweepOptions {
   // are then replayed. `exact`: replay every one, as before the closed form.
   int confirm = 5;
   bool exact = false;
+  std::string precisions;  // comma-separated: bf16,fp8; empty: the scenario's
 };
 
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.

@@ -29,6 +29,8 @@ std::string device_line(const std::string& name) {
   std::string dtype = d.peak_flops.contains("bf16") ? "bf16" : "fp32";
   std::string out = fmt::format("{:g} TFLOP/s {}, {:g} GiB at {:g} GB/s", d.peak_flops.at(dtype) / 1e12, dtype,
                                 d.memory_bytes / (1024.0 * 1024 * 1024), d.hbm_bandwidth / 1e9);
+  for (const char* low : {"fp8", "fp4"})  // the peaks a planner weighs FP8 training against
+    if (d.peak_flops.contains(low)) out += fmt::format(", {:g} {}", d.peak_flops.at(low) / 1e12, low);
   if (d.power_w > 0) out += fmt::format(", {:g} W", d.power_w);
   if (d.price_per_gpu_hour_usd > 0) out += fmt::format(", ${:.2f}/GPU-hour", d.price_per_gpu_hour_usd);
   return out;

@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 30));
   sweep_cmd->add_flag("--exact", sw.exact, "replay every strategy instead of ranking them in closed form");
   sweep_cmd->add_option("--format", sw.format, "stdout format")->check(CLI::IsMember({"text", "json", "csv"}));
+  sweep_cmd->add_option("--precisions", sw.precisions,
+                        "training precisions to try, comma-separated: bf16,fp8 (default: the scenario's; fp8 only on "
+                        "devices with an FP8 peak)");
 
   cli::ServeOptions srv;
   auto* serve_cmd = app.add_subcommand("serve", "the explorer page and POST /api/run over HTTP (loopback by default)");

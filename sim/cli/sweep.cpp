@@ -38,6 +38,7 @@ struct Cluster {
 struct Candidate {
   std::size_t cluster = 0;  // index into the clusters
   strategies::ParallelismSpec p;
+  strategies::Precision precision = strategies::Precision::Bf16;
   double step = 0, samples_per_s = 0, mfu = 0, peak = 0;
   double price = 0, cost_per_million_tokens = 0;  // USD; 0: no price known
   double time_to_train = 0, gpu_hours = 0, cost = 0;  // 0: the scenario gives no training length
@@ -53,48 +54,75 @@ std::string describe(const strategies::ParallelismSpec& p) {
   if (p.zero_stage) s += fmt::format(" zero{}", p.zero_stage);
   if (p.recompute != strategies::Recompute::None) s += fmt::format(" recompute={}", strategies::to_string(p.recompute));
   if (p.sequence_parallel) s += " sp";
+  if (p.context > 1) s += fmt::format(" cp{}", p.context);
   return s;
 }
 
-// Every strategy the scenario's model and cluster allow, within a few choices per knob.
-std::vector<Candidate> enumerate(const config::Scenario& s) {
+std::string precision_name(strategies::Precision p) {
+  return p == strategies::Precision::Fp8 ? "fp8" : config::compute_dtype(p);
+}
+
+// A candidate as the tables name it: its strategy, and its precision when that is FP8.
+std::string describe(const strategies::ParallelismSpec& p, strategies::Precision precision) {
+  return describe(p) + (precision == strategies::Precision::Fp8 ? " fp8" : "");
+}
+
+// Context parallelism pays off on long sequences (Megatron-Core's long-context recipes start at
+// 16K-32K tokens; Llama 3 turns it on for its 128K stage): the sweep tries it from 16K tokens on.
+constexpr std::int64_t kContextFromTokens = 16384;
+
+// Every strategy the scenario's model and cluster allow, within a few choices per knob, in each
+// of `precisions` the device runs.
+std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<strategies::Precision>& precisions) {
   std::vector<Candidate> out;
   const auto& m = s.model;
   const int gpus = s.cluster.num_gpus();
-  for (int tp = 1; tp <= s.cluster.gpus_per_node; tp *= 2) {
-    if (!m.tensor_split_error(tp).empty()) continue;
-    for (int pp = 1; pp <= std::min<std::int64_t>(64, m.blocks()); pp *= 2) {
-      if (gpus % (tp * pp)) continue;
-      const int dp = gpus / (tp * pp);
-      for (std::int64_t mb : {1, 2, 4, 8}) {
-        if (s.training.global_batch % (static_cast<std::int64_t>(dp) * mb)) continue;
-        const std::int64_t micro = s.training.global_batch / (static_cast<std::int64_t>(dp) * mb);
-        std::vector<std::pair<strategies::Schedule, int>> schedules{{strategies::Schedule::OneFOneB, 1}};
-        if (pp > 1 && micro % pp == 0 && m.blocks() % (2 * pp) == 0) schedules.push_back({strategies::Schedule::Interleaved, 2});
-        for (auto [sched, v] : schedules)
-          for (int zero : {0, 1, 3}) {
-            if ((zero > 0 && dp == 1) || (zero == 3 && pp > 1)) continue;
-            for (auto rc : {strategies::Recompute::None, strategies::Recompute::Selective, strategies::Recompute::Full}) {
-              Candidate c;
-              c.p = s.parallelism;
-              c.p.tensor = tp;
-              c.p.pipeline = pp;
-              c.p.data = dp;
-              c.p.micro_batch = mb;
-              c.p.schedule = sched;
-              c.p.virtual_stages = v;
-              c.p.zero_stage = zero;
-              c.p.recompute = rc;
-              c.p.sequence_parallel = tp > 1;
-              c.p.all_replicas = false;
-              out.push_back(c);
-            }
+  std::vector<int> contexts{1};
+  if (m.tokens_per_sample() >= kContextFromTokens && s.training.attention == models::Attention::Flash)
+    for (int cp = 2; cp <= 16; cp *= 2)
+      if (m.context_split_error(cp).empty()) contexts.push_back(cp);
+  for (auto precision : precisions) {
+    if (precision == strategies::Precision::Fp8 && !s.device.peak_flops.contains("fp8")) continue;
+    for (int cp : contexts)
+      for (int tp = 1; tp <= s.cluster.gpus_per_node; tp *= 2) {
+        if (!m.tensor_split_error(tp).empty()) continue;
+        for (int pp = 1; pp <= std::min<std::int64_t>(64, m.blocks()); pp *= 2) {
+          if (gpus % (tp * pp * cp)) continue;
+          const int dp = gpus / (tp * pp * cp);
+          for (std::int64_t mb : {1, 2, 4, 8}) {
+            if (s.training.global_batch % (static_cast<std::int64_t>(dp) * mb)) continue;
+            const std::int64_t micro = s.training.global_batch / (static_cast<std::int64_t>(dp) * mb);
+            std::vector<std::pair<strategies::Schedule, int>> schedules{{strategies::Schedule::OneFOneB, 1}};
+            if (pp > 1 && micro % pp == 0 && m.blocks() % (2 * pp) == 0) schedules.push_back({strategies::Schedule::Interleaved, 2});
+            for (auto [sched, v] : schedules)
+              for (int zero : {0, 1, 3}) {
+                if ((zero > 0 && dp * cp == 1) || (zero == 3 && pp > 1)) continue;
+                for (auto rc : {strategies::Recompute::None, strategies::Recompute::Selective, strategies::Recompute::Full}) {
+                  Candidate c;
+                  c.p = s.parallelism;
+                  c.p.tensor = tp;
+                  c.p.pipeline = pp;
+                  c.p.data = dp;
+                  c.p.micro_batch = mb;
+                  c.p.schedule = sched;
+                  c.p.virtual_stages = v;
+                  c.p.zero_stage = zero;
+                  c.p.recompute = rc;
+                  c.p.sequence_parallel = tp > 1;
+                  c.p.all_replicas = false;
+                  c.p.context = cp;
+                  if (cp == 1) c.p.context_all_gather = false, c.p.context_load_balance = true;
+                  c.precision = precision;
+                  out.push_back(c);
+                }
+              }
           }
+        }
       }
-    }
   }
   return out;
 }
+
 
 std::vector<std::string> split_list(const std::string& text, const std::string& flag) {
   std::vector<std::string> out;
@@ -106,6 +134,23 @@ std::vector<std::string> split_list(const std::string& text, const std::string& 
     out.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
+  }
+  return out;
+}
+
+// "bf16,fp8": the precisions --precisions names, in order, repeats dropped.
+std::vector<strategies::Precision> parse_precisions(const std::string& text, strategies::Precision scenario) {
+  if (text.empty()) return {scenario};
+  std::vector<strategies::Precision> out;
+  for (const auto& item : split_list(text, "--precisions")) {
+    strategies::Precision p;
+    if (item == "bf16") p = strategies::Precision::Bf16;
+    else if (item == "fp16") p = strategies::Precision::Fp16;
+    else if (item == "fp8") p = strategies::Precision::Fp8;
+    else if (item == "fp32") p = strategies::Precision::Fp32;
+    else if (item == "tf32") p = strategies::Precision::Tf32;
+    else throw InputError("", "--precisions", fmt::format("\"{}\" is not one of bf16, fp16, fp8, tf32, fp32", item));
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
   }
   return out;
 }
@@ -191,7 +236,8 @@ const char* schedule_key(strategies::Schedule s) {
 
 // The scenario file as written (its `extends` merged in, so it runs from anywhere), with the
 // winner's device, cluster size and parallelism set.
-std::string best_scenario(const std::string& path, const Cluster& c, const strategies::ParallelismSpec& p) {
+std::string best_scenario(const std::string& path, const Cluster& c, const strategies::ParallelismSpec& p,
+                          strategies::Precision precision) {
   auto doc = config::load_with_extends(path).json;
   doc["hardware"]["device"] = c.device;
   doc["cluster"]["nodes"] = c.base.cluster.nodes;
@@ -207,7 +253,19 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
   par["zero_stage"] = p.zero_stage;
   par["recompute"] = strategies::to_string(p.recompute);
   par["sequence_parallel"] = p.sequence_parallel;
-  doc["description"] = fmt::format("dtsim sweep's best for {}: {} on {} x {}", path, describe(p), c.gpus, c.device);
+  par.erase("context");
+  for (const char* k : {"context_comm", "context_load_balance"}) par.erase(k);
+  if (p.context > 1) {
+    par["context"] = p.context;
+    par["context_comm"] = p.context_all_gather ? "all_gather" : "p2p";
+    par["context_load_balance"] = p.context_load_balance;
+  }
+  if (precision == strategies::Precision::Fp8) doc["training"]["precision"] = "fp8";
+  else if (doc["training"].is_object()) {  // the candidate's own precision, without FP8's keys
+    doc["training"]["precision"] = precision_name(precision);
+    doc["training"].erase("fp8_recipe");
+  }
+  doc["description"] = fmt::format("dtsim sweep's best for {}: {} on {} x {}", path, describe(p, precision), c.gpus, c.device);
   return doc.dump(2) + "\n";
 }
 
@@ -216,6 +274,7 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
 int sweep(const SweepOptions& o) {
   if (!o.write_best.empty()) check_output_path(o.write_best);  // before the work, so a bad path costs nothing
   const config::Scenario scenario = config::load_scenario(o.scenario);
+  const auto precisions = parse_precisions(o.precisions, scenario.training.precision);
   const std::vector<int> gpu_list = o.gpus.empty() ? std::vector<int>{0} : parse_gpus(o.gpus);
   std::vector<std::pair<std::string, cost::DeviceProfile>> devices;
   if (o.devices.empty()) devices.emplace_back(device_stem(scenario.device), scenario.device);
@@ -250,10 +309,10 @@ int sweep(const SweepOptions& o) {
   std::size_t duplicates = 0;
   for (std::size_t ci = 0; ci < clusters.size(); ++ci) {
     results::SweepGroup g{clusters[ci].base, {}};
-    for (auto& c : enumerate(clusters[ci].base)) {
+    for (auto& c : enumerate(clusters[ci].base, precisions)) {
       const auto& p = c.p;
       const std::string key = fmt::format("{}x{} {} {} s{} v{}", clusters[ci].base.cluster.nodes, clusters[ci].base.cluster.gpus_per_node,
-                                          clusters[ci].device, describe(p), static_cast<int>(p.schedule), p.virtual_stages);
+                                          clusters[ci].device, describe(p, c.precision), static_cast<int>(p.schedule), p.virtual_stages);
       if (!seen.insert(key).second) {
         ++duplicates;
         continue;
@@ -288,6 +347,7 @@ int sweep(const SweepOptions& o) {
   auto price = [&](Candidate& c, results::ClosedForm* closed) {
     config::Scenario s = clusters[c.cluster].base;
     s.parallelism = c.p;
+    s.training.precision = c.precision;
     try {
       if (closed) fill(c, closed->estimate(s));
       else {
@@ -318,19 +378,21 @@ int sweep(const SweepOptions& o) {
   std::map<std::string, int> unknown;  // why the closed form left candidates to the replay
   std::vector<std::size_t> to_replay;
   {
-    std::vector<std::unique_ptr<results::ClosedForm>> closed(clusters.size());
+    // One closed form per cluster and precision: its kernel prices follow the dtype.
+    std::map<std::pair<std::size_t, strategies::Precision>, std::unique_ptr<results::ClosedForm>> closed;
     for (std::size_t i = 0; i < cands.size(); ++i) {
       auto& c = cands[i];
       config::Scenario s = clusters[c.cluster].base;
       s.parallelism = c.p;
+      s.training.precision = c.precision;
       const std::string gap = o.exact ? "--exact" : results::closed_form_gap(s);
       if (!gap.empty()) {
         ++unknown[gap];
         to_replay.push_back(i);
         continue;
       }
-      auto& cf = closed[c.cluster];
-      if (!cf) cf = std::make_unique<results::ClosedForm>(clusters[c.cluster].base);
+      auto& cf = closed[{c.cluster, c.precision}];
+      if (!cf) cf = std::make_unique<results::ClosedForm>(s);
       price(c, cf.get());
       progress.done_one();
     }
@@ -391,24 +453,24 @@ int sweep(const SweepOptions& o) {
     memories += fmt::format("{}{:.0f} GiB", memories.empty() ? "" : " or ", d.memory_bytes / units::kGiB);
   const std::string none_fits = fmt::format("no strategy fits in {} per GPU", memories);
   if (fitting && !o.write_best.empty())
-    write_file_atomic(o.write_best, best_scenario(o.scenario, clusters[ok[0].cluster], ok[0].p));
+    write_file_atomic(o.write_best, best_scenario(o.scenario, clusters[ok[0].cluster], ok[0].p, ok[0].precision));
 
   const std::size_t top = std::min(ok.size(), static_cast<std::size_t>(o.top));
   auto priced_by = [](const Candidate& c) { return c.replayed ? "replay" : "closed-form"; };
   if (o.format == "csv") {  // every evaluated candidate, best first
     std::cout << "rank,gpus,device,strategy,tensor,pipeline,data,micro_batch_size,pipeline_schedule,virtual_stages,zero_stage,"
                  "recompute,sequence_parallel,step_time_s,samples_per_s,samples_per_s_per_gpu,mfu,peak_bytes,fits,"
-                 "price_per_gpu_hour_usd,cost_per_million_tokens_usd,time_to_train_s,gpu_hours,cost_usd,priced_by\r\n";
+                 "price_per_gpu_hour_usd,cost_per_million_tokens_usd,time_to_train_s,gpu_hours,cost_usd,priced_by,context,precision\r\n";
     auto opt = [&](double v) { return has_length ? fmt::format("{}", v) : std::string(); };
     for (std::size_t i = 0; i < ok.size(); ++i) {
       const auto& c = ok[i];
-      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", i + 1,
-                               clusters[c.cluster].gpus, csv_field(clusters[c.cluster].device), csv_field(describe(c.p)),
+      std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", i + 1,
+                               clusters[c.cluster].gpus, csv_field(clusters[c.cluster].device), csv_field(describe(c.p, c.precision)),
                                c.p.tensor, c.p.pipeline, c.p.data, c.p.micro_batch, schedule_key(c.p.schedule),
                                c.p.virtual_stages, c.p.zero_stage, strategies::to_string(c.p.recompute),
                                c.p.sequence_parallel, c.step, c.samples_per_s, c.samples_per_s / gpus_of(c), c.mfu, c.peak,
                                c.fits, c.price, c.cost_per_million_tokens, opt(c.time_to_train), opt(c.gpu_hours), opt(c.cost),
-                               priced_by(c));
+                               priced_by(c), c.p.context, precision_name(c.precision));
     }
     if (code) std::cerr << scenario.name << ": " << none_fits << "\n";
     return code;
@@ -418,14 +480,16 @@ int sweep(const SweepOptions& o) {
                            cl = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < top; ++i) {
       const auto& c = ok[i];
-      nlohmann::ordered_json row{{"strategy", describe(c.p)}, {"gpus", clusters[c.cluster].gpus}, {"device", clusters[c.cluster].device},
+      nlohmann::ordered_json row{{"strategy", describe(c.p, c.precision)}, {"gpus", clusters[c.cluster].gpus}, {"device", clusters[c.cluster].device},
                                  {"tensor", c.p.tensor}, {"pipeline", c.p.pipeline},
                                  {"data", c.p.data}, {"micro_batch_size", c.p.micro_batch}, {"zero_stage", c.p.zero_stage},
                                  {"recompute", strategies::to_string(c.p.recompute)}, {"step_time_s", c.step},
                                  {"samples_per_s", c.samples_per_s}, {"samples_per_s_per_gpu", c.samples_per_s / gpus_of(c)},
                                  {"mfu", c.mfu}, {"peak_bytes", c.peak}, {"fits", c.fits},
                                  {"price_per_gpu_hour_usd", c.price}, {"cost_per_million_tokens_usd", c.cost_per_million_tokens},
-                                 {"priced_by", priced_by(c)}};
+                                 {"priced_by", priced_by(c)},
+                                 {"context", c.p.context},
+                                 {"precision", precision_name(c.precision)}};
       if (c.estimate > 0) row["closed_form_step_time_s"] = c.estimate;
       if (has_length) {
         row["time_to_train_s"] = c.time_to_train;
@@ -474,7 +538,7 @@ int sweep(const SweepOptions& o) {
     const auto& c = ok[i];
     std::cout << fmt::format("{:>4}  {}{:<56} {:>10.4f} {:>11.1f} {:>9.2f} {:>5.1f}% {:>9.1f} {:>9.4f}{}{}\n", i + 1,
                              multi ? fmt::format("{:>6} {:<14} ", clusters[c.cluster].gpus, clusters[c.cluster].device) : "",
-                             describe(c.p), c.step, c.samples_per_s, c.samples_per_s / gpus_of(c), 100 * c.mfu,
+                             describe(c.p, c.precision), c.step, c.samples_per_s, c.samples_per_s / gpus_of(c), 100 * c.mfu,
                              c.peak / units::kGiB, c.cost_per_million_tokens,
                              has_length ? fmt::format(" {:>10.2f} {:>12.0f}", c.time_to_train / 86400, c.cost) : "",
                              c.fits ? "" : "  does not fit");

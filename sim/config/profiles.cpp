@@ -42,7 +42,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.name = r.text("name");
   d.description = r.text("description", "");
   Reader peaks = r.object("peak_tflops");
-  for (const char* dtype : {"fp64", "fp32", "tf32", "bf16", "fp16"})
+  for (const char* dtype : {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4"})
     if (peaks.has(dtype)) d.peak_flops[dtype] = peaks.number_in(dtype, Dimension::FlopRate, 1e12, Range{0.0, 1e6, true});
   peaks.finish();
   if (!d.peak_flops.contains("fp32")) peaks.fail("fp32", "required key is missing");
@@ -50,6 +50,8 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   d.hbm_bandwidth = r.quantity("hbm_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   d.gemm = curve(r, "gemm_efficiency", "half_flops");
   d.memory = curve(r, "memory_efficiency", "half_bytes");
+  // FP8 GEMMs reach a different fraction of their (doubled) peak than 16-bit ones.
+  if (r.has("fp8_gemm_efficiency")) d.fp8_gemm = curve(r, "fp8_gemm_efficiency", "half_flops");
   if (r.has("conv_efficiency")) d.conv = curve(r, "conv_efficiency", "half_flops");
   d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
   // Per-kernel dispatch or launch cost; absent: the kernel table's measured one, else 0.
@@ -84,6 +86,7 @@ std::string compute_dtype(strategies::Precision p) {
     case strategies::Precision::Tf32: return "tf32";
     case strategies::Precision::Bf16: return "bf16";
     case strategies::Precision::Fp16: return "fp16";
+    case strategies::Precision::Fp8: return "bf16";  // all but the FP8 GEMMs (flagged per kernel)
   }
   return "fp32";
 }

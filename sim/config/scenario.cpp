@@ -45,7 +45,8 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
   network::ClusterSpec c;
   c.name = preset.empty() ? "inline" : preset;
   c.nodes = static_cast<int>(r.integer("nodes", 1, kMaxGpus));
-  c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 64));
+  // Up to one NVLink 5 domain: NVLink Switch systems connect up to 576 GPUs (GB200 NVL72 uses 72).
+  c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 576));
   if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus)
     r.fail("nodes", fmt::format("{} nodes x {} GPUs is more than {} GPUs", c.nodes, c.gpus_per_node, kMaxGpus));
   // On a torus the chips of a node talk over the torus links like any others.
@@ -70,7 +71,7 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
     intra.finish();
   }
   Reader inter = r.object("inter_node");
-  c.nics_per_node = static_cast<int>(inter.integer("nics_per_node", 1, 64));
+  c.nics_per_node = static_cast<int>(inter.integer("nics_per_node", 1, 576));
   if (c.nics_per_node > c.gpus_per_node)
     inter.fail("nics_per_node", fmt::format("{} NICs for {} GPUs per node: more NICs than GPUs is not modelled",
                                             c.nics_per_node, c.gpus_per_node));
@@ -162,17 +163,32 @@ void parse_updates(Reader& r, Scenario& s) {
   p.algorithm = want;
 }
 
+// Context parallelism's keys beside `context`: how K and V travel and whether causal chunks are
+// paired up so every rank does the same attention work.
+void parse_context(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  if (const std::string why = s.model.context_split_error(p.context); !why.empty()) r.fail("context", why);
+  p.context_all_gather = r.choice("context_comm", {"p2p", "all_gather"}, "p2p") == "all_gather";
+  p.context_load_balance = r.boolean("context_load_balance", true);
+  if (p.context == 1)
+    for (const char* key : {"context_comm", "context_load_balance"})
+      if (r.has(key)) r.fail(key, "needs context parallelism (parallelism.context > 1)");
+}
+
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
   const auto& m = s.model;
   const std::int64_t gpus = s.cluster.num_gpus();
   p.tensor = static_cast<int>(r.integer("tensor", 1, kMaxGpus, 1));
   p.pipeline = static_cast<int>(r.integer("pipeline", 1, kMaxGpus, 1));
-  const std::int64_t tp = static_cast<std::int64_t>(p.tensor) * p.pipeline;
+  p.context = static_cast<int>(r.integer("context", 1, kMaxGpus, 1));
+  const std::int64_t tp = static_cast<std::int64_t>(p.tensor) * p.pipeline * p.context;
   p.data = static_cast<int>(r.integer("data", 1, kMaxGpus, gpus % tp == 0 ? gpus / tp : 1));
   if (static_cast<std::int64_t>(p.data) * tp != gpus)
-    r.fail("data", fmt::format("data ({}) x tensor ({}) x pipeline ({}) = {}, but the cluster has {} GPUs ({} nodes x {})",
-                               p.data, p.tensor, p.pipeline, p.data * tp, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
+    r.fail("data", fmt::format("data ({}) x tensor ({}) x pipeline ({}){} = {}, but the cluster has {} GPUs ({} nodes x {})",
+                               p.data, p.tensor, p.pipeline, p.context > 1 ? fmt::format(" x context ({})", p.context) : "",
+                               p.data * tp, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
+  parse_context(r, s);
   if (const std::string why = m.tensor_split_error(p.tensor); !why.empty()) r.fail("tensor", why);
   p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
   const std::string sched = r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b", "pipedream",
@@ -233,6 +249,8 @@ void parse_parallelism(Reader r, Scenario& s) {
                 "parameter-server", "central-storage", "auto"},
                "ring"));
   parse_updates(r, s);
+  if (p.context > 1 && p.updates != strategies::Updates::Sync)
+    r.fail("context", "context parallelism is modelled with synchronous updates");
   p.priority_buckets = r.choice("bucket_order", {"fifo", "priority"}, "fifo") == "priority";
   if (p.priority_buckets) {
     if (p.data < 2) r.fail("bucket_order", "priority order needs data parallelism (data of 2 or more)");
@@ -331,6 +349,10 @@ Scenario load_scenario(const std::string& path) {
   // A flush-free pipeline's first step carries its fill; later ones show the steady state.
   if (strategies::asynchronous(s.parallelism.schedule)) s.steps_simulated = 4;
   parse_training(root.object("training"), s);
+  if (s.parallelism.context > 1 && s.training.attention != models::Attention::Flash)
+    throw InputError(s.file, "/parallelism/context",
+                     "context parallelism runs on fused attention (Transformer Engine's, as Megatron-Core does): set "
+                     "training.attention to \"flash\"");
   if (s.roles.chief) {
     const auto& p = s.parallelism;
     if (p.updates != strategies::Updates::Sync)

@@ -23,7 +23,8 @@ void rebalance_stages(Reader& r, Scenario& s) {
   std::vector<double> slowdown(static_cast<std::size_t>(p.pipeline), 1.0);
   for (const auto& [gpu, slow] : s.stragglers.slow_gpus) {
     // The stage of GPU t + T (st + P d), or t + T (d + D st) with the pipeline outermost (Placement).
-    const int st = p.pipeline_outer ? gpu / p.tensor / p.data : gpu / p.tensor % p.pipeline;
+    const int inner = p.tensor * p.context;  // context ranks sit next to tensor ranks
+    const int st = p.pipeline_outer ? gpu / inner / p.data : gpu / inner % p.pipeline;
     slowdown[static_cast<std::size_t>(st)] = std::max(slowdown[static_cast<std::size_t>(st)], slow);
   }
   p.stage_blocks = strategies::balance_stages(static_cast<int>(s.model.blocks()), slowdown);

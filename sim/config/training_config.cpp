@@ -16,6 +16,7 @@ strategies::Precision parse_precision(const std::string& s) {
   if (s == "fp32") return strategies::Precision::Fp32;
   if (s == "tf32") return strategies::Precision::Tf32;
   if (s == "fp16") return strategies::Precision::Fp16;
+  if (s == "fp8") return strategies::Precision::Fp8;
   return strategies::Precision::Bf16;
 }
 
@@ -55,9 +56,12 @@ void parse_training(Reader r, Scenario& s) {
   if (!batch_key.empty()) t.global_batch = r.integer(batch_key, 1, 1000000000);
   else if (!accumulates)
     r.fail("global_batch_size", "required key is missing (or give gradient_accumulation_steps)");
-  t.precision = parse_precision(r.choice("precision", {"fp64", "fp32", "tf32", "bf16", "fp16"}, "bf16"));
+  t.precision = parse_precision(r.choice("precision", {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8"}, "bf16"));
   t.optimizer = r.choice("optimizer", {"adam", "sgd"}, "adam") == "sgd" ? models::OptimizerKind::Sgd
                                                                         : models::OptimizerKind::Adam;
+  t.fp8_current_scaling = r.choice("fp8_recipe", {"delayed", "current"}, "delayed") == "current";
+  if (r.has("fp8_recipe") && t.precision != strategies::Precision::Fp8)
+    r.fail("fp8_recipe", "needs \"precision\": \"fp8\"");
   t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash
                                                                                    : models::Attention::Standard;
   // The run's length: steps (Megatron's train_iters, Hugging Face's max_steps), samples, or tokens.
@@ -106,6 +110,9 @@ void parse_training(Reader r, Scenario& s) {
                                             micro_batches, s.parallelism.pipeline));
   if (!s.device.peak_flops.contains(compute_dtype(t.precision)))
     r.fail("precision", fmt::format("device {} has no {} peak", s.device.name, compute_dtype(t.precision)));
+  if (t.precision == strategies::Precision::Fp8 && !s.device.peak_flops.contains("fp8"))
+    r.fail("precision", fmt::format("device {} has no fp8 peak: FP8 training needs FP8 tensor cores (Hopper, Ada or "
+                                    "Blackwell)", s.device.name));
   r.finish();
 }
 

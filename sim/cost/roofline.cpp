@@ -29,7 +29,8 @@ double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::s
   } else {
     double e = k.kind == models::KernelKind::Conv && d.conv ? d.conv->at(k.flops) : d.gemm.at(k.flops);
     if (k.kind == models::KernelKind::Attention && !k.scores) e = std::min(e, d.flash_attention_efficiency);
-    compute = k.flops / (peak(d, dtype) * e);
+    if (k.fp8) e = d.fp8_gemm ? d.fp8_gemm->at(k.flops) : e;
+    compute = k.flops / (peak(d, k.fp8 ? std::string("fp8") : dtype) * e);
   }
   double traffic = k.bytes / (d.hbm_bandwidth * d.memory.at(k.bytes) * (k.scores ? d.scores_memory_efficiency : 1.0));
   return std::max({compute, traffic, d.kernel_min_s});
@@ -43,7 +44,7 @@ double launch_overhead(const DeviceProfile& d, const std::string& dtype) {
 
 KernelPrice quote_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
   const double overhead = launch_overhead(d, dtype);
-  if (d.kernels && d.kernels->dtype == dtype)
+  if (d.kernels && d.kernels->dtype == dtype && !k.fp8)  // a measured table holds one dtype's GEMMs
     if (auto measured = d.kernels->quote(k)) return {measured->seconds + overhead, measured->source, measured->spread};
   return {kernel_time(d, k, dtype) + overhead, PriceSource::Roofline, 0.0};
 }

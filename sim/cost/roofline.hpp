@@ -25,7 +25,7 @@ struct EfficiencyCurve {
 
 struct DeviceProfile {
   std::string name, description, file;
-  std::map<std::string, double> peak_flops;  // FLOP/s by dtype: fp32, tf32, bf16, fp16
+  std::map<std::string, double> peak_flops;  // FLOP/s by dtype: fp64, fp32, tf32, bf16, fp16, fp8, fp4
   double memory_bytes = 0;
   double hbm_bandwidth = 0;  // bytes/s
   EfficiencyCurve gemm, memory;
@@ -47,6 +47,8 @@ struct DeviceProfile {
   // share of the cores they hold while any collective of the device is in flight, which compute
   // overlapping it loses. 0 for accelerators, whose communication has engines of its own.
   double comm_core_share = 0;
+  // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
+  std::optional<EfficiencyCurve> fp8_gemm;
 };
 
 // The per-kernel overhead `d` prices in `dtype` (see DeviceProfile::launch_overhead_s).

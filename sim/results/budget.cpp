@@ -97,7 +97,7 @@ SliceFacts slice_facts(const config::Scenario& s) {
   std::vector<const models::Layer*> all_layers;
   for (const auto& layer : graph.layers) all_layers.push_back(&layer);
   f.buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes).size());
-  if (p.zero_stage == 3 && p.data > 1 && p.framework.framework != strategies::Framework::MegatronLM) {
+  if (p.zero_stage == 3 && p.data * p.context > 1 && p.framework.framework != strategies::Framework::MegatronLM) {
     const bool full_recompute = p.recompute == strategies::Recompute::Full || p.recompute == strategies::Recompute::Stage;
     f.z3_gathers = static_cast<double>(strategies::zero3_gathers(all_layers, p.framework, full_recompute).size());
     f.z3_reduces = static_cast<double>(strategies::zero3_reduce_buckets(all_layers, p.framework).size());
@@ -116,6 +116,8 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   const auto& c = s.cluster;
   const double gpus = static_cast<double>(c.nodes) * c.gpus_per_node;
   const double D = p.data, T = p.tensor, P = p.pipeline;
+  // Gradients are summed over data x context ranks (context parallelism splits sequences, not weights).
+  const double C = p.context, G = D * C;
   const double v = p.schedule == strategies::Schedule::Interleaved ? p.virtual_stages : 1;
   const double chunks = P * v;
   const double micro = static_cast<double>(s.training.global_batch) / (D * static_cast<double>(p.micro_batch));
@@ -123,14 +125,14 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   const double replicas = p.all_replicas || !sync ? D : 1;
   const double iterations = p.updates == strategies::Updates::Easgd ? p.easgd_period : 1;
   const double steps = replay ? s.steps_simulated : 1;
-  const bool zero3 = p.zero_stage == 3 && p.data > 1;
+  const bool zero3 = p.zero_stage == 3 && G > 1;
   const bool gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
 
   const double layers = facts.layers;
   const bool tied = facts.tied;
   // Gradient buckets as DDP fills them over the whole model (strategies/buckets), plus what
   // splitting it into P stages adds: each stage starts its own, with a small first bucket.
-  const bool buckets_sync = sync && p.data > 1 && !zero3;
+  const bool buckets_sync = sync && G > 1 && !zero3;
   double buckets = facts.buckets + 2 * P;
   if (!buckets_sync) buckets = 0;
 
@@ -140,7 +142,7 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   // forwards of priority order, loads, EASGD's local steps; then buckets, compression, optimizer
   // steps, parameter gathers, the embedding sync and asynchronous exchanges.
   double passes = micro * chunks * 2 + micro * (chunks - 1) * 2 * (gathers ? 2 : 1);
-  if (p.zero_stage == 2 && p.data > 1) passes += micro * chunks;
+  if (p.zero_stage == 2 && G > 1) passes += micro * chunks;
   // DeepSpeed's and FSDP's ZeRO-3 (strategies/plan_framework.cpp): per micro-batch the gathers
   // and reduce-scatters its rules issue (counted as the planner counts them), and the passes split
   // where they wait for a gather: each layer's forward and backward, plus one piece per gather.
@@ -162,10 +164,13 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   tasks += buckets * per_bucket + P * (replicas + 1) + 1 + (sync ? 0 : 2 * replicas);
   tasks *= steps;
 
-  // Data-parallel groups hold every (T x P)-th GPU (tensor, then pipeline, then data), or every
-  // T-th when the pipeline is outermost; tensor groups are contiguous.
-  const double dp_stride = p.pipeline_outer ? T : T * P;
-  const double dp_per_node = std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D);
+  // Data-parallel groups hold every (T x C x P)-th GPU (tensor, context, then pipeline, then
+  // data), or every (T x C)-th when the pipeline is outermost, and their context ranks every T-th;
+  // tensor groups are contiguous.
+  const double dp_stride = p.pipeline_outer ? T * C : T * C * P;
+  const double cp_per_node = std::clamp(std::floor(c.gpus_per_node / T), 1.0, C);
+  const double dp_per_node =  // a group's context ranks spread over nodes leave one data rank per node
+      cp_per_node * (cp_per_node < C ? 1.0 : std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D));
   const double tp_per_node = std::min<double>(T, c.gpus_per_node);
   Tally tally{c, backend};
   const Algorithm a = p.algorithm;
@@ -173,21 +178,21 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
     const CollectiveOp grad_op = p.compression == strategies::Compression::TopK ? CollectiveOp::AllGather
                                  : p.zero_stage == 0                            ? CollectiveOp::AllReduce
                                                                                 : CollectiveOp::ReduceScatter;
-    tally.add(grad_op, a, D, T, dp_per_node, buckets);
-    if (sync && p.data > 1 && (p.zero_stage == 1 || p.zero_stage == 2)) {
-      tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, P);
-      if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * chunks);
+    tally.add(grad_op, a, G, T, dp_per_node, buckets);
+    if (sync && G > 1 && (p.zero_stage == 1 || p.zero_stage == 2)) {
+      tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, P);
+      if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, micro * chunks);
     }
     if (p.schedule == strategies::Schedule::PipeDream && p.data > 1)
       tally.add(CollectiveOp::AllReduce, a, D, T, dp_per_node, micro * P);
     if (zero3) {
-      tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
-      tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);
+      tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
+      tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);
     }
     const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
     tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
     if (gathers) tally.add(CollectiveOp::AllGather, a, T, 1, tp_per_node, sends);
-    if (P > 1 && tied) tally.add(CollectiveOp::AllReduce, a, 2, D * T, 1, 1);
+    if (P > 1 && tied) tally.add(CollectiveOp::AllReduce, a, 2, G * T, 1, 1);
     if (!sync) {  // one worker's push and pull against every shard, per replica
       const double shards = a == Algorithm::ParameterServer ? (c.ps_servers > 0 ? c.ps_servers : D) : 1;
       network::FlowBound one{2 * shards, shards, false};

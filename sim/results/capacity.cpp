@@ -109,6 +109,7 @@ std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus)
   auto full_peak = [&](const Shape& sh, int zero, strategies::Recompute rc) {
     strategies::ParallelismSpec p = p0;
     p.tensor = sh.tensor, p.pipeline = sh.pipeline, p.data = sh.data, p.zero_stage = zero, p.recompute = rc;
+    p.context = 1;  // the search tries data, tensor and pipeline shapes only
     p.stage_blocks.clear();
     p.sequence_parallel = p0.sequence_parallel && sh.tensor > 1;
     const auto plan = strategies::plan_training(graphs.at(sh.tensor), p, s.training, s.host);
@@ -126,6 +127,8 @@ std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus)
     if (!graphs.contains(sh.tensor)) {
       models::BuildOptions opts{mb, strategies::activation_bytes(s.training.precision), s.training.attention, sh.tensor,
                                 p0.sequence_parallel && sh.tensor > 1};
+      opts.fp8 = s.training.precision == strategies::Precision::Fp8;
+      opts.fp8_current_scaling = s.training.fp8_current_scaling;
       graphs.emplace(sh.tensor, m.build(opts));
     }
     const auto& g = graphs.at(sh.tensor);
@@ -137,6 +140,7 @@ std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus)
       // of them: activations follow the schedule, model states are divided by ZeRO below.
       strategies::ParallelismSpec p = p0;
       p.tensor = sh.tensor, p.pipeline = sh.pipeline, p.data = 1, p.zero_stage = 0, p.recompute = rc;
+      p.context = 1;
       p.stage_blocks.clear();
       p.sequence_parallel = p0.sequence_parallel && sh.tensor > 1;
       p.priority_buckets = false;

@@ -29,6 +29,8 @@ std::string closed_form_gap(const config::Scenario& s) {
   if (p.recompute == Recompute::Stage) return "stage recomputation";
   if (p.offload_optimizer) return "optimizer offload";
   if (p.activation_offload) return "activation offload";
+  if (p.context > 1) return "context parallelism";
+  if (s.training.precision == strategies::Precision::Fp8) return "FP8";
   if (p.framework.framework != strategies::Framework::MegatronLM) return "framework behaviour (deepspeed, fsdp)";
   if (p.compression != strategies::Compression::None) return "gradient compression";
   if (p.input.enabled) return "input pipeline";

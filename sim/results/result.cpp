@@ -121,6 +121,11 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
     j["parallelism"]["zero3"] = {{"all_gathers_per_step", r.plan.zero3_gathers},
                                  {"reduce_scatters_per_step", r.plan.zero3_reduce_scatters}};
   if (s.parallelism.activation_offload) j["parallelism"]["activation_offload"] = true;
+  if (s.parallelism.context > 1) {
+    j["parallelism"]["context"] = s.parallelism.context;
+    j["parallelism"]["context_comm"] = s.parallelism.context_all_gather ? "all_gather" : "p2p";
+    j["parallelism"]["context_load_balance"] = s.parallelism.context_load_balance;
+  }
   if (s.parallelism.pipeline > 1) {
     j["parallelism"]["stage_layers"] = r.plan.stage_layers;
     j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_fraction(

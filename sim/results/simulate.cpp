@@ -24,10 +24,15 @@ Result plan_only(const config::Scenario& s) {
   r.gpus = s.cluster.num_gpus();
   models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
                             s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
+  opts.fp8 = s.training.precision == strategies::Precision::Fp8;
+  opts.fp8_current_scaling = s.training.fp8_current_scaling;
+  opts.context = s.parallelism.context;
+  opts.context_balanced = s.parallelism.context_load_balance;
   const models::ModelGraph graph = s.model.build(opts);
   models::BuildOptions whole = opts;
   whole.tensor = 1;
   whole.sequence_parallel = false;
+  whole.context = 1;
   r.params = s.model.build(whole).params();
   r.plan = strategies::plan_training(graph, s.parallelism, s.training, s.host);
   r.memory = r.plan.memory;
@@ -71,8 +76,15 @@ Result simulate(const config::Scenario& s) {
   // Inline collectives (tensor parallelism) are priced alone on their group and add to the work.
   r.work_comm_seconds.assign(g.works.size(), 0.0);
   for (std::size_t w = 0; w < g.works.size(); ++w) {
-    for (const auto& c : g.works[w].comms)
-      r.work_comm_seconds[w] += network::inline_time(platform, c, g.groups[static_cast<std::size_t>(c.group)]);
+    for (const auto& c : g.works[w].comms) {
+      double t = network::inline_time(platform, c, g.groups[static_cast<std::size_t>(c.group)]);
+      if (c.hidden_by >= 0) {  // only what outlasts the kernel beside it blocks (ring attention)
+        const auto& k = g.works[w].kernels[static_cast<std::size_t>(c.hidden_by)];
+        const double beside = c.hidden_share * cost::quote_kernel(s.device, k, config::compute_dtype(s.training.precision)).seconds;
+        t = c.count * std::max(0.0, t / c.count - beside);
+      }
+      r.work_comm_seconds[w] += t;
+    }
     r.work_seconds[w] += r.work_comm_seconds[w] + g.works[w].fixed_seconds;
   }
   const int steps = s.steps_simulated;

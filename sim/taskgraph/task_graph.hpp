@@ -33,6 +33,11 @@ struct InlineCollective {
   int group = -1;
   double bytes = 0;
   double count = 1;
+  // Each of the `count` messages runs beside `hidden_share` of the work's kernel number
+  // `hidden_by` (ring attention: one step's transfer beside one chunk of attention), so only what
+  // outlasts it blocks the stream. -1: nothing hides it.
+  int hidden_by = -1;
+  double hidden_share = 0;
 };
 
 // Kernels executed back to back; identical tasks on many ranks share one Work, priced once.
