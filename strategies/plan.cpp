@@ -163,6 +163,11 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
         first_forward_[l] = last;
         cross.clear();
       }
+    } else if (p_.expert > 1) {  // MoE layers stop at their all-to-alls
+      for (const auto* l : layers) {
+        last = layer_pass(s, j, true, l, cross, tag);
+        cross.clear();
+      }
     } else {
       last = compute(s, pass_work(true, j, nullptr, tpg), cross, "fwd" + tag);
     }
@@ -171,12 +176,13 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     return;
   }
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
-  const bool split = zero3 || (final && p_.data > 1 && p_.overlap_grad_reduce);
+  const bool split = zero3 || p_.expert > 1 || (final && p_.data > 1 && p_.overlap_grad_reduce);
   if (split) {
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       std::vector<int> deps = cross;
       if (zero3) deps.push_back(gather(*it));
-      last = compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
+      last = p_.expert > 1 ? layer_pass(s, j, false, *it, deps, tag)
+                           : compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
       cross.clear();
       if (final) final_backward_[*it] = last;
       if (zero3) {  // reduce-scatter this layer's gradients right away
@@ -241,7 +247,7 @@ MemoryBreakdown Planner::stage_memory(int s) const {
         if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
       rebuild = std::max(rebuild, chunk);
     }
-  MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, p_.data);
+  MemoryBreakdown m = state_memory(mine);
   if (p_.offload_optimizer) m.optimizer = 0;
   // Live activations follow the schedule: a forward leaves its micro-batch's activations until
   // the matching backward frees them.

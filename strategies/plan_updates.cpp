@@ -6,7 +6,8 @@ void Planner::synchronise_gradients(int s) {
   if (p_.data <= 1 || p_.zero_stage == 3) return;
   const Layers mine = stage_layers(s);
   const double gbytes = grad_bytes_per_param(t_.precision);
-  auto buckets = make_buckets(mine, gbytes, p_.bucket_bytes, p_.first_bucket_bytes);
+  auto buckets = make_buckets(mine, gbytes, p_.bucket_bytes, p_.first_bucket_bytes,
+                              p_.expert > 1 ? BucketParams::Dense : BucketParams::All);
   if (s == 0) plan_.gradient_buckets = buckets.size();
   CollectiveOp op = p_.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
   // Bytes on the wire per gradient byte, and encode/decode passes over the bucket in HBM.
@@ -62,6 +63,7 @@ void Planner::synchronise_gradients(int s) {
     }
   }
   if (p_.priority_buckets) buckets_ = buckets;
+  if (p_.expert > 1) synchronise_expert_gradients(s);
 }
 
 // Priority buckets: one update per bucket, as soon as its gradients are reduced; the next step's
@@ -100,14 +102,18 @@ void Planner::step_optimizer(int s, int embedding_sync) {
     const Layers mine = stage_layers(s);
     std::vector<int> deps;
     for (const auto& last : replica_last_) deps.push_back(last[static_cast<std::size_t>(s)]);
-    collective(CollectiveOp::AllGather, data_groups(s), layer_params(mine) * weight_bytes_per_param(t_.precision), deps,
+    double experts = 0;
+    if (p_.expert > 1)
+      for (const auto* l : mine) experts += l->expert_params();
+    collective(CollectiveOp::AllGather, data_groups(s), (layer_params(mine) - experts) * weight_bytes_per_param(t_.precision), deps,
                "zero gather params");
+    if (p_.expert > 1) gather_expert_params(s, deps);
   }
 }
 
 void Planner::step_optimizer_one(int s, int embedding_sync) {
   const Layers mine = stage_layers(s);
-  const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? p_.data : 1);
+  const double shard = update_shard(mine);
   taskgraph::Work w;
   if (p_.offload_optimizer) {
     // ZeRO-Offload: gradients down over PCIe, Adam on the host's memory bandwidth, 16-bit

@@ -3,6 +3,7 @@
 // implement it: plan.cpp (passes, schedule, memory) and plan_updates.cpp (gradient
 // synchronisation and optimizer steps).
 #include <cstdint>
+#include <array>
 #include <map>
 #include <string>
 #include <tuple>
@@ -50,6 +51,15 @@ class Planner {
   void local_optimizer();
   void asynchronous_update(int& previous_exchange);
   MemoryBreakdown stage_memory(int s) const;
+  // Expert parallelism (plan_experts.cpp).
+  std::vector<int> expert_groups(int s);
+  std::vector<int> expert_data_groups(int s);
+  int layer_pass(int s, int chunk, bool forward, const models::Layer* l, std::vector<int> deps, const std::string& tag);
+  void synchronise_expert_gradients(int s);
+  void gather_expert_params(int s, const std::vector<int>& deps);
+  double update_shard(const Layers& ls) const;
+  MemoryBreakdown state_memory(const Layers& ls) const;
+  double slowest_expert_load(const models::Layer& l) const;
 
   const models::ModelGraph& g_;
   const ParallelismSpec& p_;
@@ -81,6 +91,13 @@ class Planner {
   // (forward, chunk, one layer or null for the whole chunk, tensor group) -> its shared work.
   std::map<std::tuple<bool, int, const models::Layer*, int>, int> pass_works_;
   int load_works_[2] = {-1, -1};  // the prefetched first micro-batch, then every later load
+  // Expert parallelism: per stage, the all-to-all groups and the expert-data-parallel groups; per
+  // (forward, layer, tensor group) an MoE layer's works: before the dispatch, the experts, after
+  // the combine, and the experts at the most loaded GPU's load (-1: none slower); per stage the
+  // last expert task of that GPU.
+  std::map<int, std::vector<int>> expert_groups_, expert_data_groups_;
+  std::map<std::tuple<bool, const models::Layer*, int>, std::array<int, 4>> moe_works_;
+  std::map<int, int> last_slow_;
 };
 
 }  // namespace dtsim::strategies

@@ -87,6 +87,14 @@ struct ParallelismSpec {
   Updates updates = Updates::Sync;
   int staleness_bound = -1;  // async: how many steps a worker may run ahead of the slowest; -1 any
   int easgd_period = 1;      // local steps between exchanges with the centre
+  // Expert parallelism (Megatron-Core): each MoE layer's experts split over `expert` GPUs carved
+  // out of the data-parallel ones (consecutive data ranks), which exchange tokens by all-to-all;
+  // expert gradients are summed over the data / expert GPUs holding the same experts.
+  int expert = 1;
+  // Router load imbalance: expert i gets (1 + expert_skew z_i) times its even share of the tokens,
+  // z_i standard normal drawn from expert_seed per MoE layer; the GPU with the most sets the pace.
+  double expert_skew = 0;
+  std::uint64_t expert_seed = 1;
 };
 
 // Host side of a node, for offload.

@@ -1,4 +1,5 @@
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -38,6 +39,12 @@ taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, co
                              const ParallelismSpec& p, int tp_group);
 taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
                               const ParallelismSpec& p, int tp_group);
+// An MoE layer's pass cut at its all-to-alls (models::ExpertSplit), in the order it runs: forward
+// is the ops before the dispatch, the experts, the ops after the combine; backward is the ops
+// after the combine (their gradients, re-run ones first), the experts, the ops before the
+// dispatch with the weight-gradient accumulation. Tensor-parallel collectives go with the last.
+std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
+                                             const ParallelismSpec& p, int tp_group);
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);
 

@@ -23,11 +23,16 @@ Result plan_only(const config::Scenario& s) {
   r.gpus = s.cluster.num_gpus();
   models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
                             s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
+  opts.expert = s.parallelism.expert;
   const models::ModelGraph graph = s.model.build(opts);
   models::BuildOptions whole = opts;
   whole.tensor = 1;
   whole.sequence_parallel = false;
-  r.params = s.model.build(whole).params();
+  whole.expert = 1;
+  const models::ModelGraph all = s.model.build(whole);
+  r.params = all.params();
+  r.active_params = all.active_params();
+  r.active_params_without_input_embedding = all.active_params(false);
   r.plan = strategies::plan_training(graph, s.parallelism, s.training, s.host);
   r.memory = r.plan.memory;
   r.memory.other += s.reserved_bytes;
@@ -101,6 +106,11 @@ Result simulate(const config::Scenario& s) {
   r.compute_spread = all > 0 ? spread / all : 0.0;
 
   if (steps == 1) r.step_time_s = r.timeline.makespan;
+  // All-to-alls block the layers that wait for them: their time per step and stage.
+  for (std::size_t i = 0; i < replayed.tasks.size(); ++i)
+    if (replayed.tasks[i].is_collective && replayed.tasks[i].collective.op == taskgraph::CollectiveOp::AllToAll)
+      r.all_to_all_s += r.timeline.end[i] - r.timeline.start[i];
+  r.all_to_all_s /= static_cast<double>(steps) * s.parallelism.pipeline;
   // A simulated step is the global batch once per local iteration (EASGD runs several).
   const double samples = static_cast<double>(s.training.global_batch) * r.plan.iterations_per_step;
   if (s.parallelism.updates != strategies::Updates::Sync) {
