@@ -3,6 +3,8 @@
 
 #include "models/model_graph.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
+#include "sim/results/result.hpp"
 #include "helpers.hpp"
 
 using namespace dtsim;
@@ -62,4 +64,165 @@ TEST(MoeModels, ExpertParallelismSplitsOnlyTheExperts) {
   EXPECT_NEAR(a.model_flops() / b.model_flops(), 1.0, 1e-9);
   const double tokens = 32768;
   EXPECT_GT(a.model_flops(), 6.0 * (a.active_params() - 32000.0 * 4096) * tokens * 0.99);
+}
+
+namespace {
+
+// A small MoE transformer on `nodes` DGX H100 nodes, analytical backend; `parallelism` and
+// `extra_model` are spliced into the JSON.
+config::Scenario moe_scenario(const test::TempDir& dir, int nodes, const std::string& parallelism,
+                              const std::string& extra_model = "", int experts = 16) {
+  const std::string json = R"({"name": "moe", "model": {"kind": "transformer", "num_layers": 4, "hidden_size": 1024,
+      "num_heads": 8, "ffn_hidden_size": 2048, "seq_len": 1024, "vocab_size": 1000, "mlp": "swiglu",
+      "tied_embeddings": false, "linear_bias": false, "dropout": false, "num_experts": )" +
+                           std::to_string(experts) + R"(, "experts_per_token": 2, "expert_ffn_hidden_size": 2048)" +
+                           extra_model + R"(},
+    "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": )" +
+                           std::to_string(nodes) + R"(},
+    "parallelism": {)" + parallelism + R"(},
+    "training": {"global_batch_size": 64, "attention": "flash"}, "simulation": {"backend": "analytical"}})";
+  return config::load_scenario(dir.file("moe.json", json));
+}
+
+std::vector<const taskgraph::Task*> all_to_alls(const taskgraph::TaskGraph& g) {
+  std::vector<const taskgraph::Task*> out;
+  for (const auto& t : g.tasks)
+    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::AllToAll) out.push_back(&t);
+  return out;
+}
+
+void expect_parts_sum_to_step(const results::Result& r) {
+  const auto& b = r.breakdown;
+  for (double part : {b.compute, b.exposed_communication, b.pipeline_bubble, b.stage_imbalance, b.optimizer, b.straggler_wait,
+                      b.input_stall})
+    EXPECT_GE(part, 0.0);
+  EXPECT_NEAR(b.total(), r.step_time_s, 1e-6 * r.step_time_s);
+}
+
+}  // namespace
+
+// Each MoE layer dispatches and combines its tokens by all-to-all over the expert-parallel group,
+// forward and backward: S = tokens x top-k x hidden x 2 bytes, each GPU sending S (ep-1)/ep.
+TEST(ExpertParallelism, AllToAllDispatchAndCombinePerMoeLayer) {
+  test::TempDir dir;
+  const auto s = moe_scenario(dir, 2, R"("data": 16, "expert": 8)");
+  const auto r = results::simulate(s);
+  const auto a2a = all_to_alls(r.plan.graph);
+  // 4 MoE layers x 4 micro-batches (64 / 16) x (dispatch + combine) x (forward + backward).
+  ASSERT_EQ(a2a.size(), 4u * 4u * 2u * 2u);
+  for (const auto* t : a2a) {
+    EXPECT_EQ(t->collective.algorithm, taskgraph::Algorithm::Direct);
+    EXPECT_DOUBLE_EQ(t->collective.bytes, 1024.0 * 2 * 1024 * 2);
+    ASSERT_EQ(t->collective.groups.size(), 2u);  // both nodes' groups at once, sharing the network
+    for (int g : t->collective.groups) {
+      const auto& ranks = r.plan.graph.groups[static_cast<std::size_t>(g)];
+      ASSERT_EQ(ranks.size(), 8u);
+      EXPECT_EQ(ranks.front() / 8, ranks.back() / 8);  // consecutive data ranks: one node
+    }
+  }
+  EXPECT_GT(r.all_to_all_s, 0.0);
+  expect_parts_sum_to_step(r);
+}
+
+// The same all-to-all across two nodes goes through the NICs (50 GB/s) instead of NVLink (450 GB/s).
+TEST(ExpertParallelism, AllToAllAcrossNodesCostsMoreThanInsideOne) {
+  test::TempDir dir;
+  const auto inside = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8)"));
+  const auto across = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 16)"));
+  EXPECT_GT(across.all_to_all_s, 3.0 * inside.all_to_all_s);
+  EXPECT_GT(across.all_to_all_s / across.step_time_s, 3.0 * inside.all_to_all_s / inside.step_time_s);
+}
+
+// Megatron-Core: dense gradients over all data-parallel GPUs, expert gradients over the
+// data / expert GPUs holding the same experts.
+TEST(ExpertParallelism, ExpertGradientsSumOverExpertDataParallelGroups) {
+  test::TempDir dir;
+  const auto r = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 4)"));
+  bool dense = false, expert = false;
+  for (const auto& t : r.plan.graph.tasks) {
+    if (!t.is_collective || t.collective.op != taskgraph::CollectiveOp::AllReduce) continue;
+    const auto size = r.plan.graph.groups[static_cast<std::size_t>(t.collective.groups[0])].size();
+    if (t.label.find("expert") != std::string::npos) {
+      expert = true;
+      EXPECT_EQ(size, 4u);  // 16 / 4
+      EXPECT_EQ(t.collective.groups.size(), 4u);
+    } else {
+      dense = true;
+      EXPECT_EQ(size, 16u);
+    }
+  }
+  EXPECT_TRUE(dense);
+  EXPECT_TRUE(expert);
+}
+
+// Expert weights, gradients and optimizer state are split over the expert-parallel GPUs; ZeRO-1
+// shards the expert optimizer state over the expert-data-parallel ones.
+TEST(ExpertParallelism, ExpertStateDividedByExpertParallelism) {
+  test::TempDir dir;
+  const auto one = results::memory_only(moe_scenario(dir, 2, R"("data": 16, "expert": 1, "zero_stage": 1)"));
+  const auto eight = results::memory_only(moe_scenario(dir, 2, R"("data": 16, "expert": 8, "zero_stage": 1)"));
+  const auto s = moe_scenario(dir, 2, R"("data": 16)");
+  const auto g = s.model.build(models::BuildOptions{1, 2, models::Attention::Flash});
+  double experts = 0;
+  for (const auto& l : g.layers) experts += l.expert_params();
+  const double dense = g.params() - experts;
+  EXPECT_NEAR(one.memory.params, 2.0 * (dense + experts), 1.0);
+  EXPECT_NEAR(eight.memory.params, 2.0 * (dense + experts / 8), 1.0);
+  EXPECT_NEAR(eight.memory.optimizer, 12.0 * (dense / 16 + experts / 8 / 2), 1.0);
+  EXPECT_LT(eight.memory.activations, one.memory.activations * 1.01);
+}
+
+// A skewed router gives one expert GPU more tokens; the combine waits for it, and the wait shows
+// as straggler wait. The same seed gives the same step; dropless routing only (with a capacity
+// factor every expert computes its padded capacity).
+TEST(ExpertParallelism, SkewedRouterShowsAsStragglerWait) {
+  test::TempDir dir;
+  const auto even = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8)"));
+  const auto skew = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8, "expert_skew": 0.5)"));
+  const auto again = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8, "expert_skew": 0.5)"));
+  const auto other = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8, "expert_skew": 0.5, "expert_seed": 7)"));
+  const auto capped =
+      results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8, "expert_skew": 0.5)", R"(, "capacity_factor": 1.25)"));
+  EXPECT_EQ(even.breakdown.straggler_wait, 0.0);
+  EXPECT_GT(skew.breakdown.straggler_wait, 0.0);
+  EXPECT_GT(skew.step_time_s, even.step_time_s);
+  EXPECT_EQ(skew.step_time_s, again.step_time_s);
+  EXPECT_NE(skew.step_time_s, other.step_time_s);
+  EXPECT_EQ(capped.breakdown.straggler_wait, 0.0);
+  EXPECT_GT(capped.step_time_s, even.step_time_s);  // padding to 1.25x computes more
+  EXPECT_NEAR(capped.model_flops, even.model_flops, 1e-9 * even.model_flops);  // but no more model FLOPs
+  for (const auto* r : {&even, &skew, &capped}) expect_parts_sum_to_step(*r);
+}
+
+TEST(ExpertParallelism, ResultReportsActiveParametersAndExpertLayout) {
+  test::TempDir dir;
+  const auto r = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8)"));
+  const auto j = results::to_json(r, false);
+  EXPECT_LT(j["model"]["active_params"].get<double>(), j["model"]["params"].get<double>());
+  EXPECT_EQ(j["parallelism"]["expert"].get<int>(), 8);
+  EXPECT_EQ(j["parallelism"]["expert_data"].get<int>(), 2);
+  EXPECT_GT(j["parallelism"]["all_to_all_share"].get<double>(), 0.0);
+  EXPECT_LT(j["parallelism"]["all_to_all_share"].get<double>(), 1.0);
+  // MFU counts active parameters' FLOPs: 6 x active (without the embedding lookup) x tokens, and attention.
+  const double tokens = 64.0 * 1024;
+  EXPECT_GT(r.model_flops, 6.0 * (r.active_params - 1000.0 * 1024) * tokens);
+  EXPECT_LT(r.model_flops, 6.0 * r.active_params * tokens * 1.3);
+}
+
+TEST(ExpertParallelism, BadSettingsAreInputErrors) {
+  test::TempDir dir;
+  auto fails = [&](const std::string& parallelism, const std::string& key, int experts = 16) {
+    try {
+      (void)moe_scenario(dir, 2, parallelism, "", experts);
+      ADD_FAILURE() << parallelism << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.pointer(), key) << e.what();
+    }
+  };
+  fails(R"("data": 16, "expert": 3)", "/parallelism/expert");        // does not divide the experts
+  fails(R"("data": 16, "expert": 32)", "/parallelism/expert");       // more than the data-parallel GPUs
+  fails(R"("data": 16, "expert": 4)", "/parallelism/expert", 6);     // 4 does not divide 6 experts
+  fails(R"("data": 16, "expert_skew": 0.3)", "/parallelism/expert_skew");
+  fails(R"("data": 16, "expert": 8, "zero_stage": 3)", "/parallelism/zero_stage");
+  fails(R"("data": 16, "expert": 8, "recompute": "full")", "/parallelism/recompute");
 }
