@@ -87,6 +87,10 @@ int Planner::layer_pass(int s, int chunk, bool forward, const models::Layer* l, 
     }
     for (std::size_t i = 0; i < 3; ++i) it->second[i] = table_.get(std::move(works[i]));
   }
+  if (!forward && p_.recompute == Recompute::Full) {  // the forward again, all-to-alls included
+    const int again = layer_pass(s, chunk, true, l, std::move(deps), tag + " recompute");
+    deps = {again};
+  }
   const auto& w = it->second;
   const int before = compute(s, w[0], std::move(deps), what + (forward ? " before dispatch" : " before combine"));
   auto all_to_all = [&](std::vector<int> after, const std::string& label) {

@@ -159,13 +159,16 @@ std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forwa
   if (forward) {
     for (std::size_t i = 0; i < n; ++i) add(w[i < first ? 0 : i < last ? 1 : 2], l.ops[i].forward);
   } else {
+    // Full recomputation re-runs the whole forward, all-to-alls included: the planner emits it.
     for (const auto& op : l.ops)
-      if (rerun(l, op, p.recompute)) add(w[0], op.forward);
+      if (p.recompute != Recompute::Full && rerun(l, op, p.recompute)) add(w[0], op.forward);
     for (std::size_t i = n; i-- > 0;) add(w[i >= last ? 0 : i >= first ? 1 : 2], l.ops[i].backward);
     if (!p.fused_grad_accumulation && l.params() > 0)
       w[2].kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
   }
   w[2].comms = tensor_parallel_comms(l, forward, g, p, tp_group);
+  if (!forward && p.recompute == Recompute::Full)  // the re-run forward's collectives go with it
+    w[2].comms.resize(w[2].comms.size() - tensor_parallel_comms(l, true, g, p, tp_group).size());
   return w;
 }
 

@@ -43,6 +43,8 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
 // is the ops before the dispatch, the experts, the ops after the combine; backward is the ops
 // after the combine (their gradients, re-run ones first), the experts, the ops before the
 // dispatch with the weight-gradient accumulation. Tensor-parallel collectives go with the last.
+// Under full recomputation backward leaves out the re-run forward: the planner emits it, with its
+// all-to-alls, before the backward.
 std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
                                              const ParallelismSpec& p, int tp_group);
 // Matmul FLOPs backward re-runs for recomputation.

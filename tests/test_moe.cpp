@@ -224,5 +224,18 @@ TEST(ExpertParallelism, BadSettingsAreInputErrors) {
   fails(R"("data": 16, "expert": 4)", "/parallelism/expert", 6);     // 4 does not divide 6 experts
   fails(R"("data": 16, "expert_skew": 0.3)", "/parallelism/expert_skew");
   fails(R"("data": 16, "expert": 8, "zero_stage": 3)", "/parallelism/zero_stage");
-  fails(R"("data": 16, "expert": 8, "recompute": "full")", "/parallelism/recompute");
+  fails(R"("data": 16, "expert": 8, "recompute": "stage")", "/parallelism/recompute");
+}
+
+// Full recomputation re-runs each MoE layer's forward before its backward, all-to-alls included,
+// and keeps only the blocks' inputs.
+TEST(ExpertParallelism, FullRecomputationRerunsTheAllToAlls) {
+  test::TempDir dir;
+  const auto plain = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8)"));
+  const auto full = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 8, "recompute": "full")"));
+  EXPECT_EQ(all_to_alls(full.plan.graph).size(), all_to_alls(plain.plan.graph).size() / 4 * 6);
+  EXPECT_LT(full.memory.activations, plain.memory.activations / 2);
+  EXPECT_GT(full.hardware_flops, plain.hardware_flops * 1.2);
+  EXPECT_GT(full.step_time_s, plain.step_time_s);
+  expect_parts_sum_to_step(full);
 }
