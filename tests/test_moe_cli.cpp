@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "run_dtsim.hpp"
 
@@ -40,4 +41,27 @@ TEST(MoeCli, AllToAllDefaultsToDirectWithNcclTestsBusBandwidth) {
   // Other operations keep ring.
   const auto ar = table({"collective", "--op", "all_reduce", "--gpus", "8", "-b", "1M", "-e", "1M", "--analytical", "--format", "json"}, dir);
   EXPECT_EQ(ar["algorithm"], "ring");
+}
+
+// Issue 14, item 8: the sweep tries expert-parallel sizes for a mixture of experts (powers of two
+// dividing both the data-parallel GPUs and the experts), and only 1 for a dense model.
+TEST(MoeCli, SweepExploresExpertParallelism) {
+  test::TempDir dir;
+  const std::string moe = dir.file("moe.json", R"({"name": "moe", "model": {"kind": "transformer", "num_layers": 4,
+      "hidden_size": 1024, "num_heads": 8, "ffn_hidden_size": 2048, "seq_len": 1024, "vocab_size": 1000, "mlp": "swiglu",
+      "tied_embeddings": false, "linear_bias": false, "dropout": false, "num_experts": 16, "experts_per_token": 2,
+      "expert_ffn_hidden_size": 2048},
+    "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+    "parallelism": {"data": 16}, "training": {"global_batch_size": 64, "attention": "flash"}})");
+  const auto j = table({"sweep", moe, "--format", "json", "--top", "100000", "--jobs", "2", "--write-best", dir.path("best.json")}, dir);
+  ASSERT_FALSE(j.is_null());
+  std::set<int> sizes;
+  for (const auto& row : j["rows"]) sizes.insert(row["expert"].get<int>());
+  EXPECT_EQ(sizes, (std::set<int>{1, 2, 4, 8, 16}));
+  const auto& best = j["rows"][0];
+  EXPECT_GT(best["expert"].get<int>(), 1);  // all-to-alls inside a node beat replicating every expert
+  EXPECT_NE(best["strategy"].get<std::string>().find(" ep"), std::string::npos);
+  const auto written = nlohmann::json::parse(test::slurp(dir.path("best.json")));
+  EXPECT_EQ(written["parallelism"]["expert"], best["expert"]);
+  EXPECT_EQ(test::run_dtsim({"run", dir.path("best.json"), "--format", "json"}, dir).code, 0);
 }
