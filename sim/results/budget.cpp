@@ -103,6 +103,7 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
   models::BuildOptions slice;
   slice.tensor = p.tensor;
   slice.sequence_parallel = p.sequence_parallel;
+  slice.expert = p.expert;
   const models::ModelGraph graph = m.build(slice);
   const double layers = static_cast<double>(graph.layers.size());
   const bool tied = graph.tied_params > 0;
@@ -130,6 +131,22 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
   const double per_bucket =
       1 + (p.compression != strategies::Compression::None ? replicas : 0) + (p.priority_buckets ? replicas : 0);
   tasks += buckets * per_bucket + P * (replicas + 1) + 1 + (sync ? 0 : 2 * replicas);
+  // Expert parallelism (strategies/plan_experts.cpp): every layer's pass is a task of its own, an
+  // MoE layer's three with two all-to-alls between them (and the most loaded GPU's experts under
+  // skew), its forward again before backward under full recomputation; expert gradient buckets
+  // and, under ZeRO-1, their parameter gathers.
+  double moe_layers = 0, expert_buckets = 0;
+  const bool ep = p.expert > 1;
+  if (ep) {
+    for (const auto& layer : graph.layers) moe_layers += layer.experts.moe() ? 1 : 0;
+    const double per_moe = 4 + (p.expert_skew > 0 ? 1 : 0);  // beyond the layer's one task
+    const double again = p.recompute == strategies::Recompute::Full ? 1 + per_moe : 0;
+    tasks += replicas * micro * (2 * layers + moe_layers * (2 * per_moe + again));
+    if (p.data > p.expert)
+      expert_buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes,
+                                                                    strategies::BucketParams::Expert).size()) + 2 * P;
+    tasks += expert_buckets + P;
+  }
   tasks *= steps;
 
   // Data-parallel groups hold every (T x P)-th GPU (tensor, then pipeline, then data), or every
@@ -151,6 +168,15 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) {
     if (zero3) {
       tally.add(CollectiveOp::AllGather, a, D, T, dp_per_node, 2 * micro * layers);
       tally.add(CollectiveOp::ReduceScatter, a, D, T, dp_per_node, micro * layers);
+    }
+    if (ep) {
+      const double E = p.expert;
+      const double ep_per_node = std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E);
+      const double a2a = micro * moe_layers * (p.recompute == strategies::Recompute::Full ? 6 : 4);
+      tally.add(CollectiveOp::AllToAll, Algorithm::Direct, E, T * D / E, ep_per_node, a2a);
+      const double edp_per_node = std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E);
+      tally.add(grad_op, a, D / E, T * E, edp_per_node, expert_buckets);
+      if (p.zero_stage == 1 && p.data > p.expert) tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, P);
     }
     const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
     tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
