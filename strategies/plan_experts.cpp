@@ -111,23 +111,29 @@ int Planner::layer_pass(int s, int chunk, bool forward, const models::Layer* l, 
 }
 
 // Expert gradients, bucket by bucket as backward produces them, summed (or reduce-scattered under
-// ZeRO-1) over the expert-data-parallel groups.
+// ZeRO-1) over the expert-data-parallel groups. They queue among themselves but beside the dense
+// buckets (other process groups, as Megatron-Core's expert-data-parallel group is); the last waits
+// for the dense ones too, so that the optimizer after it has every gradient.
 void Planner::synchronise_expert_gradients(int s) {
   if (p_.data / p_.expert <= 1) return;
   const Layers mine = stage_layers(s);
   const double gbytes = grad_bytes_per_param(t_.precision);
   const auto buckets = make_buckets(mine, gbytes, p_.bucket_bytes, p_.first_bucket_bytes, BucketParams::Expert);
   const CollectiveOp op = p_.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+  const int dense_last = last_comm_[static_cast<std::size_t>(s)];
+  int previous = -1;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::vector<int> deps;
     for (std::size_t d = 0; d < replica_final_.size(); ++d) {
       if (p_.overlap_grad_reduce) deps.push_back(replica_final_[d].at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
       else deps.push_back(replica_last_[d][static_cast<std::size_t>(s)]);
     }
-    if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
-    last_comm_[static_cast<std::size_t>(s)] = collective(op, expert_data_groups(s), buckets[b].bytes, deps,
-                                                         std::string(taskgraph::to_string(op)) + " expert bucket " + std::to_string(b));
+    if (previous >= 0) deps.push_back(previous);
+    if (b + 1 == buckets.size() && dense_last >= 0) deps.push_back(dense_last);
+    previous = collective(op, expert_data_groups(s), buckets[b].bytes, deps,
+                          std::string(taskgraph::to_string(op)) + " expert bucket " + std::to_string(b));
   }
+  if (previous >= 0) last_comm_[static_cast<std::size_t>(s)] = previous;
 }
 
 // ZeRO-1: every GPU gathers the expert weights the others of its expert-data-parallel group updated.
