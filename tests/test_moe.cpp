@@ -1,6 +1,8 @@
 // Issue 14: mixture-of-experts models, expert parallelism and its all-to-alls, load skew.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "models/model_graph.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
@@ -153,6 +155,21 @@ TEST(ExpertParallelism, ExpertGradientsSumOverExpertDataParallelGroups) {
   }
   EXPECT_TRUE(dense);
   EXPECT_TRUE(expert);
+  // Expert buckets do not queue behind the dense ones (another process group); only the last
+  // waits for them, before the optimizer.
+  const auto& tasks = r.plan.graph.tasks;
+  auto is_dense_bucket = [&](int d) {
+    const auto& t = tasks[static_cast<std::size_t>(d)];
+    return t.is_collective && t.collective.op == taskgraph::CollectiveOp::AllReduce && t.label.find("expert") == std::string::npos;
+  };
+  int expert_buckets = 0, waiting = 0;
+  for (const auto& t : tasks)
+    if (t.is_collective && t.label.find("expert bucket") != std::string::npos) {
+      ++expert_buckets;
+      waiting += std::any_of(t.deps.begin(), t.deps.end(), is_dense_bucket) ? 1 : 0;
+    }
+  EXPECT_GT(expert_buckets, 1);
+  EXPECT_EQ(waiting, 1);
 }
 
 // Expert weights, gradients and optimizer state are split over the expert-parallel GPUs; ZeRO-1
