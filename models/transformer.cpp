@@ -230,6 +230,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   if (s.q_lora_rank > 0) {
     Op qa = linear("mla.q_down", x.tokens, x.h, s.q_lora_rank, e, false, x.gathered_split);
     qa.params /= x.t;
+    qa.useful = 1.0 / x.t;  // every tensor rank computes it: model FLOPs count it once
     l.ops.push_back(qa);
     Op qn = norm("mla.q_norm", s, static_cast<double>(x.tokens * s.q_lora_rank), e);
     qn.params = static_cast<double>(s.q_lora_rank) / x.t;
@@ -240,6 +241,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   }
   Op kva = linear("mla.kv_down", x.tokens, x.h, s.kv_lora_rank + s.qk_rope_head_dim, e, false, x.gathered_split);
   kva.params /= x.t;
+  kva.useful = 1.0 / x.t;
   l.ops.push_back(kva);
   Op kvn = norm("mla.kv_norm", s, static_cast<double>(x.tokens * s.kv_lora_rank), e);
   kvn.params = static_cast<double>(s.kv_lora_rank) / x.t;
@@ -323,6 +325,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   const double tkh = static_cast<double>(x.tokens) * static_cast<double>(k) * static_cast<double>(x.h);
   Op router = linear("moe.router", x.tokens, x.h, E, e, s.expert_bias, x.gathered_split);
   router.params /= x.t;
+  router.useful = 1.0 / x.t;  // replicated on every tensor rank: model FLOPs count it once
   l.ops.push_back(router);
   l.ops.push_back(elementwise("moe.topk", static_cast<double>(x.tokens * E), e, 1.0, static_cast<double>(x.tokens * k) * 4.0, 4.0));
   l.ops.push_back(elementwise("moe.permute", tkh, e, 1.0, 0.0, 0.0));

@@ -256,3 +256,14 @@ TEST(ExpertParallelism, FullRecomputationRerunsTheAllToAlls) {
   EXPECT_GT(full.step_time_s, plain.step_time_s);
   expect_parts_sum_to_step(full);
 }
+
+// Tensor parallelism splits the experts' width like a dense MLP's; the router and MLA's
+// down-projections run on every tensor rank but count once in the model FLOPs.
+TEST(MoeModels, TensorParallelSliceKeepsModelFlops) {
+  const auto m = preset("deepseek-v3");
+  models::BuildOptions one{1, 2, models::Attention::Flash};
+  models::BuildOptions eight = one;
+  eight.tensor = 8;
+  EXPECT_NEAR(m.build(eight).model_flops() * 8 / m.build(one).model_flops(), 1.0, 1e-9);
+  EXPECT_NEAR(m.build(eight).params() * 8 / m.build(one).params(), 1.0, 1e-9);
+}
