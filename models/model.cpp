@@ -46,6 +46,8 @@ std::string ModelSpec::tensor_split_error(std::int64_t t) const {
                         return fmt::format("{} and model.num_kv_heads ({}) must divide one another", t, m.num_kv_heads);
                       if (m.ffn_hidden_size % t != 0)
                         return fmt::format("{} does not divide model.ffn_hidden_size ({})", t, m.ffn_hidden_size);
+                      if (m.moe() && m.expert_ffn_hidden_size % t != 0)
+                        return fmt::format("{} does not divide model.expert_ffn_hidden_size ({})", t, m.expert_ffn_hidden_size);
                       return "";
                     },
                              [&](const CnnSpec&) -> std::string {
@@ -67,12 +69,25 @@ std::string ModelSpec::context_split_error(std::int64_t c) const {
   return "";
 }
 
+std::string ModelSpec::expert_split_error(std::int64_t ep) const {
+  if (ep == 1) return "";
+  const auto* m = std::get_if<TransformerSpec>(&family);
+  if (!m || !m->moe())
+    return fmt::format("{}-way expert parallelism needs a mixture-of-experts model (model.num_experts)", ep);
+  if (m->num_experts % ep != 0) return fmt::format("{} does not divide model.num_experts ({})", ep, m->num_experts);
+  return "";
+}
+
 std::vector<std::pair<std::string, std::int64_t>> ModelSpec::sizes() const {
   return std::visit(Overload{[](const TransformerSpec& s) {
                       if (s.vision())
                         return std::vector<std::pair<std::string, std::int64_t>>{
                             {"layers", s.num_layers}, {"seq_len", s.seq_len}, {"image_size", s.image_size},
                             {"patch_size", s.patch_size}, {"classes", s.classes}};
+                      if (s.moe())
+                        return std::vector<std::pair<std::string, std::int64_t>>{
+                            {"layers", s.num_layers}, {"seq_len", s.seq_len}, {"experts", s.num_experts},
+                            {"experts_per_token", s.experts_per_token}};
                       return std::vector<std::pair<std::string, std::int64_t>>{{"layers", s.num_layers}, {"seq_len", s.seq_len}};
                     },
                              [](const CnnSpec& s) {

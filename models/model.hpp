@@ -29,6 +29,8 @@ struct ModelSpec {
   std::string tensor_split_error(std::int64_t t) const;
   // Why `c`-way context parallelism cannot split the model's sequence; empty when it can.
   std::string context_split_error(std::int64_t c) const;
+  // Why `ep`-way expert parallelism cannot split the model's experts; empty when it can.
+  std::string expert_split_error(std::int64_t ep) const;
   // Sizes a result reports beside the parameter count, as (key, value): "layers", "seq_len"...
   std::vector<std::pair<std::string, std::int64_t>> sizes() const;
 

@@ -1,10 +1,19 @@
 #include "models/model_graph.hpp"
 
+#include <cmath>
+
 namespace dtsim::models {
 
 double Layer::params() const {
   double p = 0;
   for (const auto& op : ops) p += op.params;
+  return p;
+}
+
+double Layer::expert_params() const {
+  double p = 0;
+  for (const auto& op : ops)
+    if (op.expert) p += op.params;
   return p;
 }
 
@@ -27,13 +36,42 @@ double ModelGraph::params() const {
   return p;
 }
 
+double ModelGraph::active_params(bool input_embedding) const {
+  double p = 0;
+  for (const auto& l : layers) {
+    if (!input_embedding && l.kind == LayerKind::Embedding) continue;
+    p += l.params() - l.expert_params() * (1.0 - l.experts.active_share);
+  }
+  return p;
+}
+
 double ModelGraph::model_flops() const {
   double f = 0;
   for (const auto& l : layers)
     for (const auto& op : l.ops)
       if (op.matmul)
-        for (const auto& k : op.forward) f += 3.0 * k.flops;  // backward of a matmul is two matmuls
+        for (const auto& k : op.forward) f += 3.0 * k.flops * op.useful;  // backward of a matmul is two matmuls
   return f;
+}
+
+Kernel scale_expert_tokens(const Kernel& k, double factor) {
+  Kernel out = k;
+  out.flops *= factor;
+  if (k.kind != KernelKind::Gemm) {
+    out.bytes *= factor;
+    return out;
+  }
+  const bool wgrad = k.name.ends_with(".wgrad");  // dW = X^T dY: tokens are the inner dimension
+  auto grow = [&](std::int64_t v) { return static_cast<std::int64_t>(std::ceil(static_cast<double>(v) * factor)); };
+  if (wgrad) out.k = grow(k.k);
+  else out.m = grow(k.m);
+  const double b = static_cast<double>(out.batch), m = static_cast<double>(out.m), n = static_cast<double>(out.n),
+               kk = static_cast<double>(out.k);
+  out.flops = 2.0 * b * m * n * kk;
+  const double e = k.bytes / (b * (static_cast<double>(k.m) * static_cast<double>(k.k) + static_cast<double>(k.k) * n +
+                                   static_cast<double>(k.m) * n));
+  out.bytes = e * b * (m * kk + kk * n + m * n);
+  return out;
 }
 
 double megatron_eq2_params(const TransformerSpec& s) {

@@ -27,6 +27,27 @@ struct TransformerSpec {
   // the head classifies the class token into `classes`. No vocabulary.
   std::int64_t patch_size = 0, image_size = 0, channels = 3, classes = 0;
   bool vision() const { return patch_size > 0; }
+
+  // Mixture of experts (Shazeer et al. 2017; Fedus et al. 2022, Switch; Jiang et al. 2024,
+  // Mixtral): when num_experts > 0 the MLP of every block from first_dense_layers on is a router
+  // and num_experts expert MLPs of expert_ffn_hidden_size, of which each token goes to
+  // experts_per_token, plus shared_experts expert-sized MLPs every token goes through (DeepSeekMoE).
+  // capacity_factor > 0 pads each expert to that many times its even share of the tokens
+  // (GShard/Switch: the excess is dropped); 0 is dropless (each expert computes what it gets).
+  std::int64_t num_experts = 0, experts_per_token = 0, expert_ffn_hidden_size = 0, shared_experts = 0;
+  std::int64_t first_dense_layers = 0;
+  double capacity_factor = 0;
+  bool expert_bias = false;  // biases on the expert GEMMs (gpt-oss)
+  // Per-head width when it is not hidden_size / num_heads (Qwen3: 128 with 2048 / 32 = 64).
+  std::int64_t head_dim = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3) when kv_lora_rank > 0: queries and keys/values
+  // go through low-rank down-projections (q_lora_rank, kv_lora_rank, each normed), up-projected
+  // per head to qk_nope_head_dim + qk_rope_head_dim (queries, keys) and v_head_dim (values); the
+  // rotary key part (qk_rope_head_dim) comes straight from the hidden state, shared by all heads.
+  std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool moe() const { return num_experts > 0; }
+  bool moe_block(std::int64_t index) const { return moe() && index >= first_dense_layers; }
+  bool mla() const { return kv_lora_rank > 0; }
 };
 
 // How the graph is instantiated: per micro-batch, in one activation precision.
@@ -50,6 +71,9 @@ struct BuildOptions {
   // otherwise rank i holds chunk i and the last one does (2*context-1)/context times the average.
   std::int64_t context = 1;
   bool context_balanced = true;
+  // Expert parallelism (Megatron-Core): the experts of an MoE layer split over `expert` ranks, each
+  // holding num_experts / expert of them and computing the tokens all ranks route to them.
+  std::int64_t expert = 1;
 };
 
 enum class KernelKind { Gemm, Conv, Attention, Memory };
@@ -92,6 +116,11 @@ struct Op {
   bool selective = false;            // re-run in backward under selective recomputation
   bool matmul = false;               // counts in model FLOPs
   bool context_attention = false;    // the fused attention context parallelism overlaps its K/V exchange with
+  // Expert weights: split over the expert-parallel ranks, their gradients summed over the
+  // expert-data-parallel ones. The rest of a model is dense.
+  bool expert = false;
+  // Share of the matmul FLOPs that count as model FLOPs: capacity padding computes zeros.
+  double useful = 1.0;
 };
 
 // Where a layer sits: the model's input layer (a transformer's embedding, a CNN's stem when it is
@@ -111,6 +140,18 @@ struct TensorSplit {
   double forward_gathers = 0, backward_gathers = 0;  // sharded inputs gathered (sequence parallel only)
 };
 
+// A mixture-of-experts layer: ops [first, last) run on the tokens routed to this GPU's experts.
+// Under expert parallelism an all-to-all over the expert-parallel group dispatches the tokens
+// before them and another combines the results after (and both again, reversed, in backward).
+struct ExpertSplit {
+  std::size_t first = 0, last = 0;  // first == last: not an MoE layer
+  double dispatch_bytes = 0;        // the all-to-all buffer: tokens x experts_per_token x hidden
+  std::int64_t local_experts = 0;   // experts on this GPU
+  double active_share = 1.0;        // of the expert parameters, the share one token uses (top-k / experts)
+  double capacity = 0;              // the capacity factor each expert is padded to; 0: dropless
+  bool moe() const { return last > first; }
+};
+
 struct Layer {
   std::string name;
   LayerKind kind = LayerKind::Block;
@@ -123,8 +164,10 @@ struct Layer {
   // K and V of this rank's share of the sequence (one tensor rank's heads), per micro-batch: what
   // context parallelism passes around its ring or all-gathers. 0 when the layer has no attention.
   double context_kv_bytes = 0;
+  ExpertSplit experts{};
 
   double params() const;
+  double expert_params() const;  // of params(), those of Op::expert ops
   double forward_flops() const;
   double saved_bytes() const;
 };
@@ -140,12 +183,20 @@ struct ModelGraph {
   double tied_params = 0;
 
   double params() const;
+  // Parameters one token's forward uses: the dense ones and its experts' share. With
+  // `input_embedding` false the input embedding table (a row lookup) is left out, as OpenAI
+  // counts gpt-oss's active parameters.
+  double active_params(bool input_embedding = true) const;
   // Forward + backward matmul FLOPs of one micro-batch, without recomputation (Korthikanti Eq. 7
   // counts the same GEMMs), i.e. the "model FLOPs" of MFU.
   double model_flops() const;
 };
 
 ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& options);
+
+// An expert kernel for `factor` times the tokens its GPU gets on average (a skewed router): GEMMs
+// grow along their token dimension (m, or k for the weight gradient), memory kernels in bytes.
+Kernel scale_expert_tokens(const Kernel& k, double factor);
 
 // Closed forms used to check the graph: Megatron (Narayanan et al. 2021) Eq. 2 parameter count,
 // and the per-layer activation bytes of Korthikanti et al. 2022 (Table 2, no parallelism).

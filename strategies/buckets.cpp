@@ -3,7 +3,7 @@
 namespace dtsim::strategies {
 
 std::vector<Bucket> make_buckets(const std::vector<const models::Layer*>& layers, double grad_bytes_per_param, double cap,
-                                 double first_cap) {
+                                 double first_cap, BucketParams which) {
   std::vector<Bucket> out;
   Bucket cur;
   bool open = false;
@@ -12,6 +12,7 @@ std::vector<Bucket> make_buckets(const std::vector<const models::Layer*>& layers
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
       double bytes = it->params * grad_bytes_per_param;
       if (bytes <= 0) continue;
+      if ((which == BucketParams::Dense && it->expert) || (which == BucketParams::Expert && !it->expert)) continue;
       double limit = out.empty() ? first_cap : cap;
       if (open && cur.bytes + bytes > limit) {
         out.push_back(cur);

@@ -15,7 +15,10 @@ struct Bucket {
 // (roughly the order backward produces them), the first bucket capped at `first_cap`, the rest at
 // `cap`; a tensor larger than the cap gets a bucket of its own.
 // `layers` in model order; ready_after_layer indexes into it.
+// `which`: every parameter, or only the dense or the expert ones (models::Op::expert), whose
+// gradients expert parallelism sums over different groups.
+enum class BucketParams { All, Dense, Expert };
 std::vector<Bucket> make_buckets(const std::vector<const models::Layer*>& layers, double grad_bytes_per_param, double cap,
-                                 double first_cap);
+                                 double first_cap, BucketParams which = BucketParams::All);
 
 }  // namespace dtsim::strategies

@@ -172,6 +172,11 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
         if (p_.activation_offload) offload_layer(s, j, op, l, last);
         cross.clear();
       }
+    } else if (p_.expert > 1) {  // MoE layers stop at their all-to-alls
+      for (const auto* l : layers) {
+        last = layer_pass(s, j, true, l, cross, tag);
+        cross.clear();
+      }
     } else {
       last = compute(s, pass_work(true, j, nullptr, tpg), cross, "fwd" + tag);
     }
@@ -182,7 +187,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
   // ZeRO-Offload copies each gradient bucket to the host as soon as backward produced it.
   // Activation offload fetches each layer's activations back before its backward.
-  const bool split = zero3 || (final && grad_ranks() > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer) ||
+  const bool split = zero3 || p_.expert > 1 || (final && grad_ranks() > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer) ||
                      p_.activation_offload;
   int first = -1;
   if (split) {
@@ -190,7 +195,8 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
       if (p_.activation_offload) fetch_layer(s, j, op, *it, cross);
       std::vector<int> deps = cross;
       if (zero3) deps.push_back(gather(*it));
-      last = compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
+      last = p_.expert > 1 ? layer_pass(s, j, false, *it, deps, tag)
+                           : compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
       if (first < 0) first = last;
       cross.clear();
       if (final) final_backward_[*it] = last;
@@ -263,7 +269,7 @@ MemoryBreakdown Planner::stage_memory(int s) const {
         if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
       rebuild = std::max(rebuild, chunk);
     }
-  MemoryBreakdown m = model_state_memory(layer_params(mine), t_.precision, t_.optimizer, p_.zero_stage, grad_ranks());
+  MemoryBreakdown m = state_memory(mine);
   if (p_.offload_optimizer) m.optimizer = 0;
   // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
   // (DeepSpeed stage_1_and_2.py, cpu_offload): the GPU keeps two buckets, not the gradients.

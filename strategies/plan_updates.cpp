@@ -20,7 +20,8 @@ void Planner::synchronise_gradients(int s) {
   const double gbytes = after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision);
   // After the flush, in buffers of a fixed element count (buffered_allreduce_fallback).
   const double cap = after_flush ? p_.framework.pipeline_reduce_bucket_params * gbytes : p_.bucket_bytes;
-  auto buckets = make_buckets(mine, gbytes, cap, after_flush ? cap : p_.first_bucket_bytes);
+  auto buckets = make_buckets(mine, gbytes, cap, after_flush ? cap : p_.first_bucket_bytes,
+                              p_.expert > 1 ? BucketParams::Dense : BucketParams::All);
   if (s == 0) plan_.gradient_buckets = buckets.size();
   CollectiveOp op = p_.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
   // Bytes on the wire per gradient byte, and encode/decode passes over the bucket in HBM.
@@ -78,6 +79,7 @@ void Planner::synchronise_gradients(int s) {
     }
   }
   if (p_.priority_buckets) buckets_ = buckets;
+  if (p_.expert > 1) synchronise_expert_gradients(s);
 }
 
 // Priority buckets: one update per bucket, as soon as its gradients are reduced; the next step's
@@ -116,8 +118,12 @@ void Planner::step_optimizer(int s, int embedding_sync) {
     const Layers mine = stage_layers(s);
     std::vector<int> deps;
     for (const auto& last : replica_last_) deps.push_back(last[static_cast<std::size_t>(s)]);
-    collective(CollectiveOp::AllGather, data_groups(s), layer_params(mine) * weight_bytes_per_param(t_.precision), deps,
+    double experts = 0;
+    if (p_.expert > 1)
+      for (const auto* l : mine) experts += l->expert_params();
+    collective(CollectiveOp::AllGather, data_groups(s), (layer_params(mine) - experts) * weight_bytes_per_param(t_.precision), deps,
                "zero gather params");
+    if (p_.expert > 1) gather_expert_params(s, deps);
   }
 }
 
@@ -125,7 +131,7 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
   // ZeRO-Offload: gradients down over PCIe, the step on the host's cores, parameters back up.
   if (p_.offload_optimizer) return step_optimizer_on_host(s, embedding_sync);
   const Layers mine = stage_layers(s);
-  const double shard = layer_params(mine) / (p_.zero_stage >= 1 ? grad_ranks() : 1);
+  const double shard = update_shard(mine);
   taskgraph::Work w;
   w.name = "optimizer";
   w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};

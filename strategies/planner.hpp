@@ -3,6 +3,7 @@
 // implement it: plan.cpp (passes, schedule, memory) and plan_updates.cpp (gradient
 // synchronisation and optimizer steps).
 #include <cstdint>
+#include <array>
 #include <map>
 #include <string>
 #include <tuple>
@@ -77,6 +78,15 @@ class Planner {
   void link_previous_step();
   double activation_change(int s, const PipeOp& op, double a) const;
   double live_before_window(int s) const;
+  // Expert parallelism (plan_experts.cpp).
+  std::vector<int> expert_groups(int s);
+  std::vector<int> expert_data_groups(int s);
+  int layer_pass(int s, int chunk, bool forward, const models::Layer* l, std::vector<int> deps, const std::string& tag);
+  void synchronise_expert_gradients(int s);
+  void gather_expert_params(int s, const std::vector<int>& deps);
+  double update_shard(const Layers& ls) const;
+  MemoryBreakdown state_memory(const Layers& ls) const;
+  double slowest_expert_load(const models::Layer& l) const;
 
   const models::ModelGraph& g_;
   const ParallelismSpec& p_;
@@ -130,6 +140,13 @@ class Planner {
   std::vector<std::vector<int>> bwd_prev_out_;
   std::vector<std::tuple<int, int, int>> after_previous_;
   std::map<std::tuple<int, int, int>, int> part_works_;  // (part, chunk, tensor group) -> work
+  // Expert parallelism: per stage, the all-to-all groups and the expert-data-parallel groups; per
+  // (forward, layer, tensor group) an MoE layer's works: before the dispatch, the experts, after
+  // the combine, and the experts at the most loaded GPU's load (-1: none slower); per stage the
+  // last expert task of that GPU.
+  std::map<int, std::vector<int>> expert_groups_, expert_data_groups_;
+  std::map<std::tuple<bool, const models::Layer*, int>, std::array<int, 4>> moe_works_;
+  std::map<int, int> last_slow_;
 };
 
 }  // namespace dtsim::strategies

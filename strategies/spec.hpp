@@ -106,6 +106,14 @@ struct ParallelismSpec {
   int context = 1;
   bool context_all_gather = false;
   bool context_load_balance = true;
+  // Expert parallelism (Megatron-Core): each MoE layer's experts split over `expert` GPUs carved
+  // out of the data-parallel ones (consecutive data ranks), which exchange tokens by all-to-all;
+  // expert gradients are summed over the data / expert GPUs holding the same experts.
+  int expert = 1;
+  // Router load imbalance: expert i gets (1 + expert_skew z_i) times its even share of the tokens,
+  // z_i standard normal drawn from expert_seed per MoE layer; the GPU with the most sets the pace.
+  double expert_skew = 0;
+  std::uint64_t expert_seed = 1;
 };
 
 // Host side of a node, for offload.

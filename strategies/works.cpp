@@ -238,4 +238,29 @@ taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& laye
   return w;
 }
 
+std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
+                                             const ParallelismSpec& p, int tp_group) {
+  std::array<taskgraph::Work, 3> w;
+  const std::size_t first = l.experts.first, last = l.experts.last, n = l.ops.size();
+  const char* pass = forward ? "fwd " : "bwd ";
+  w[0].name = pass + l.name + (forward ? " before dispatch" : " before combine");
+  w[1].name = pass + l.name + " experts";
+  w[2].name = pass + l.name + (forward ? " after combine" : " after dispatch");
+  auto add = [](taskgraph::Work& to, const std::vector<models::Kernel>& ks) { to.kernels.insert(to.kernels.end(), ks.begin(), ks.end()); };
+  if (forward) {
+    for (std::size_t i = 0; i < n; ++i) add(w[i < first ? 0 : i < last ? 1 : 2], l.ops[i].forward);
+  } else {
+    // Full recomputation re-runs the whole forward, all-to-alls included: the planner emits it.
+    for (const auto& op : l.ops)
+      if (p.recompute != Recompute::Full && rerun(l, op, p.recompute)) add(w[0], op.forward);
+    for (std::size_t i = n; i-- > 0;) add(w[i >= last ? 0 : i >= first ? 1 : 2], l.ops[i].backward);
+    if (!p.fused_grad_accumulation && l.params() > 0)
+      w[2].kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
+  }
+  w[2].comms = tensor_parallel_comms(l, forward, g, p, tp_group);
+  if (!forward && p.recompute == Recompute::Full)  // the re-run forward's collectives go with it
+    w[2].comms.resize(w[2].comms.size() - tensor_parallel_comms(l, true, g, p, tp_group).size());
+  return w;
+}
+
 }  // namespace dtsim::strategies

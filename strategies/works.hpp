@@ -1,4 +1,5 @@
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -62,6 +63,14 @@ bool weight_gradient_kernel(const models::Kernel& k);
 // Bytes the W passes of `layers` read, held from B until W: each weight-gradient GEMM's input X
 // and output gradient dY (dW = X^T dY), in `element_bytes` per value.
 double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int element_bytes);
+// An MoE layer's pass cut at its all-to-alls (models::ExpertSplit), in the order it runs: forward
+// is the ops before the dispatch, the experts, the ops after the combine; backward is the ops
+// after the combine (their gradients, re-run ones first), the experts, the ops before the
+// dispatch with the weight-gradient accumulation. Tensor-parallel collectives go with the last.
+// Under full recomputation backward leaves out the re-run forward: the planner emits it, with its
+// all-to-alls, before the backward.
+std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
+                                             const ParallelismSpec& p, int tp_group);
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);
 

@@ -50,8 +50,11 @@ TEST(CliList, OneLinePerEntryWithWhatTellsThemApart) {
   auto m = dtsim_cli("list models", dir);
   ASSERT_EQ(m.code, 0) << m.err;
   // GPT-3: 96 x 12 h^2 (+ biases, layer norms) + 50,257 x 12,288 embeddings + 2,048 positions = 174.6B.
-  EXPECT_NE(m.out.find("gpt3-175b     transformer  174604.26 M parameters (174.6B), layers 96, seq_len 2048\n"),
-            std::string::npos)
+  // (The name column is as wide as the longest preset name.)
+  const auto gpt3 = m.out.find("\ngpt3-175b ");
+  ASSERT_NE(gpt3, std::string::npos) << m.out;
+  EXPECT_EQ(m.out.find(" transformer  174604.26 M parameters (174.6B), layers 96, seq_len 2048\n", gpt3),
+            m.out.find('\n', gpt3 + 1) - std::string(" transformer  174604.26 M parameters (174.6B), layers 96, seq_len 2048").size())
       << m.out;
   auto d = dtsim_cli("list devices", dir);
   EXPECT_NE(d.out.find(" 312 TFLOP/s bf16, 80 GiB at 2039 GB/s, 400 W, $1.89/GPU-hour\n"), std::string::npos)

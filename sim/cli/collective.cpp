@@ -54,7 +54,8 @@ network::ClusterSpec default_cluster(int gpus, int per_node) {
 int collective(const CollectiveOptions& o) {
   const auto op = taskgraph::op_from_string(o.op);
   if (!op) throw InputError("", "--op", fmt::format("unknown operation \"{}\"", o.op));
-  const auto algorithm = taskgraph::algorithm_from_string(o.algorithm);
+  const std::string algorithm_name = !o.algorithm.empty() ? o.algorithm : *op == taskgraph::CollectiveOp::AllToAll ? "direct" : "ring";
+  const auto algorithm = taskgraph::algorithm_from_string(algorithm_name);
   if (!algorithm) throw InputError("", "--algorithm", fmt::format("unknown algorithm \"{}\"", o.algorithm));
   network::ClusterSpec cluster;
   if (!o.scenario.empty()) {
@@ -101,7 +102,7 @@ int collective(const CollectiveOptions& o) {
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (o.format != "json")
-    std::cout << fmt::format("# {} {} on {} GPUs ({} per node), {} backend\n", o.op, o.algorithm, o.gpus,
+    std::cout << fmt::format("# {} {} on {} GPUs ({} per node), {} backend\n", o.op, algorithm_name, o.gpus,
                              cluster.gpus_per_node, t.backend)
               << fmt::format("{:>13} {:>12} {:>6} {:>12} {:>11} {:>11}\n", "size", "count", "type", "time_us", "algbw_GBps",
                              "busbw_GBps");
@@ -115,7 +116,7 @@ int collective(const CollectiveOptions& o) {
                                secs * 1e6, algbw, algbw * factor);
   }
   if (o.format == "json")
-    std::cout << nlohmann::ordered_json{{"op", o.op}, {"algorithm", o.algorithm}, {"gpus", o.gpus},
+    std::cout << nlohmann::ordered_json{{"op", o.op}, {"algorithm", algorithm_name}, {"gpus", o.gpus},
                                         {"backend", t.backend}, {"rows", rows}}.dump(2)
               << "\n";
   return 0;

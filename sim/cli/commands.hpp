@@ -23,7 +23,9 @@ struct ValidateOptions {
 };
 
 struct CollectiveOptions {
-  std::string op = "all_reduce", algorithm = "ring", scenario, format = "text";
+  // An empty algorithm is the operation's usual one: direct for all_to_all (every rank sends to
+  // every other at once, as NCCL's all-to-all does), ring for the rest.
+  std::string op = "all_reduce", algorithm, scenario, format = "text";
   std::string min_bytes = "8", max_bytes = "128M";
   double factor = 2;
   int gpus = 8, gpus_per_node = 8;

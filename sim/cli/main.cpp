@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   auto* coll_cmd = app.add_subcommand("collective", "nccl-tests style table (size, time, algbw, busbw) from the network model");
   coll_cmd->add_option("--op", coll.op, "all_reduce|reduce_scatter|all_gather|broadcast|reduce|all_to_all");
   coll_cmd->add_option("--algorithm", coll.algorithm,
-                       "ring|tree|halving-doubling|hierarchical|direct|master-worker|round-robin|auto");
+                       "ring|tree|halving-doubling|hierarchical|direct|master-worker|round-robin|auto "
+                       "(default: direct for all_to_all, ring otherwise)");
   coll_cmd->add_option("--gpus", coll.gpus, "GPUs taking part")->check(CLI::Range(1, 1 << 20));
   coll_cmd->add_option("--gpus-per-node", coll.gpus_per_node, "GPUs per node of the default cluster")->check(CLI::Range(1, 64));
   coll_cmd->add_option("--scenario", coll.scenario, "borrow this scenario's cluster");

@@ -55,7 +55,17 @@ std::string describe(const strategies::ParallelismSpec& p) {
   if (p.recompute != strategies::Recompute::None) s += fmt::format(" recompute={}", strategies::to_string(p.recompute));
   if (p.sequence_parallel) s += " sp";
   if (p.context > 1) s += fmt::format(" cp{}", p.context);
+  if (p.expert > 1) s += fmt::format(" ep{}", p.expert);
   return s;
+}
+
+// Expert-parallel sizes to try on `dp` data-parallel GPUs: 1, and for a mixture of experts every
+// power of two that divides both dp and the experts (what the planner can lay out).
+std::vector<int> expert_sizes(const models::ModelSpec& m, int dp) {
+  std::vector<int> out{1};
+  for (int ep = 2; ep <= dp; ep *= 2)
+    if (dp % ep == 0 && m.expert_split_error(ep).empty()) out.push_back(ep);
+  return out;
 }
 
 std::string precision_name(strategies::Precision p) {
@@ -97,23 +107,29 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
             for (auto [sched, v] : schedules)
               for (int zero : {0, 1, 3}) {
                 if ((zero > 0 && dp * cp == 1) || (zero == 3 && pp > 1)) continue;
-                for (auto rc : {strategies::Recompute::None, strategies::Recompute::Selective, strategies::Recompute::Full}) {
-                  Candidate c;
-                  c.p = s.parallelism;
-                  c.p.tensor = tp;
-                  c.p.pipeline = pp;
-                  c.p.data = dp;
-                  c.p.micro_batch = mb;
-                  c.p.schedule = sched;
-                  c.p.virtual_stages = v;
-                  c.p.zero_stage = zero;
-                  c.p.recompute = rc;
-                  c.p.sequence_parallel = tp > 1;
-                  c.p.all_replicas = false;
-                  c.p.context = cp;
-                  if (cp == 1) c.p.context_all_gather = false, c.p.context_load_balance = true;
-                  c.precision = precision;
-                  out.push_back(c);
+                // Expert and context parallelism are not modelled together.
+                for (int ep : cp == 1 ? expert_sizes(m, dp) : std::vector<int>{1}) {
+                  if (zero == 3 && ep > 1) continue;
+                  for (auto rc : {strategies::Recompute::None, strategies::Recompute::Selective, strategies::Recompute::Full}) {
+                    Candidate c;
+                    c.p = s.parallelism;
+                    c.p.tensor = tp;
+                    c.p.pipeline = pp;
+                    c.p.data = dp;
+                    c.p.micro_batch = mb;
+                    c.p.schedule = sched;
+                    c.p.virtual_stages = v;
+                    c.p.zero_stage = zero;
+                    c.p.recompute = rc;
+                    c.p.sequence_parallel = tp > 1;
+                    c.p.all_replicas = false;
+                    c.p.context = cp;
+                    if (cp == 1) c.p.context_all_gather = false, c.p.context_load_balance = true;
+                    c.p.expert = ep;
+                    if (ep == 1) c.p.expert_skew = 0;  // one GPU holds every expert: no GPU gets more than another
+                    c.precision = precision;
+                    out.push_back(c);
+                  }
                 }
               }
           }
@@ -253,6 +269,8 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
   par["zero_stage"] = p.zero_stage;
   par["recompute"] = strategies::to_string(p.recompute);
   par["sequence_parallel"] = p.sequence_parallel;
+  if (p.expert > 1) par["expert"] = p.expert;
+  else par.erase("expert"), par.erase("expert_skew"), par.erase("expert_seed");
   par.erase("context");
   for (const char* k : {"context_comm", "context_load_balance"}) par.erase(k);
   if (p.context > 1) {
@@ -482,7 +500,7 @@ int sweep(const SweepOptions& o) {
       const auto& c = ok[i];
       nlohmann::ordered_json row{{"strategy", describe(c.p, c.precision)}, {"gpus", clusters[c.cluster].gpus}, {"device", clusters[c.cluster].device},
                                  {"tensor", c.p.tensor}, {"pipeline", c.p.pipeline},
-                                 {"data", c.p.data}, {"micro_batch_size", c.p.micro_batch}, {"zero_stage", c.p.zero_stage},
+                                 {"data", c.p.data}, {"expert", c.p.expert}, {"micro_batch_size", c.p.micro_batch}, {"zero_stage", c.p.zero_stage},
                                  {"recompute", strategies::to_string(c.p.recompute)}, {"step_time_s", c.step},
                                  {"samples_per_s", c.samples_per_s}, {"samples_per_s_per_gpu", c.samples_per_s / gpus_of(c)},
                                  {"mfu", c.mfu}, {"peak_bytes", c.peak}, {"fits", c.fits},

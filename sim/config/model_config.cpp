@@ -8,6 +8,39 @@ namespace dtsim::config {
 
 namespace {
 
+// Mixture-of-experts keys (models::TransformerSpec): all or none of the first four.
+void parse_experts(Reader& r, models::TransformerSpec& m) {
+  if (!r.has("num_experts")) {
+    for (const char* key : {"experts_per_token", "expert_ffn_hidden_size", "shared_experts", "first_dense_layers",
+                            "capacity_factor", "expert_bias"})
+      if (r.has(key)) r.fail(key, "only a mixture-of-experts model (model.num_experts) takes it");
+    return;
+  }
+  m.num_experts = r.integer("num_experts", 1, 100000);
+  m.experts_per_token = r.integer("experts_per_token", 1, m.num_experts);
+  m.expert_ffn_hidden_size = r.integer("expert_ffn_hidden_size", 1, 10000000);
+  m.shared_experts = r.integer("shared_experts", 0, 1000, 0);
+  m.first_dense_layers = r.integer("first_dense_layers", 0, m.num_layers - 1, 0);
+  m.capacity_factor = r.number("capacity_factor", Range{0.0, 1000.0}, 0.0);
+  m.expert_bias = r.boolean("expert_bias", false);
+  if (m.capacity_factor > 0 && m.capacity_factor < 1.0)
+    r.fail("capacity_factor", "below 1 an expert could not take even its fair share of the tokens (0 is dropless)");
+}
+
+// Multi-head latent attention keys (models::TransformerSpec): kv_lora_rank turns it on.
+void parse_latent_attention(Reader& r, models::TransformerSpec& m) {
+  if (!r.has("kv_lora_rank")) {
+    for (const char* key : {"q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+      if (r.has(key)) r.fail(key, "only multi-head latent attention (model.kv_lora_rank) takes it");
+    return;
+  }
+  m.kv_lora_rank = r.integer("kv_lora_rank", 1, 1000000);
+  m.q_lora_rank = r.integer("q_lora_rank", 0, 1000000, 0);
+  m.qk_nope_head_dim = r.integer("qk_nope_head_dim", 1, 100000);
+  m.qk_rope_head_dim = r.integer("qk_rope_head_dim", 0, 100000);
+  m.v_head_dim = r.integer("v_head_dim", 1, 100000);
+}
+
 models::TransformerSpec parse_transformer(Reader& r, const std::string& name) {
   models::TransformerSpec m;
   m.name = name;
@@ -27,8 +60,11 @@ models::TransformerSpec parse_transformer(Reader& r, const std::string& name) {
                              ? models::PositionEmbedding::Rotary
                              : models::PositionEmbedding::Learned;
   m.dropout = r.boolean("dropout", true);
+  m.head_dim = r.integer("head_dim", 1, 100000, 0);
+  parse_experts(r, m);
+  parse_latent_attention(r, m);
   r.finish();
-  if (m.hidden_size % m.num_heads != 0)
+  if (m.head_dim == 0 && !m.mla() && m.hidden_size % m.num_heads != 0)
     r.fail("num_heads", fmt::format("{} does not divide model.hidden_size ({})", m.num_heads, m.hidden_size));
   if (m.num_heads % m.num_kv_heads != 0)
     r.fail("num_kv_heads", fmt::format("{} does not divide model.num_heads ({})", m.num_kv_heads, m.num_heads));

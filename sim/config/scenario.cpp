@@ -175,6 +175,37 @@ void parse_context(Reader& r, Scenario& s) {
       if (r.has(key)) r.fail(key, "needs context parallelism (parallelism.context > 1)");
 }
 
+// Expert parallelism (strategies::ParallelismSpec::expert) and the router's load skew, after the
+// rest of `parallelism`, with what it is not modelled with.
+void parse_expert_parallelism(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  p.expert = static_cast<int>(r.integer("expert", 1, kMaxGpus, 1));
+  if (const std::string why = s.model.expert_split_error(p.expert); !why.empty()) r.fail("expert", why);
+  if (p.data % p.expert != 0)
+    r.fail("expert", fmt::format("{} does not divide data ({}): expert-parallel groups are carved out of the data-parallel GPUs",
+                                 p.expert, p.data));
+  p.expert_skew = r.number("expert_skew", Range{0.0, 10.0}, 0.0);
+  p.expert_seed = static_cast<std::uint64_t>(r.integer("expert_seed", 0, std::int64_t{1} << 53, 1));
+  if (r.has("expert_skew") && p.expert_skew > 0 && p.expert == 1)
+    r.fail("expert_skew", "a skewed router slows one expert-parallel GPU against the others: it needs expert > 1");
+  if (p.expert == 1) return;
+  auto refuse = [&](const char* key, const char* what) {
+    r.fail(key, fmt::format("{} with expert parallelism is not modelled", what));
+  };
+  if (p.zero_stage > 1) refuse("zero_stage", "ZeRO-2/3");
+  if (p.recompute == strategies::Recompute::Stage) refuse("recompute", "recomputing whole pipeline stages");
+  if (p.priority_buckets) refuse("bucket_order", "priority order");
+  if (p.compression != strategies::Compression::None) refuse("gradient_compression", "gradient compression");
+  if (p.updates != strategies::Updates::Sync) refuse("updates", "asynchronous updates");
+  if (p.context > 1) refuse("context", "context parallelism");
+  if (p.activation_offload) refuse("activation_offload", "activation offload");
+  if (p.offload_optimizer) refuse("offload_optimizer", "optimizer offload");
+  if (p.framework.framework != strategies::Framework::MegatronLM) refuse("framework", "a framework other than megatron-lm");
+  if (p.schedule == strategies::Schedule::PipeDream || p.schedule == strategies::Schedule::PipeDream2BW ||
+      p.schedule == strategies::Schedule::ZeroBubbleH1)
+    refuse("pipeline_schedule", "this pipeline schedule");
+}
+
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
   const auto& m = s.model;
@@ -279,6 +310,7 @@ void parse_parallelism(Reader r, Scenario& s) {
     r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
                                                taskgraph::to_string(p.algorithm)));
   parse_framework(r, s);
+  parse_expert_parallelism(r, s);
   r.finish();
 }
 
@@ -362,7 +394,12 @@ Scenario load_scenario(const std::string& path) {
                        "with the model state sharded (tensor, pipeline or ZeRO), give checkpoint_GB: the chief's "
                        "own state is not the whole checkpoint");
   }
-  if (auto st = root.optional_object("stragglers")) parse_stragglers(*st, s, doc.origins);
+  if (auto st = root.optional_object("stragglers")) {
+    if (s.parallelism.expert > 1)
+      throw InputError(s.file, "/stragglers",
+                       "stragglers with expert parallelism are not modelled: give parallelism.expert_skew for uneven experts");
+    parse_stragglers(*st, s, doc.origins);
+  }
   if (auto f = root.optional_object("faults")) {
     auto& fs = s.faults;
     fs.enabled = true;

@@ -89,6 +89,7 @@ SliceFacts slice_facts(const config::Scenario& s) {
   models::BuildOptions slice;
   slice.tensor = p.tensor;
   slice.sequence_parallel = p.sequence_parallel;
+  slice.expert = p.expert;
   const models::ModelGraph graph = s.model.build(slice);
   SliceFacts f;
   f.layers = static_cast<double>(graph.layers.size());
@@ -105,6 +106,12 @@ SliceFacts slice_facts(const config::Scenario& s) {
   if (p.offload_optimizer) {
     const double cap = p.framework.reduce_bucket_params * gbytes;
     f.offload_buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, cap, cap).size());
+  }
+  if (p.expert > 1) {
+    for (const auto& layer : graph.layers) f.moe_layers += layer.experts.moe() ? 1 : 0;
+    if (p.data > p.expert)
+      f.expert_buckets = static_cast<double>(
+          strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes, strategies::BucketParams::Expert).size());
   }
   return f;
 }
@@ -162,6 +169,20 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   const double per_bucket =
       1 + (p.compression != strategies::Compression::None ? replicas : 0) + (p.priority_buckets ? replicas : 0);
   tasks += buckets * per_bucket + P * (replicas + 1) + 1 + (sync ? 0 : 2 * replicas);
+  // Expert parallelism (strategies/plan_experts.cpp): every layer's pass is a task of its own, an
+  // MoE layer's three with two all-to-alls between them (and the most loaded GPU's experts under
+  // skew), its forward again before backward under full recomputation; expert gradient buckets
+  // and, under ZeRO-1, their parameter gathers.
+  const double moe_layers = facts.moe_layers;
+  double expert_buckets = 0;
+  const bool ep = p.expert > 1;
+  if (ep) {
+    const double per_moe = 4 + (p.expert_skew > 0 ? 1 : 0);  // beyond the layer's one task
+    const double again = p.recompute == strategies::Recompute::Full ? 1 + per_moe : 0;
+    tasks += replicas * micro * (2 * layers + moe_layers * (2 * per_moe + again));
+    if (p.data > p.expert) expert_buckets = facts.expert_buckets + 2 * P;
+    tasks += expert_buckets + P;
+  }
   tasks *= steps;
 
   // Data-parallel groups hold every (T x C x P)-th GPU (tensor, context, then pipeline, then
@@ -188,6 +209,15 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
     if (zero3) {
       tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
       tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);
+    }
+    if (ep) {
+      const double E = p.expert;
+      const double ep_per_node = std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E);
+      const double a2a = micro * moe_layers * (p.recompute == strategies::Recompute::Full ? 6 : 4);
+      tally.add(CollectiveOp::AllToAll, Algorithm::Direct, E, T * D / E, ep_per_node, a2a);
+      const double edp_per_node = std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E);
+      tally.add(grad_op, a, D / E, T * E, edp_per_node, expert_buckets);
+      if (p.zero_stage == 1 && p.data > p.expert) tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, P);
     }
     const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
     tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
@@ -353,14 +383,14 @@ void check_sweep_budget(const config::Scenario& base, const std::vector<strategi
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag) {
   double seconds = 0, bytes = 0, gpus = 0;
   std::size_t count = 0;
-  std::map<std::tuple<const SweepGroup*, int, bool, double, double, int, int, bool>, SliceFacts> facts;
+  std::map<std::tuple<const SweepGroup*, int, bool, double, double, int, int, bool, int>, SliceFacts> facts;
   for (const auto& g : groups) {
     for (const auto& p : g.candidates) {
       config::Scenario s = g.base;
       s.parallelism = p;
       // Candidates differ in few of the fields the model slice depends on: built once for each.
       auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.bucket_bytes, p.first_bucket_bytes,
-                                                    p.zero_stage, static_cast<int>(p.recompute), p.offload_optimizer));
+                                                    p.zero_stage, static_cast<int>(p.recompute), p.offload_optimizer, p.expert));
       if (fresh) it->second = slice_facts(s);
       const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       seconds += e.seconds;

@@ -34,6 +34,7 @@ struct SliceFacts {
   // DeepSpeed's and FSDP's ZeRO-3 gathers and reduce-scatters per micro-batch, and offload's
   // gradient copy buckets (strategies/plan_framework.cpp counts them the same way).
   double z3_gathers = 0, z3_reduces = 0, offload_buckets = 0;
+  double moe_layers = 0, expert_buckets = 0;  // expert parallelism: MoE layers, expert gradient buckets
 };
 SliceFacts slice_facts(const config::Scenario& s);
 Estimate estimate(const config::Scenario& s, config::Backend backend, bool replay, const SliceFacts& facts);

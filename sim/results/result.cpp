@@ -101,6 +101,10 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   }
   if (auto plan = plan_json(r); !plan.is_null()) j["plan"] = plan;
   j["model"] = {{"name", s.model.name}, {"params", r.params}};
+  if (r.active_params < r.params) {  // a mixture of experts
+    j["model"]["active_params"] = r.active_params;
+    j["model"]["active_params_without_input_embedding"] = r.active_params_without_input_embedding;
+  }
   for (const auto& [key, value] : s.model.sizes()) j["model"][key] = value;
   j["parallelism"] = {{"gpus", r.gpus},
                       {"data", s.parallelism.data},
@@ -125,6 +129,15 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
     j["parallelism"]["context"] = s.parallelism.context;
     j["parallelism"]["context_comm"] = s.parallelism.context_all_gather ? "all_gather" : "p2p";
     j["parallelism"]["context_load_balance"] = s.parallelism.context_load_balance;
+  }
+  if (s.parallelism.expert > 1) {
+    j["parallelism"]["expert"] = s.parallelism.expert;
+    j["parallelism"]["expert_data"] = s.parallelism.data / s.parallelism.expert;
+    j["parallelism"]["expert_skew"] = s.parallelism.expert_skew;
+    if (r.timed) {
+      j["parallelism"]["all_to_all_s_per_step"] = r.all_to_all_s;
+      j["parallelism"]["all_to_all_share"] = r.step_time_s > 0 ? r.all_to_all_s / r.step_time_s : 0.0;
+    }
   }
   if (s.parallelism.pipeline > 1) {
     j["parallelism"]["stage_layers"] = r.plan.stage_layers;

@@ -29,6 +29,10 @@ struct Result {
   std::string scenario;
   int gpus = 0;
   double params = 0;
+  // Mixture of experts: parameters one token uses (models::ModelGraph::active_params), with and
+  // without the input embedding table; and the all-to-all time of one step, per pipeline stage.
+  double active_params = 0, active_params_without_input_embedding = 0;
+  double all_to_all_s = 0;
   double step_time_s = 0;
   double samples_per_s = 0, tokens_per_s = 0;
   double model_flops = 0, hardware_flops = 0, model_tflops_per_gpu = 0, mfu = 0, hfu = 0;

@@ -28,12 +28,17 @@ Result plan_only(const config::Scenario& s) {
   opts.fp8_current_scaling = s.training.fp8_current_scaling;
   opts.context = s.parallelism.context;
   opts.context_balanced = s.parallelism.context_load_balance;
+  opts.expert = s.parallelism.expert;
   const models::ModelGraph graph = s.model.build(opts);
   models::BuildOptions whole = opts;
   whole.tensor = 1;
   whole.sequence_parallel = false;
   whole.context = 1;
-  r.params = s.model.build(whole).params();
+  whole.expert = 1;
+  const models::ModelGraph all = s.model.build(whole);
+  r.params = all.params();
+  r.active_params = all.active_params();
+  r.active_params_without_input_embedding = all.active_params(false);
   r.plan = strategies::plan_training(graph, s.parallelism, s.training, s.host);
   r.memory = r.plan.memory;
   r.memory.other += s.reserved_bytes;
@@ -120,6 +125,11 @@ Result simulate(const config::Scenario& s) {
   r.compute_spread = all > 0 ? spread / all : 0.0;
 
   if (steps == 1) r.step_time_s = r.timeline.makespan;
+  // All-to-alls block the layers that wait for them: their time per step and stage.
+  for (std::size_t i = 0; i < replayed.tasks.size(); ++i)
+    if (replayed.tasks[i].is_collective && replayed.tasks[i].collective.op == taskgraph::CollectiveOp::AllToAll)
+      r.all_to_all_s += r.timeline.end[i] - r.timeline.start[i];
+  r.all_to_all_s /= static_cast<double>(steps) * s.parallelism.pipeline;
   // A simulated step is the global batch once per local iteration (EASGD runs several).
   const double samples = static_cast<double>(s.training.global_batch) * r.plan.iterations_per_step;
   if (s.parallelism.updates != strategies::Updates::Sync) {
