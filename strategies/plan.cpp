@@ -308,7 +308,8 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   return m;
 }
 
-Plan Planner::run() {
+// What run() and layout() decide alike before the passes: micro-batches, chunks, the checks.
+void Planner::start_layout() {
   const int P = p_.pipeline;
   const std::int64_t per_step = static_cast<std::int64_t>(p_.data) * p_.micro_batch;
   if (t_.global_batch % per_step != 0) throw std::invalid_argument("global batch must be a multiple of data x micro_batch_size");
@@ -324,6 +325,11 @@ Plan Planner::run() {
   if (!p_.stage_blocks.empty() && (v_ != 1 || static_cast<int>(p_.stage_blocks.size()) != P))
     throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
   chunk_layers_ = split_chunks(g_, chunks_, p_.stage_blocks);
+}
+
+Plan Planner::run() {
+  const int P = p_.pipeline;
+  start_layout();
 
   const auto S = static_cast<std::size_t>(P);
   seq_.resize(S);

@@ -10,16 +10,7 @@ namespace dtsim::strategies {
 // what fits.
 Layout Planner::layout() {
   const int P = p_.pipeline;
-  const std::int64_t per_step = static_cast<std::int64_t>(p_.data) * p_.micro_batch;
-  if (t_.global_batch % per_step != 0) throw std::invalid_argument("global batch must be a multiple of data x micro_batch_size");
-  m_ = t_.global_batch / per_step;
-  v_ = p_.schedule == Schedule::Interleaved ? p_.virtual_stages : 1;
-  chunks_ = P * v_;
-  plan_.micro_batches = m_;
-  plan_.graph.num_ranks = p_.data * P * p_.tensor;
-  if (!p_.stage_blocks.empty() && (v_ != 1 || static_cast<int>(p_.stage_blocks.size()) != P))
-    throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
-  chunk_layers_ = split_chunks(g_, chunks_, p_.stage_blocks);
+  start_layout();
   seq_.resize(static_cast<std::size_t>(P));
   for (int s = 0; s < P; ++s) {
     seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(m_), v_);

@@ -37,6 +37,7 @@ class Planner {
   Layout layout();
 
  private:
+  void start_layout();
   int rep(int s) const { return place_.gpu(d_, s, 0); }
   // Ranks that hold the same parameters and sum their gradients: data x context.
   int grad_ranks() const { return p_.data * p_.context; }

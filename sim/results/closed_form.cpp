@@ -30,6 +30,7 @@ std::string closed_form_gap(const config::Scenario& s) {
   if (p.offload_optimizer) return "optimizer offload";
   if (p.activation_offload) return "activation offload";
   if (p.context > 1) return "context parallelism";
+  if (p.expert > 1) return "expert parallelism";
   if (s.training.precision == strategies::Precision::Fp8) return "FP8";
   if (p.framework.framework != strategies::Framework::MegatronLM) return "framework behaviour (deepspeed, fsdp)";
   if (p.compression != strategies::Compression::None) return "gradient compression";
@@ -136,14 +137,7 @@ Result ClosedForm::estimate(const config::Scenario& s) {
   r.params = im.params;
   const models::ModelGraph& g = im.graph(s);
   auto layout = strategies::plan_layout(g, p, t, s.host);
-  r.plan = std::move(layout.plan);
-  r.memory = r.plan.memory;
-  r.memory.other += s.reserved_bytes;
-  r.worst_rank = r.plan.worst_rank;
-  r.capacity_bytes = s.device.memory_bytes;
-  r.fits = r.memory.peak() <= r.capacity_bytes;
-  r.model_flops = r.plan.model_flops_per_step;
-  r.hardware_flops = r.plan.hardware_flops_per_step;
+  adopt_plan(r, std::move(layout.plan), s);
 
   const strategies::Placement place(p);
   const int P = p.pipeline, T = p.tensor, D = p.data;

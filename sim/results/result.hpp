@@ -66,6 +66,8 @@ struct Result {
 
 // Everything `run` does: model -> plan -> cost -> replay -> result.
 Result simulate(const config::Scenario& s);
+// Takes the planner's plan: memory (with the scenario's reserve), fit and FLOPs.
+void adopt_plan(Result& r, strategies::Plan plan, const config::Scenario& s);
 // The memory plan alone, no time simulation.
 Result memory_only(const config::Scenario& s);
 

@@ -14,6 +14,17 @@
 
 namespace dtsim::results {
 
+void adopt_plan(Result& r, strategies::Plan plan, const config::Scenario& s) {
+  r.plan = std::move(plan);
+  r.memory = r.plan.memory;
+  r.memory.other += s.reserved_bytes;
+  r.worst_rank = r.plan.worst_rank;
+  r.capacity_bytes = s.device.memory_bytes;
+  r.fits = r.memory.peak() <= r.capacity_bytes;
+  r.model_flops = r.plan.model_flops_per_step;
+  r.hardware_flops = r.plan.hardware_flops_per_step;
+}
+
 namespace {
 
 Result plan_only(const config::Scenario& s) {
@@ -39,14 +50,7 @@ Result plan_only(const config::Scenario& s) {
   r.params = all.params();
   r.active_params = all.active_params();
   r.active_params_without_input_embedding = all.active_params(false);
-  r.plan = strategies::plan_training(graph, s.parallelism, s.training, s.host);
-  r.memory = r.plan.memory;
-  r.memory.other += s.reserved_bytes;
-  r.worst_rank = r.plan.worst_rank;
-  r.capacity_bytes = s.device.memory_bytes;
-  r.fits = r.memory.peak() <= r.capacity_bytes;
-  r.model_flops = r.plan.model_flops_per_step;
-  r.hardware_flops = r.plan.hardware_flops_per_step;
+  adopt_plan(r, strategies::plan_training(graph, s.parallelism, s.training, s.host), s);
   if (!r.fits) {
     r.warnings.push_back(fmt::format("does not fit: rank {} needs {:.1f} GiB of {:.1f} GiB", r.worst_rank,
                                      r.memory.peak() / units::kGiB, r.capacity_bytes / units::kGiB));
