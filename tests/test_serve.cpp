@@ -173,3 +173,111 @@ TEST(Serve, PageIsSelfContained) {
   EXPECT_EQ(r.body.find("https://"), std::string::npos);
   EXPECT_EQ(r.body.find("src="), std::string::npos);
 }
+
+// Issue 16 item 5 follow-up: the strategies added since the page was written (issues 14 and 17).
+
+namespace {
+
+// The text between `<select name="NAME"` and its `</select>` on the page, "" when it has none.
+std::string select_of(const std::string& page, const std::string& name) {
+  const auto at = page.find("<select name=\"" + name + "\"");
+  if (at == std::string::npos) return "";
+  return page.substr(at, page.find("</select>", at) - at);
+}
+
+// A one-step analytical scenario from its parts, each a JSON text.
+std::string scenario_with(const std::string& model, const std::string& device, const std::string& cluster,
+                          const std::string& parallelism, const std::string& training) {
+  return R"({"schema_version": 1, "name": "serve-controls", "model": {"preset": ")" + model +
+         R"("}, "hardware": {"device": ")" + device + R"("}, "cluster": )" + cluster + R"(, "parallelism": )" +
+         parallelism + R"(, "training": )" + training + R"(, "simulation": {"backend": "analytical"}})";
+}
+
+}  // namespace
+
+TEST(Serve, PageOffersTheNewStrategies) {
+  Server server;
+  const auto r = request(server.port(), "GET", "/");
+  ASSERT_EQ(r.status, 200);
+  const std::string& page = r.body;
+  for (const char* s : {"gpipe", "1f1b", "interleaved-1f1b", "pipedream", "pipedream-2bw", "zero-bubble-h1"})
+    EXPECT_NE(select_of(page, "schedule").find(std::string(">") + s + "<"), std::string::npos) << s;
+  for (const char* f : {"megatron-lm", "deepspeed", "fsdp"})
+    EXPECT_NE(select_of(page, "framework").find(std::string(">") + f + "<"), std::string::npos) << f;
+  EXPECT_NE(select_of(page, "precision").find("value=\"fp8\""), std::string::npos);
+  EXPECT_NE(select_of(page, "precision").find(">bf16<"), std::string::npos);
+  for (const char* m : {"mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-120b", "deepseek-v3"})
+    EXPECT_NE(select_of(page, "model").find(std::string(">") + m + "<"), std::string::npos) << m;
+  for (const char* d : {"\"b200|dgx-b200|8|fp8\"", "\"gb200|nvl72|72|fp8\"", "\"h100-sxm-80gb|dgx-h100|8|fp8\""})
+    EXPECT_NE(select_of(page, "device").find(d), std::string::npos) << d;
+  EXPECT_NE(page.find("<input type=\"number\" name=\"expert\""), std::string::npos);
+  EXPECT_NE(page.find("<input type=\"number\" name=\"context\""), std::string::npos);
+  // The scenario the page sends carries them, and the page shows the all-to-all share it gets back.
+  for (const char* js : {"par.expert=ep", "par.context=cp", "framework:field(p,\"framework\").value",
+                         "precision:field(p,\"precision\").value", "j.parallelism.all_to_all_share"})
+    EXPECT_NE(page.find(js), std::string::npos) << js;
+  // A refused combination shows the server's error text, not the last result beside it.
+  EXPECT_NE(page.find("field(p,\"error\").textContent=body;field(p,\"step\").textContent=\"no result\""), std::string::npos);
+}
+
+TEST(Serve, NewStrategiesAnswerWhatRunPrints) {
+  Server server;
+  ASSERT_GT(server.port(), 0);
+  const std::string one_node = R"({"preset": "dgx-h100", "nodes": 1})";
+  const std::string bf16 = R"({"global_batch_size": 16, "precision": "bf16", "attention": "flash"})";
+  const std::string fp8 = R"({"global_batch_size": 16, "precision": "fp8", "attention": "flash"})";
+  struct Case {
+    std::string scenario, expect;  // expect: a key the result must carry
+  } cases[] = {
+      {scenario_with("mixtral-8x7b", "h100-sxm-80gb", R"({"preset": "dgx-h100", "nodes": 2})",
+                     R"({"data": 4, "tensor": 2, "pipeline": 2, "expert": 4, "framework": "megatron-lm"})", bf16),
+       "\"all_to_all_share\""},
+      {scenario_with("gpt2", "h100-sxm-80gb", one_node,
+                     R"({"data": 1, "tensor": 2, "pipeline": 2, "context": 2, "sequence_parallel": true})", fp8),
+       "\"context_comm\""},
+      {scenario_with("gpt2", "b200", R"({"preset": "dgx-b200", "nodes": 1})",
+                     R"({"data": 2, "pipeline": 4, "pipeline_schedule": "zero-bubble-h1", "framework": "deepspeed"})", fp8),
+       "\"expected_bubble_fraction\""},
+      {scenario_with("gpt2", "h100-sxm-80gb", one_node,
+                     R"({"data": 2, "pipeline": 4, "pipeline_schedule": "pipedream-2bw"})", bf16),
+       "\"weight_versions\""},
+      {scenario_with("gpt2", "h100-sxm-80gb", one_node, R"({"data": 8, "framework": "fsdp", "zero_stage": 3})", bf16),
+       "\"zero3\""},
+  };
+  for (const auto& c : cases) {
+    const auto r = request(server.port(), "POST", "/api/run", c.scenario);
+    EXPECT_EQ(r.status, 200) << c.scenario << "\n" << r.body;
+    test::TempDir dir;
+    dir.file("scenario.json", c.scenario);
+    const auto cli = run_cli(dir);
+    ASSERT_EQ(cli.code, 0) << c.scenario << "\n" << cli.err;
+    EXPECT_EQ(without_provenance(r.body), without_provenance(cli.out)) << c.scenario;
+    EXPECT_NE(r.body.find(c.expect), std::string::npos) << c.expect << " in " << r.body;
+  }
+}
+
+TEST(Serve, RefusedNewCombinationsAre400WithTheCliErrorText) {
+  Server server;
+  const std::string bf16 = R"({"global_batch_size": 16, "precision": "bf16", "attention": "flash"})";
+  const std::pair<std::string, std::string> bad[] = {
+      {scenario_with("gpt2", "a100-sxm-80gb", R"({"preset": "dgx-a100", "nodes": 1})", R"({"data": 8})",
+                     R"({"global_batch_size": 16, "precision": "fp8", "attention": "flash"})"),
+       "/training/precision: device a100-sxm-80gb has no fp8 peak"},
+      {scenario_with("mixtral-8x7b", "h100-sxm-80gb", R"({"preset": "dgx-h100", "nodes": 2})",
+                     R"({"data": 4, "tensor": 2, "pipeline": 2, "expert": 4, "pipeline_schedule": "zero-bubble-h1"})", bf16),
+       "/parallelism/pipeline_schedule: this pipeline schedule with expert parallelism is not modelled"},
+      {scenario_with("gpt2", "h100-sxm-80gb", R"({"preset": "dgx-h100", "nodes": 1})",
+                     R"({"data": 8, "framework": "horovod"})", bf16),
+       "/parallelism/framework"},
+  };
+  for (const auto& [scenario, why] : bad) {
+    const auto r = request(server.port(), "POST", "/api/run", scenario);
+    EXPECT_EQ(r.status, 400) << r.body;
+    test::TempDir dir;
+    dir.file("scenario.json", scenario);
+    const auto cli = run_cli(dir);
+    EXPECT_EQ(cli.code, 2);
+    EXPECT_EQ(r.body, cli.err);
+    EXPECT_NE(r.body.find("error: scenario.json:" + why), std::string::npos) << r.body;
+  }
+}
