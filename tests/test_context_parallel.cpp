@@ -160,6 +160,9 @@ TEST(ContextParallel, RefusesWhatItCannotSplit) {
   EXPECT_EQ(input_error_over_base(odd), "/parallelism/context: 2 x 8 = 16 chunks do not divide model.seq_len (1000)");
   EXPECT_EQ(input_error_over_base(R"({"extends": "base.json", "parallelism": {"data": 8, "context_comm": "p2p"}})"),
             "/parallelism/context_comm: needs context parallelism (parallelism.context > 1)");
+  // Zero-bubble's split backward does not carry the K/V exchange: refused, not crashed.
+  EXPECT_EQ(input_error_over_base(scenario(R"("data": 2, "pipeline": 2, "context": 2, "pipeline_schedule": "zero-bubble-h1")")),
+            "/parallelism/pipeline_schedule: zero-bubble-h1 with context parallelism is not modelled");
 }
 
 // `sweep` tries context parallelism on long sequences and, when asked, FP8 on devices that have it.

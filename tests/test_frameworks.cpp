@@ -167,6 +167,9 @@ TEST(Frameworks, KnobsNeedAFrameworkAndZeroStage3) {
   EXPECT_NE(error_of(R"({"pipeline_grad_reduce": "after-flush"})").find("pipeline"), std::string::npos);
   EXPECT_EQ(error_of(R"({"framework": "deepspeed", "zero3": {"stage3_prefetch_bucket_size": 5e7}})"),
             "/parallelism/zero3/stage3_prefetch_bucket_size: is prefetch_bucket_params in dtsim");
+  // Interleaved chunks on one GPU would need two gather streams: refused, not a stuck schedule.
+  EXPECT_EQ(error_of(R"({"zero_stage": 3, "framework": "fsdp", "pipeline_schedule": "interleaved-1f1b", "virtual_stages": 2})"),
+            "/parallelism/framework: fsdp's ZeRO-3 with virtual stages (interleaved-1f1b) is not modelled");
 }
 
 // Across nodes a collective runs at NCCL's efficiency for its size: at half efficiency it takes

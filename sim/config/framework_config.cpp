@@ -1,5 +1,7 @@
 #include "sim/config/framework_config.hpp"
 
+#include <fmt/format.h>
+
 #include <string>
 #include <utility>
 
@@ -16,6 +18,9 @@ void parse_framework(Reader& r, Scenario& s) {
   const Framework fw = name == "deepspeed" ? Framework::DeepSpeed : name == "fsdp" ? Framework::Fsdp : Framework::MegatronLM;
   p.framework = strategies::framework_defaults(fw);
   auto& f = p.framework;
+  // The framework's gathers follow one chunk per stage; virtual stages would interleave two.
+  if (fw != Framework::MegatronLM && p.zero_stage == 3 && p.virtual_stages > 1)
+    r.fail("framework", fmt::format("{}'s ZeRO-3 with virtual stages (interleaved-1f1b) is not modelled", name));
   if (auto z = r.optional_object("zero3")) {
     if (p.zero_stage != 3) z->fail_here("ZeRO-3 knobs need zero_stage 3 (or fsdp)");
     if (fw == Framework::MegatronLM)

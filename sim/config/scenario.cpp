@@ -231,6 +231,8 @@ void parse_parallelism(Reader r, Scenario& s) {
                : sched == "pipedream-2bw" ? strategies::Schedule::PipeDream2BW
                : sched == "zero-bubble-h1" ? strategies::Schedule::ZeroBubbleH1
                                           : strategies::Schedule::Interleaved;
+  if (p.schedule == strategies::Schedule::ZeroBubbleH1 && p.context > 1)  // its B/W split has no K/V exchange
+    r.fail("pipeline_schedule", "zero-bubble-h1 with context parallelism is not modelled");
   p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1024, 1));
   if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
     r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
