@@ -109,7 +109,8 @@ TEST(RealrunParameterServer, ThreeWorkersPullTheExactSum) {
     });
   std::vector<tcp::socket> conns;
   for (int r = 0; r < n; ++r) conns.push_back(accept_one(acceptor));
-  ps_serve_round(server_io, conns, count);
+  std::vector<std::vector<float>> in(static_cast<std::size_t>(n), std::vector<float>(count));
+  ps_serve_round(server_io, conns, in);
   for (auto& t : workers) t.join();
   const auto want = expected_sum(n, count);
   for (int r = 0; r < n; ++r) EXPECT_EQ(data[static_cast<std::size_t>(r)], want) << "rank " << r;

@@ -89,8 +89,9 @@ void ps_push_pull(asio::io_context& io, std::vector<float>& data, tcp::socket& s
   run_all(io, errors);
 }
 
-void ps_serve_round(asio::io_context& io, std::vector<tcp::socket>& workers, std::size_t count) {
-  std::vector<std::vector<float>> in(workers.size(), std::vector<float>(count));
+void ps_serve_round(asio::io_context& io, std::vector<tcp::socket>& workers, std::vector<std::vector<float>>& in) {
+  if (in.size() != workers.size()) throw std::runtime_error("parameter server: one buffer per worker");
+  const std::size_t count = in.front().size();
   std::vector<boost::system::error_code> errors(workers.size());
   for (std::size_t w = 0; w < workers.size(); ++w)
     asio::async_read(workers[w], asio::buffer(in[w]), [&errors, w](const boost::system::error_code& e, std::size_t) { errors[w] = e; });

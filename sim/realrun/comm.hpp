@@ -29,8 +29,10 @@ void ring_allreduce(asio::io_context& io, std::vector<float>& data, int rank, in
 
 // A parameter server's worker: pushes `data`, pulls the sum over all workers back into it.
 void ps_push_pull(asio::io_context& io, std::vector<float>& data, tcp::socket& server);
-// One round of the server: receives every worker's buffer of `count` floats, sends each the sum.
-void ps_serve_round(asio::io_context& io, std::vector<tcp::socket>& workers, std::size_t count);
+// One round of the server: receives every worker's buffer into `in` (one buffer per worker, each
+// of the gradient's size), sends each the sum. The caller keeps `in` between rounds: allocating
+// and zeroing them each round would take a core from the workers while they compute.
+void ps_serve_round(asio::io_context& io, std::vector<tcp::socket>& workers, std::vector<std::vector<float>>& in);
 
 // Loopback as the trainer's network sees it: one-way latency (half the median round trip of a
 // small message) and the rate of bulk transfers in both directions at once, per direction.

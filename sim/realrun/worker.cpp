@@ -32,9 +32,10 @@ nlohmann::json serve(const WorkerOptions& o, tcp::acceptor& acceptor, asio::io_c
   if (static_cast<int>(by_rank.size()) != o.workers) throw std::runtime_error("parameter server: workers' ranks are not 0..N-1");
   MlpShape s{o.batch, o.dims};
   std::vector<double> rounds;
+  std::vector<std::vector<float>> in(by_rank.size(), std::vector<float>(static_cast<std::size_t>(s.params())));
   for (int step = 0; step < o.warmup + o.steps; ++step) {
     const double t = now();
-    ps_serve_round(io, by_rank, static_cast<std::size_t>(s.params()));
+    ps_serve_round(io, by_rank, in);
     if (step >= o.warmup) rounds.push_back(now() - t);
   }
   return {{"role", "server"}, {"round_s", rounds}};
