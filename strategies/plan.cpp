@@ -145,13 +145,12 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   }
 
   if (framework_zero3()) return emit_sharded(s, j, op, std::move(cross), tag);
-  // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs.
+  // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs; under
+  // expert parallelism its experts' come from the expert-data-parallel group (plan_experts.cpp).
   auto gather = [&](const models::Layer* l) {
-    std::vector<int> deps;
-    if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
-    int id = collective(CollectiveOp::AllGather, data_groups(s), l->params() * wbytes, deps, "zero3 gather " + l->name + tag);
-    last_comm_[static_cast<std::size_t>(s)] = id;
-    return id;
+    const double experts = p_.expert > 1 ? l->expert_params() : 0.0;
+    return dense_and_expert_collective(s, CollectiveOp::AllGather, l->params() - experts, experts, wbytes, -1,
+                                       "zero3 gather " + l->name + tag, "zero3 gather experts of " + l->name + tag);
   };
   int last = -1;
   if (op.forward) {
@@ -160,7 +159,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
         int ag = gather(l);
         std::vector<int> deps = cross;
         deps.push_back(ag);
-        last = compute(s, pass_work(true, j, l, tpg), deps, "fwd " + l->name + tag);
+        last = p_.expert > 1 ? layer_pass(s, j, true, l, deps, tag) : compute(s, pass_work(true, j, l, tpg), deps, "fwd " + l->name + tag);
         if (p_.activation_offload) offload_layer(s, j, op, l, last);
         cross.clear();
       }
@@ -201,10 +200,17 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
       cross.clear();
       if (final) final_backward_[*it] = last;
       if (zero3) {  // reduce-scatter this layer's gradients right away
-        std::vector<int> rs_deps{last, last_comm_[static_cast<std::size_t>(s)]};
-        last_comm_[static_cast<std::size_t>(s)] =
-            collective(CollectiveOp::ReduceScatter, data_groups(s), (*it)->params() * gbytes, rs_deps, "zero3 reduce " + (*it)->name + tag);
+        const double experts = p_.expert > 1 ? (*it)->expert_params() : 0.0;
+        dense_and_expert_collective(s, CollectiveOp::ReduceScatter, (*it)->params() - experts, experts, gbytes, last,
+                                    "zero3 reduce " + (*it)->name + tag, "zero3 reduce experts of " + (*it)->name + tag);
       }
+    }
+    if (p_.zero_stage == 2 && p_.expert > 1 && !final) {
+      // As below: ZeRO-2 keeps only its shard of the gradients, so every micro-batch reduces them.
+      double experts = 0;
+      for (const auto* l : layers) experts += l->expert_params();
+      dense_and_expert_collective(s, CollectiveOp::ReduceScatter, layer_params(layers) - experts, experts, gbytes, last,
+                                  "zero2 reduce" + tag, "zero2 reduce experts" + tag);
     }
   } else {
     const bool input = op.part == PipeOp::Part::Input;

@@ -60,4 +60,9 @@ struct Layout {
 };
 Layout plan_layout(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host);
 
+// Model chunks in model order: blocks split evenly unless `blocks_per_chunk` gives each chunk's
+// count, the embedding on the first chunk and the head on the last (chunk c on stage c % pipeline).
+std::vector<std::vector<const models::Layer*>> split_chunks(const models::ModelGraph& g, int chunks,
+                                                            const std::vector<int>& blocks_per_chunk);
+
 }  // namespace dtsim::strategies

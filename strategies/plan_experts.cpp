@@ -111,7 +111,7 @@ int Planner::layer_pass(int s, int chunk, bool forward, const models::Layer* l, 
 }
 
 // Expert gradients, bucket by bucket as backward produces them, summed (or reduce-scattered under
-// ZeRO-1) over the expert-data-parallel groups. They queue among themselves but beside the dense
+// ZeRO-1 and ZeRO-2) over the expert-data-parallel groups. They queue among themselves but beside the dense
 // buckets (other process groups, as Megatron-Core's expert-data-parallel group is); the last waits
 // for the dense ones too, so that the optimizer after it has every gradient.
 void Planner::synchronise_expert_gradients(int s) {
@@ -136,7 +136,33 @@ void Planner::synchronise_expert_gradients(int s) {
   if (previous >= 0) last_comm_[static_cast<std::size_t>(s)] = previous;
 }
 
-// ZeRO-1: every GPU gathers the expert weights the others of its expert-data-parallel group updated.
+// ZeRO-2 and ZeRO-3 under expert parallelism: dense parameters, their gradients and optimizer
+// state sharded over the data-parallel group, the experts' over the expert-data-parallel group
+// (the data / expert GPUs holding the same experts). DeepSpeed's ZeRO-1/2 optimizer reduces and
+// partitions an MoE parameter group over its expert_dp_process_group (runtime/zero/
+// stage_1_and_2.py, real_dp_process_group); torchtitan's FSDP2 (ZeRO-3) shards the experts over
+// its "dp_shard_mod_ep" mesh and the rest over the whole data-parallel mesh (apply_fsdp in the
+// MoE models' parallelize.py). So
+// a collective over a layer's parameters is two: the dense part over the data-parallel groups,
+// then the experts' over the expert-data-parallel groups (none when data = expert: every GPU holds
+// its experts whole). Both queue on the stage's communication stream after `after` (-1: none);
+// returns the last.
+int Planner::dense_and_expert_collective(int s, CollectiveOp op, double dense, double experts, double bytes_per_param, int after,
+                                         const std::string& dense_label, const std::string& expert_label) {
+  int& stream = last_comm_[static_cast<std::size_t>(s)];
+  auto one = [&](std::vector<int> groups, double params, const std::string& label) {
+    std::vector<int> deps;
+    if (after >= 0) deps.push_back(after);
+    if (stream >= 0) deps.push_back(stream);
+    stream = collective(op, std::move(groups), params * bytes_per_param, std::move(deps), label);
+  };
+  one(data_groups(s), dense, dense_label);
+  if (experts > 0 && p_.data / p_.expert > 1) one(expert_data_groups(s), experts, expert_label);
+  return stream;
+}
+
+// ZeRO-1 and ZeRO-2: every GPU gathers the expert weights the others of its expert-data-parallel
+// group updated.
 void Planner::gather_expert_params(int s, const std::vector<int>& deps) {
   if (p_.data / p_.expert <= 1) return;
   double experts = 0;

@@ -24,8 +24,6 @@ using Layers = std::vector<const models::Layer*>;
 inline constexpr int kInPreviousStep = -3;
 
 double layer_params(const Layers& ls);
-// Model chunks in model order (see plan.cpp).
-std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks, const std::vector<int>& blocks_per_chunk);
 
 class Planner {
  public:
@@ -85,6 +83,8 @@ class Planner {
   int layer_pass(int s, int chunk, bool forward, const models::Layer* l, std::vector<int> deps, const std::string& tag);
   void synchronise_expert_gradients(int s);
   void gather_expert_params(int s, const std::vector<int>& deps);
+  int dense_and_expert_collective(int s, CollectiveOp op, double dense, double experts, double bytes_per_param, int after,
+                                  const std::string& dense_label, const std::string& expert_label);
   double update_shard(const Layers& ls) const;
   MemoryBreakdown state_memory(const Layers& ls) const;
   double slowest_expert_load(const models::Layer& l) const;

@@ -240,7 +240,7 @@ TEST(ExpertParallelism, BadSettingsAreInputErrors) {
   fails(R"("data": 16, "expert": 32)", "/parallelism/expert");       // more than the data-parallel GPUs
   fails(R"("data": 16, "expert": 4)", "/parallelism/expert", 6);     // 4 does not divide 6 experts
   fails(R"("data": 16, "expert_skew": 0.3)", "/parallelism/expert_skew");
-  fails(R"("data": 16, "expert": 8, "zero_stage": 3)", "/parallelism/zero_stage");
+  fails(R"("data": 16, "expert": 8, "bucket_order": "priority")", "/parallelism/bucket_order");
   fails(R"("data": 16, "expert": 8, "recompute": "stage")", "/parallelism/recompute");
 }
 

@@ -109,7 +109,6 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                 if ((zero > 0 && dp * cp == 1) || (zero == 3 && pp > 1)) continue;
                 // Expert and context parallelism are not modelled together.
                 for (int ep : cp == 1 ? expert_sizes(m, dp) : std::vector<int>{1}) {
-                  if (zero == 3 && ep > 1) continue;
                   for (auto rc : {strategies::Recompute::None, strategies::Recompute::Selective, strategies::Recompute::Full}) {
                     Candidate c;
                     c.p = s.parallelism;

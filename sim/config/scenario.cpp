@@ -192,7 +192,6 @@ void parse_expert_parallelism(Reader& r, Scenario& s) {
   auto refuse = [&](const char* key, const char* what) {
     r.fail(key, fmt::format("{} with expert parallelism is not modelled", what));
   };
-  if (p.zero_stage > 1) refuse("zero_stage", "ZeRO-2/3");
   if (p.recompute == strategies::Recompute::Stage) refuse("recompute", "recomputing whole pipeline stages");
   if (p.priority_buckets) refuse("bucket_order", "priority order");
   if (p.compression != strategies::Compression::None) refuse("gradient_compression", "gradient compression");

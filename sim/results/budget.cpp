@@ -172,16 +172,19 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   // Expert parallelism (strategies/plan_experts.cpp): every layer's pass is a task of its own, an
   // MoE layer's three with two all-to-alls between them (and the most loaded GPU's experts under
   // skew), its forward again before backward under full recomputation; expert gradient buckets
-  // and, under ZeRO-1, their parameter gathers.
+  // and, under ZeRO-1/2, their parameter gathers; ZeRO-2's per-micro-batch reduces and ZeRO-3's
+  // per-layer gathers and reduce-scatters of the experts, over their own groups.
   const double moe_layers = facts.moe_layers;
   double expert_buckets = 0;
-  const bool ep = p.expert > 1;
+  const bool ep = p.expert > 1, edp = ep && p.data > p.expert;
   if (ep) {
     const double per_moe = 4 + (p.expert_skew > 0 ? 1 : 0);  // beyond the layer's one task
     const double again = p.recompute == strategies::Recompute::Full ? 1 + per_moe : 0;
     tasks += replicas * micro * (2 * layers + moe_layers * (2 * per_moe + again));
-    if (p.data > p.expert) expert_buckets = facts.expert_buckets + 2 * P;
+    if (edp && !zero3) expert_buckets = facts.expert_buckets + 2 * P;
     tasks += expert_buckets + P;
+    if (edp && p.zero_stage == 2) tasks += replicas * micro * chunks;
+    if (edp && zero3) tasks += replicas * micro * 3 * moe_layers;
   }
   tasks *= steps;
 
@@ -217,7 +220,12 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
       tally.add(CollectiveOp::AllToAll, Algorithm::Direct, E, T * D / E, ep_per_node, a2a);
       const double edp_per_node = std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E);
       tally.add(grad_op, a, D / E, T * E, edp_per_node, expert_buckets);
-      if (p.zero_stage == 1 && p.data > p.expert) tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, P);
+      if (edp && (p.zero_stage == 1 || p.zero_stage == 2)) tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, P);
+      if (edp && p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, micro * chunks);
+      if (edp && zero3) {
+        tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, 2 * moe_layers * micro);
+        tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, moe_layers * micro);
+      }
     }
     const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
     tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);

@@ -30,11 +30,13 @@ struct CapacityPlan {
 
 // Fewest GPUs (data x tensor x pipeline, ZeRO stage, recomputation) whose worst rank fits the device's
 // memory, from the memory plan alone (no simulation). Tensor parallelism stays within a node (of 8 GPUs
-// at least). Micro-batch, global batch and schedule stay the scenario's.
+// at least). Micro-batch, global batch, schedule and expert parallelism stay the scenario's (the
+// data size a multiple of the expert-parallel size).
 struct Fit {
   int gpus = 0, data = 1, tensor = 1, pipeline = 1, zero_stage = 0;
   strategies::Recompute recompute = strategies::Recompute::None;
   double peak_bytes = 0;
+  int expert = 1;
 };
 
 CapacityPlan capacity_plan(const Result& r);
