@@ -119,9 +119,9 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
   inter.finish();
   if (auto pcie = r.optional_object("pcie")) {
     // Each node's PCIe tree between its GPUs and host memory (offload copies, central storage).
-    if (c.fabric == network::Fabric::Pcie && !torus)
-      pcie->fail_here("a \"pcie\" node's GPUs reach the host through their own links and the host bridge");
-    c.gpus_per_pcie_switch = static_cast<int>(pcie->integer("gpus_per_switch", 1, c.gpus_per_node, 1));
+    // A node smaller than a preset's switch is one switch; a "pcie" node's GPUs already reach
+    // the host through their own links and the host bridge, which this leaves as they are.
+    c.gpus_per_pcie_switch = std::min(c.gpus_per_node, static_cast<int>(pcie->integer("gpus_per_switch", 1, 576, 1)));
     if (c.gpus_per_node % c.gpus_per_pcie_switch != 0)
       pcie->fail("gpus_per_switch", fmt::format("{} GPUs per node do not split into switches of {}", c.gpus_per_node, c.gpus_per_pcie_switch));
     c.pcie_switch_bandwidth = pcie->optional_quantity("switch_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}).value_or(0.0);
