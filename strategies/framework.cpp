@@ -39,6 +39,14 @@ namespace dtsim::strategies {
 // - activation offload with torch.autograd.graph.save_on_cpu: copies on the current stream.
 // Megatron-LM: keeps dtsim's existing idealised schedule; Megatron-Core's activation CPU
 // offloading (cpu_offload.py) copies on its own stream, overlapped.
+// What one NCCL collective call costs before any byte moves, beyond the per-step latencies the
+// network model charges: nccl-tests' reduce_scatter_perf on 2 nodes x 4 GPUs times a 0-byte
+// call at 5.70, 5.92, 5.52, 5.53 and 5.57 us (out of place; mean 5.65 us), NVIDIA/nccl-tests
+// issue 128, https://github.com/NVIDIA/nccl-tests/issues/128 (comment of 2023-02-02). A 0-byte
+// collective launches no transfer, so this is the call's own path (argument checks, enqueue,
+// the stream's kernel launch and event), which every ZeRO-3 gather and reduce-scatter pays.
+constexpr double kNcclCallSeconds = 5.65e-6;
+
 FrameworkSpec framework_defaults(Framework f) {
   FrameworkSpec s;
   s.framework = f;
@@ -48,10 +56,13 @@ FrameworkSpec framework_defaults(Framework f) {
       s.sync_after_backward = false;
       break;
     case Framework::DeepSpeed:
+      s.max_live_params = 1e9;
+      s.collective_launch_s = kNcclCallSeconds;
       s.pipeline_reduce_after_flush = true;
       s.activation_offload_overlapped = false;
       break;
     case Framework::Fsdp:
+      s.collective_launch_s = kNcclCallSeconds;
       s.gather_per_layer = true;
       s.persistence_threshold_params = 0;
       s.max_reuse_distance_params = 0;
@@ -148,6 +159,61 @@ std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layer
     if (!kept) available[k] = false;
   }
   return out;
+}
+
+double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute) {
+  const auto uses = param_uses(layers, f, recompute);
+  auto root = [&](const ParamUse& u) { return f.gather_per_layer && !block(layers[static_cast<std::size_t>(u.layer)]); };
+  auto key = [&](const ParamUse& u) { return root(u) ? std::pair{-1, -1} : std::pair{u.layer, u.op}; };
+  auto persistent = [&](const ParamUse& u) { return u.params < f.persistence_threshold_params; };
+  double root_params = 0;
+  for (const auto& u : uses)
+    if (root(u) && !u.backward) root_params += u.params;
+  std::map<std::pair<int, int>, double> size;
+  for (const auto& u : uses) size[key(u)] = root(u) ? root_params : u.params;
+  std::map<std::pair<int, int>, bool> available;
+  double peak = 0;
+  for (std::size_t t = 0; t < uses.size(); ++t) {
+    const auto& u = uses[t];
+    if (persistent(u)) continue;
+    const auto k = key(u);
+    available[k] = true;
+    double held = 0;
+    for (const auto& [kk, on] : available)
+      if (on) held += size[kk];
+    const int depth = u.backward ? f.backward_prefetch_depth : f.forward_prefetch_depth;
+    double cap = f.gather_per_layer ? 0 : f.prefetch_bucket_params;
+    if (f.max_live_params > 0) cap = std::min(cap, f.max_live_params - held);
+    double ahead = 0;
+    std::map<std::pair<int, int>, bool> queued;
+    for (std::size_t v = t + 1; v < uses.size() && depth != 0; ++v) {
+      const auto kv = key(uses[v]);
+      if (persistent(uses[v]) || available[kv] || queued[kv]) continue;
+      // FSDP and megatron-lm prefetch the next gather unit whole; DeepSpeed while under the cap.
+      if (f.gather_per_layer || f.framework == Framework::MegatronLM) {
+        ahead = size[kv];
+        break;
+      }
+      if (ahead >= cap) break;
+      ahead += size[kv];
+      queued[kv] = true;
+    }
+    peak = std::max(peak, held + ahead);
+    // Released after this use as zero3_gathers does: unless used again within the reuse distance.
+    if (root(u) && f.root_kept_gathered) continue;
+    double between = 0;
+    bool kept = false;
+    for (std::size_t v = t + 1; v < uses.size(); ++v) {
+      if (key(uses[v]) == k) {
+        kept = between < f.max_reuse_distance_params;
+        break;
+      }
+      between += uses[v].params;
+      if (between >= f.max_reuse_distance_params) break;
+    }
+    if (!kept) available[k] = false;
+  }
+  return peak;
 }
 
 std::vector<double> zero3_reduce_buckets(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f) {

@@ -30,6 +30,10 @@ struct FrameworkSpec {
   // compute that used gather k - depth - 1 has ended. Negative: any number (bounded by the
   // communication stream only).
   int forward_prefetch_depth = 1, backward_prefetch_depth = 1;
+  // DeepSpeed's stage3_max_live_parameters: prefetching stops while this many elements are
+  // gathered (fetch_sub_module prefetches at most min(max_live - live, prefetch bucket)), which
+  // bounds the gathered parameters a GPU holds. 0: no bound (FSDP, megatron-lm).
+  double max_live_params = 0;
   // The recompute forward inside backward runs the gather hooks again (DeepSpeed); FSDP's
   // pre-backward unshard covers the recompute of a checkpointed block inside its unit.
   bool regather_for_recompute = true;
@@ -85,6 +89,13 @@ std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers
 // `wait`, when given, receives per use (param_uses order) the gather it waits for, -1 for none.
 std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute,
                                   std::vector<int>* wait = nullptr);
+
+// The most parameter elements gathered on one GPU at once in a micro-batch: at each use, those
+// kept gathered (the reuse distance, FSDP's root) plus what the coordinator prefetches then:
+// the next parameters not yet gathered, added one by one while fewer than
+// min(max_live_params - gathered, prefetch_bucket_params) are in flight (DeepSpeed's
+// fetch_sub_module; FSDP and megatron-lm: the next gather unit), none with prefetch depth 0.
+double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute);
 
 // Elements the reduce-scatters of one micro-batch carry, bucket by bucket in backward order.
 // With `reduce_bucket_params` 0, one per layer.

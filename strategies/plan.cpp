@@ -306,7 +306,11 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     for (const auto* l : mine) layer = std::max(layer, kept_activations({l}, p_.recompute));
     m.activations = std::min(peak, 2.0 * layer) + rebuild;
   }
-  if (p_.zero_stage == 3 && grad_ranks() > 1) {
+  if (p_.zero_stage == 3 && grad_ranks() > 1 && p_.framework.max_live_params > 0) {
+    // DeepSpeed: what its coordinator holds gathered at worst, prefetch bounded by
+    // stage3_max_live_parameters and the prefetch bucket.
+    m.other += zero3_gathered_peak(mine, p_.framework, p_.recompute == Recompute::Full || p_.recompute == Recompute::Stage) * weight_bytes_per_param(t_.precision);
+  } else if (p_.zero_stage == 3 && grad_ranks() > 1) {
     double largest = 0;
     for (const auto* l : mine) largest = std::max(largest, l->params());
     m.other += 2.0 * largest * weight_bytes_per_param(t_.precision);  // gathered layer and prefetch

@@ -203,12 +203,25 @@ void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cros
   z3_sync_ = f.sync_after_backward ? z3_last_rs_ : -1;
 }
 
-// A PCIe transfer on one of the GPU's copy engines (`stream`: the last copy that way).
+// A PCIe transfer on one of the GPU's copy engines (`stream`: the last copy that way). Every GPU
+// the representative stands for copies the same at the same time: the replay prices them
+// together on the host links, where GPUs behind one PCIe switch or host share bandwidth.
 int Planner::pcie_copy(int s, double bytes, std::vector<int> deps, int& stream, const std::string& label) {
   if (stream >= 0) deps.push_back(stream);
+  auto [group, fresh] = copy_groups_.try_emplace({d_, s}, -1);
+  if (fresh) {
+    std::vector<int> gpus;
+    const bool one_replica = plan_.replicas > 1;  // each replica has its own tasks
+    for (int d = one_replica ? d_ : 0; d < (one_replica ? d_ + 1 : p_.data); ++d)
+      for (int t = 0; t < p_.tensor; ++t)
+        for (int c = 0; c < p_.context; ++c) gpus.push_back(place_.gpu(d, s, t, c));
+    group->second = plan_.graph.add_group(std::move(gpus));
+  }
   taskgraph::Work w;
   w.name = "pcie copy";
-  w.fixed_seconds = bytes / host_.pcie_bandwidth;
+  w.copy_bytes = bytes;
+  w.copy_to_host = &stream == &d2h_;
+  w.copy_group = group->second;
   stream = plan_.graph.add_compute(rep(s), table_.get(std::move(w)), Category::Copy, label, std::move(deps));
   if (d_ == 0 && s == 0) plan_.pcie_bytes_per_step += bytes;
   return stream;

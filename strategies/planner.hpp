@@ -132,6 +132,7 @@ class Planner {
   std::map<std::tuple<const models::Layer*, bool, std::size_t>, int> segment_works_;
   // Offload's PCIe copy streams (device to host, host to device) and each pass's offloaded copy.
   int d2h_ = -1, h2d_ = -1;
+  std::map<std::pair<int, int>, int> copy_groups_;  // (replica, stage) -> the GPUs copying together
   std::map<std::tuple<int, int, const models::Layer*>, int> act_down_;  // (chunk, micro-batch, layer) -> copy to host
   std::vector<int> prev_compute_;                // per stage: the compute task before the last one
   int tied_sync_ = -1;  // DeepSpeed's pipeline: the tied weights' reduction the stages' reductions follow

@@ -9,6 +9,8 @@
 #include "sim/core/errors.hpp"
 #include "sim/network/collectives.hpp"
 #include "sim/results/result.hpp"
+#include "strategies/framework.hpp"
+#include "strategies/memory.hpp"
 
 using namespace dtsim;
 
@@ -145,7 +147,7 @@ TEST(Frameworks, DeepSpeedReduceScattersPerBucketPerMicroBatch) {
 // exactly launch x (all-gathers + reduce-scatters) to the step.
 TEST(Frameworks, LaunchCostAddsOncePerCollectiveOnTheCriticalPath) {
   const std::string knobs = R"({"framework": "fsdp", "zero3": {"forward_prefetch_depth": 0, "backward_prefetch": "none")";
-  const auto free = run(knobs + "}}");
+  const auto free = run(knobs + R"(, "collective_launch_us": 0}})");
   const auto paid = run(knobs + R"(, "collective_launch_us": 1000}})");
   const double collectives = static_cast<double>(free.plan.zero3_gathers + free.plan.zero3_reduce_scatters);
   EXPECT_EQ(collectives, 28.0);
@@ -226,4 +228,55 @@ TEST(Frameworks, DeepSpeedPipelineReducesAfterTheFlushInFp32) {
   }
   EXPECT_EQ(buckets, 2);  // one 5e8-element buffer per stage
   EXPECT_GT(ds.step_time_s, mg.step_time_s);
+}
+
+// By default each ZeRO-3 collective of DeepSpeed and FSDP pays NCCL's per-call cost, 5.65 us
+// (nccl-tests' 0-byte reduce_scatter on 2 nodes, NVIDIA/nccl-tests issue 128): with nothing
+// prefetched all 28 collectives of the step are on the critical path, 28 x 5.65 us.
+TEST(Frameworks, SmallCollectivesPayNcclsCallCostByDefault) {
+  const std::string knobs = R"({"framework": "fsdp", "zero3": {"forward_prefetch_depth": 0, "backward_prefetch": "none")";
+  const auto free = run(knobs + R"(, "collective_launch_us": 0}})");
+  const auto dflt = run(knobs + "}}");
+  EXPECT_NEAR(dflt.step_time_s - free.step_time_s, 28 * 5.65e-6, 1e-12);
+  EXPECT_EQ(strategies::framework_defaults(strategies::Framework::MegatronLM).collective_launch_s, 0.0);
+}
+
+// DeepSpeed's stage3_max_live_parameters bounds what the coordinator prefetches: tiny-gpt's
+// partitioned sub-modules (embedding 1,114,112; per block qkv 197,376, fc1 263,168, fc2
+// 262,400), nothing kept between uses (reuse distance 0), no recompute.
+TEST(Frameworks, MaxLiveParametersBoundGatheredMemory) {
+  const auto r = run(R"({"framework": "deepspeed"})");
+  const auto& sc = r.scenario_spec;
+  const auto graph = sc.model.build(models::BuildOptions{sc.parallelism.micro_batch, strategies::activation_bytes(sc.training.precision),
+                                                         sc.training.attention, 1, false});
+  std::vector<const models::Layer*> layers;
+  for (const auto& l : graph.layers) layers.push_back(&l);
+  auto f = strategies::framework_defaults(strategies::Framework::DeepSpeed);
+  f.max_reuse_distance_params = 0;
+  auto peak = [&](double bucket, double live) {
+    f.prefetch_bucket_params = bucket;
+    f.max_live_params = live;
+    return strategies::zero3_gathered_peak(layers, f, false);
+  };
+  // Live bound below the embedding: nothing is prefetched, the largest sub-module alone.
+  EXPECT_DOUBLE_EQ(peak(1e9, 1), 1114112.0);
+  // A bucket of one element: one sub-module ahead; worst, the embedding and the first qkv.
+  EXPECT_DOUBLE_EQ(peak(1, 1e9), 1114112.0 + 197376.0);
+  // A 1.5e6 bound and a large bucket: the worst moment is block 1's fc2 in backward (262,400
+  // gathered; blocks counted from 0). The coordinator adds parameters while fewer than
+  // 1,237,600 (1.5e6 - 262,400) are in flight: fc1 and qkv, block 0's fc2, fc1 and qkv
+  // (1,183,488 so far), then the embedding, which overshoots as DeepSpeed's loop does: 2,297,600.
+  // Never more than the bound plus one sub-module.
+  EXPECT_DOUBLE_EQ(peak(1e9, 1.5e6), 262400.0 + 2 * (263168.0 + 197376.0) + 262400.0 + 1114112.0);
+  EXPECT_LE(peak(1e9, 1.5e6), 1.5e6 + 1114112.0);
+  // Without the bound the first use prefetches every other sub-module: the whole model.
+  EXPECT_DOUBLE_EQ(peak(1e9, 1e15), 1114112.0 + 4 * (197376.0 + 263168.0 + 262400.0));
+  // The knob under DeepSpeed's own name is pointed to dtsim's, and only DeepSpeed has it.
+  EXPECT_EQ(error_of(R"({"framework": "deepspeed", "zero3": {"stage3_max_live_parameters": 1e9}})"),
+            "/parallelism/zero3/stage3_max_live_parameters: is max_live_params in dtsim");
+  EXPECT_NE(error_of(R"({"framework": "fsdp", "zero3": {"max_live_params": 1e9}})").find("max_live_params"), std::string::npos);
+  // And the memory of a DeepSpeed run follows it: a smaller bound, fewer gathered bytes.
+  const auto tight = run(R"({"framework": "deepspeed", "zero3": {"max_live_params": 1, "max_reuse_distance_params": 0}})");
+  const auto loose = run(R"({"framework": "deepspeed", "zero3": {"max_reuse_distance_params": 0}})");
+  EXPECT_LT(tight.memory.other, loose.memory.other);
 }

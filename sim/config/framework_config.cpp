@@ -32,7 +32,7 @@ void parse_framework(Reader& r, Scenario& s) {
         {"stage3_max_reuse_distance", "max_reuse_distance_params"},
         {"reduce_bucket_size", "reduce_bucket_params"},
         {"communication_data_type", "reduce_dtype"},
-        {"stage3_max_live_parameters", "forward_prefetch_depth and backward_prefetch_depth (gathers in flight)"}};
+        {"stage3_max_live_parameters", "max_live_params"}};
     for (const auto& [theirs, ours] : deepspeed_names)
       if (z->has(theirs)) z->fail(theirs, std::string("is ") + ours + " in dtsim");
     if (z->has("gather")) f.gather_per_layer = z->choice("gather", {"sub-module", "unit"}) == "unit";
@@ -40,6 +40,10 @@ void parse_framework(Reader& r, Scenario& s) {
     f.prefetch_bucket_params = z->number("prefetch_bucket_params", elements, f.prefetch_bucket_params);
     f.persistence_threshold_params = z->number("persistence_threshold_params", elements, f.persistence_threshold_params);
     f.max_reuse_distance_params = z->number("max_reuse_distance_params", elements, f.max_reuse_distance_params);
+    if (z->has("max_live_params")) {
+      if (fw != Framework::DeepSpeed) z->fail("max_live_params", "is DeepSpeed's stage3_max_live_parameters: give framework \"deepspeed\"");
+      f.max_live_params = z->number("max_live_params", Range{0.0, 1e15, true}, f.max_live_params);
+    }
     f.forward_prefetch_depth = static_cast<int>(z->integer("forward_prefetch_depth", -1, 1000, f.forward_prefetch_depth));
     f.backward_prefetch_depth = static_cast<int>(z->integer("backward_prefetch_depth", -1, 1000, f.backward_prefetch_depth));
     // FSDP's own names for the same: BACKWARD_PRE issues the next unit's gather before this

@@ -117,6 +117,17 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
   if (c.topology == network::Topology::SingleSwitch && c.oversubscription != 1.0)
     inter.fail("oversubscription", "a single switch is not oversubscribed; use \"fat-tree\"");
   inter.finish();
+  if (auto pcie = r.optional_object("pcie")) {
+    // Each node's PCIe tree between its GPUs and host memory (offload copies, central storage).
+    // A node smaller than a preset's switch is one switch; a "pcie" node's GPUs already reach
+    // the host through their own links and the host bridge, which this leaves as they are.
+    c.gpus_per_pcie_switch = std::min(c.gpus_per_node, static_cast<int>(pcie->integer("gpus_per_switch", 1, 576, 1)));
+    if (c.gpus_per_node % c.gpus_per_pcie_switch != 0)
+      pcie->fail("gpus_per_switch", fmt::format("{} GPUs per node do not split into switches of {}", c.gpus_per_node, c.gpus_per_pcie_switch));
+    c.pcie_switch_bandwidth = pcie->optional_quantity("switch_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}).value_or(0.0);
+    c.pcie_latency = pcie->quantity("latency", Dimension::Time, Range{0.0, 1.0}, c.pcie_latency);
+    pcie->finish();
+  }
   if (auto bg = r.optional_object("background_traffic")) {
     // Other jobs on the same network: the share of each kind of link they keep busy.
     const Range share{0.0, 0.99};

@@ -182,6 +182,17 @@ LoweredCollective lower(const Platform& pf, const taskgraph::Collective& c, cons
   return out;
 }
 
+LoweredCollective lower_host_copy(const Platform& pf, double bytes, const std::vector<int>& gpus, bool to_host) {
+  LoweredCollective out;
+  if (bytes <= 0 || gpus.empty()) return out;
+  auto& ph = out.phases.emplace_back();
+  for (int g : gpus) {
+    const int dev = pf.pcie_endpoint(g), host = pf.host_endpoint(pf.node_of(g));
+    ph.flows.push_back(to_host ? Flow{dev, host, bytes} : Flow{host, dev, bytes});
+  }
+  return out;
+}
+
 double analytical_time(const Platform& pf, const LoweredCollective& lc) {
   double total = 0;
   std::vector<double> load(pf.links().size() * 2, 0.0);  // bytes per link direction: 2l up, 2l+1 down

@@ -53,6 +53,10 @@ LoweredCollective lower(const Platform& platform, taskgraph::CollectiveOp op, ta
 LoweredCollective lower(const Platform& platform, const taskgraph::Collective& c,
                         const std::vector<std::vector<int>>& groups);
 
+// An offload copy: `bytes` between each GPU of `gpus` and its node's host memory at once, over
+// the GPU's PCIe link, its switch's uplink and the host's memory (one phase).
+LoweredCollective lower_host_copy(const Platform& platform, double bytes, const std::vector<int>& gpus, bool to_host);
+
 // Contention-free estimate from the same flows: each phase lasts as long as its slowest flow at
 // its route's most loaded link's fair share, plus the phase latency.
 double analytical_time(const Platform& platform, const LoweredCollective& lc);

@@ -103,17 +103,40 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   ps_base_ = num_endpoints();
   for (int k = 0; k < spec.ps_servers; ++k)
     add_endpoint({link("ps" + std::to_string(k), spec.ps_nic_bandwidth * spec.inter_efficiency, spec.inter_latency / 2)});
+  // A GPU's way to its host's memory: its own PCIe link, then (GPUs sharing a PCIe switch) the
+  // switch's uplink to the CPU. PCIe nodes' GPUs already hang off their own link and the bridge.
+  const int per_switch = std::max(1, spec.gpus_per_pcie_switch);
+  if (own_pcie.empty() && per_switch > 1) {
+    switch_base_ = static_cast<int>(links_.size());
+    const double up = spec.pcie_switch_bandwidth > 0 ? spec.pcie_switch_bandwidth : spec.pcie_bandwidth;
+    for (int n = 0; n < spec.nodes; ++n)
+      for (int k = 0; k < (per_node + per_switch - 1) / per_switch; ++k)
+        link("pcisw" + std::to_string(n) + "." + std::to_string(k), up, 0);
+  }
   // Host memory is a link too: a host's CPU sums what its GPUs send at memory bandwidth.
   pcie_base_ = num_endpoints();
-  for (int g = 0; g < gpus; ++g)
-    add_endpoint({own_pcie.empty() ? link("pcie" + std::to_string(g), spec.pcie_bandwidth, 1e-6) : own_pcie[static_cast<std::size_t>(g)]});
+  for (int g = 0; g < gpus; ++g) {
+    if (!own_pcie.empty()) {
+      add_endpoint({own_pcie[static_cast<std::size_t>(g)]});
+      continue;
+    }
+    std::vector<int> path{link("pcie" + std::to_string(g), spec.pcie_bandwidth, spec.pcie_latency)};
+    if (switch_base_ >= 0) path.push_back(pcie_switch_link(g));
+    add_endpoint(std::move(path));
+  }
   host_base_ = num_endpoints();
-  for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("host" + std::to_string(n), spec.host_memory_bandwidth, 1e-6)});
+  for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("host" + std::to_string(n), spec.host_memory_bandwidth, spec.pcie_latency)});
 }
 
 int Platform::add_endpoint(std::vector<int> links) {
   endpoint_links_.push_back(std::move(links));
   return num_endpoints() - 1;
+}
+
+int Platform::pcie_switch_link(int gpu) const {
+  if (switch_base_ < 0) return -1;
+  const int per_switch = spec_.gpus_per_pcie_switch, per_node = spec_.gpus_per_node;
+  return switch_base_ + node_of(gpu) * ((per_node + per_switch - 1) / per_switch) + local_of(gpu) / per_switch;
 }
 
 int Platform::nic_endpoint(int gpu) const {

@@ -42,8 +42,13 @@ struct ClusterSpec {
   // Dedicated parameter-server hosts, each behind one NIC on the same fabric.
   int ps_servers = 0;
   double ps_nic_bandwidth = 0;
-  // Each node's host: GPUs reach its memory over their own PCIe link (central storage).
+  // Each node's host: GPUs reach its memory over their own PCIe link (central storage, offload
+  // copies); `gpus_per_pcie_switch` GPUs share one PCIe switch whose uplink to the CPU carries
+  // `pcie_switch_bandwidth` (0: one GPU link's worth). Each link costs `pcie_latency`.
   double pcie_bandwidth = 16e9;
+  int gpus_per_pcie_switch = 1;
+  double pcie_switch_bandwidth = 0;
+  double pcie_latency = 1e-6;
   double host_memory_bandwidth = 200e9;
   // Other jobs' traffic: the share of bandwidth it takes on the node fabric, the NICs and the
   // uplinks above them (fat-tree leaves, rail spines).
@@ -86,6 +91,8 @@ class Platform {
 
   int ps_endpoint(int server) const { return ps_base_ + server; }
   int pcie_endpoint(int gpu) const { return pcie_base_ + gpu; }
+  // The node's PCIe switch uplink a GPU's host traffic crosses; -1 when each GPU has its own.
+  int pcie_switch_link(int gpu) const;
   int host_endpoint(int node) const { return host_base_ + node; }
 
   // How many times its bytes an all-reduce of `bytes` inside one node moves at the links'
@@ -115,7 +122,7 @@ class Platform {
   ClusterSpec spec_;
   std::vector<Link> links_;
   std::vector<std::vector<int>> endpoint_links_;
-  int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0;
+  int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0, switch_base_ = -1;
   int ring_base_ = -1, rail_base_ = -1, torus_base_ = -1;
   int add_endpoint(std::vector<int> links);
 };

@@ -253,12 +253,27 @@ struct Chains {
 };
 
 // Lowers every collective of the graph, once per distinct one, and gives its chains host pairs.
+// A PCIe copy's flows (all the GPUs its task stands for, to or from their hosts' memory), once
+// per distinct copy work.
 std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, Chains& chains,
-                                     std::map<CollectiveKey, Prepared>& store) {
+                                     std::map<CollectiveKey, Prepared>& store, std::map<int, Prepared>& copies) {
   const auto& g = in.graph;
   std::vector<const Prepared*> of(g.tasks.size(), nullptr);
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
+    if (!t.is_collective && t.category == taskgraph::Category::Copy && g.works[static_cast<std::size_t>(t.work)].copy_bytes > 0) {
+      auto [it, fresh] = copies.try_emplace(t.work);
+      if (fresh) {
+        const auto& w = g.works[static_cast<std::size_t>(t.work)];
+        it->second.lowered = network::lower_host_copy(in.platform, w.copy_bytes, g.groups[static_cast<std::size_t>(w.copy_group)], w.copy_to_host);
+        for (const auto& ph : it->second.lowered.phases) {
+          it->second.chained.emplace_back(ph.flows.size(), 0);
+          it->second.chain_pair.emplace_back();
+        }
+      }
+      of[i] = &it->second;
+      continue;
+    }
     if (!t.is_collective) continue;
     auto [it, fresh] = store.try_emplace(collective_key(t.collective));
     of[i] = &it->second;
@@ -381,9 +396,13 @@ class Scheduler {
   void begin(std::size_t i) {
     const auto& t = g_.tasks[i];
     out_.start[i] = sg4::Engine::get_clock();
-    if (!t.is_collective) {
+    if (!t.is_collective && prepared_[i]) {
+      // A PCIe copy: flows on the host links, on copy engines beside the GPU.
+      running_[i] = Running{prepared_[i], 0};
+      start_phase(i);
+    } else if (!t.is_collective) {
       // Data loading runs on the host's CPUs, beside the GPU rather than on it.
-      // PCIe copies run on copy engines, beside the GPU as well.
+      // PCIe copies of no bytes run on copy engines, beside the GPU as well.
       if (t.category == taskgraph::Category::Input || t.category == taskgraph::Category::Copy ||
           timed_rank_[static_cast<std::size_t>(t.rank)])
         after(in_.seconds(i), i, Role::Last);
@@ -496,7 +515,8 @@ Timeline replay_simgrid(const ReplayInput& in) {
   add_hosts(fab, in);
   Chains chains;
   std::map<CollectiveKey, Prepared> store;
-  auto prepared = prepare(in, fab, chains, store);
+  std::map<int, Prepared> copies;
+  auto prepared = prepare(in, fab, chains, store, copies);
   for (auto* cz : chains.zones) cz->seal();
   fab.zone->seal();
   if (!chains.pairs.empty())

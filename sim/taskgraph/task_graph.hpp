@@ -46,7 +46,13 @@ struct Work {
   std::vector<models::Kernel> kernels;
   double repeat = 1;  // the kernels run this many times in a row
   std::vector<InlineCollective> comms;
-  double fixed_seconds = 0;  // work off the GPU with a known duration (host optimizer, PCIe copies)
+  double fixed_seconds = 0;  // work off the GPU with a known duration (host optimizer)
+  // A PCIe copy between GPU and host memory (offload), priced on the platform's host links:
+  // `copy_bytes` per GPU, every GPU of group `copy_group` at once (the ones this task's rank
+  // stands for), so GPUs behind one PCIe switch or host share its bandwidth.
+  double copy_bytes = 0;
+  bool copy_to_host = true;
+  int copy_group = -1;
 };
 
 // One collective, run at once on every group listed (e.g. the data-parallel all-reduce of each
