@@ -383,6 +383,10 @@ Plan Planner::run() {
     replica_first_forward_.push_back(first_forward_);
     replica_last_.push_back(last_compute_);
     if (!sync) asynchronous_update(previous_exchange);
+    // Every replica emits as many tasks as the first: room for all of them (and as many again
+    // for the gradient syncs and updates after) at once. Growing by doubling held the old and the
+    // new array together, 1.4 GB at 2.3 million tasks; pages never written cost no memory.
+    if (d_ == 0 && replicas > 1) plan_.graph.tasks.reserve(plan_.graph.tasks.size() * static_cast<std::size_t>(replicas + 1));
   }
   d_ = 0;
   if (!sync) return finish();
