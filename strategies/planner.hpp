@@ -42,6 +42,7 @@ class Planner {
   int stage_of(int chunk) const { return chunk % p_.pipeline; }
   Layers stage_layers(int s) const;  // all of a stage's chunks, in model order
   int p2p_group(int from, int to);
+  int replica_tp_group(int s);
   std::vector<int> data_groups(int s);
   int compute(int s, int work, std::vector<int> deps, const std::string& label);
   int pass_work(bool forward, int chunk, const models::Layer* layer, int tpg);
@@ -115,7 +116,8 @@ class Planner {
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_comm_;
   std::vector<std::vector<int>> replica_last_;
-  std::map<std::pair<int, int>, int> p2p_groups_;
+  std::map<std::pair<int, int>, int> p2p_groups_;  // by (GPU from, GPU to)
+  std::map<std::pair<int, int>, int> replica_tp_groups_;  // by (replica, stage), replicas after 0
   std::map<int, std::vector<int>> data_groups_;
   // (forward, chunk, one layer or null for the whole chunk, tensor group) -> its shared work.
   std::map<std::tuple<bool, int, const models::Layer*, int>, int> pass_works_;

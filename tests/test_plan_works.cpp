@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "models/model_graph.hpp"
@@ -138,5 +139,33 @@ TEST(PlanWorks, TaskGraphsAreThoseOfTheStringKeyedTable) {
   EXPECT_EQ(graph_hash(plan(2, 2, 2, 32).graph), 5463337750525225936ull);
   EXPECT_EQ(graph_hash(plan(1, 2, 2, 16, interleaved_recompute()).graph), 9718043782317735165ull);
   EXPECT_EQ(graph_hash(plan(4, 1, 1, 16, zero3()).graph), 402588807303380285ull);
-  EXPECT_EQ(graph_hash(plan(4, 1, 2, 16, priority_every_replica()).graph), 1198110505968146343ull);
+  // Changed on purpose (was 1198110505968146343): replicas 1-3 now send from their own GPUs
+  // (PlanWorks.EveryReplicaSendsFromItsOwnGpus).
+  EXPECT_EQ(graph_hash(plan(4, 1, 2, 16, priority_every_replica()).graph), 13498336665274993059ull);
+}
+
+// With every replica simulated, each replica's stage-to-stage sends leave from its own GPUs and
+// its tensor group all-gathers what arrives. Sends were keyed by stage alone, so all replicas'
+// transfers crossed replica 0's NICs (256 replicas of GPT-3 queued on one NIC pair).
+TEST(PlanWorks, EveryReplicaSendsFromItsOwnGpus) {
+  strategies::ParallelismSpec every;
+  every.all_replicas = true;
+  const auto p = plan(2, 2, 2, 8, every);
+  ASSERT_EQ(p.replicas, 2);
+  std::set<int> senders;
+  std::set<std::vector<int>> gather_groups;
+  for (const auto& t : p.graph.tasks) {
+    if (!t.is_collective) continue;
+    const auto& grp = p.graph.groups[static_cast<std::size_t>(t.collective.groups.at(0))];
+    if (t.collective.op == taskgraph::CollectiveOp::SendRecv) {
+      senders.insert(grp.at(0));
+      // The send follows the compute that produced its tensor, on the GPU it leaves from.
+      const auto& producer = p.graph.tasks[static_cast<std::size_t>(t.deps.at(0))];
+      EXPECT_EQ(producer.rank, grp.at(0)) << t.label;
+    } else if (t.collective.op == taskgraph::CollectiveOp::AllGather && t.label.rfind("gather ", 0) == 0) {
+      gather_groups.insert(grp);
+    }
+  }
+  EXPECT_EQ(senders.size(), 4u);        // 2 stages x 2 replicas
+  EXPECT_EQ(gather_groups.size(), 4u);  // each stage's tensor group in each replica
 }

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <tuple>
@@ -36,10 +37,12 @@ class Dispatcher {
         start(next);
       }
     }
-    for (int s : successors_[i])
-      if (--waiting_[static_cast<std::size_t>(s)] == 0) ready(static_cast<std::size_t>(s), start);
-    for (int s : quorum_successors_[i]) {
-      const auto k = static_cast<std::size_t>(s);
+    for (std::uint32_t e = succ_.first[i]; e < succ_.first[i + 1]; ++e) {
+      const auto k = static_cast<std::size_t>(succ_.to[e]);
+      if (--waiting_[k] == 0) ready(k, start);
+    }
+    for (std::uint32_t e = quorum_succ_.first[i]; e < quorum_succ_.first[i + 1]; ++e) {
+      const auto k = static_cast<std::size_t>(quorum_succ_.to[e]);
       if (quorum_left_[k] > 0 && (--quorum_left_[k], --waiting_[k] == 0)) ready(k, start);
     }
   }
@@ -58,7 +61,13 @@ class Dispatcher {
 
   const taskgraph::TaskGraph& g_;
   std::vector<int> waiting_, quorum_left_;
-  std::vector<std::vector<int>> successors_, quorum_successors_;
+  // Each task's successors, all in one array (task i's from first[i] to first[i + 1]): a vector
+  // per task cost 56 bytes a task more, 130 MB at 2.3 million tasks.
+  struct Edges {
+    std::vector<std::uint32_t> first;
+    std::vector<std::int32_t> to;
+  };
+  Edges succ_, quorum_succ_;
   std::map<int, bool> busy_;
   std::map<int, std::set<std::pair<double, std::size_t>>> queued_;
 };
