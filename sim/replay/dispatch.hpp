@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/replay/step_reuse.hpp"
 #include "sim/taskgraph/task_graph.hpp"
 
 namespace dtsim::replay {
@@ -15,7 +16,7 @@ namespace dtsim::replay {
 // waiting one with the lowest priority going next.
 class Dispatcher {
  public:
-  explicit Dispatcher(const taskgraph::TaskGraph& g);
+  explicit Dispatcher(const taskgraph::TaskGraph& g, StepReuse* reuse = nullptr);
 
   // Calls start(i) for every task ready at the outset.
   template <class Start>
@@ -27,19 +28,20 @@ class Dispatcher {
   // Task i has ended: calls start(j) for each task that may start now.
   template <class Start>
   void ended(std::size_t i, Start&& start) {
+    if (reuse_) reuse_->ended(i);
     if (const int s = g_.tasks[i].stream; s >= 0) {
       busy_[s] = false;
       if (auto& q = queued_[s]; !q.empty()) {
         const std::size_t next = q.begin()->second;
         q.erase(q.begin());
         busy_[s] = true;
-        start(next);
+        launch(next, start);
       }
     }
-    for (int s : successors_[i])
-      if (--waiting_[static_cast<std::size_t>(s)] == 0) ready(static_cast<std::size_t>(s), start);
-    for (int s : quorum_successors_[i]) {
-      const auto k = static_cast<std::size_t>(s);
+    for (std::size_t e = succ_from_[i]; e < succ_from_[i + 1]; ++e)
+      if (const auto s = static_cast<std::size_t>(succ_[e]); --waiting_[s] == 0) ready(s, start);
+    for (std::size_t e = quorum_from_[i]; e < quorum_from_[i + 1]; ++e) {
+      const auto k = static_cast<std::size_t>(quorum_succ_[e]);
       if (quorum_left_[k] > 0 && (--quorum_left_[k], --waiting_[k] == 0)) ready(k, start);
     }
   }
@@ -47,18 +49,27 @@ class Dispatcher {
  private:
   template <class Start>
   void ready(std::size_t i, Start& start) {
+    if (reuse_ && reuse_->ready(i)) return;  // a held step: derived after the replay
     const int s = g_.tasks[i].stream;
     if (s >= 0 && busy_[s]) {
       queued_[s].emplace(g_.tasks[i].priority, i);
       return;
     }
     if (s >= 0) busy_[s] = true;
+    launch(i, start);
+  }
+  template <class Start>
+  void launch(std::size_t i, Start& start) {
+    if (reuse_) reuse_->started(i);
     start(i);
   }
 
   const taskgraph::TaskGraph& g_;
+  StepReuse* reuse_;
   std::vector<int> waiting_, quorum_left_;
-  std::vector<std::vector<int>> successors_, quorum_successors_;
+  // Each task's successors, flat: those of task i are succ_[succ_from_[i] .. succ_from_[i + 1]).
+  std::vector<std::size_t> succ_from_, quorum_from_;
+  std::vector<int> succ_, quorum_succ_;
   std::map<int, bool> busy_;
   std::map<int, std::set<std::pair<double, std::size_t>>> queued_;
 };
