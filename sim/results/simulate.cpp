@@ -141,6 +141,7 @@ Result simulate(const config::Scenario& s) {
     in.reuse = &*reuse;
   }
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
+  if (r.timeline.steps_replayed == 0) r.timeline.steps_replayed = steps;
   if (steps > 1) {
     r.steps = report_steps(replayed, r.timeline, step_of, steps);
     r.step_time_s = r.steps->mean;
