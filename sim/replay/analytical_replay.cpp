@@ -19,15 +19,19 @@ Timeline replay_analytical(const ReplayInput& in) {
   out.start.assign(n, 0.0);
   out.end.assign(n, 0.0);
   std::map<CollectiveKey, double> priced;  // identical collectives cost the same
+  std::vector<double> copied(in.step_tasks, -1.0);  // step 0's collectives, for their later copies
   auto duration = [&](std::size_t i) {
     const auto& t = g.tasks[i];
     if (!t.is_collective) return in.seconds(i);
+    double* first = in.step_tasks > 0 ? &copied[i % in.step_tasks] : nullptr;
+    if (first && *first >= 0) return *first;
     auto [it, fresh] = priced.try_emplace(collective_key(t.collective), 0.0);
     if (fresh) {
       auto lowered = network::lower(in.platform, t.collective, groups_of(g, t.collective));
       out.flows += lowered.flow_count();
       it->second = network::analytical_time(in.platform, lowered);
     }
+    if (first) *first = it->second;
     return it->second;
   };
 
@@ -39,7 +43,13 @@ Timeline replay_analytical(const ReplayInput& in) {
     out.end[i] = now + duration(i);
     events.emplace(out.end[i], i);
   };
-  Dispatcher dispatch(g);
+  Dispatcher dispatch(g, in.reuse);
+  if (in.reuse) {
+    in.reuse->clock = [&] { return now; };
+    in.reuse->describe = [&](const std::vector<std::size_t>& running, double at, std::vector<std::vector<double>>& d) {
+      for (std::size_t r = 0; r < running.size(); ++r) d[r] = {out.start[running[r]] - at, out.end[running[r]] - at};
+    };
+  }
   dispatch.begin(start);
   while (!events.empty()) {
     const auto [t, i] = events.top();
@@ -47,6 +57,7 @@ Timeline replay_analytical(const ReplayInput& in) {
     now = t;
     dispatch.ended(i, start);
   }
+  if (in.reuse) in.reuse->extend(out, false);
   for (double e : out.end) out.makespan = std::max(out.makespan, e);
   return out;
 }

@@ -88,7 +88,13 @@ Timeline replay_analytical_shared(const ReplayInput& in) {
       events.emplace(out.end[i], i, 0);
     }
   };
-  Dispatcher dispatch(g);
+  Dispatcher dispatch(g, in.reuse);
+  if (in.reuse) {  // a compute task's predicted end holds what is left of it at its current rate
+    in.reuse->clock = [&] { return now; };
+    in.reuse->describe = [&](const std::vector<std::size_t>& running, double at, std::vector<std::vector<double>>& d) {
+      for (std::size_t r = 0; r < running.size(); ++r) d[r] = {out.start[running[r]] - at, out.end[running[r]] - at};
+    };
+  }
   dispatch.begin(start);
   while (!events.empty()) {
     const auto [t, i, version] = events.top();
@@ -102,6 +108,7 @@ Timeline replay_analytical_shared(const ReplayInput& in) {
       running[task.rank].erase(i);
     dispatch.ended(i, start);
   }
+  if (in.reuse) in.reuse->extend(out, false);
   for (double e : out.end) out.makespan = std::max(out.makespan, e);
   return out;
 }

@@ -23,7 +23,7 @@ void invert(const taskgraph::TaskGraph& g, DepsOf deps_of, std::vector<std::uint
 
 }  // namespace
 
-Dispatcher::Dispatcher(const taskgraph::TaskGraph& g) : g_(g) {
+Dispatcher::Dispatcher(const taskgraph::TaskGraph& g, StepReuse* reuse) : g_(g), reuse_(reuse) {
   const std::size_t n = g.tasks.size();
   waiting_.assign(n, 0);
   quorum_left_.assign(n, 0);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "sim/network/platform.hpp"
+#include "sim/replay/step_reuse.hpp"
 #include "sim/taskgraph/task_graph.hpp"
 
 namespace dtsim::replay {
@@ -31,6 +32,11 @@ struct ReplayInput {
   // Shared cores (cost::DeviceProfile::comm_core_share): while a collective a GPU takes part in
   // is in flight, that GPU's compute runs at 1 - share of its speed.
   double comm_core_share = 0;
+  // Repeated steps: when set, the replay may run two of them and derive the others (StepReuse).
+  StepReuse* reuse = nullptr;
+  // When the graph is copies of one step (results::repeat_steps): tasks per copy. Later copies
+  // take the first one's lowered collectives instead of looking them up again.
+  std::size_t step_tasks = 0;
   double seconds(std::size_t task) const {
     const auto& t = graph.tasks[task];
     return work_seconds[static_cast<std::size_t>(t.work)] * (task_scale ? (*task_scale)[task] : 1.0);
@@ -42,6 +48,7 @@ struct Timeline {
   double makespan = 0;
   std::string backend, network_model;
   std::size_t flows = 0;  // network flows simulated
+  int steps_replayed = 0;  // of several steps, how many the replay ran (StepReuse derives the others)
 };
 
 // Discrete-event replay on SimGrid's flow-level network model. SimGrid's engine cannot be reset:

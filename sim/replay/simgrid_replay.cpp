@@ -275,6 +275,10 @@ std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, C
       continue;
     }
     if (!t.is_collective) continue;
+    if (in.step_tasks > 0 && i >= in.step_tasks) {  // a copy of step 0's task
+      of[i] = of[i % in.step_tasks];
+      continue;
+    }
     auto [it, fresh] = store.try_emplace(collective_key(t.collective));
     of[i] = &it->second;
     if (!fresh) continue;
@@ -302,12 +306,18 @@ std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, C
 class Scheduler {
  public:
   Scheduler(const ReplayInput& in, const Fabric& fab, const Chains& chains, std::vector<const Prepared*> prepared)
-      : in_(in), g_(in.graph), fab_(fab), chains_(chains), prepared_(std::move(prepared)), dispatch_(in.graph) {
+      : in_(in), g_(in.graph), fab_(fab), chains_(chains), prepared_(std::move(prepared)), dispatch_(in.graph, in.reuse) {
     const std::size_t n = g_.tasks.size();
     flows_left_.assign(n, 0);
     out_.start.assign(n, 0.0);
     out_.end.assign(n, 0.0);
     find_timed_ranks();
+    if (in.reuse) {
+      in.reuse->clock = [] { return sg4::Engine::get_clock(); };
+      in.reuse->describe = [this](const std::vector<std::size_t>& running, double now, std::vector<std::vector<double>>& d) {
+        describe(running, now, d);
+      };
+    }
   }
 
   void start() {
@@ -322,7 +332,31 @@ class Scheduler {
   struct Running {  // a collective in flight: its phases and the one running
     const Prepared* prep = nullptr;
     std::size_t phase = 0;
+    double phase_start = 0;
   };
+
+  // What is left of running tasks (StepReuse): start, phase, when it began, flows left, the work
+  // left in each activity and each pending timer, all relative to now. Max-min sharing without
+  // TCP effects has no other memory: the rates follow from the activities in flight.
+  void describe(const std::vector<std::size_t>& running, double now, std::vector<std::vector<double>>& d) const {
+    std::unordered_map<std::size_t, std::vector<double>> left, dates;
+    for (const auto& [a, tr] : role_) left[tr.first].push_back(a->get_remaining());
+    for (const auto& [task, date] : timers_) dates[task].push_back(date - now);
+    for (std::size_t r = 0; r < running.size(); ++r) {
+      const std::size_t i = running[r];
+      auto& v = d[r];
+      v.push_back(out_.start[i] - now);
+      if (auto it = running_.find(i); it != running_.end())
+        v.insert(v.end(), {static_cast<double>(it->second.phase), it->second.phase_start - now, static_cast<double>(flows_left_[i])});
+      for (auto* m : {&left, &dates}) {
+        auto it = m->find(i);
+        v.push_back(it == m->end() ? 0.0 : static_cast<double>(it->second.size()));
+        if (it == m->end()) continue;
+        std::sort(it->second.begin(), it->second.end());
+        v.insert(v.end(), it->second.begin(), it->second.end());
+      }
+    }
+  }
 
   // Durations fixed before the replay need no SimGrid activity when nothing can share their
   // host: they become timers in SimGrid's timer heap, O(log n) each, instead of Execs, whose
@@ -355,7 +389,16 @@ class Scheduler {
   }
 
   void after(double seconds, std::size_t task, Role r) {
-    simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock() + seconds, [this, task, r] { done(task, r); });
+    const double date = sg4::Engine::get_clock() + seconds;
+    if (!in_.reuse) {
+      simgrid::kernel::timer::Timer::set(date, [this, task, r] { done(task, r); });
+      return;
+    }
+    auto pending = timers_.emplace(task, date);
+    simgrid::kernel::timer::Timer::set(date, [this, task, r, pending] {
+      timers_.erase(pending);
+      done(task, r);
+    });
   }
 
   void track(sg4::ActivityPtr a, std::size_t task, Role r) {
@@ -371,6 +414,7 @@ class Scheduler {
   // Starts the current phase's flows, or its closing latency when it has none.
   void start_phase(std::size_t task) {
     auto& run = running_.at(task);
+    run.phase_start = sg4::Engine::get_clock();
     const auto& ph = run.prep->lowered.phases[run.phase];
     const auto& chained = run.prep->chained[run.phase];
     out_.flows += ph.flows.size();
@@ -491,6 +535,7 @@ class Scheduler {
   std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> keep_;  // in flight
   std::vector<sg4::ActivityPtr> finished_;
   std::unordered_map<std::size_t, Running> running_;
+  std::multimap<std::size_t, double> timers_;  // pending timers by task, with StepReuse
   std::vector<char> timed_rank_;  // by rank: its compute tasks run as timers
   // Shared cores: per host, its collectives in flight; per collective, its GPUs' hosts.
   std::map<sg4::Host*, int> host_comms_;
@@ -529,6 +574,7 @@ Timeline replay_simgrid(const ReplayInput& in) {
   engine.run();
 
   Timeline out = scheduler.take();
+  if (in.reuse) in.reuse->extend(out, true);
   out.backend = "simgrid";
   out.network_model = "CM02 (max-min flow sharing, no TCP effects)";
   for (double e : out.end) out.makespan = std::max(out.makespan, e);

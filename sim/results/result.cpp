@@ -166,6 +166,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                        {"tasks", r.plan.graph.tasks.size()},
                        {"flows", r.timeline.flows},
                        {"seed", s.seed}};
+  if (r.timed && r.steps) j["simulation"]["steps_replayed"] = r.timeline.steps_replayed;
   // Not the scenario's path: spelled another way it would change the bytes of result.json.
   j["provenance"] = {{"dtsim_version", DTSIM_VERSION}};
   if (with_wall_time) j["provenance"]["wall_time_s"] = r.wall_time_s;

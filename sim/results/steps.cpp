@@ -13,29 +13,35 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
   g.works = one.works;
   g.groups = one.groups;
   const int n = static_cast<int>(one.tasks.size());
-  g.tasks.reserve(static_cast<std::size_t>(n + 1) * static_cast<std::size_t>(steps));
+  const std::size_t per_step = static_cast<std::size_t>(n) + (lead >= 0 ? 1 : 0);
+  g.tasks.reserve(per_step * static_cast<std::size_t>(steps));
   step_of.clear();
-  std::map<int, int> first_on_rank;  // each GPU's first task of a step
+  step_of.reserve(per_step * static_cast<std::size_t>(steps));
+  // Every step has the same shape: each GPU's first and last tasks in step order are the same
+  // indices in every copy, found once.
   auto in_order = [&](const taskgraph::Task& t) { return !t.is_collective && !t.off_step_order; };
-  for (int i = n - 1; i >= 0; --i)
-    if (in_order(one.tasks[static_cast<std::size_t>(i)])) first_on_rank[one.tasks[static_cast<std::size_t>(i)].rank] = i;
-  std::map<int, int> last_of_rank;  // in the previous step
-  std::vector<int> everyone_done;    // per step, with a staleness bound
+  std::map<int, std::pair<int, int>> ends_of_rank;  // GPU -> its first and last task of a step
+  for (int i = 0; i < n; ++i)
+    if (const auto& t = one.tasks[static_cast<std::size_t>(i)]; in_order(t)) {
+      auto [it, fresh] = ends_of_rank.try_emplace(t.rank, i, i);
+      it->second.second = i;
+    }
+  std::vector<int> last_before(static_cast<std::size_t>(n), -1);  // a first task: its GPU's last task of a step
+  for (const auto& [rank, ends] : ends_of_rank) last_before[static_cast<std::size_t>(ends.first)] = ends.second;
+  std::vector<int> everyone_done;  // per step, with a staleness bound
   int previous_base = 0;  // where the previous step's copy of the graph starts
   for (int k = 0; k < steps; ++k) {
     const int base = static_cast<int>(g.tasks.size());
-    std::map<int, int> last_now;
     for (int i = 0; i < n; ++i) {
       taskgraph::Task t = one.tasks[static_cast<std::size_t>(i)];
       for (int& d : t.deps) d += base;
       for (int& d : t.any_deps) d += base;
       if (k > 0)
         for (int d : t.after_previous_step) t.deps.push_back(previous_base + d);
-      if (in_order(t) && first_on_rank.at(t.rank) == i) {
-        if (auto it = last_of_rank.find(t.rank); it != last_of_rank.end()) t.deps.push_back(it->second);
+      if (const int last = last_before[static_cast<std::size_t>(i)]; last >= 0) {
+        if (k > 0) t.deps.push_back(previous_base + last);
         if (lead >= 0 && k - lead - 1 >= 0) t.deps.push_back(everyone_done[static_cast<std::size_t>(k - lead - 1)]);
       }
-      if (in_order(t)) last_now[t.rank] = base + i;
       step_of.push_back(k);
       g.tasks.push_back(std::move(t));
     }
@@ -45,13 +51,12 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
       done.category = taskgraph::Category::Communication;
       done.label = "staleness bound";
       done.collective.bytes = 0;
-      for (const auto& [rank, id] : last_now) done.deps.push_back(id);
+      for (const auto& [rank, ends] : ends_of_rank) done.deps.push_back(base + ends.second);
       everyone_done.push_back(static_cast<int>(g.tasks.size()));
       step_of.push_back(k);
       g.tasks.push_back(std::move(done));
     }
     previous_base = base;
-    last_of_rank = std::move(last_now);
   }
   return g;
 }
