@@ -88,6 +88,24 @@ namespace {
 bool block(const models::Layer* l) { return l->kind == models::LayerKind::Block; }
 }  // namespace
 
+namespace {
+
+// Whether the sub-module of use t is used again before `distance` elements of other sub-modules
+// are used (DeepSpeed's max_reuse_distance), so it stays gathered.
+template <class Key>
+bool used_again_soon(const std::vector<ParamUse>& uses, std::size_t t, const Key& key, double distance) {
+  const auto k = key(uses[t]);
+  double between = 0;
+  for (std::size_t v = t + 1; v < uses.size(); ++v) {
+    if (key(uses[v]) == k) return between < distance;
+    between += uses[v].params;
+    if (between >= distance) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute) {
   std::vector<ParamUse> out;
   const int n = static_cast<int>(layers.size());
@@ -146,17 +164,7 @@ std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layer
     // Released after this use unless used again soon: within the reuse distance (elements of the
     // sub-modules used in between), or FSDP's root unit.
     if (root(u) && f.root_kept_gathered) continue;
-    double between = 0;
-    bool kept = false;
-    for (std::size_t v = t + 1; v < uses.size(); ++v) {
-      if (key(uses[v]) == k) {
-        kept = between < f.max_reuse_distance_params;
-        break;
-      }
-      between += uses[v].params;
-      if (between >= f.max_reuse_distance_params) break;
-    }
-    if (!kept) available[k] = false;
+    if (!used_again_soon(uses, t, key, f.max_reuse_distance_params)) available[k] = false;
   }
   return out;
 }
@@ -199,19 +207,9 @@ double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, cons
       queued[kv] = true;
     }
     peak = std::max(peak, held + ahead);
-    // Released after this use as zero3_gathers does: unless used again within the reuse distance.
+    // Released after this use as zero3_gathers does.
     if (root(u) && f.root_kept_gathered) continue;
-    double between = 0;
-    bool kept = false;
-    for (std::size_t v = t + 1; v < uses.size(); ++v) {
-      if (key(uses[v]) == k) {
-        kept = between < f.max_reuse_distance_params;
-        break;
-      }
-      between += uses[v].params;
-      if (between >= f.max_reuse_distance_params) break;
-    }
-    if (!kept) available[k] = false;
+    if (!used_again_soon(uses, t, key, f.max_reuse_distance_params)) available[k] = false;
   }
   return peak;
 }
