@@ -86,23 +86,38 @@ const char* to_string(Framework f) {
 
 namespace {
 bool block(const models::Layer* l) { return l->kind == models::LayerKind::Block; }
-}  // namespace
 
-namespace {
+// How the uses of parameters group into gather units. FSDP's root unit: every parameter outside
+// the wrapped blocks, gathered once with its first use; otherwise each sub-module is its own unit.
+struct Units {
+  const std::vector<const models::Layer*>& layers;
+  const FrameworkSpec& f;
+  double root_params = 0;  // the root unit's size
 
-// Whether the sub-module of use t is used again before `distance` elements of other sub-modules
-// are used (DeepSpeed's max_reuse_distance), so it stays gathered.
-template <class Key>
-bool used_again_soon(const std::vector<ParamUse>& uses, std::size_t t, const Key& key, double distance) {
-  const auto k = key(uses[t]);
-  double between = 0;
-  for (std::size_t v = t + 1; v < uses.size(); ++v) {
-    if (key(uses[v]) == k) return between < distance;
-    between += uses[v].params;
-    if (between >= distance) return false;
+  Units(const std::vector<const models::Layer*>& ls, const FrameworkSpec& spec, const std::vector<ParamUse>& uses)
+      : layers(ls), f(spec) {
+    for (const auto& u : uses)
+      if (root(u) && !u.backward) root_params += u.params;
   }
-  return false;
-}
+  bool root(const ParamUse& u) const { return f.gather_per_layer && !block(layers[static_cast<std::size_t>(u.layer)]); }
+  std::pair<int, int> key(const ParamUse& u) const { return root(u) ? std::pair{-1, -1} : std::pair{u.layer, u.op}; }
+  bool persistent(const ParamUse& u) const { return u.params < f.persistence_threshold_params; }
+  double size(const ParamUse& u) const { return root(u) ? root_params : u.params; }
+
+  // Whether use t's unit stays gathered after it: FSDP's root unit when kept, or a unit used again
+  // before max_reuse_distance elements of other sub-modules are used (DeepSpeed).
+  bool kept_after(const std::vector<ParamUse>& uses, std::size_t t) const {
+    if (root(uses[t]) && f.root_kept_gathered) return true;
+    const auto k = key(uses[t]);
+    double between = 0;
+    for (std::size_t v = t + 1; v < uses.size(); ++v) {
+      if (key(uses[v]) == k) return between < f.max_reuse_distance_params;
+      between += uses[v].params;
+      if (between >= f.max_reuse_distance_params) return false;
+    }
+    return false;
+  }
+};
 
 }  // namespace
 
@@ -135,23 +150,17 @@ std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layer
                                   std::vector<int>* wait) {
   const auto uses = param_uses(layers, f, recompute);
   if (wait) wait->assign(uses.size(), -1);
-  // FSDP's root unit: every parameter outside the wrapped blocks, gathered once with its first use.
-  auto root = [&](const ParamUse& u) { return f.gather_per_layer && !block(layers[static_cast<std::size_t>(u.layer)]); };
-  auto key = [&](const ParamUse& u) { return root(u) ? std::pair{-1, -1} : std::pair{u.layer, u.op}; };
-  auto persistent = [&](const ParamUse& u) { return u.params < f.persistence_threshold_params; };
-  double root_params = 0;
-  for (const auto& u : uses)
-    if (root(u) && !u.backward) root_params += u.params;
+  const Units units(layers, f, uses);
 
   std::map<std::pair<int, int>, bool> available;  // gathered (or in flight) now
   std::vector<Gather> out;
   bool open = false;  // the last gather still takes uses (DeepSpeed's prefetch coalescing)
   for (std::size_t t = 0; t < uses.size(); ++t) {
     const auto& u = uses[t];
-    if (persistent(u)) continue;
-    const auto k = key(u);
+    if (units.persistent(u)) continue;
+    const auto k = units.key(u);
     if (!available[k]) {
-      const double p = root(u) ? root_params : u.params;
+      const double p = units.size(u);
       if (open && !f.gather_per_layer && out.back().params < f.prefetch_bucket_params) {
         out.back().params += p;
       } else {
@@ -161,30 +170,22 @@ std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layer
       if (wait) (*wait)[t] = static_cast<int>(out.size()) - 1;
       available[k] = true;
     }
-    // Released after this use unless used again soon: within the reuse distance (elements of the
-    // sub-modules used in between), or FSDP's root unit.
-    if (root(u) && f.root_kept_gathered) continue;
-    if (!used_again_soon(uses, t, key, f.max_reuse_distance_params)) available[k] = false;
+    if (!units.kept_after(uses, t)) available[k] = false;
   }
   return out;
 }
 
 double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute) {
   const auto uses = param_uses(layers, f, recompute);
-  auto root = [&](const ParamUse& u) { return f.gather_per_layer && !block(layers[static_cast<std::size_t>(u.layer)]); };
-  auto key = [&](const ParamUse& u) { return root(u) ? std::pair{-1, -1} : std::pair{u.layer, u.op}; };
-  auto persistent = [&](const ParamUse& u) { return u.params < f.persistence_threshold_params; };
-  double root_params = 0;
-  for (const auto& u : uses)
-    if (root(u) && !u.backward) root_params += u.params;
+  const Units units(layers, f, uses);
   std::map<std::pair<int, int>, double> size;
-  for (const auto& u : uses) size[key(u)] = root(u) ? root_params : u.params;
+  for (const auto& u : uses) size[units.key(u)] = units.size(u);
   std::map<std::pair<int, int>, bool> available;
   double peak = 0;
   for (std::size_t t = 0; t < uses.size(); ++t) {
     const auto& u = uses[t];
-    if (persistent(u)) continue;
-    const auto k = key(u);
+    if (units.persistent(u)) continue;
+    const auto k = units.key(u);
     available[k] = true;
     double held = 0;
     for (const auto& [kk, on] : available)
@@ -195,8 +196,8 @@ double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, cons
     double ahead = 0;
     std::map<std::pair<int, int>, bool> queued;
     for (std::size_t v = t + 1; v < uses.size() && depth != 0; ++v) {
-      const auto kv = key(uses[v]);
-      if (persistent(uses[v]) || available[kv] || queued[kv]) continue;
+      const auto kv = units.key(uses[v]);
+      if (units.persistent(uses[v]) || available[kv] || queued[kv]) continue;
       // FSDP and megatron-lm prefetch the next gather unit whole; DeepSpeed while under the cap.
       if (f.gather_per_layer || f.framework == Framework::MegatronLM) {
         ahead = size[kv];
@@ -207,9 +208,7 @@ double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, cons
       queued[kv] = true;
     }
     peak = std::max(peak, held + ahead);
-    // Released after this use as zero3_gathers does.
-    if (root(u) && f.root_kept_gathered) continue;
-    if (!used_again_soon(uses, t, key, f.max_reuse_distance_params)) available[k] = false;
+    if (!units.kept_after(uses, t)) available[k] = false;  // as zero3_gathers releases
   }
   return peak;
 }

@@ -211,8 +211,8 @@ int Planner::pcie_copy(int s, double bytes, std::vector<int> deps, int& stream, 
   auto [group, fresh] = copy_groups_.try_emplace({d_, s}, -1);
   if (fresh) {
     std::vector<int> gpus;
-    const bool one_replica = plan_.replicas > 1;  // each replica has its own tasks
-    for (int d = one_replica ? d_ : 0; d < (one_replica ? d_ + 1 : p_.data); ++d)
+    const bool own_tasks = plan_.replicas > 1;  // each replica has its own tasks: its GPUs alone
+    for (int d = own_tasks ? d_ : 0; d < (own_tasks ? d_ + 1 : p_.data); ++d)
       for (int t = 0; t < p_.tensor; ++t)
         for (int c = 0; c < p_.context; ++c) gpus.push_back(place_.gpu(d, s, t, c));
     group->second = plan_.graph.add_group(std::move(gpus));

@@ -8,6 +8,7 @@
 #include "sim/core/errors.hpp"
 #include "sim/results/result.hpp"
 #include "helpers.hpp"
+#include "scenario_helpers.hpp"
 
 using namespace dtsim;
 
@@ -93,14 +94,6 @@ std::vector<const taskgraph::Task*> all_to_alls(const taskgraph::TaskGraph& g) {
   return out;
 }
 
-void expect_parts_sum_to_step(const results::Result& r) {
-  const auto& b = r.breakdown;
-  for (double part : {b.compute, b.exposed_communication, b.pipeline_bubble, b.stage_imbalance, b.optimizer, b.straggler_wait,
-                      b.input_stall})
-    EXPECT_GE(part, 0.0);
-  EXPECT_NEAR(b.total(), r.step_time_s, 1e-6 * r.step_time_s);
-}
-
 }  // namespace
 
 // Each MoE layer dispatches and combines its tokens by all-to-all over the expert-parallel group,
@@ -123,7 +116,7 @@ TEST(ExpertParallelism, AllToAllDispatchAndCombinePerMoeLayer) {
     }
   }
   EXPECT_GT(r.all_to_all_s, 0.0);
-  expect_parts_sum_to_step(r);
+  test::expect_parts_sum_to_step(r);
 }
 
 // The same all-to-all across two nodes goes through the NICs (50 GB/s) instead of NVLink (450 GB/s).
@@ -208,7 +201,7 @@ TEST(ExpertParallelism, SkewedRouterShowsAsStragglerWait) {
   EXPECT_EQ(capped.breakdown.straggler_wait, 0.0);
   EXPECT_GT(capped.step_time_s, even.step_time_s);  // padding to 1.25x computes more
   EXPECT_NEAR(capped.model_flops, even.model_flops, 1e-9 * even.model_flops);  // but no more model FLOPs
-  for (const auto* r : {&even, &skew, &capped}) expect_parts_sum_to_step(*r);
+  for (const auto* r : {&even, &skew, &capped}) test::expect_parts_sum_to_step(*r);
 }
 
 TEST(ExpertParallelism, ResultReportsActiveParametersAndExpertLayout) {
@@ -254,7 +247,7 @@ TEST(ExpertParallelism, FullRecomputationRerunsTheAllToAlls) {
   EXPECT_LT(full.memory.activations, plain.memory.activations / 2);
   EXPECT_GT(full.hardware_flops, plain.hardware_flops * 1.2);
   EXPECT_GT(full.step_time_s, plain.step_time_s);
-  expect_parts_sum_to_step(full);
+  test::expect_parts_sum_to_step(full);
 }
 
 // Tensor parallelism splits the experts' width like a dense MLP's; the router and MLA's

@@ -11,6 +11,7 @@
 #include "sim/results/closed_form.hpp"
 #include "sim/results/result.hpp"
 #include "helpers.hpp"
+#include "scenario_helpers.hpp"
 
 using namespace dtsim;
 
@@ -74,15 +75,6 @@ int count(const taskgraph::TaskGraph& g, taskgraph::CollectiveOp op, const std::
   for (const auto& t : g.tasks)
     if (t.is_collective && t.collective.op == op && t.label.rfind(label_start, 0) == 0) ++n;
   return n;
-}
-
-void expect_parts_sum_to_step(const results::Result& r) {
-  const auto& b = r.breakdown;
-  EXPECT_GT(r.step_time_s, 0.0);
-  for (double part : {b.compute, b.exposed_communication, b.pipeline_bubble, b.stage_imbalance, b.optimizer, b.straggler_wait,
-                      b.input_stall})
-    EXPECT_GE(part, 0.0);
-  EXPECT_NEAR(b.total(), r.step_time_s, 1e-6 * r.step_time_s);
 }
 
 }  // namespace
@@ -150,7 +142,7 @@ TEST(MoeZero, Zero2ReduceScattersExpertGradientsOverExpertDataGroups) {
   EXPECT_DOUBLE_EQ(gather_experts->collective.bytes, 2 * c.experts / kE);
   // The last micro-batch's gradients go in buckets, as under ZeRO-1.
   EXPECT_GT(count(g, CollectiveOp::ReduceScatter, "reduce_scatter expert bucket"), 0);
-  expect_parts_sum_to_step(r);
+  test::expect_parts_sum_to_step(r);
 }
 
 // ZeRO-3: before each layer's forward and backward its dense weights are gathered over the 16
@@ -194,7 +186,7 @@ TEST(MoeZero, Zero3GathersExpertsOverExpertDataGroups) {
   EXPECT_TRUE(waits);
   // No gradient buckets after backward: every layer's gradients were reduce-scattered already.
   EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "reduce_scatter expert bucket"), 0);
-  expect_parts_sum_to_step(r);
+  test::expect_parts_sum_to_step(r);
 }
 
 // The closed form leaves expert parallelism to the replay, with any ZeRO stage.
@@ -211,7 +203,7 @@ TEST(MoeZero, Zero3StepOnTheAnalyticalReplay) {
   test::TempDir dir;
   const auto r = results::simulate(scenario(dir, R"("data": 16, "expert": 8, "zero_stage": 3)", "analytical", 2));
   EXPECT_EQ(r.timeline.backend, "analytical");
-  expect_parts_sum_to_step(r);
+  test::expect_parts_sum_to_step(r);
   EXPECT_GT(r.breakdown.exposed_communication, 0.0);
 }
 
@@ -219,7 +211,7 @@ TEST(MoeZero, Zero3StepOnSimGrid) {
   test::TempDir dir;
   const auto r = results::simulate(scenario(dir, R"("data": 16, "expert": 8, "zero_stage": 3)", "simgrid", 2));
   EXPECT_EQ(r.timeline.backend, "simgrid");
-  expect_parts_sum_to_step(r);
+  test::expect_parts_sum_to_step(r);
   EXPECT_GT(r.all_to_all_s, 0.0);
 }
 

@@ -44,12 +44,7 @@ Timeline replay_analytical(const ReplayInput& in) {
     events.emplace(out.end[i], i);
   };
   Dispatcher dispatch(g, in.reuse);
-  if (in.reuse) {
-    in.reuse->clock = [&] { return now; };
-    in.reuse->describe = [&](const std::vector<std::size_t>& running, double at, std::vector<std::vector<double>>& d) {
-      for (std::size_t r = 0; r < running.size(); ++r) d[r] = {out.start[running[r]] - at, out.end[running[r]] - at};
-    };
-  }
+  if (in.reuse) in.reuse->follow(now, out);
   dispatch.begin(start);
   while (!events.empty()) {
     const auto [t, i] = events.top();

@@ -89,12 +89,8 @@ Timeline replay_analytical_shared(const ReplayInput& in) {
     }
   };
   Dispatcher dispatch(g, in.reuse);
-  if (in.reuse) {  // a compute task's predicted end holds what is left of it at its current rate
-    in.reuse->clock = [&] { return now; };
-    in.reuse->describe = [&](const std::vector<std::size_t>& running, double at, std::vector<std::vector<double>>& d) {
-      for (std::size_t r = 0; r < running.size(); ++r) d[r] = {out.start[running[r]] - at, out.end[running[r]] - at};
-    };
-  }
+  // A compute task's predicted end holds what is left of it at its current rate.
+  if (in.reuse) in.reuse->follow(now, out);
   dispatch.begin(start);
   while (!events.empty()) {
     const auto [t, i, version] = events.top();

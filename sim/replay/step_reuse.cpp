@@ -105,4 +105,11 @@ void StepReuse::extend(Timeline& t, bool flows_per_launch) const {
   for (double e : t.end) t.makespan = std::max(t.makespan, e);
 }
 
+void StepReuse::follow(const double& now, const Timeline& t) {
+  clock = [&now] { return now; };
+  describe = [&t](const std::vector<std::size_t>& running, double at, std::vector<std::vector<double>>& d) {
+    for (std::size_t r = 0; r < running.size(); ++r) d[r] = {t.start[running[r]] - at, t.end[running[r]] - at};
+  };
+}
+
 }  // namespace dtsim::replay

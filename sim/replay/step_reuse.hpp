@@ -43,6 +43,9 @@ class StepReuse {
   // every task.
   std::function<double()> clock;
   std::function<void(const std::vector<std::size_t>& running, double now, std::vector<std::vector<double>>& out)> describe;
+  // Both for the analytical replays, whose running task is all in its start and predicted end:
+  // `now` is their event clock, `t` the timeline they fill.
+  void follow(const double& now, const Timeline& t);
 
   // The dispatcher reports what happens to each task; ready() says whether to hold it back.
   bool ready(std::size_t task);
