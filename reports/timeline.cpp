@@ -20,13 +20,13 @@ namespace {
 using svg::escape;
 
 const char* colour(const taskgraph::Task& t) {
-  if (t.is_collective) return t.collective.op == taskgraph::CollectiveOp::SendRecv ? "#9467bd" : "#d62728";
+  if (t.is_collective) return t.collective().op == taskgraph::CollectiveOp::SendRecv ? "#9467bd" : "#d62728";
   switch (t.category) {
     case taskgraph::Category::Optimizer: return "#2ca02c";
     case taskgraph::Category::Communication: return "#ff7f0e";
     case taskgraph::Category::Input: return "#8c564b";
     case taskgraph::Category::Copy: return "#17becf";
-    default: return t.label.rfind("fwd", 0) == 0 ? "#1f77b4" : "#6baed6";
+    default: return t.label().rfind("fwd", 0) == 0 ? "#1f77b4" : "#6baed6";
   }
 }
 
@@ -217,16 +217,16 @@ Drawing draw(const results::Result& r, int max_gpus) {
                                    std::string("idle: ") + replay::to_string(s.cause), "", s.end - s.start});
   for (std::size_t k = 0; k < g.tasks.size(); ++k) {
     const auto& task = g.tasks[k];
-    const Mark m{x(t.start[k]), x(t.end[k]), colour(task), "", task.label, task.label, t.end[k] - t.start[k]};
+    const Mark m{x(t.start[k]), x(t.end[k]), colour(task), "", task.label(), task.label(), t.end[k] - t.start[k]};
     if (!task.is_collective) {
       // Its data loader runs beside the GPU's stream: a lane of its own.
       if (auto it = lane.find(task.rank); it != lane.end())
         marks[static_cast<std::size_t>(it->second)][task.category == taskgraph::Category::Input ? kLoader : kCompute].push_back(m);
       continue;
     }
-    for (int group : task.collective.groups)  // an asynchronous push or pull: its `only` member's alone
+    for (int group : task.collective().groups)  // an asynchronous push or pull: its `only` member's alone
       for (int gpu : g.groups[static_cast<std::size_t>(group)])
-        if (auto it = lane.find(gpu); it != lane.end() && (task.collective.only < 0 || task.collective.only == gpu))
+        if (auto it = lane.find(gpu); it != lane.end() && (task.collective().only < 0 || task.collective().only == gpu))
           marks[static_cast<std::size_t>(it->second)][kCollective].push_back(m);
   }
   constexpr double kY[kLanes] = {0, 0, 15, 21}, kHeight[kLanes] = {13, 13, 4, 7};

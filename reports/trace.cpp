@@ -27,7 +27,7 @@ nlohmann::json args_of(const results::Result& r, const Slice& s) {
   const auto& task = g.tasks[s.task];
   nlohmann::json a = nlohmann::json::object();
   if (task.is_collective) {
-    const auto& c = task.collective;
+    const auto& c = task.collective();
     a["op"] = taskgraph::to_string(c.op);
     a["algorithm"] = taskgraph::to_string(c.algorithm);
     a["bytes"] = c.bytes;
@@ -96,9 +96,9 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
     }
     // An asynchronous push or pull names the whole group (the servers it shares) but only its
     // `only` member takes part: on that rank's track alone.
-    for (int group : task.collective.groups)
+    for (int group : task.collective().groups)
       for (int rank : g.groups[static_cast<std::size_t>(group)])
-        if (visible(rank) && (task.collective.only < 0 || task.collective.only == rank))
+        if (visible(rank) && (task.collective().only < 0 || task.collective().only == rank))
           tracks[{rank, kCommunication}].push_back({i, rank, group, ts, dur});
   }
 
@@ -132,7 +132,7 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
       }
       lane_end[lane] = s.ts + s.dur;
       const auto& task = g.tasks[s.task];
-      events.push_back({{"name", task.label},
+      events.push_back({{"name", task.label()},
                         {"cat", taskgraph::to_string(task.category)},
                         {"ph", "X"},
                         {"pid", rank},

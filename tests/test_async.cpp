@@ -78,7 +78,7 @@ TEST(AsyncUpdates, HogwildAndEasgdGoThroughHostMemory) {
   const auto& g = easgd.replayed();
   std::vector<std::size_t> exchanges;
   for (std::size_t i = 0; i < g.tasks.size() && exchanges.size() < 8; ++i)
-    if (g.tasks[i].label == "exchange with centre") exchanges.push_back(i);
+    if (g.tasks[i].label() == "exchange with centre") exchanges.push_back(i);
   ASSERT_EQ(exchanges.size(), 8u);
   for (std::size_t k = 1; k < exchanges.size(); ++k)
     EXPECT_GE(easgd.timeline.start[exchanges[k]], easgd.timeline.end[exchanges[k - 1]] - 1e-12);

@@ -37,9 +37,9 @@ StepFlows step_flows(const config::Scenario& s, const taskgraph::TaskGraph& g) {
   StepFlows out;
   for (const auto& t : g.tasks) {
     if (!t.is_collective) continue;
-    auto [it, fresh] = seen.try_emplace(replay::collective_key(t.collective), 0.0);
+    auto [it, fresh] = seen.try_emplace(replay::collective_key(t.collective()), 0.0);
     if (fresh) {
-      it->second = static_cast<double>(network::lower(platform, t.collective, replay::groups_of(g, t.collective)).flow_count());
+      it->second = static_cast<double>(network::lower(platform, t.collective(), replay::groups_of(g, t.collective())).flow_count());
       out.distinct += it->second;
     }
     out.every += it->second;

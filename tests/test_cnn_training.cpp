@@ -46,7 +46,7 @@ TEST(CnnTraining, ResNet50DataParallelStepOnADgxA100) {
   // The gradients cross the network once per step: bf16, every parameter, in DDP's buckets.
   double reduced = 0;
   for (const auto& t : r.plan.graph.tasks)
-    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::AllReduce) reduced += t.collective.bytes;
+    if (t.is_collective && t.collective().op == taskgraph::CollectiveOp::AllReduce) reduced += t.collective().bytes;
   EXPECT_DOUBLE_EQ(reduced, 2.0 * r.params);
   EXPECT_NEAR(r.breakdown.total(), r.step_time_s, 1e-9);
   const auto json = results::to_json(r, false);

@@ -119,9 +119,9 @@ TEST(ContextParallel, GradientsReduceOverDataTimesContext) {
   const auto r = simulate_over_base(scenario(R"("data": 4, "context": 2)"));
   std::size_t reduces = 0;
   for (const auto& t : r.plan.graph.tasks)
-    if (t.is_collective && t.collective.op == CollectiveOp::AllReduce) {
+    if (t.is_collective && t.collective().op == CollectiveOp::AllReduce) {
       ++reduces;
-      EXPECT_EQ(r.plan.graph.groups[static_cast<std::size_t>(t.collective.groups.at(0))].size(), 8u);
+      EXPECT_EQ(r.plan.graph.groups[static_cast<std::size_t>(t.collective().groups.at(0))].size(), 8u);
     }
   EXPECT_GT(reduces, 0u);
   const auto z1 = simulate_over_base(scenario(R"("data": 4, "context": 2, "zero_stage": 1)"));

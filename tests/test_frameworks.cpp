@@ -59,11 +59,11 @@ Counted count(const results::Result& r) {
   Counted c;
   for (const auto& t : r.plan.graph.tasks) {
     if (!t.is_collective) continue;
-    if (t.label.rfind("zero3 gather", 0) == 0) {
+    if (t.label().rfind("zero3 gather", 0) == 0) {
       ++c.gathers;
-      c.gather_bytes += t.collective.bytes;
+      c.gather_bytes += t.collective().bytes;
     }
-    if (t.label.rfind("zero3 reduce-scatter", 0) == 0) ++c.reduce_scatters;
+    if (t.label().rfind("zero3 reduce-scatter", 0) == 0) ++c.reduce_scatters;
   }
   return c;
 }
@@ -135,9 +135,9 @@ TEST(Frameworks, DeepSpeedReduceScattersPerBucketPerMicroBatch) {
   const auto fp32 = run(R"({"framework": "deepspeed", "zero3": {"reduce_bucket_params": 1000000, "reduce_dtype": "fp32"}})");
   double b16 = 0, b32 = 0;
   for (const auto& t : r.plan.graph.tasks)
-    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::ReduceScatter) b16 += t.collective.bytes;
+    if (t.is_collective && t.collective().op == taskgraph::CollectiveOp::ReduceScatter) b16 += t.collective().bytes;
   for (const auto& t : fp32.plan.graph.tasks)
-    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::ReduceScatter) b32 += t.collective.bytes;
+    if (t.is_collective && t.collective().op == taskgraph::CollectiveOp::ReduceScatter) b32 += t.collective().bytes;
   EXPECT_DOUBLE_EQ(b32, 2.0 * b16);
   EXPECT_DOUBLE_EQ(b16, 2 * r.params * 2.0);  // every gradient, twice (2 micro-batches), 2 bytes
 }
@@ -202,25 +202,25 @@ TEST(Frameworks, DeepSpeedPipelineReducesAfterTheFlushInFp32) {
   auto reduced = [](const results::Result& r) {
     double b = 0;
     for (const auto& t : r.plan.graph.tasks)
-      if (t.is_collective && t.label.rfind("all_reduce bucket", 0) == 0) b += t.collective.bytes;
+      if (t.is_collective && t.label().rfind("all_reduce bucket", 0) == 0) b += t.collective().bytes;
     return b;
   };
   EXPECT_DOUBLE_EQ(reduced(ds), 2.0 * reduced(mg));
   const auto& g = ds.plan.graph;
   int tied = -1;
   for (std::size_t i = 0; i < g.tasks.size(); ++i)
-    if (g.tasks[i].label == "embedding all_reduce") tied = static_cast<int>(i);
+    if (g.tasks[i].label() == "embedding all_reduce") tied = static_cast<int>(i);
   ASSERT_GE(tied, 0);
   int buckets = 0;
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
-    if (!t.is_collective || t.label.rfind("all_reduce bucket", 0) != 0) continue;
+    if (!t.is_collective || t.label().rfind("all_reduce bucket", 0) != 0) continue;
     ++buckets;
     // After every backward of its stage has ended: no compute of that GPU ends later.
-    const int gpu = g.groups[static_cast<std::size_t>(t.collective.groups[0])][0];
+    const int gpu = g.groups[static_cast<std::size_t>(t.collective().groups[0])][0];
     for (std::size_t k = 0; k < g.tasks.size(); ++k) {
       if (!g.tasks[k].is_collective && g.tasks[k].rank == gpu && g.tasks[k].category == taskgraph::Category::Compute) {
-        EXPECT_LE(ds.timeline.end[k], ds.timeline.start[i] + 1e-12) << t.label;
+        EXPECT_LE(ds.timeline.end[k], ds.timeline.start[i] + 1e-12) << t.label();
       }
     }
     // The tied weights' reduction first.

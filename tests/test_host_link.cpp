@@ -80,7 +80,7 @@ TEST(HostLink, OffloadCopiesOfTwoGpusOnOneSwitchContend) {
   const auto shared = run(2), own = run(1);
   auto up = [](const results::Result& r) {
     for (std::size_t i = 0; i < r.plan.graph.tasks.size(); ++i)
-      if (r.plan.graph.tasks[i].label == "parameters to GPU") return r.timeline.end[i] - r.timeline.start[i];
+      if (r.plan.graph.tasks[i].label() == "parameters to GPU") return r.timeline.end[i] - r.timeline.start[i];
     return -1.0;
   };
   const double bytes = shared.params / 2 * 2.0, pcie = 32e9;  // a100-sxm-80gb: PCIe Gen4 x16

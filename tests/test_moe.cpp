@@ -90,7 +90,7 @@ config::Scenario moe_scenario(const test::TempDir& dir, int nodes, const std::st
 std::vector<const taskgraph::Task*> all_to_alls(const taskgraph::TaskGraph& g) {
   std::vector<const taskgraph::Task*> out;
   for (const auto& t : g.tasks)
-    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::AllToAll) out.push_back(&t);
+    if (t.is_collective && t.collective().op == taskgraph::CollectiveOp::AllToAll) out.push_back(&t);
   return out;
 }
 
@@ -106,10 +106,10 @@ TEST(ExpertParallelism, AllToAllDispatchAndCombinePerMoeLayer) {
   // 4 MoE layers x 4 micro-batches (64 / 16) x (dispatch + combine) x (forward + backward).
   ASSERT_EQ(a2a.size(), 4u * 4u * 2u * 2u);
   for (const auto* t : a2a) {
-    EXPECT_EQ(t->collective.algorithm, taskgraph::Algorithm::Direct);
-    EXPECT_DOUBLE_EQ(t->collective.bytes, 1024.0 * 2 * 1024 * 2);
-    ASSERT_EQ(t->collective.groups.size(), 2u);  // both nodes' groups at once, sharing the network
-    for (int g : t->collective.groups) {
+    EXPECT_EQ(t->collective().algorithm, taskgraph::Algorithm::Direct);
+    EXPECT_DOUBLE_EQ(t->collective().bytes, 1024.0 * 2 * 1024 * 2);
+    ASSERT_EQ(t->collective().groups.size(), 2u);  // both nodes' groups at once, sharing the network
+    for (int g : t->collective().groups) {
       const auto& ranks = r.plan.graph.groups[static_cast<std::size_t>(g)];
       ASSERT_EQ(ranks.size(), 8u);
       EXPECT_EQ(ranks.front() / 8, ranks.back() / 8);  // consecutive data ranks: one node
@@ -135,12 +135,12 @@ TEST(ExpertParallelism, ExpertGradientsSumOverExpertDataParallelGroups) {
   const auto r = results::simulate(moe_scenario(dir, 2, R"("data": 16, "expert": 4)"));
   bool dense = false, expert = false;
   for (const auto& t : r.plan.graph.tasks) {
-    if (!t.is_collective || t.collective.op != taskgraph::CollectiveOp::AllReduce) continue;
-    const auto size = r.plan.graph.groups[static_cast<std::size_t>(t.collective.groups[0])].size();
-    if (t.label.find("expert") != std::string::npos) {
+    if (!t.is_collective || t.collective().op != taskgraph::CollectiveOp::AllReduce) continue;
+    const auto size = r.plan.graph.groups[static_cast<std::size_t>(t.collective().groups[0])].size();
+    if (t.label().find("expert") != std::string::npos) {
       expert = true;
       EXPECT_EQ(size, 4u);  // 16 / 4
-      EXPECT_EQ(t.collective.groups.size(), 4u);
+      EXPECT_EQ(t.collective().groups.size(), 4u);
     } else {
       dense = true;
       EXPECT_EQ(size, 16u);
@@ -153,11 +153,11 @@ TEST(ExpertParallelism, ExpertGradientsSumOverExpertDataParallelGroups) {
   const auto& tasks = r.plan.graph.tasks;
   auto is_dense_bucket = [&](int d) {
     const auto& t = tasks[static_cast<std::size_t>(d)];
-    return t.is_collective && t.collective.op == taskgraph::CollectiveOp::AllReduce && t.label.find("expert") == std::string::npos;
+    return t.is_collective && t.collective().op == taskgraph::CollectiveOp::AllReduce && t.label().find("expert") == std::string::npos;
   };
   int expert_buckets = 0, waiting = 0;
   for (const auto& t : tasks)
-    if (t.is_collective && t.label.find("expert bucket") != std::string::npos) {
+    if (t.is_collective && t.label().find("expert bucket") != std::string::npos) {
       ++expert_buckets;
       waiting += std::any_of(t.deps.begin(), t.deps.end(), is_dense_bucket) ? 1 : 0;
     }

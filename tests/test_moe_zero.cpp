@@ -62,18 +62,18 @@ Counts counts(const config::Scenario& s) {
 
 const taskgraph::Task* find(const taskgraph::TaskGraph& g, const std::string& label) {
   for (const auto& t : g.tasks)
-    if (t.label == label) return &t;
+    if (t.label() == label) return &t;
   return nullptr;
 }
 
 std::size_t group_size(const taskgraph::TaskGraph& g, const taskgraph::Task& t) {
-  return g.groups[static_cast<std::size_t>(t.collective.groups.at(0))].size();
+  return g.groups[static_cast<std::size_t>(t.collective().groups.at(0))].size();
 }
 
 int count(const taskgraph::TaskGraph& g, taskgraph::CollectiveOp op, const std::string& label_start) {
   int n = 0;
   for (const auto& t : g.tasks)
-    if (t.is_collective && t.collective.op == op && t.label.rfind(label_start, 0) == 0) ++n;
+    if (t.is_collective && t.collective().op == op && t.label().rfind(label_start, 0) == 0) ++n;
   return n;
 }
 
@@ -128,18 +128,18 @@ TEST(MoeZero, Zero2ReduceScattersExpertGradientsOverExpertDataGroups) {
   const auto* expert = find(g, "zero2 reduce experts c0 mb0");
   ASSERT_TRUE(dense && expert);
   EXPECT_EQ(group_size(g, *dense), static_cast<std::size_t>(kD));
-  EXPECT_EQ(dense->collective.groups.size(), 1u);  // tensor 1: one data-parallel group
-  EXPECT_DOUBLE_EQ(dense->collective.bytes, 2 * c.dense);
+  EXPECT_EQ(dense->collective().groups.size(), 1u);  // tensor 1: one data-parallel group
+  EXPECT_DOUBLE_EQ(dense->collective().bytes, 2 * c.dense);
   EXPECT_EQ(group_size(g, *expert), static_cast<std::size_t>(kD / kE));
-  EXPECT_EQ(expert->collective.groups.size(), static_cast<std::size_t>(kE));  // one per expert rank
-  EXPECT_DOUBLE_EQ(expert->collective.bytes, 2 * c.experts / kE);
+  EXPECT_EQ(expert->collective().groups.size(), static_cast<std::size_t>(kE));  // one per expert rank
+  EXPECT_DOUBLE_EQ(expert->collective().bytes, 2 * c.experts / kE);
   const auto* gather = find(g, "zero gather params");
   const auto* gather_experts = find(g, "zero gather expert params");
   ASSERT_TRUE(gather && gather_experts);
   EXPECT_EQ(group_size(g, *gather), static_cast<std::size_t>(kD));
-  EXPECT_DOUBLE_EQ(gather->collective.bytes, 2 * c.dense);
+  EXPECT_DOUBLE_EQ(gather->collective().bytes, 2 * c.dense);
   EXPECT_EQ(group_size(g, *gather_experts), static_cast<std::size_t>(kD / kE));
-  EXPECT_DOUBLE_EQ(gather_experts->collective.bytes, 2 * c.experts / kE);
+  EXPECT_DOUBLE_EQ(gather_experts->collective().bytes, 2 * c.experts / kE);
   // The last micro-batch's gradients go in buckets, as under ZeRO-1.
   EXPECT_GT(count(g, CollectiveOp::ReduceScatter, "reduce_scatter expert bucket"), 0);
   test::expect_parts_sum_to_step(r);
@@ -163,15 +163,15 @@ TEST(MoeZero, Zero3GathersExpertsOverExpertDataGroups) {
   const double expert_layer = c.experts / kLayers / kE;  // this GPU's 2 experts of one layer
   int checked = 0;
   for (const auto& t : g.tasks) {
-    if (!t.is_collective || t.label.rfind("zero3 ", 0) != 0) continue;
-    const bool experts = t.label.find("experts of") != std::string::npos;
-    const bool block = t.label.find("embedding") == std::string::npos && t.label.find("head") == std::string::npos;
-    EXPECT_EQ(group_size(g, t), static_cast<std::size_t>(experts ? kD / kE : kD)) << t.label;
-    EXPECT_EQ(t.collective.groups.size(), static_cast<std::size_t>(experts ? kE : 1)) << t.label;
+    if (!t.is_collective || t.label().rfind("zero3 ", 0) != 0) continue;
+    const bool experts = t.label().find("experts of") != std::string::npos;
+    const bool block = t.label().find("embedding") == std::string::npos && t.label().find("head") == std::string::npos;
+    EXPECT_EQ(group_size(g, t), static_cast<std::size_t>(experts ? kD / kE : kD)) << t.label();
+    EXPECT_EQ(t.collective().groups.size(), static_cast<std::size_t>(experts ? kE : 1)) << t.label();
     if (experts) {
-      EXPECT_DOUBLE_EQ(t.collective.bytes, 2 * expert_layer) << t.label;
+      EXPECT_DOUBLE_EQ(t.collective().bytes, 2 * expert_layer) << t.label();
     } else if (block) {  // a block's attention, norms and router
-      EXPECT_NEAR(t.collective.bytes, 2 * (kHidden * kHidden * 4 + kExperts * kHidden), 2 * 4 * kHidden) << t.label;
+      EXPECT_NEAR(t.collective().bytes, 2 * (kHidden * kHidden * 4 + kExperts * kHidden), 2 * 4 * kHidden) << t.label();
     }
     ++checked;
   }
@@ -181,7 +181,7 @@ TEST(MoeZero, Zero3GathersExpertsOverExpertDataGroups) {
   ASSERT_TRUE(gather) << "no expert gather for block.0";
   bool waits = false;
   for (const auto& t : g.tasks)
-    if (!t.is_collective && t.label.rfind("fwd block.0 c0 mb0", 0) == 0)
+    if (!t.is_collective && t.label().rfind("fwd block.0 c0 mb0", 0) == 0)
       for (int d : t.deps) waits |= &g.tasks[static_cast<std::size_t>(d)] == gather;
   EXPECT_TRUE(waits);
   // No gradient buckets after backward: every layer's gradients were reduce-scattered already.

@@ -110,7 +110,7 @@ TEST(Offload, GradientCopiesOverlapTheBackward) {
   const auto& g = r.plan.graph;
   double first_copy = 1e30, last_backward = 0;
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-    if (g.tasks[i].category == taskgraph::Category::Copy && g.tasks[i].label.rfind("gradients to host", 0) == 0)
+    if (g.tasks[i].category == taskgraph::Category::Copy && g.tasks[i].label().rfind("gradients to host", 0) == 0)
       first_copy = std::min(first_copy, r.timeline.start[i]);
     if (g.tasks[i].category == taskgraph::Category::Compute) last_backward = std::max(last_backward, r.timeline.end[i]);
   }

@@ -38,7 +38,7 @@ strategies::Plan plan(const models::ModelGraph& g, const strategies::Parallelism
 std::vector<double> bytes_of(const strategies::Plan& plan, const std::string& label_prefix) {
   std::vector<double> out;
   for (const auto& t : plan.graph.tasks)
-    if (t.is_collective && t.label.rfind(label_prefix, 0) == 0) out.push_back(t.collective.bytes);
+    if (t.is_collective && t.label().rfind(label_prefix, 0) == 0) out.push_back(t.collective().bytes);
   return out;
 }
 

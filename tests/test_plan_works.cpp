@@ -48,7 +48,8 @@ struct Hash {
   void i(std::int64_t v) { u(static_cast<std::uint64_t>(v)); }
   void d(double v) { u(std::bit_cast<std::uint64_t>(v)); }
   void s(const std::string& v) { u(v.size()); for (unsigned char c : v) byte(c); }
-  void ints(const std::vector<int>& v) { u(v.size()); for (int x : v) i(x); }
+  template <class Ids>
+  void ints(const Ids& v) { u(v.size()); for (int x : v) i(x); }
 };
 
 std::uint64_t graph_hash(const taskgraph::TaskGraph& g) {
@@ -75,11 +76,11 @@ std::uint64_t graph_hash(const taskgraph::TaskGraph& g) {
   h.u(g.tasks.size());
   for (const auto& t : g.tasks) {
     h.i(static_cast<int>(t.category));
-    h.s(t.label);
+    h.s(t.label());
     h.i(t.rank), h.i(t.work), h.i(t.is_collective);
-    h.i(static_cast<int>(t.collective.op)), h.i(static_cast<int>(t.collective.algorithm));
-    h.ints(t.collective.groups);
-    h.d(t.collective.bytes);
+    h.i(static_cast<int>(t.collective().op)), h.i(static_cast<int>(t.collective().algorithm));
+    h.ints(t.collective().groups);
+    h.d(t.collective().bytes);
     h.ints(t.deps), h.ints(t.any_deps);
     h.i(t.quorum), h.i(t.stream), h.d(t.priority);
     h.ints(t.after_previous_step);
@@ -156,13 +157,13 @@ TEST(PlanWorks, EveryReplicaSendsFromItsOwnGpus) {
   std::set<std::vector<int>> gather_groups;
   for (const auto& t : p.graph.tasks) {
     if (!t.is_collective) continue;
-    const auto& grp = p.graph.groups[static_cast<std::size_t>(t.collective.groups.at(0))];
-    if (t.collective.op == taskgraph::CollectiveOp::SendRecv) {
+    const auto& grp = p.graph.groups[static_cast<std::size_t>(t.collective().groups.at(0))];
+    if (t.collective().op == taskgraph::CollectiveOp::SendRecv) {
       senders.insert(grp.at(0));
       // The send follows the compute that produced its tensor, on the GPU it leaves from.
       const auto& producer = p.graph.tasks[static_cast<std::size_t>(t.deps.at(0))];
-      EXPECT_EQ(producer.rank, grp.at(0)) << t.label;
-    } else if (t.collective.op == taskgraph::CollectiveOp::AllGather && t.label.rfind("gather ", 0) == 0) {
+      EXPECT_EQ(producer.rank, grp.at(0)) << t.label();
+    } else if (t.collective().op == taskgraph::CollectiveOp::AllGather && t.label().rfind("gather ", 0) == 0) {
       gather_groups.insert(grp);
     }
   }

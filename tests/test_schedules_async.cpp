@@ -128,7 +128,7 @@ TEST(PipeDreamUpdates, PipeDreamStepsAfterEveryBackward2BWOncePerStep) {
   };
   auto optimizer = [](const taskgraph::Task& t) { return !t.is_collective && t.category == taskgraph::Category::Optimizer; };
   auto all_reduce = [](const taskgraph::Task& t) {
-    return t.is_collective && t.collective.op == taskgraph::CollectiveOp::AllReduce && t.label.find("embedding") == std::string::npos;
+    return t.is_collective && t.collective().op == taskgraph::CollectiveOp::AllReduce && t.label().find("embedding") == std::string::npos;
   };
   EXPECT_EQ(count(plan(Schedule::PipeDream, p, m), optimizer), p * m);
   EXPECT_EQ(count(plan(Schedule::PipeDream2BW, p, m), optimizer), p);

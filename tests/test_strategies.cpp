@@ -45,7 +45,7 @@ Setup setup(int dp, std::int64_t mb, std::int64_t global, int tp = 1, int pp = 1
 
 int count(const taskgraph::TaskGraph& g, taskgraph::CollectiveOp op) {
   int n = 0;
-  for (const auto& t : g.tasks) n += t.is_collective && t.collective.op == op;
+  for (const auto& t : g.tasks) n += t.is_collective && t.collective().op == op;
   return n;
 }
 
@@ -89,8 +89,8 @@ TEST(DataParallel, AllReduceCoversEveryReplica) {
   auto plan = s.plan();
   for (const auto& t : plan.graph.tasks)
     if (t.is_collective) {
-      ASSERT_EQ(t.collective.groups.size(), 1u);
-      EXPECT_EQ(plan.graph.groups[static_cast<std::size_t>(t.collective.groups[0])].size(), 8u);
+      ASSERT_EQ(t.collective().groups.size(), 1u);
+      EXPECT_EQ(plan.graph.groups[static_cast<std::size_t>(t.collective().groups[0])].size(), 8u);
     }
 }
 
@@ -266,7 +266,7 @@ namespace {
 double wire_bytes(const strategies::Plan& plan, taskgraph::CollectiveOp op) {
   double b = 0;
   for (const auto& t : plan.graph.tasks)
-    if (t.is_collective && t.collective.op == op) b += t.collective.bytes;
+    if (t.is_collective && t.collective().op == op) b += t.collective().bytes;
   return b;
 }
 }  // namespace
@@ -305,7 +305,7 @@ TEST(Pipeline, TensorGroupsGatherTheScatteredActivationOnlyWithoutSequenceParall
     s.par.sequence_parallel = sp;
     s.graph = models::build_transformer(small(), {1, 2, models::Attention::Standard, 2, sp});
     int n = 0;
-    for (const auto& t : s.plan().graph.tasks) n += t.is_collective && t.label.rfind("gather send", 0) == 0;
+    for (const auto& t : s.plan().graph.tasks) n += t.is_collective && t.label().rfind("gather send", 0) == 0;
     return n;
   };
   EXPECT_EQ(gathers(false), 4 * 2);  // 4 micro-batches, forward activation and backward gradient
@@ -326,7 +326,7 @@ double two_stage_step(bool blocking, double hop) {
   c.nodes = 2;
   c.intra_latency = c.inter_latency = 0;
   for (const auto& t : plan.graph.tasks)
-    if (t.is_collective && t.collective.op == taskgraph::CollectiveOp::SendRecv) c.nic_bandwidth = t.collective.bytes / hop;
+    if (t.is_collective && t.collective().op == taskgraph::CollectiveOp::SendRecv) c.nic_bandwidth = t.collective().bytes / hop;
   c.intra_bandwidth = c.nic_bandwidth;
   network::Platform pf(c);
   return replay::replay_analytical({plan.graph, seconds, pf}).makespan;

@@ -25,9 +25,9 @@ Timeline replay_analytical(const ReplayInput& in) {
     if (!t.is_collective) return in.seconds(i);
     double* first = in.step_tasks > 0 ? &copied[i % in.step_tasks] : nullptr;
     if (first && *first >= 0) return *first;
-    auto [it, fresh] = priced.try_emplace(collective_key(t.collective), 0.0);
+    auto [it, fresh] = priced.try_emplace(collective_key(t.collective()), 0.0);
     if (fresh) {
-      auto lowered = network::lower(in.platform, t.collective, groups_of(g, t.collective));
+      auto lowered = network::lower(in.platform, t.collective(), groups_of(g, t.collective()));
       out.flows += lowered.flow_count();
       it->second = network::analytical_time(in.platform, lowered);
     }

@@ -70,12 +70,12 @@ Timeline replay_analytical_shared(const ReplayInput& in) {
     const auto& t = g.tasks[i];
     out.start[i] = now;
     if (t.is_collective) {
-      out.end[i] = now + collective_seconds(t.collective);
+      out.end[i] = now + collective_seconds(t.collective());
       events.emplace(out.end[i], i, 0);
       std::set<int> gpus;
-      if (t.collective.only >= 0) gpus.insert(t.collective.only);
+      if (t.collective().only >= 0) gpus.insert(t.collective().only);
       else
-        for (const auto& grp : groups_of(g, t.collective)) gpus.insert(grp.begin(), grp.end());
+        for (const auto& grp : groups_of(g, t.collective())) gpus.insert(grp.begin(), grp.end());
       members[i].assign(gpus.begin(), gpus.end());
       for (int gpu : members[i]) change(gpu, +1);
     } else if (shares(t)) {

@@ -82,9 +82,9 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
     for (std::size_t i = 0; i < g.tasks.size(); ++i) {
       const auto& task = g.tasks[i];
       if (!task.is_collective) continue;
-      bool member = task.collective.only == rank;
-      if (task.collective.only < 0)
-        for (const auto& grp : groups_of(g, task.collective))
+      bool member = task.collective().only == rank;
+      if (task.collective().only < 0)
+        for (const auto& grp : groups_of(g, task.collective()))
           member = member || std::find(grp.begin(), grp.end(), rank) != grp.end();
       if (member && t.end[i] > t.start[i]) comm.emplace_back(t.start[i], t.end[i]);
     }

@@ -26,14 +26,17 @@ void invert(const taskgraph::TaskGraph& g, DepsOf deps_of, std::vector<std::uint
 Dispatcher::Dispatcher(const taskgraph::TaskGraph& g, StepReuse* reuse) : g_(g), reuse_(reuse) {
   const std::size_t n = g.tasks.size();
   waiting_.assign(n, 0);
-  quorum_left_.assign(n, 0);
+  const bool quorums = std::any_of(g.tasks.begin(), g.tasks.end(), [](const taskgraph::Task& t) { return !t.any_deps.empty(); });
+  if (quorums) quorum_left_.assign(n, 0);  // most graphs have none: no per-task counts for them
   for (std::size_t i = 0; i < n; ++i) {
     const auto& t = g.tasks[i];
-    quorum_left_[i] = t.any_deps.empty() ? 0 : std::min<int>(t.quorum, static_cast<int>(t.any_deps.size()));
-    waiting_[i] = static_cast<int>(t.deps.size()) + quorum_left_[i];
+    const int quorum = t.any_deps.empty() ? 0 : std::min<int>(t.quorum, static_cast<int>(t.any_deps.size()));
+    if (quorums) quorum_left_[i] = quorum;
+    waiting_[i] = static_cast<int>(t.deps.size()) + quorum;
   }
-  invert(g, [](const taskgraph::Task& t) -> const std::vector<int>& { return t.deps; }, succ_.first, succ_.to);
-  invert(g, [](const taskgraph::Task& t) -> const std::vector<int>& { return t.any_deps; }, quorum_succ_.first, quorum_succ_.to);
+  invert(g, [](const taskgraph::Task& t) -> const taskgraph::TaskIds& { return t.deps; }, succ_.first, succ_.to);
+  if (quorums)
+    invert(g, [](const taskgraph::Task& t) -> const taskgraph::RareTaskIds& { return t.any_deps; }, quorum_succ_.first, quorum_succ_.to);
 }
 
 CollectiveKey collective_key(const taskgraph::Collective& c) {

@@ -43,6 +43,7 @@ class Dispatcher {
       const auto k = static_cast<std::size_t>(succ_.to[e]);
       if (--waiting_[k] == 0) ready(k, start);
     }
+    if (quorum_succ_.first.empty()) return;
     for (std::uint32_t e = quorum_succ_.first[i]; e < quorum_succ_.first[i + 1]; ++e) {
       const auto k = static_cast<std::size_t>(quorum_succ_.to[e]);
       if (quorum_left_[k] > 0 && (--quorum_left_[k], --waiting_[k] == 0)) ready(k, start);

@@ -23,11 +23,25 @@ struct Variability {
   std::vector<Flap> flaps;
 };
 
+// Stragglers' duration multipliers: a compute task's is its GPU's draw for its step, any other
+// task's 1. A table by (step, GPU) rather than a number per task, which cost 18 MB at 2.3
+// million tasks.
+struct TaskScales {
+  std::size_t gpus = 0;       // the table's row length (the highest GPU id drawn for, plus one)
+  std::vector<double> draw;   // [step * gpus + gpu]
+  const std::vector<int>* step_of = nullptr;  // each task's step; null or empty: all in step 0
+  double of(const taskgraph::Task& t, std::size_t task) const {
+    if (t.is_collective || t.category != taskgraph::Category::Compute) return 1.0;
+    const std::size_t k = step_of && !step_of->empty() ? static_cast<std::size_t>((*step_of)[task]) : 0;
+    return draw[k * gpus + static_cast<std::size_t>(t.rank)];
+  }
+};
+
 struct ReplayInput {
   const taskgraph::TaskGraph& graph;
   const std::vector<double>& work_seconds;  // per Work: kernels plus inline collectives
   const network::Platform& platform;
-  const std::vector<double>* task_scale = nullptr;  // per task duration multiplier (stragglers)
+  const TaskScales* task_scale = nullptr;  // stragglers
   const Variability* variability = nullptr;
   // Shared cores (cost::DeviceProfile::comm_core_share): while a collective a GPU takes part in
   // is in flight, that GPU's compute runs at 1 - share of its speed.
@@ -39,7 +53,7 @@ struct ReplayInput {
   std::size_t step_tasks = 0;
   double seconds(std::size_t task) const {
     const auto& t = graph.tasks[task];
-    return work_seconds[static_cast<std::size_t>(t.work)] * (task_scale ? (*task_scale)[task] : 1.0);
+    return work_seconds[static_cast<std::size_t>(t.work)] * (task_scale ? task_scale->of(t, task) : 1.0);
   }
 };
 

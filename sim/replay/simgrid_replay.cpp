@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -196,6 +197,20 @@ struct Prepared {
   network::LoweredCollective lowered;
   std::vector<std::vector<int>> chain_pair;  // per phase, per chain: its host pair
   std::vector<std::vector<char>> chained;    // per phase, per flow: part of a chain
+  std::uint32_t id = 0;                      // in PreparedOf::distinct
+};
+
+// Each task's prepared collective or copy, as an index into the distinct ones (0: none). A
+// pointer per task cost 8 bytes, 18 MB at 2.3 million tasks.
+struct PreparedOf {
+  std::vector<const Prepared*> distinct{nullptr};
+  std::vector<std::uint32_t> of;
+  const Prepared* operator[](std::size_t task) const { return distinct[of[task]]; }
+  std::uint32_t add(Prepared& p) {
+    p.id = static_cast<std::uint32_t>(distinct.size());
+    distinct.push_back(&p);
+    return p.id;
+  }
 };
 
 // Each chain (hops moving in lockstep) gets two hosts joined by a route through all of its hops'
@@ -255,10 +270,14 @@ struct Chains {
 // Lowers every collective of the graph, once per distinct one, and gives its chains host pairs.
 // A PCIe copy's flows (all the GPUs its task stands for, to or from their hosts' memory), once
 // per distinct copy work.
-std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, Chains& chains,
-                                     std::map<CollectiveKey, Prepared>& store, std::map<int, Prepared>& copies) {
+PreparedOf prepare(const ReplayInput& in, const Fabric& fab, Chains& chains, std::map<CollectiveKey, Prepared>& store,
+                   std::map<int, Prepared>& copies) {
   const auto& g = in.graph;
-  std::vector<const Prepared*> of(g.tasks.size(), nullptr);
+  PreparedOf out;
+  out.of.assign(g.tasks.size(), 0);
+  // Tasks with the same collective share one (TaskGraph keeps each distinct one once): looked up
+  // by its address first, by value only the first time.
+  std::unordered_map<const taskgraph::Collective*, std::uint32_t> seen;
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
     if (!t.is_collective && t.category == taskgraph::Category::Copy && g.works[static_cast<std::size_t>(t.work)].copy_bytes > 0) {
@@ -270,20 +289,26 @@ std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, C
           it->second.chained.emplace_back(ph.flows.size(), 0);
           it->second.chain_pair.emplace_back();
         }
+        out.add(it->second);
       }
-      of[i] = &it->second;
+      out.of[i] = it->second.id;
       continue;
     }
     if (!t.is_collective) continue;
     if (in.step_tasks > 0 && i >= in.step_tasks) {  // a copy of step 0's task
-      of[i] = of[i % in.step_tasks];
+      out.of[i] = out.of[i % in.step_tasks];
       continue;
     }
-    auto [it, fresh] = store.try_emplace(collective_key(t.collective));
-    of[i] = &it->second;
+    if (auto known = seen.find(&t.collective()); known != seen.end()) {
+      out.of[i] = known->second;
+      continue;
+    }
+    auto [it, fresh] = store.try_emplace(collective_key(t.collective()));
+    if (fresh) out.add(it->second);
+    out.of[i] = seen[&t.collective()] = it->second.id;
     if (!fresh) continue;
     auto& prep = it->second;
-    prep.lowered = network::lower(in.platform, t.collective, groups_of(g, t.collective));
+    prep.lowered = network::lower(in.platform, t.collective(), groups_of(g, t.collective()));
     for (const auto& ph : prep.lowered.phases) {
       prep.chained.emplace_back(ph.flows.size(), 0);
       auto& ids = prep.chain_pair.emplace_back();
@@ -297,7 +322,7 @@ std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, C
       }
     }
   }
-  return of;
+  return out;
 }
 
 // Starts each task's activities once it is ready and follows their completions. Dependencies are
@@ -305,10 +330,9 @@ std::vector<const Prepared*> prepare(const ReplayInput& in, const Fabric& fab, C
 // activities waiting on dependencies (60,000 pre-created Execs took 9 s, created on demand 0.3 s).
 class Scheduler {
  public:
-  Scheduler(const ReplayInput& in, const Fabric& fab, const Chains& chains, std::vector<const Prepared*> prepared)
+  Scheduler(const ReplayInput& in, const Fabric& fab, const Chains& chains, PreparedOf prepared)
       : in_(in), g_(in.graph), fab_(fab), chains_(chains), prepared_(std::move(prepared)), dispatch_(in.graph, in.reuse) {
     const std::size_t n = g_.tasks.size();
-    flows_left_.assign(n, 0);
     out_.start.assign(n, 0.0);
     out_.end.assign(n, 0.0);
     find_timed_ranks();
@@ -333,6 +357,7 @@ class Scheduler {
     const Prepared* prep = nullptr;
     std::size_t phase = 0;
     double phase_start = 0;
+    int flows_left = 0;  // of the phase's flows and server work
   };
 
   // What is left of running tasks (StepReuse): start, phase, when it began, flows left, the work
@@ -347,7 +372,7 @@ class Scheduler {
       auto& v = d[r];
       v.push_back(out_.start[i] - now);
       if (auto it = running_.find(i); it != running_.end())
-        v.insert(v.end(), {static_cast<double>(it->second.phase), it->second.phase_start - now, static_cast<double>(flows_left_[i])});
+        v.insert(v.end(), {static_cast<double>(it->second.phase), it->second.phase_start - now, static_cast<double>(it->second.flows_left)});
       for (auto* m : {&left, &dates}) {
         auto it = m->find(i);
         v.push_back(it == m->end() ? 0.0 : static_cast<double>(it->second.size()));
@@ -377,7 +402,7 @@ class Scheduler {
       previous[r] = static_cast<int>(i);
     }
     std::unordered_set<int> shared;  // endpoints where collectives do CPU work
-    for (const auto* prep : prepared_)
+    for (const auto* prep : prepared_.distinct)
       if (prep)
         for (const auto& ph : prep->lowered.phases)
           for (const auto& w : ph.work) shared.insert(w.endpoint);
@@ -418,7 +443,7 @@ class Scheduler {
     const auto& ph = run.prep->lowered.phases[run.phase];
     const auto& chained = run.prep->chained[run.phase];
     out_.flows += ph.flows.size();
-    int& left = flows_left_[task];
+    int& left = run.flows_left;
     left = static_cast<int>(ph.work.size() + ph.chains.size());
     for (char c : chained) left += c ? 0 : 1;
     if (left == 0) after(ph.latency, task, Role::PhaseEnd);
@@ -468,7 +493,7 @@ class Scheduler {
   void share_cores(std::size_t task) {
     const double share = in_.comm_core_share;
     if (share <= 0) return;
-    const auto& c = g_.tasks[task].collective;
+    const auto& c = g_.tasks[task].collective();
     std::set<int> gpus;
     if (c.only >= 0) gpus.insert(c.only);
     else
@@ -515,7 +540,7 @@ class Scheduler {
     auto& run = running_.at(task);
     if (r == Role::Flow) {
       // The step latencies the aggregated flows do not pay come once they all finish.
-      if (--flows_left_[task] == 0) after(run.prep->lowered.phases[run.phase].latency, task, Role::PhaseEnd);
+      if (--run.flows_left == 0) after(run.prep->lowered.phases[run.phase].latency, task, Role::PhaseEnd);
     } else if (++run.phase < run.prep->lowered.phases.size()) {
       start_phase(task);
     } else {
@@ -528,9 +553,8 @@ class Scheduler {
   const taskgraph::TaskGraph& g_;
   const Fabric& fab_;
   const Chains& chains_;
-  std::vector<const Prepared*> prepared_;
+  PreparedOf prepared_;
   Dispatcher dispatch_;
-  std::vector<int> flows_left_;
   std::unordered_map<const sg4::Activity*, std::pair<std::size_t, Role>> role_;
   std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> keep_;  // in flight
   std::vector<sg4::ActivityPtr> finished_;

@@ -14,8 +14,8 @@ bool is_compute(const taskgraph::Task& t) { return !t.is_collective && t.categor
 std::vector<char> pipeline_of(const taskgraph::TaskGraph& g, int rank) {
   int n = std::max(g.num_ranks, rank + 1);
   for (const auto& task : g.tasks)
-    if (task.is_collective && task.collective.op == taskgraph::CollectiveOp::SendRecv)
-      for (int grp : task.collective.groups)
+    if (task.is_collective && task.collective().op == taskgraph::CollectiveOp::SendRecv)
+      for (int grp : task.collective().groups)
         for (int r : g.groups[static_cast<std::size_t>(grp)]) n = std::max(n, r + 1);
   std::vector<int> root(static_cast<std::size_t>(n));
   std::iota(root.begin(), root.end(), 0);
@@ -25,8 +25,8 @@ std::vector<char> pipeline_of(const taskgraph::TaskGraph& g, int rank) {
     return r;
   };
   for (const auto& task : g.tasks)
-    if (task.is_collective && task.collective.op == taskgraph::CollectiveOp::SendRecv)
-      for (int grp : task.collective.groups) {
+    if (task.is_collective && task.collective().op == taskgraph::CollectiveOp::SendRecv)
+      for (int grp : task.collective().groups) {
         const auto& ranks = g.groups[static_cast<std::size_t>(grp)];
         for (std::size_t k = 1; k < ranks.size(); ++k) up(find(ranks[k])) = find(ranks[0]);
       }
@@ -72,9 +72,12 @@ Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector
     // At nominal prices the task would wait for whichever dependency is latest there, not for the
     // one slowdowns made bind: the most uneven one stands for it.
     double uneven = 0;
-    for (const auto* deps : {&task.deps, &task.any_deps})
-      for (int d : *deps)
+    auto most_uneven = [&](const auto& deps) {
+      for (int d : deps)
         if (t.end[static_cast<std::size_t>(d)] <= t.start[i]) uneven = std::max(uneven, uneven_[static_cast<std::size_t>(d)]);
+    };
+    most_uneven(task.deps);
+    most_uneven(task.any_deps);
     double late = binding_[i] == kNone ? 0.0 : late_[binding_[i]];
     double slowed = binding_[i] == kNone ? 0.0 : slowed_[binding_[i]];
     if (is_compute(task) && task.rank >= 0 && static_cast<std::size_t>(task.rank) < nominal.size() &&

@@ -317,7 +317,7 @@ Estimate plan_estimate(const config::Scenario& s, const taskgraph::TaskGraph& g,
   std::map<replay::CollectiveKey, network::FlowBound> seen;
   for (const auto& t : g.tasks) {
     if (!t.is_collective) continue;
-    const auto& c = t.collective;
+    const auto& c = t.collective();
     auto [it, fresh] = seen.try_emplace(replay::collective_key(c));
     if (fresh) {
       const auto& first = g.groups[static_cast<std::size_t>(c.groups.front())];

@@ -124,10 +124,10 @@ Result simulate(const config::Scenario& s) {
     throw InputError(s.file, "/simulation/steps",
                      fmt::format("{} steps of {} tasks is more than {:.0f} million tasks to replay", steps, g.tasks.size(),
                                  kMaxTasks / 1e6));
-  std::vector<int> step_of(g.tasks.size(), 0);
+  std::vector<int> step_of;  // each task's step; with one step, none needed
   if (steps > 1) r.repeated = repeat_steps(g, steps, step_of, s.parallelism.staleness_bound);
   const taskgraph::TaskGraph& replayed = steps > 1 ? r.repeated : g;
-  std::vector<double> scales;
+  replay::TaskScales scales;
   if (s.stragglers.enabled) scales = task_scales(replayed, step_of, steps, s.stragglers);
   replay::Variability variability;
   for (const auto& t : s.stragglers.throttles) variability.throttles.push_back({t.gpu, t.start_s, t.duration_s, t.slowdown});
@@ -164,7 +164,7 @@ Result simulate(const config::Scenario& s) {
   if (steps == 1) r.step_time_s = r.timeline.makespan;
   // All-to-alls block the layers that wait for them: their time per step and stage.
   for (std::size_t i = 0; i < replayed.tasks.size(); ++i)
-    if (replayed.tasks[i].is_collective && replayed.tasks[i].collective.op == taskgraph::CollectiveOp::AllToAll)
+    if (replayed.tasks[i].is_collective && replayed.tasks[i].collective().op == taskgraph::CollectiveOp::AllToAll)
       r.all_to_all_s += r.timeline.end[i] - r.timeline.start[i];
   r.all_to_all_s /= static_cast<double>(steps) * s.parallelism.pipeline;
   // A simulated step is the global batch once per local iteration (EASGD runs several).

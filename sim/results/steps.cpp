@@ -4,14 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <stdexcept>
 
 namespace dtsim::results {
 
 taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, std::vector<int>& step_of, int lead) {
-  taskgraph::TaskGraph g;
-  g.num_ranks = one.num_ranks;
-  g.works = one.works;
-  g.groups = one.groups;
+  taskgraph::TaskGraph g = one.empty_copy();
   const int n = static_cast<int>(one.tasks.size());
   const std::size_t per_step = static_cast<std::size_t>(n) + (lead >= 0 ? 1 : 0);
   g.tasks.reserve(per_step * static_cast<std::size_t>(steps));
@@ -46,31 +44,30 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
       g.tasks.push_back(std::move(t));
     }
     if (lead >= 0) {  // no network traffic: it only joins the GPUs' ends of the step
-      taskgraph::Task done;
-      done.is_collective = true;
-      done.category = taskgraph::Category::Communication;
-      done.label = "staleness bound";
-      done.collective.bytes = 0;
-      for (const auto& [rank, ends] : ends_of_rank) done.deps.push_back(base + ends.second);
-      everyone_done.push_back(static_cast<int>(g.tasks.size()));
+      std::vector<int> ends;
+      for (const auto& [rank, first_last] : ends_of_rank) ends.push_back(base + first_last.second);
+      everyone_done.push_back(g.add_collective(taskgraph::Collective{}, "staleness bound", std::move(ends)));
       step_of.push_back(k);
-      g.tasks.push_back(std::move(done));
     }
     previous_base = base;
   }
   return g;
 }
 
-std::vector<double> task_scales(const taskgraph::TaskGraph& g, const std::vector<int>& step_of, int steps,
-                                const StragglerSpec& s) {
+replay::TaskScales task_scales(const taskgraph::TaskGraph& g, const std::vector<int>& step_of, int steps,
+                               const StragglerSpec& s) {
   std::vector<int> ranks;
   for (const auto& t : g.tasks)
     if (!t.is_collective && t.category == taskgraph::Category::Compute) ranks.push_back(t.rank);
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (!ranks.empty() && ranks.front() < 0) throw std::logic_error("a compute task without a GPU");
+  replay::TaskScales out;
+  out.step_of = step_of.empty() ? nullptr : &step_of;
+  out.gpus = ranks.empty() ? 0 : static_cast<std::size_t>(ranks.back()) + 1;
+  out.draw.assign(out.gpus * static_cast<std::size_t>(std::max(steps, 1)), 1.0);
   std::mt19937_64 rng(s.seed);
   auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0; };  // (0, 1)
-  std::map<std::pair<int, int>, double> draw;  // (step, GPU) -> multiplier
   std::map<int, double> slow;  // GPU -> its fixed slowdowns, multiplied
   for (const auto& [gpu, x] : s.slow_gpus) slow.try_emplace(gpu, 1.0).first->second *= x;
   for (int k = 0; k < steps; ++k)
@@ -89,13 +86,8 @@ std::vector<double> task_scales(const taskgraph::TaskGraph& g, const std::vector
           break;
       }
       if (auto it = slow.find(r); it != slow.end()) m *= it->second;
-      draw[{k, r}] = m;
+      out.draw[static_cast<std::size_t>(k) * out.gpus + static_cast<std::size_t>(r)] = m;
     }
-  std::vector<double> out(g.tasks.size(), 1.0);
-  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-    const auto& t = g.tasks[i];
-    if (!t.is_collective && t.category == taskgraph::Category::Compute) out[i] = draw.at({step_of[i], t.rank});
-  }
   return out;
 }
 
@@ -105,11 +97,11 @@ StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t
   // lags behind (and whose gradients backup workers drop) does not hold it up. Without any
   // collective, when its last task ends.
   bool synced = false;
-  for (const auto& task : g.tasks) synced = synced || (task.is_collective && task.collective.op != taskgraph::CollectiveOp::SendRecv);
+  for (const auto& task : g.tasks) synced = synced || (task.is_collective && task.collective().op != taskgraph::CollectiveOp::SendRecv);
   std::vector<double> end(static_cast<std::size_t>(steps), 0.0);
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& task = g.tasks[i];
-    if (synced && !(task.is_collective && task.collective.op != taskgraph::CollectiveOp::SendRecv)) continue;
+    if (synced && !(task.is_collective && task.collective().op != taskgraph::CollectiveOp::SendRecv)) continue;
     end[static_cast<std::size_t>(step_of[i])] = std::max(end[static_cast<std::size_t>(step_of[i])], t.end[i]);
   }
   double prev = 0;
@@ -179,7 +171,7 @@ AsyncReport report_async(const taskgraph::TaskGraph& g, const replay::Timeline& 
   // worker order.
   std::vector<std::pair<double, int>> order;
   for (std::size_t i = 0; i < g.tasks.size(); ++i)
-    if (g.tasks[i].is_collective && g.tasks[i].collective.only >= 0) order.emplace_back(t.end[i], g.tasks[i].collective.only);
+    if (g.tasks[i].is_collective && g.tasks[i].collective().only >= 0) order.emplace_back(t.end[i], g.tasks[i].collective().only);
   if (order.empty()) return r;
   std::sort(order.begin(), order.end());
   // Throughput while every worker is still running: up to the first one's last update.

@@ -18,11 +18,12 @@ using faults::StragglerSpec;
 // k - lead - 1 (a staleness bound). step_of[i] gives task i's step.
 taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, std::vector<int>& step_of, int lead = -1);
 
-// A duration multiplier per task: one draw per (GPU, step) applied to all its compute tasks, so a
-// GPU is slow for a whole step (throttling, noisy neighbour), as the expected-maximum closed form
-// assumes. Draws happen in (step, GPU) order from one seeded generator.
-std::vector<double> task_scales(const taskgraph::TaskGraph& g, const std::vector<int>& step_of, int steps,
-                                const StragglerSpec& s);
+// Duration multipliers: one draw per (GPU, step) applied to all its compute tasks, so a GPU is
+// slow for a whole step (throttling, noisy neighbour), as the expected-maximum closed form
+// assumes. Draws happen in (step, GPU) order from one seeded generator. step_of[i] gives task i's
+// step (empty: all in step 0); the result refers to it.
+replay::TaskScales task_scales(const taskgraph::TaskGraph& g, const std::vector<int>& step_of, int steps,
+                               const StragglerSpec& s);
 
 struct StepReport {
   std::vector<double> step_times;

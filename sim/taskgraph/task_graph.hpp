@@ -1,9 +1,12 @@
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "models/model_graph.hpp"
+#include "sim/taskgraph/task_ids.hpp"
 
 // A per-GPU task graph: compute on a rank, collectives on a group of ranks, with explicit
 // dependencies. Stream order (one compute stream, one communication stream per rank) is encoded
@@ -11,7 +14,7 @@
 namespace dtsim::taskgraph {
 
 // Copy: a transfer between the GPU and host memory over PCIe on a copy engine (offload).
-enum class Category { Compute, Optimizer, Communication, Input, Copy };
+enum class Category : std::uint8_t { Compute, Optimizer, Communication, Input, Copy };
 
 enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
 // How a collective moves data. `Auto` picks, per collective, the one the network model predicts
@@ -72,26 +75,38 @@ struct Collective {
   double launch_s = 0;
 };
 
+inline const std::string kNoLabel;
+inline const Collective kNoCollective;
+
+// One task. A graph holds millions (2.3 million for GPT-3 175B on 16,384 GPUs, every replica
+// simulated), so a task is 72 bytes: its label and collective are shared with the other tasks
+// that have the same ones (TaskGraph keeps one copy of each), its lists are compact.
 struct Task {
-  Category category = Category::Compute;
-  std::string label;
+  const std::string& label() const { return *label_; }
+  const Collective& collective() const { return *collective_; }  // kNoCollective on compute tasks
+
+  double priority = 0;  // see `stream`
+  // Of `any_deps`, only the first `quorum` to finish are waited for (backup workers).
+  RareTaskIds any_deps;
+  // When steps repeat: tasks of this step's graph whose previous-step copies must end first (a
+  // layer's forward waiting for its own parameters' update).
+  RareTaskIds after_previous_step;
   int rank = -1;  // the GPU of a compute task
   int work = -1;  // compute tasks
-  bool is_collective = false;
-  Collective collective;
-  std::vector<int> deps;  // indices of earlier tasks
-  // Of these, only the first `quorum` to finish are waited for (backup workers).
-  std::vector<int> any_deps;
   int quorum = 0;
   // Collectives of one stream run one at a time; when it frees, the ready one with the lowest
   // priority goes next, as ByteScheduler and P3 order gradients. -1: ordered by deps alone.
   int stream = -1;
-  double priority = 0;
-  // When steps repeat: tasks of this step's graph whose previous-step copies must end first (a
-  // layer's forward waiting for its own parameters' update).
-  std::vector<int> after_previous_step;
+  TaskIds deps;  // indices of earlier tasks
+  Category category = Category::Compute;
+  bool is_collective = false;
   // Work the next step's first task need not wait for (per-bucket updates it waits on itself).
   bool off_step_order = false;
+
+ private:
+  friend struct TaskGraph;
+  const std::string* label_ = &kNoLabel;
+  const Collective* collective_ = &kNoCollective;
 };
 
 // Ranks are GPU ids on the cluster. A strategy may give tasks to a few representative GPUs only
@@ -107,6 +122,16 @@ struct TaskGraph {
   int add_group(std::vector<int> ranks);
   int add_compute(int rank, int work, Category c, std::string label, std::vector<int> deps);
   int add_collective(Collective c, std::string label, std::vector<int> deps);
+  // An empty graph with this one's ranks, works and groups, whose tasks may be copied from this
+  // one (they share its labels and collectives).
+  TaskGraph empty_copy() const;
+
+ private:
+  // Each distinct label and collective, once; tasks point into it. Copies of a graph share it,
+  // and it only grows, so a task copied from one graph to another stays valid.
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+  Shared& shared();
 };
 
 }  // namespace dtsim::taskgraph
