@@ -128,7 +128,8 @@ struct TaskGraph {
 
  private:
   // Each distinct label and collective, once; tasks point into it. Copies of a graph share it,
-  // and it only grows, so a task copied from one graph to another stays valid.
+  // and it only grows, so a task copied from one graph to another stays valid (two copies must
+  // not add tasks from two threads at once).
   struct Shared;
   std::shared_ptr<Shared> shared_;
   Shared& shared();
