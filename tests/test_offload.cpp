@@ -165,3 +165,27 @@ TEST(Offload, SimGridRunsCopiesBesideTheGpu) {
   EXPECT_EQ(simgrid.timeline.backend, "simgrid");
   EXPECT_NEAR(simgrid.step_time_s, analytical.step_time_s, 1e-6 * analytical.step_time_s);
 }
+
+// ZeRO-2 keeps only its shard of the gradients, so each micro-batch but the last reduce-scatters
+// them; activation offload splits the backward per layer, and must not lose those reduces.
+TEST(Offload, ActivationOffloadKeepsZero2PerMicroBatchReduces) {
+  test::TempDir dir;
+  dir.file("base.json", R"({
+    "schema_version": 1, "name": "tiny-2",
+    "model": {"preset": "tiny-gpt"},
+    "hardware": {"device": "a100-sxm-80gb"},
+    "cluster": {"nodes": 1, "gpus_per_node": 2, "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+                "inter_node": {"nics_per_node": 1, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+    "parallelism": {"micro_batch_size": 4, "data": 2, "zero_stage": 2},
+    "training": {"global_batch_size": 32},
+    "simulation": {"backend": "analytical"}
+  })");
+  auto reduces = [&](const std::string& extra) {
+    const auto r = results::simulate(config::load_scenario(dir.file("s.json", R"({"extends": "base.json")" + extra + "}")));
+    int n = 0;
+    for (const auto& t : r.plan.graph.tasks) n += t.is_collective && t.label.rfind("zero2 reduce", 0) == 0;
+    return n;
+  };
+  EXPECT_EQ(reduces(""), 3);  // 4 micro-batches per replica
+  EXPECT_EQ(reduces(R"(, "parallelism": {"activation_offload": true})"), 3);
+}
