@@ -109,37 +109,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
       l.ops.push_back(lag);
     }
   } else {
-    const double scores = static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q);
-    Op qk;
-    qk.name = "attention.scores";
-    qk.forward = {gemm("attention.qk", bh, x.q, x.q, x.d, e, KernelKind::Attention)};
-    qk.backward = {gemm("attention.qk.dq", bh, x.q, x.d, x.q, e, KernelKind::Attention),
-                   gemm("attention.qk.dk", bh, x.q, x.d, x.q, e, KernelKind::Attention)};
-    qk.saved_bytes = qk.saved_bytes_selective = q_bytes + kv;  // Q and K
-    mark_scores(qk);
-    qk.selective = qk.matmul = true;
-    l.ops.push_back(qk);
-    Op sm = elementwise("attention.softmax", scores, e, 1.0, scores * e, 5.0);
-    sm.saved_bytes_selective = 0;
-    sm.selective = true;
-    mark_scores(sm);
-    l.ops.push_back(sm);
-    if (s.dropout) {
-      Op dr = elementwise("attention.dropout", scores, e, 1.0, scores * (1.0 + e), 2.0);
-      dr.saved_bytes_selective = 0;
-      dr.selective = true;
-      mark_scores(dr);
-      l.ops.push_back(dr);
-    }
-    Op pv;
-    pv.name = "attention.context";
-    pv.forward = {gemm("attention.pv", bh, x.q, x.d, x.q, e, KernelKind::Attention)};
-    pv.backward = {gemm("attention.pv.dp", bh, x.q, x.q, x.d, e, KernelKind::Attention),
-                   gemm("attention.pv.dv", bh, x.q, x.d, x.q, e, KernelKind::Attention)};
-    pv.saved_bytes = pv.saved_bytes_selective = kv;  // V; the probabilities are counted above
-    mark_scores(pv);
-    pv.matmul = true;
-    l.ops.push_back(pv);
+    standard_attention(l, bh, x.q, x.d, x.d, e, q_bytes + kv, kv, s.dropout);  // saves Q and K, then V
   }
   Op out = block_linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false, x);
   if (s.linear_bias) out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share

@@ -69,30 +69,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     fa.matmul = true;
     l.ops.push_back(fa);
   } else {
-    const double scores = static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q);
-    Op qk;
-    qk.name = "attention.scores";
-    qk.forward = {gemm("attention.qk", bh, x.q, x.q, dqk, e, KernelKind::Attention)};
-    qk.backward = {gemm("attention.qk.dq", bh, x.q, dqk, x.q, e, KernelKind::Attention),
-                   gemm("attention.qk.dk", bh, x.q, dqk, x.q, e, KernelKind::Attention)};
-    qk.saved_bytes = qk.saved_bytes_selective = 2.0 * q_bytes;
-    mark_scores(qk);
-    qk.selective = qk.matmul = true;
-    l.ops.push_back(qk);
-    Op sm = elementwise("attention.softmax", scores, e, 1.0, scores * e, 5.0);
-    sm.saved_bytes_selective = 0;
-    sm.selective = true;
-    mark_scores(sm);
-    l.ops.push_back(sm);
-    Op pv;
-    pv.name = "attention.context";
-    pv.forward = {gemm("attention.pv", bh, x.q, dv, x.q, e, KernelKind::Attention)};
-    pv.backward = {gemm("attention.pv.dp", bh, x.q, x.q, dv, e, KernelKind::Attention),
-                   gemm("attention.pv.dv", bh, x.q, dv, x.q, e, KernelKind::Attention)};
-    pv.saved_bytes = pv.saved_bytes_selective = v_bytes;
-    mark_scores(pv);
-    pv.matmul = true;
-    l.ops.push_back(pv);
+    standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
   }
   l.ops.push_back(linear("attention.out", x.tokens, x.heads * dv, x.h, e, false));
   l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));

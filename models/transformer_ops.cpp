@@ -121,4 +121,38 @@ Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool b
                : linear(name, tokens, in, out, e, bias, saved_split);
 }
 
+void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_saved, double v_saved, bool dropout) {
+  const double scores = static_cast<double>(bh) * static_cast<double>(q) * static_cast<double>(q);
+  Op qk;
+  qk.name = "attention.scores";
+  qk.forward = {gemm("attention.qk", bh, q, q, dqk, e, KernelKind::Attention)};
+  qk.backward = {gemm("attention.qk.dq", bh, q, dqk, q, e, KernelKind::Attention),
+                 gemm("attention.qk.dk", bh, q, dqk, q, e, KernelKind::Attention)};
+  qk.saved_bytes = qk.saved_bytes_selective = qk_saved;
+  mark_scores(qk);
+  qk.selective = qk.matmul = true;
+  l.ops.push_back(qk);
+  Op sm = elementwise("attention.softmax", scores, e, 1.0, scores * e, 5.0);
+  sm.saved_bytes_selective = 0;
+  sm.selective = true;
+  mark_scores(sm);
+  l.ops.push_back(sm);
+  if (dropout) {
+    Op dr = elementwise("attention.dropout", scores, e, 1.0, scores * (1.0 + e), 2.0);
+    dr.saved_bytes_selective = 0;
+    dr.selective = true;
+    mark_scores(dr);
+    l.ops.push_back(dr);
+  }
+  Op pv;
+  pv.name = "attention.context";
+  pv.forward = {gemm("attention.pv", bh, q, dv, q, e, KernelKind::Attention)};
+  pv.backward = {gemm("attention.pv.dp", bh, q, q, dv, e, KernelKind::Attention),
+                 gemm("attention.pv.dv", bh, q, dv, q, e, KernelKind::Attention)};
+  pv.saved_bytes = pv.saved_bytes_selective = v_saved;  // the probabilities are counted above
+  mark_scores(pv);
+  pv.matmul = true;
+  l.ops.push_back(pv);
+}
+
 }  // namespace dtsim::models::detail
