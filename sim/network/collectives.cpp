@@ -108,8 +108,8 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
 // pays its step latencies, so only the rest is added, as bandwidth: the flows grow by k so that
 // latency + k x (time at line rate - latency) = NCCL's time. Where dtsim is already slower (its
 // per-step latency above NCCL's), nothing changes: the latency is not counted twice.
-LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
-  LoweredCollective lc = lower_algorithm(pf, op, a, bytes, r);
+LoweredCollective at_least_nccl(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r,
+                                LoweredCollective lc) {
   const auto nccl = a == Algorithm::ParameterServer || a == Algorithm::CentralStorage ? std::nullopt
                                                                                       : nccl_prediction(pf, op, bytes, r);
   if (!nccl) return lc;
@@ -119,6 +119,10 @@ LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, 
   for (auto& ph : lc.phases)
     for (auto& f : ph.flows) f.bytes *= k;
   return lc;
+}
+
+LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
+  return at_least_nccl(pf, op, a, bytes, r, lower_algorithm(pf, op, a, bytes, r));
 }
 
 }  // namespace
@@ -152,13 +156,15 @@ std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp
   if (a != Algorithm::Auto) return {a, lower_fixed(pf, op, a, bytes, ranks)};
   if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks)};
   if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
-  std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
+  // Chosen on dtsim's own times: NCCL's floor would make the candidates tie.
+  std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_algorithm(pf, op, Algorithm::Ring, bytes, ranks)};
   double best_t = analytical_time(pf, best.second);
   for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {
-    auto lc = lower_fixed(pf, op, c, bytes, ranks);
+    auto lc = lower_algorithm(pf, op, c, bytes, ranks);
     const double t = analytical_time(pf, lc);
     if (t < best_t) best = {c, std::move(lc)}, best_t = t;
   }
+  best.second = at_least_nccl(pf, op, best.first, bytes, ranks, std::move(best.second));
   return best;
 }
 
