@@ -112,6 +112,14 @@ int Planner::collective(CollectiveOp op, std::vector<int> groups, double bytes, 
   return plan_.graph.add_collective({op, p_.algorithm, std::move(groups), bytes}, label, std::move(deps));
 }
 
+void Planner::zero2_reduce(int s, const Layers& layers, int after, double gbytes, const std::string& tag) {
+  if (grad_ranks() <= 1) return;
+  std::vector<int> deps{after};
+  auto& comm = last_comm_[static_cast<std::size_t>(s)];
+  if (comm >= 0) deps.push_back(comm);
+  comm = collective(CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
+}
+
 bool Planner::ready(int s, const PipeOp& op) const {
   const int j = op.chunk * p_.pipeline + s;
   const auto mb = static_cast<std::size_t>(op.micro_batch);
@@ -222,6 +230,8 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
       for (const auto* l : layers) experts += l->expert_params();
       dense_and_expert_collective(s, CollectiveOp::ReduceScatter, layer_params(layers) - experts, experts, gbytes, last,
                                   "zero2 reduce" + tag, "zero2 reduce experts" + tag);
+    } else if (p_.zero_stage == 2 && !final) {
+      zero2_reduce(s, layers, last, gbytes, tag);  // split per layer only for activation offload
     }
   } else {
     const bool input = op.part == PipeOp::Part::Input;
@@ -230,13 +240,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     first = last;
     if (final)
       for (const auto* l : layers) final_backward_[l] = last;
-    if (p_.zero_stage == 2 && grad_ranks() > 1 && !final && !input) {
-      // ZeRO-2 keeps only its shard of the gradients, so every micro-batch reduces them.
-      std::vector<int> deps{last};
-      if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
-      last_comm_[static_cast<std::size_t>(s)] =
-          collective(CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
-    }
+    if (p_.zero_stage == 2 && !final && !input) zero2_reduce(s, layers, last, gbytes, tag);
   }
   if (waits_previous_step) after_previous_.emplace_back(first, j + 1, op.micro_batch);
   if (j > 0)

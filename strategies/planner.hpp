@@ -48,6 +48,8 @@ class Planner {
   int pass_work(bool forward, int chunk, const models::Layer* layer, int tpg);
   int send(int from, int to, int after, double tensor_bytes, const std::string& label);
   int collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label);
+  // ZeRO-2 keeps only its shard of the gradients, so every micro-batch but the last reduces them.
+  void zero2_reduce(int s, const Layers& layers, int after, double gbytes, const std::string& tag);
   bool ready(int s, const PipeOp& op) const;
   void emit(int s, std::size_t index, const PipeOp& op);
   void synchronise_gradients(int s);

@@ -41,19 +41,24 @@ results::Result simulate_text(const std::string& json) {
   return results::simulate(config::load_scenario(dir.file("s.json", json)));
 }
 
+// tiny-gpt on `gpus` A100s of one node, with `parallelism`.
+std::string tiny_base(int gpus, const std::string& parallelism) {
+  return R"({
+    "schema_version": 1, "name": "tiny",
+    "model": {"preset": "tiny-gpt"},
+    "hardware": {"device": "a100-sxm-80gb"},
+    "cluster": {"nodes": 1, "gpus_per_node": )" + std::to_string(gpus) + R"(, "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+                "inter_node": {"nics_per_node": 1, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+    "parallelism": )" + parallelism + R"(,
+    "training": {"global_batch_size": )" + std::to_string(16 * gpus) + R"(},
+    "simulation": {"backend": "analytical"}
+  })";
+}
+
 // tiny-gpt on one A100, GPipe over 4 micro-batches (all forwards, then all backwards).
 results::Result tiny(const std::string& extra) {
   test::TempDir dir;
-  dir.file("base.json", R"({
-    "schema_version": 1, "name": "tiny-1",
-    "model": {"preset": "tiny-gpt"},
-    "hardware": {"device": "a100-sxm-80gb"},
-    "cluster": {"nodes": 1, "gpus_per_node": 1, "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
-                "inter_node": {"nics_per_node": 1, "nic_bandwidth_GBps": 25, "latency_us": 5}},
-    "parallelism": {"micro_batch_size": 4, "pipeline_schedule": "gpipe"},
-    "training": {"global_batch_size": 16},
-    "simulation": {"backend": "analytical"}
-  })");
+  dir.file("base.json", tiny_base(1, R"({"micro_batch_size": 4, "pipeline_schedule": "gpipe"})"));
   return results::simulate(config::load_scenario(
       dir.file("s.json", R"({"extends": "base.json", "parallelism": {"pipeline_schedule": "gpipe")" + extra + "}}")));
 }
@@ -164,4 +169,19 @@ TEST(Offload, SimGridRunsCopiesBesideTheGpu) {
   const auto simgrid = results::simulate(config::load_scenario(dir.path("base.json")));
   EXPECT_EQ(simgrid.timeline.backend, "simgrid");
   EXPECT_NEAR(simgrid.step_time_s, analytical.step_time_s, 1e-6 * analytical.step_time_s);
+}
+
+// ZeRO-2 keeps only its shard of the gradients, so each micro-batch but the last reduce-scatters
+// them; activation offload splits the backward per layer, and must not lose those reduces.
+TEST(Offload, ActivationOffloadKeepsZero2PerMicroBatchReduces) {
+  test::TempDir dir;
+  dir.file("base.json", tiny_base(2, R"({"micro_batch_size": 4, "data": 2, "zero_stage": 2})"));
+  auto reduces = [&](const std::string& extra) {
+    const auto r = results::simulate(config::load_scenario(dir.file("s.json", R"({"extends": "base.json")" + extra + "}")));
+    int n = 0;
+    for (const auto& t : r.plan.graph.tasks) n += t.is_collective && t.label().rfind("zero2 reduce", 0) == 0;
+    return n;
+  };
+  EXPECT_EQ(reduces(""), 3);  // 4 micro-batches per replica
+  EXPECT_EQ(reduces(R"(, "parallelism": {"activation_offload": true})"), 3);
 }

@@ -137,7 +137,7 @@ TEST(Serve, ApiAnswersWhatRunPrintsByteForByte) {
 
 TEST(Serve, BadInputIs400WithTheCliErrorText) {
   Server server;
-  for (const std::string bad : {std::string(R"({"schema_version": 1, "name": )"),
+  for (const std::string& bad : {std::string(R"({"schema_version": 1, "name": )"),
                                 std::string(kScenario).replace(kScenario.find("\"data\": 2"), 9, "\"data\": 3")}) {
     const auto r = request(server.port(), "POST", "/api/run", bad);
     EXPECT_EQ(r.status, 400) << r.body;

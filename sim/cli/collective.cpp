@@ -111,9 +111,18 @@ int collective(const CollectiveOptions& o) {
     const double secs = t.end[i] - t.start[i];
     const double algbw = secs > 0 ? sizes[i] / secs / 1e9 : 0.0;
     rows.push_back({{"size_bytes", sizes[i]}, {"time_us", secs * 1e6}, {"algbw_GBps", algbw}, {"busbw_GBps", algbw * factor}});
+    // Across nodes with NCCL's tuning model: the algorithm and protocol NCCL would pick, and its time.
+    const auto nccl = network::nccl_prediction(platform, *op, sizes[i], ranks);
+    std::string pick;
+    if (nccl) {
+      pick = fmt::format("{}/{}", network::nccl::to_string(nccl->algo), network::nccl::to_string(nccl->proto));
+      rows.back()["nccl"] = {{"algorithm", network::nccl::to_string(nccl->algo)},
+                             {"protocol", network::nccl::to_string(nccl->proto)}, {"time_us", nccl->time_us}};
+    }
     if (o.format != "json")
-      std::cout << fmt::format("{:>13.0f} {:>12.0f} {:>6} {:>12.2f} {:>11.2f} {:>11.2f}\n", sizes[i], sizes[i] / 4, "float",
-                               secs * 1e6, algbw, algbw * factor);
+      std::cout << fmt::format("{:>13.0f} {:>12.0f} {:>6} {:>12.2f} {:>11.2f} {:>11.2f}{}\n", sizes[i], sizes[i] / 4, "float",
+                               secs * 1e6, algbw, algbw * factor,
+                               nccl ? fmt::format("  NCCL {} {:.2f} us", pick, nccl->time_us) : "");
   }
   if (o.format == "json")
     std::cout << nlohmann::ordered_json{{"op", o.op}, {"algorithm", algorithm_name}, {"gpus", o.gpus},

@@ -79,6 +79,18 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
   c.inter_latency = inter.quantity("latency", Dimension::Time, Range{0.0, 1.0});
   c.inter_efficiency = inter.number("efficiency", Range{0.0, 1.0, true}, 1.0);
   if (inter.has("efficiency_points")) c.inter_efficiency_points = inter.efficiency_points("efficiency_points");
+  // NCCL's tuning model for collectives across nodes (sim/network/nccl_tuning.hpp): the GPU
+  // generation and host CPU it tunes for; `false` turns it off.
+  if (inter.has("nccl") && !(inter.raw("nccl").is_boolean() && !inter.raw("nccl").get<bool>())) {
+    if (!inter.raw("nccl").is_object()) inter.fail("nccl", "expected an object {\"gpu\": ..., \"cpu\": ...} or false");
+    Reader n = inter.object("nccl");
+    const std::string gpu = n.choice("gpu", {"volta", "ampere", "hopper", "blackwell"});
+    const std::string cpu = n.choice("cpu", {"intel", "amd", "arm"});
+    n.finish();
+    using network::nccl::Gpu, network::nccl::Cpu;
+    c.nccl_gpu = gpu == "volta" ? Gpu::Volta : gpu == "ampere" ? Gpu::Ampere : gpu == "hopper" ? Gpu::Hopper : Gpu::Blackwell;
+    c.nccl_cpu = cpu == "amd" ? Cpu::Amd : cpu == "arm" ? Cpu::Arm : Cpu::Intel;
+  }
   std::string topo =
       inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch", "torus-2d", "torus-3d"}, "fat-tree");
   c.topology = topo == "single-switch"    ? network::Topology::SingleSwitch
@@ -114,6 +126,7 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
     ps->finish();
   }
   if (torus && c.oversubscription != 1.0) inter.fail("oversubscription", "a torus has no switches to oversubscribe");
+  if (torus && c.nccl_gpu != network::nccl::Gpu::None) inter.fail("nccl", "NCCL's model is for GPUs on NICs, not a torus");
   if (c.topology == network::Topology::SingleSwitch && c.oversubscription != 1.0)
     inter.fail("oversubscription", "a single switch is not oversubscribed; use \"fat-tree\"");
   inter.finish();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -38,7 +39,7 @@ namespace {
   throw std::invalid_argument(std::string(taskgraph::to_string(a)) + " does not implement " + taskgraph::to_string(op));
 }
 
-LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
+LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
   namespace alg = algorithms;
   const double p = static_cast<double>(r.size());
   if (r.size() < 2 || bytes <= 0) return {};
@@ -47,7 +48,8 @@ LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, 
   const bool one_node = std::all_of(r.begin(), r.end(), [&](int g) { return pf.node_of(g) == pf.node_of(r.front()); });
   if (op == CollectiveOp::AllReduce && a != Algorithm::ParameterServer && a != Algorithm::CentralStorage && one_node)
     bytes *= pf.intra_all_reduce_inflation(bytes);
-  // Across nodes, all-reduce, all-gather and reduce-scatter run at NCCL's efficiency for their size.
+  // Across nodes, all-reduce, all-gather and reduce-scatter run at the scenario's efficiency for
+  // their size (without one, lower_fixed follows NCCL's tuning model).
   if (!one_node && (op == CollectiveOp::AllReduce || op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter) &&
       a != Algorithm::ParameterServer && a != Algorithm::CentralStorage)
     bytes *= pf.inter_inflation(bytes);
@@ -101,7 +103,50 @@ LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, 
   unsupported(op, a);
 }
 
+// A collective across nodes takes at least the time NCCL's tuning model predicts for it. The
+// model's time is its own latency plus bytes at the protocol's bandwidth; dtsim's lowering already
+// pays its step latencies, so only the rest is added, as bandwidth: the flows grow by k so that
+// latency + k x (time at line rate - latency) = NCCL's time. Where dtsim is already slower (its
+// per-step latency above NCCL's), nothing changes: the latency is not counted twice.
+LoweredCollective at_least_nccl(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r,
+                                LoweredCollective lc) {
+  const auto nccl = a == Algorithm::ParameterServer || a == Algorithm::CentralStorage ? std::nullopt
+                                                                                      : nccl_prediction(pf, op, bytes, r);
+  if (!nccl) return lc;
+  const double total = analytical_time(pf, lc), latency = scaled_time(pf, lc, 0.0);
+  const double k = (nccl->time_us * 1e-6 - latency) / (total - latency);
+  if (!(total > latency) || !(k > 1.0)) return lc;
+  for (auto& ph : lc.phases)
+    for (auto& f : ph.flows) f.bytes *= k;
+  return lc;
+}
+
+LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
+  return at_least_nccl(pf, op, a, bytes, r, lower_algorithm(pf, op, a, bytes, r));
+}
+
 }  // namespace
+
+std::optional<nccl::Prediction> nccl_prediction(const Platform& pf, CollectiveOp op, double bytes, const std::vector<int>& r) {
+  const auto& c = pf.spec();
+  if (c.nccl_gpu == nccl::Gpu::None || !c.inter_efficiency_points.empty() || pf.torus() || r.size() < 2 || bytes <= 0 ||
+      (op != CollectiveOp::AllReduce && op != CollectiveOp::AllGather && op != CollectiveOp::ReduceScatter))
+    return std::nullopt;
+  std::map<int, int> per_node;
+  for (int g : r) ++per_node[pf.node_of(g)];
+  if (per_node.size() < 2) return std::nullopt;
+  int widest = 0;
+  for (const auto& [node, n] : per_node) widest = std::max(widest, n);
+  nccl::Setup s;
+  s.gpu = c.nccl_gpu;
+  s.cpu = c.nccl_cpu;
+  s.ranks = static_cast<int>(r.size());
+  s.nodes = static_cast<int>(per_node.size());
+  s.nics = std::max(1, std::min(c.nics_per_node, widest));  // as algorithms::ring's channels
+  s.nic_GBps = c.nic_bandwidth / 1e9;
+  s.nvlink = c.fabric != Fabric::Pcie;
+  return nccl::predict(s, op, bytes);
+}
 
 namespace {
 
@@ -111,13 +156,15 @@ std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp
   if (a != Algorithm::Auto) return {a, lower_fixed(pf, op, a, bytes, ranks)};
   if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks)};
   if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
-  std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
+  // Chosen on dtsim's own times: NCCL's floor would make the candidates tie.
+  std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_algorithm(pf, op, Algorithm::Ring, bytes, ranks)};
   double best_t = analytical_time(pf, best.second);
   for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {
-    auto lc = lower_fixed(pf, op, c, bytes, ranks);
+    auto lc = lower_algorithm(pf, op, c, bytes, ranks);
     const double t = analytical_time(pf, lc);
     if (t < best_t) best = {c, std::move(lc)}, best_t = t;
   }
+  best.second = at_least_nccl(pf, op, best.first, bytes, ranks, std::move(best.second));
   return best;
 }
 
@@ -193,7 +240,9 @@ LoweredCollective lower_host_copy(const Platform& pf, double bytes, const std::v
   return out;
 }
 
-double analytical_time(const Platform& pf, const LoweredCollective& lc) {
+double analytical_time(const Platform& pf, const LoweredCollective& lc) { return scaled_time(pf, lc, 1.0); }
+
+double scaled_time(const Platform& pf, const LoweredCollective& lc, double scale) {
   double total = 0;
   std::vector<double> load(pf.links().size() * 2, 0.0);  // bytes per link direction: 2l up, 2l+1 down
   for (const auto& ph : lc.phases) {
@@ -203,7 +252,7 @@ double analytical_time(const Platform& pf, const LoweredCollective& lc) {
     auto slot = [](const Hop& h) { return static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1); };
     for (const auto& f : ph.flows) {
       routes.push_back(pf.route(f.src, f.dst));
-      for (const auto& h : routes.back()) load[slot(h)] += f.bytes;
+      for (const auto& h : routes.back()) load[slot(h)] += f.bytes * scale;
     }
     // Each flow's time at its most loaded link, and its latency.
     std::vector<double> busy(routes.size(), 0.0), latency(routes.size(), 0.0);

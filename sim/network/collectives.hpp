@@ -1,4 +1,5 @@
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "sim/network/platform.hpp"
@@ -60,6 +61,14 @@ LoweredCollective lower_host_copy(const Platform& platform, double bytes, const 
 // Contention-free estimate from the same flows: each phase lasts as long as its slowest flow at
 // its route's most loaded link's fair share, plus the phase latency.
 double analytical_time(const Platform& platform, const LoweredCollective& lc);
+// The same with every flow's bytes times `scale` (0: the latencies alone).
+double scaled_time(const Platform& platform, const LoweredCollective& lc, double scale);
+
+// What NCCL's tuning model predicts for this collective on `ranks` (its algorithm, protocol and
+// time), when the cluster names NCCL's GPU generation, gives no inter-node efficiency points and
+// the group spans nodes; lowering makes the collective take at least that long.
+std::optional<nccl::Prediction> nccl_prediction(const Platform& platform, taskgraph::CollectiveOp op, double bytes,
+                                                const std::vector<int>& ranks);
 
 // The algorithm `Auto` resolves to for this collective.
 taskgraph::Algorithm choose(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,

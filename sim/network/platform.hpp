@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/network/nccl_tuning.hpp"
+
 // The cluster as endpoints and links, independent of any simulator. Mostly a star: every endpoint
 // reaches a central non-blocking point through its own list of links, each link full duplex with
 // the same bandwidth per direction, and a route from A to B is A's links up then B's links down.
@@ -32,6 +34,11 @@ struct ClusterSpec {
   // The same across nodes: NCCL's efficiency by buffer size for collectives whose group spans
   // nodes (all-reduce, all-gather, reduce-scatter). Empty: `inter_efficiency` at every size.
   std::vector<std::pair<double, double>> inter_efficiency_points;
+  // Without those points, the GPU generation and host CPU that NCCL's tuning model
+  // (nccl_tuning.hpp) reads, so that a collective across nodes takes at least the time NCCL
+  // predicts for it; `None`: line rate.
+  nccl::Gpu nccl_gpu = nccl::Gpu::None;
+  nccl::Cpu nccl_cpu = nccl::Cpu::Intel;
   Topology topology = Topology::FatTree;
   double oversubscription = 1.0;
   // Torus: chips per dimension (the first varies fastest: chip = x + X*y + X*Y*z), and each

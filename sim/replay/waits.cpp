@@ -39,6 +39,12 @@ std::vector<char> pipeline_of(const taskgraph::TaskGraph& g, int rank) {
 // (a slow GPU, a jitter draw, a throttle) scaled it.
 bool off_price(double ran, double price) { return std::abs(ran - price) > 1e-9 * price + 1e-12; }
 
+// Two end times the replay's rounding cannot tell apart: a step derived from an earlier one
+// (replay::StepReuse) ends its tasks within 1e-9 of the full replay's, so which dependency binds
+// must not hang on the last bits.
+bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); }
+bool later(double a, double b) { return a > b && !same_time(a, b); }
+
 }  // namespace
 
 Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank)
@@ -65,7 +71,7 @@ Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector
       const auto d = static_cast<std::size_t>(dep);
       if (t.end[d] > t.start[i]) return;  // not awaited (a backup worker's dropped gradients)
       std::size_t& b = binding_[i];
-      if (b == kNone || t.end[d] > t.end[b] || (t.end[d] == t.end[b] && late_[d] < late_[b])) b = d;
+      if (b == kNone || later(t.end[d], t.end[b]) || (same_time(t.end[d], t.end[b]) && late_[d] < late_[b])) b = d;
     };
     for (int d : task.deps) consider(d);
     for (int d : task.any_deps) consider(d);
@@ -104,7 +110,8 @@ std::size_t Waits::ending_last_by(double when) const {
   std::size_t best = kNone;
   for (std::size_t i = 0; i < g_.tasks.size(); ++i) {
     if (t_.end[i] > when) continue;
-    if (best == kNone || t_.end[i] > t_.end[best] || (t_.end[i] == t_.end[best] && late_[i] < late_[best])) best = i;
+    if (best == kNone || later(t_.end[i], t_.end[best]) || (same_time(t_.end[i], t_.end[best]) && late_[i] < late_[best]))
+      best = i;
   }
   return best;
 }

@@ -142,7 +142,6 @@ Result ClosedForm::estimate(const config::Scenario& s) {
   const strategies::Placement place(p);
   const int P = p.pipeline, T = p.tensor, D = p.data;
   const int chunks = static_cast<int>(layout.chunks.size());
-  const int v = chunks / P;
   const double m = static_cast<double>(r.plan.micro_batches);
   const double gbytes = strategies::grad_bytes_per_param(t.precision), wbytes = strategies::weight_bytes_per_param(t.precision);
   auto rep = [&](int stage) { return place.gpu(0, stage, 0); };

@@ -1,0 +1,135 @@
+#include "models/transformer_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dtsim::models::detail {
+
+namespace {
+
+// One GEMM per local expert, run as a grouped GEMM: `experts` x [tokens x in] . [in x out].
+Op expert_linear(const std::string& name, I experts, I tokens, I in, I out, double e, bool bias) {
+  Op op;
+  op.name = name;
+  op.forward = {gemm(name, experts, tokens, out, in, e)};
+  op.backward = {gemm(name + ".dgrad", experts, tokens, in, out, e), gemm(name + ".wgrad", experts, in, out, tokens, e)};
+  op.params = static_cast<double>(experts) * (static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0));
+  op.saved_bytes = op.saved_bytes_selective = static_cast<double>(experts * tokens) * static_cast<double>(in) * e;
+  op.matmul = op.expert = true;
+  return op;
+}
+
+}  // namespace
+
+// Multi-head latent attention (DeepSeek-AI 2024, DeepSeek-V2 Sec. 2.1; V3 Sec. 2.1.1), approximated
+// as its GEMMs at their true shapes: the down-projections of queries and keys/values (replicated on
+// every tensor rank), their norms, the per-head up-projections (split by heads), attention with
+// query/key heads of qk_nope + qk_rope and value heads of v_head_dim, and the output projection.
+// The decoupled rotary key is part of the KV down-projection's output; the rotary embedding
+// itself is not priced (an element-wise pass, as for every rotary model here).
+void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
+  const double e = x.e;
+  const I dqk = s.qk_nope_head_dim + s.qk_rope_head_dim, dv = s.v_head_dim;
+  if (s.q_lora_rank > 0) {
+    Op qa = linear("mla.q_down", x.tokens, x.h, s.q_lora_rank, e, false, x.gathered_split);
+    qa.params /= x.t;
+    qa.useful = 1.0 / x.t;  // every tensor rank computes it: model FLOPs count it once
+    l.ops.push_back(qa);
+    Op qn = norm("mla.q_norm", s, static_cast<double>(x.tokens * s.q_lora_rank), e);
+    qn.params = static_cast<double>(s.q_lora_rank) / x.t;
+    l.ops.push_back(qn);
+    l.ops.push_back(linear("mla.q_up", x.tokens, s.q_lora_rank, x.heads * dqk, e, false));
+  } else {
+    l.ops.push_back(linear("mla.q", x.tokens, x.h, x.heads * dqk, e, false, x.gathered_split));
+  }
+  Op kva = linear("mla.kv_down", x.tokens, x.h, s.kv_lora_rank + s.qk_rope_head_dim, e, false, x.gathered_split);
+  kva.params /= x.t;
+  kva.useful = 1.0 / x.t;
+  l.ops.push_back(kva);
+  Op kvn = norm("mla.kv_norm", s, static_cast<double>(x.tokens * s.kv_lora_rank), e);
+  kvn.params = static_cast<double>(s.kv_lora_rank) / x.t;
+  l.ops.push_back(kvn);
+  l.ops.push_back(linear("mla.kv_up", x.tokens, s.kv_lora_rank, x.heads * (s.qk_nope_head_dim + dv), e, false));
+  const I bh = x.b * x.heads;
+  const double q_bytes = static_cast<double>(x.tokens * x.heads * dqk) * e;
+  const double v_bytes = static_cast<double>(x.tokens * x.heads * dv) * e;
+  if (o.attention == Attention::Flash) {
+    Op fa;
+    fa.name = "flash_attention";
+    Kernel f = gemm("flash_attention", bh, x.q, x.q, dqk, e, KernelKind::Attention);
+    f.flops = 2.0 * static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q) * static_cast<double>(dqk + dv);
+    f.bytes = 2.0 * q_bytes + 2.0 * v_bytes;
+    Kernel bw = f;
+    bw.name = "flash_attention.bwd";
+    bw.flops = 2.5 * f.flops;
+    bw.bytes = 2.0 * f.bytes;
+    fa.forward = {f};
+    fa.backward = {bw};
+    fa.saved_bytes = fa.saved_bytes_selective = 2.0 * q_bytes + 2.0 * v_bytes + static_cast<double>(bh * x.q) * 4.0;
+    fa.matmul = true;
+    l.ops.push_back(fa);
+  } else {
+    standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
+  }
+  l.ops.push_back(linear("attention.out", x.tokens, x.heads * dv, x.h, e, false));
+  l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
+}
+
+// A mixture-of-experts MLP (see TransformerSpec): the router scores every token against every
+// expert (replicated on tensor ranks), the tokens are permuted into expert order, each of this
+// GPU's num_experts / expert experts runs its MLP on its tokens as a grouped GEMM (split by
+// tensor parallelism like a dense MLP), the outputs are un-permuted and summed with their router
+// weights, and the shared experts run as one dense MLP on every token. On average each expert gets
+// tokens x experts_per_token / num_experts of every GPU's tokens, i.e. tokens x experts_per_token
+// x expert / num_experts from the expert-parallel group; a capacity factor pads it to that many
+// times as much.
+void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
+  const double e = x.e;
+  const I k = s.experts_per_token, E = s.num_experts, local = E / o.expert;
+  const double routed = static_cast<double>(x.tokens) * static_cast<double>(k) * static_cast<double>(o.expert) / static_cast<double>(E);
+  const double padded = s.capacity_factor > 0 ? routed * s.capacity_factor : routed;
+  const I per_expert = std::max<I>(1, static_cast<I>(std::ceil(padded)));
+  const I f = s.expert_ffn_hidden_size / o.tensor;
+  const double tkh = static_cast<double>(x.tokens) * static_cast<double>(k) * static_cast<double>(x.h);
+  Op router = linear("moe.router", x.tokens, x.h, E, e, s.expert_bias, x.gathered_split);
+  router.params /= x.t;
+  router.useful = 1.0 / x.t;  // replicated on every tensor rank: model FLOPs count it once
+  l.ops.push_back(router);
+  l.ops.push_back(elementwise("moe.topk", static_cast<double>(x.tokens * E), e, 1.0, static_cast<double>(x.tokens * k) * 4.0, 4.0));
+  l.ops.push_back(elementwise("moe.permute", tkh, e, 1.0, 0.0, 0.0));
+  ExpertSplit split;
+  split.first = l.ops.size();
+  const double useful = routed / static_cast<double>(per_expert);
+  Op up = expert_linear("moe.experts.gate_up", local, per_expert, x.h, (s.mlp == Mlp::SwiGlu ? 2 : 1) * f, e, s.expert_bias);
+  up.useful = useful;
+  l.ops.push_back(up);
+  const double act = static_cast<double>(local * per_expert) * static_cast<double>(f);
+  if (s.mlp == Mlp::SwiGlu) l.ops.push_back(elementwise("moe.experts.swiglu", act, e, 2.0, 2.0 * act * e, 6.0));
+  else l.ops.push_back(elementwise("moe.experts.gelu", act, e, 1.0, act * e, 10.0));
+  Op down = expert_linear("moe.experts.down", local, per_expert, f, x.h, e, false);
+  if (s.expert_bias) down.params += static_cast<double>(local * x.h) / x.t;  // added once, on one rank's share
+  down.useful = useful;
+  l.ops.push_back(down);
+  split.last = l.ops.size();
+  split.dispatch_bytes = tkh * e / x.t;  // each tensor rank dispatches its share of the tokens
+  split.local_experts = local;
+  split.active_share = static_cast<double>(k) / static_cast<double>(E);
+  split.capacity = s.capacity_factor;
+  l.experts = split;
+  l.ops.push_back(elementwise("moe.unpermute", tkh, e, 2.0, 0.0, 2.0));
+  if (s.shared_experts > 0) {
+    const I sf = s.shared_experts * f;
+    const double tf = static_cast<double>(x.tokens) * static_cast<double>(sf);
+    if (s.mlp == Mlp::SwiGlu) {
+      l.ops.push_back(linear("moe.shared.gate_up", x.tokens, x.h, 2 * sf, e, false, x.gathered_split));
+      l.ops.push_back(elementwise("moe.shared.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0));
+    } else {
+      l.ops.push_back(linear("moe.shared.fc1", x.tokens, x.h, sf, e, false, x.gathered_split));
+      l.ops.push_back(elementwise("moe.shared.gelu", tf, e, 1.0, tf * e, 10.0));
+    }
+    l.ops.push_back(linear("moe.shared.down", x.tokens, sf, x.h, e, false));
+  }
+  l.ops.push_back(dropout_add("mlp.residual", x.th_local, e, s.dropout));
+}
+
+}  // namespace dtsim::models::detail

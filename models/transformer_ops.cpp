@@ -1,0 +1,158 @@
+#include "models/transformer_ops.hpp"
+
+#include <algorithm>
+
+namespace dtsim::models::detail {
+
+Kernel gemm(const std::string& name, I batch, I m, I n, I k, double e, KernelKind kind) {
+  Kernel g{name, kind, batch, m, n, k, 0, 0};
+  double b = static_cast<double>(batch), M = static_cast<double>(m), N = static_cast<double>(n),
+         K = static_cast<double>(k);
+  g.flops = 2.0 * b * M * N * K;
+  g.bytes = e * b * (M * K + K * N + M * N);
+  return g;
+}
+
+Kernel memory(const std::string& name, double bytes, double flops) {
+  return Kernel{name, KernelKind::Memory, 1, 0, 0, 0, flops, bytes};
+}
+
+// Y[t,out] = X[t,in] W[in,out]: backward is dX = dY W^T and dW = X^T dY; X is saved, split
+// `saved_split` ways (sequence parallelism keeps only this rank's tokens of a gathered input).
+Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, double saved_split) {
+  Op op;
+  op.name = name;
+  op.forward = {gemm(name, 1, tokens, out, in, e)};
+  op.backward = {gemm(name + ".dgrad", 1, tokens, in, out, e), gemm(name + ".wgrad", 1, in, out, tokens, e)};
+  op.params = static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0);
+  op.saved_bytes = op.saved_bytes_selective = static_cast<double>(tokens) * static_cast<double>(in) * e / saved_split;
+  op.matmul = true;
+  return op;
+}
+
+// Transformer Engine's FP8 linear (te.Linear under fp8_autocast with delayed scaling). Forward casts
+// the bf16 input to FP8 in one memory-bound pass (read 2 bytes, write the FP8 copy and, for the
+// weight-gradient GEMM, its transpose: Hopper's FP8 GEMMs take only the TN layout), recording its
+// amax on the way; the FP8 GEMM reads 1-byte operands and writes bf16. Backward casts the output
+// gradient the same way, then runs both gradient GEMMs in FP8 against the cached FP8 weight
+// transpose and the saved FP8 input. Each pass also rolls the amax history and recomputes the
+// scales of its tensors (input and weight forward, output gradient backward): tiny kernels, one
+// per tensor, on a 1024-long fp32 history (Megatron-LM's --fp8-amax-history-len default). With
+// current scaling each cast first reads its tensor once more for the amax, and the scale is
+// computed from it alone (a tiny kernel, no history). The weights themselves are cast once per step after the optimizer (the optimizer's pass), not per
+// micro-batch (TE's is_first_microbatch caching). What backward keeps is the FP8 input.
+constexpr double kAmaxHistoryBytes = 1024.0 * 4.0 * 2.0;  // read and write one tensor's history
+
+Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split) {
+  Op op = linear(name, tokens, in, out, 2.0, bias, saved_split);
+  const double T = static_cast<double>(tokens), In = static_cast<double>(in), Out = static_cast<double>(out);
+  auto fp8_gemm = [](Kernel k) {
+    const double M = static_cast<double>(k.m), N = static_cast<double>(k.n), K = static_cast<double>(k.k);
+    k.bytes = static_cast<double>(k.batch) * (M * K + K * N + 2.0 * M * N);
+    k.fp8 = true;
+    return k;
+  };
+  for (auto* pass : {&op.forward, &op.backward})
+    for (auto& k : *pass) k = fp8_gemm(k);
+  // Casts are memory-bound (no matmul FLOPs: the op's FLOPs stay its GEMMs', as MFU counts them).
+  const double cast = current ? 6.0 : 4.0;                // bytes moved per element
+  const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
+  op.forward.insert(op.forward.begin(), {memory(name + ".cast_fp8", T * In * cast, 0),
+                                         memory(name + ".fp8_scales", 2.0 * history, 0)});
+  op.backward.insert(op.backward.begin(), {memory(name + ".grad.cast_fp8", T * Out * cast, 0),
+                                           memory(name + ".grad.fp8_scales", history, 0)});
+  op.saved_bytes = op.saved_bytes_selective = T * In / saved_split;
+  return op;
+}
+
+// Element-wise op over `elems` elements: forward reads `reads` tensors and writes one; backward
+// reads the saved input and the incoming gradient and writes one gradient per input.
+Op elementwise(const std::string& name, double elems, double e, double reads, double saved, double flops_per_elem) {
+  Op op;
+  op.name = name;
+  op.forward = {memory(name, (reads + 1.0) * elems * e, flops_per_elem * elems)};
+  op.backward = {memory(name + ".bwd", (2.0 * reads + 1.0) * elems * e, 2.0 * flops_per_elem * elems)};
+  op.saved_bytes = op.saved_bytes_selective = saved;
+  return op;
+}
+
+void mark_scores(Op& op) {
+  for (auto* pass : {&op.forward, &op.backward})
+    for (auto& k : *pass) k.scores = true;
+}
+
+// Under sequence parallelism `tokens_h` is already this rank's share.
+Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e) {
+  Op op = elementwise(name, tokens_h, e, 1.0, tokens_h * e, 8.0);
+  op.params = (s.norm == Norm::LayerNorm ? 2.0 : 1.0) * static_cast<double>(s.hidden_size);
+  return op;
+}
+
+// Dropout keeps a 1-byte mask per element for backward.
+Op dropout_add(const std::string& name, double elems, double e, bool dropout) {
+  return elementwise(name, elems, e, 2.0, dropout ? elems : 0.0, dropout ? 3.0 : 1.0);
+}
+
+
+Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
+  Slice x{};
+  x.b = o.micro_batch;
+  x.q = s.seq_len;
+  x.h = s.hidden_size;
+  x.d = s.head_dim > 0 ? s.head_dim : s.hidden_size / s.num_heads;
+  x.heads = s.num_heads / o.tensor;
+  x.kv_heads = std::max<I>(1, s.num_kv_heads / o.tensor);  // fewer KV heads than ranks: replicated
+  x.ffn = s.ffn_hidden_size / o.tensor;
+  x.q_local = x.q / o.context;
+  x.tokens = x.b * x.q_local;
+  x.t = static_cast<double>(o.tensor);
+  x.th = static_cast<double>(x.tokens) * static_cast<double>(x.h);
+  x.th_local = o.sequence_parallel ? x.th / x.t : x.th;
+  x.e = e;
+  x.gathered_split = o.sequence_parallel ? x.t : 1.0;
+  x.fp8 = o.fp8;
+  x.fp8_current = o.fp8_current_scaling;
+  return x;
+}
+
+// The linear layer of a block: FP8 under Transformer Engine, else in the activation precision.
+Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool bias, const Slice& x, double saved_split) {
+  return x.fp8 ? fp8_linear(name, tokens, in, out, bias, x.fp8_current, saved_split)
+               : linear(name, tokens, in, out, e, bias, saved_split);
+}
+
+void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_saved, double v_saved, bool dropout) {
+  const double scores = static_cast<double>(bh) * static_cast<double>(q) * static_cast<double>(q);
+  Op qk;
+  qk.name = "attention.scores";
+  qk.forward = {gemm("attention.qk", bh, q, q, dqk, e, KernelKind::Attention)};
+  qk.backward = {gemm("attention.qk.dq", bh, q, dqk, q, e, KernelKind::Attention),
+                 gemm("attention.qk.dk", bh, q, dqk, q, e, KernelKind::Attention)};
+  qk.saved_bytes = qk.saved_bytes_selective = qk_saved;
+  mark_scores(qk);
+  qk.selective = qk.matmul = true;
+  l.ops.push_back(qk);
+  Op sm = elementwise("attention.softmax", scores, e, 1.0, scores * e, 5.0);
+  sm.saved_bytes_selective = 0;
+  sm.selective = true;
+  mark_scores(sm);
+  l.ops.push_back(sm);
+  if (dropout) {
+    Op dr = elementwise("attention.dropout", scores, e, 1.0, scores * (1.0 + e), 2.0);
+    dr.saved_bytes_selective = 0;
+    dr.selective = true;
+    mark_scores(dr);
+    l.ops.push_back(dr);
+  }
+  Op pv;
+  pv.name = "attention.context";
+  pv.forward = {gemm("attention.pv", bh, q, dv, q, e, KernelKind::Attention)};
+  pv.backward = {gemm("attention.pv.dp", bh, q, q, dv, e, KernelKind::Attention),
+                 gemm("attention.pv.dv", bh, q, dv, q, e, KernelKind::Attention)};
+  pv.saved_bytes = pv.saved_bytes_selective = v_saved;  // the probabilities are counted above
+  mark_scores(pv);
+  pv.matmul = true;
+  l.ops.push_back(pv);
+}
+
+}  // namespace dtsim::models::detail

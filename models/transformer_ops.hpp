@@ -1,0 +1,48 @@
+#pragma once
+// The building blocks of a transformer layer's op list, shared by the dense and the
+// mixture-of-experts / latent-attention parts of models/transformer*.cpp. Internal to models/.
+#include <cstdint>
+#include <string>
+
+#include "models/model_graph.hpp"
+
+namespace dtsim::models::detail {
+
+using I = std::int64_t;
+
+Kernel gemm(const std::string& name, I batch, I m, I n, I k, double e, KernelKind kind = KernelKind::Gemm);
+Kernel memory(const std::string& name, double bytes, double flops);
+// Y[t,out] = X[t,in] W[in,out]; X is saved split `saved_split` ways (sequence parallelism keeps
+// only this rank's tokens of a gathered input).
+Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, double saved_split = 1.0);
+// Transformer Engine's FP8 linear (see transformer_ops.cpp).
+Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split = 1.0);
+// Element-wise op over `elems` elements reading `reads` tensors and keeping `saved` bytes.
+Op elementwise(const std::string& name, double elems, double e, double reads, double saved, double flops_per_elem);
+void mark_scores(Op& op);
+Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e);
+Op dropout_add(const std::string& name, double elems, double e, bool dropout);
+
+// Shapes of one tensor-parallel rank's slice of a block.
+struct Slice {
+  I b, q, h, d, heads, kv_heads, ffn, tokens;
+  I q_local;  // query positions this context-parallel rank holds (q: all the keys it attends over)
+  double t, th, th_local, e;  // th_local: tokens x hidden this rank keeps under sequence parallelism
+  double gathered_split;      // how many ways a gathered GEMM input is saved split
+  bool fp8;                   // the block's linear layers in FP8 (BuildOptions::fp8)
+  bool fp8_current;           // ... scaled by each tensor's current amax
+};
+
+Slice slice(const TransformerSpec& s, const BuildOptions& o, double e);
+// The linear layer of a block: FP8 under Transformer Engine, else in the activation precision.
+Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool bias, const Slice& x, double saved_split = 1.0);
+
+// Attention without fusion: scores Q.K^T (keeping `qk_saved` bytes), softmax, optional dropout,
+// then probabilities.V (keeping `v_saved`), over `bh` batch-heads of `q` positions.
+void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_saved, double v_saved, bool dropout);
+
+// Multi-head latent attention and mixture-of-experts MLPs (transformer_moe.cpp).
+void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x);
+void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x);
+
+}  // namespace dtsim::models::detail

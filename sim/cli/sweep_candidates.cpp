@@ -1,0 +1,222 @@
+#include "sim/cli/sweep_candidates.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "sim/config/merge.hpp"
+#include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
+#include "sim/core/units.hpp"
+
+namespace dtsim::cli::sweeping {
+
+namespace {
+
+std::string describe(const strategies::ParallelismSpec& p) {
+  std::string s = fmt::format("tp{} pp{} dp{} mb{}", p.tensor, p.pipeline, p.data, p.micro_batch);
+  if (p.pipeline > 1) s += fmt::format(" {}{}", strategies::to_string(p.schedule), p.virtual_stages > 1 ? fmt::format(" v{}", p.virtual_stages) : "");
+  if (p.zero_stage) s += fmt::format(" zero{}", p.zero_stage);
+  if (p.recompute != strategies::Recompute::None) s += fmt::format(" recompute={}", strategies::to_string(p.recompute));
+  if (p.sequence_parallel) s += " sp";
+  if (p.context > 1) s += fmt::format(" cp{}", p.context);
+  if (p.expert > 1) s += fmt::format(" ep{}", p.expert);
+  return s;
+}
+
+// Expert-parallel sizes to try on `dp` data-parallel GPUs: 1, and for a mixture of experts every
+// power of two that divides both dp and the experts (what the planner can lay out).
+std::vector<int> expert_sizes(const models::ModelSpec& m, int dp) {
+  std::vector<int> out{1};
+  for (int ep = 2; ep <= dp; ep *= 2)
+    if (dp % ep == 0 && m.expert_split_error(ep).empty()) out.push_back(ep);
+  return out;
+}
+
+}  // namespace
+
+std::string precision_name(strategies::Precision p) {
+  return p == strategies::Precision::Fp8 ? "fp8" : config::compute_dtype(p);
+}
+
+// A candidate as the tables name it: its strategy, and its precision when that is FP8.
+std::string describe(const strategies::ParallelismSpec& p, strategies::Precision precision) {
+  return describe(p) + (precision == strategies::Precision::Fp8 ? " fp8" : "");
+}
+
+// Context parallelism pays off on long sequences (Megatron-Core's long-context recipes start at
+// 16K-32K tokens; Llama 3 turns it on for its 128K stage): the sweep tries it from 16K tokens on.
+constexpr std::int64_t kContextFromTokens = 16384;
+
+// Every strategy the scenario's model and cluster allow, within a few choices per knob, in each
+// of `precisions` the device runs.
+std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<strategies::Precision>& precisions) {
+  std::vector<Candidate> out;
+  const auto& m = s.model;
+  const int gpus = s.cluster.num_gpus();
+  std::vector<int> contexts{1};
+  if (m.tokens_per_sample() >= kContextFromTokens && s.training.attention == models::Attention::Flash)
+    for (int cp = 2; cp <= 16; cp *= 2)
+      if (m.context_split_error(cp).empty()) contexts.push_back(cp);
+  for (auto precision : precisions) {
+    if (precision == strategies::Precision::Fp8 && !s.device.peak_flops.contains("fp8")) continue;
+    for (int cp : contexts)
+      for (int tp = 1; tp <= s.cluster.gpus_per_node; tp *= 2) {
+        if (!m.tensor_split_error(tp).empty()) continue;
+        for (int pp = 1; pp <= std::min<std::int64_t>(64, m.blocks()); pp *= 2) {
+          if (gpus % (tp * pp * cp)) continue;
+          const int dp = gpus / (tp * pp * cp);
+          for (std::int64_t mb : {1, 2, 4, 8}) {
+            if (s.training.global_batch % (static_cast<std::int64_t>(dp) * mb)) continue;
+            const std::int64_t micro = s.training.global_batch / (static_cast<std::int64_t>(dp) * mb);
+            std::vector<std::pair<strategies::Schedule, int>> schedules{{strategies::Schedule::OneFOneB, 1}};
+            if (pp > 1 && micro % pp == 0 && m.blocks() % (2 * pp) == 0) schedules.push_back({strategies::Schedule::Interleaved, 2});
+            for (auto [sched, v] : schedules)
+              for (int zero : {0, 1, 3}) {
+                if ((zero > 0 && dp * cp == 1) || (zero == 3 && pp > 1)) continue;
+                // Expert and context parallelism are not modelled together.
+                for (int ep : cp == 1 ? expert_sizes(m, dp) : std::vector<int>{1}) {
+                  for (auto rc : {strategies::Recompute::None, strategies::Recompute::Selective, strategies::Recompute::Full}) {
+                    Candidate c;
+                    c.p = s.parallelism;
+                    c.p.tensor = tp;
+                    c.p.pipeline = pp;
+                    c.p.data = dp;
+                    c.p.micro_batch = mb;
+                    c.p.schedule = sched;
+                    c.p.virtual_stages = v;
+                    c.p.zero_stage = zero;
+                    c.p.recompute = rc;
+                    c.p.sequence_parallel = tp > 1;
+                    c.p.all_replicas = false;
+                    c.p.context = cp;
+                    if (cp == 1) c.p.context_all_gather = false, c.p.context_load_balance = true;
+                    c.p.expert = ep;
+                    if (ep == 1) c.p.expert_skew = 0;  // one GPU holds every expert: no GPU gets more than another
+                    c.precision = precision;
+                    out.push_back(c);
+                  }
+                }
+              }
+          }
+        }
+      }
+  }
+  return out;
+}
+
+
+std::vector<std::string> split_list(const std::string& text, const std::string& flag) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw InputError("", flag, fmt::format("\"{}\" has an empty entry: give a comma-separated list", text));
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// "bf16,fp8": the precisions --precisions names, in order, repeats dropped.
+std::vector<strategies::Precision> parse_precisions(const std::string& text, strategies::Precision scenario) {
+  if (text.empty()) return {scenario};
+  std::vector<strategies::Precision> out;
+  for (const auto& item : split_list(text, "--precisions")) {
+    strategies::Precision p;
+    if (item == "bf16") p = strategies::Precision::Bf16;
+    else if (item == "fp16") p = strategies::Precision::Fp16;
+    else if (item == "fp8") p = strategies::Precision::Fp8;
+    else if (item == "fp32") p = strategies::Precision::Fp32;
+    else if (item == "tf32") p = strategies::Precision::Tf32;
+    else throw InputError("", "--precisions", fmt::format("\"{}\" is not one of bf16, fp16, fp8, tf32, fp32", item));
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  return out;
+}
+
+// "256,512,1024": whole numbers of GPUs, each at least 1, in the order given, repeats dropped.
+std::vector<int> parse_gpus(const std::string& text) {
+  std::vector<int> out;
+  for (const auto& item : split_list(text, "--gpus")) {
+    const bool digits = item.size() <= 8 && item.find_first_not_of("0123456789") == std::string::npos;
+    const long n = digits ? std::stol(item) : 0;
+    if (!digits || n < 1 || n > (1 << 20))
+      throw InputError("", "--gpus", fmt::format("\"{}\" is not a GPU count from 1 to 1048576", item));
+    if (std::find(out.begin(), out.end(), static_cast<int>(n)) == out.end()) out.push_back(static_cast<int>(n));
+  }
+  return out;
+}
+
+// The scenario with `gpus` GPUs of `device`: as `run` would load it with hardware.device and
+// cluster.nodes / gpus_per_node set (what --write-best writes).
+config::Scenario on_cluster(const config::Scenario& scenario, int gpus, const cost::DeviceProfile* device) {
+  config::Scenario s = scenario;
+  if (gpus > 0) {
+    if (gpus % s.cluster.gpus_per_node && gpus > s.cluster.gpus_per_node)
+      throw InputError("", "--gpus", fmt::format("{} GPUs do not fill nodes of {}", gpus, s.cluster.gpus_per_node));
+    s.host.memory_bandwidth_per_gpu *= s.cluster.gpus_per_node;
+    s.cluster.gpus_per_node = std::min(s.cluster.gpus_per_node, gpus);
+    s.cluster.nodes = gpus / s.cluster.gpus_per_node;
+    s.host.memory_bandwidth_per_gpu /= s.cluster.gpus_per_node;
+  }
+  if (device) {
+    s.device = *device;
+    s.host.pcie_bandwidth = s.device.pcie_bandwidth;
+    s.cluster.pcie_bandwidth = s.device.pcie_bandwidth;
+  }
+  return s;
+}
+
+std::string device_stem(const cost::DeviceProfile& d) { return std::filesystem::path(d.file).stem().string(); }
+
+const char* schedule_key(strategies::Schedule s) {
+  switch (s) {
+    case strategies::Schedule::Naive: return "naive";
+    case strategies::Schedule::GPipe: return "gpipe";
+    case strategies::Schedule::Interleaved: return "interleaved-1f1b";
+    default: return "1f1b";
+  }
+}
+
+// The scenario file as written (its `extends` merged in, so it runs from anywhere), with the
+// winner's device, cluster size and parallelism set.
+std::string best_scenario(const std::string& path, const Cluster& c, const strategies::ParallelismSpec& p,
+                          strategies::Precision precision) {
+  auto doc = config::load_with_extends(path).json;
+  doc["hardware"]["device"] = c.device;
+  doc["cluster"]["nodes"] = c.base.cluster.nodes;
+  doc["cluster"]["gpus_per_node"] = c.base.cluster.gpus_per_node;
+  auto& par = doc["parallelism"];
+  for (const char* k : {"stage_layers", "fsdp"}) par.erase(k);
+  par["tensor"] = p.tensor;
+  par["pipeline"] = p.pipeline;
+  par["data"] = p.data;
+  par["micro_batch_size"] = p.micro_batch;
+  par["pipeline_schedule"] = schedule_key(p.schedule);
+  par["virtual_stages"] = p.virtual_stages;
+  par["zero_stage"] = p.zero_stage;
+  par["recompute"] = strategies::to_string(p.recompute);
+  par["sequence_parallel"] = p.sequence_parallel;
+  if (p.expert > 1) par["expert"] = p.expert;
+  else par.erase("expert"), par.erase("expert_skew"), par.erase("expert_seed");
+  par.erase("context");
+  for (const char* k : {"context_comm", "context_load_balance"}) par.erase(k);
+  if (p.context > 1) {
+    par["context"] = p.context;
+    par["context_comm"] = p.context_all_gather ? "all_gather" : "p2p";
+    par["context_load_balance"] = p.context_load_balance;
+  }
+  if (precision == strategies::Precision::Fp8) doc["training"]["precision"] = "fp8";
+  else if (doc["training"].is_object()) {  // the candidate's own precision, without FP8's keys
+    doc["training"]["precision"] = precision_name(precision);
+    doc["training"].erase("fp8_recipe");
+  }
+  doc["description"] = fmt::format("dtsim sweep's best for {}: {} on {} x {}", path, describe(p, precision), c.gpus, c.device);
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace dtsim::cli::sweeping
