@@ -73,6 +73,7 @@ struct Fabric {
   std::vector<sg4::SplitDuplexLink*> links;
   std::vector<sg4::Host*> hosts;  // by endpoint
   sg4::Host* clock = nullptr;     // fixed delays, on enough cores never to share one
+  bool latencies_vary = false;    // a flapping link has a latency profile
 };
 
 void add_links(Fabric& fab, const ReplayInput& in) {
@@ -96,6 +97,7 @@ void add_links(Fabric& fab, const ReplayInput& in) {
         const std::string lat = fmt::format("0 {}\n{} {}\n", l.latency, f.period_s - f.degraded_s, f.degraded_latency_s);
         for (auto* dir : {link->get_link_up(), link->get_link_down()})
           dir->set_latency_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name() + ".lat", lat, f.period_s));
+        fab.latencies_vary = true;
       }
     }
     link->seal();
@@ -253,7 +255,18 @@ struct Chains {
 
   // SimGrid would charge a chain's flow the latency of its whole route; its hops' own flows
   // would each have paid one hop's, so it pays the longest one.
+  // SimGrid asks at every flow start; while latencies are fixed the answer is kept per chain.
+  bool latencies_vary = false;
+  mutable std::unordered_map<const sg4::Host*, double> factors;
+
   double latency_factor(const sg4::Host* src) const {
+    if (latencies_vary) return route_latency_factor(src);
+    auto [it, fresh] = factors.try_emplace(src, 1.0);
+    if (fresh) it->second = route_latency_factor(src);
+    return it->second;
+  }
+
+  double route_latency_factor(const sg4::Host* src) const {
     auto it = hops.find(src);
     if (it == hops.end()) return 1.0;
     double longest = 0, sum = 0;
@@ -588,6 +601,7 @@ Timeline replay_simgrid(const ReplayInput& in) {
   auto prepared = prepare(in, fab, chains, store, copies);
   for (auto* cz : chains.zones) cz->seal();
   fab.zone->seal();
+  chains.latencies_vary = fab.latencies_vary;
   if (!chains.pairs.empty())
     fab.zone->get_network_model()->set_lat_factor_cb(
         [&chains](double, const sg4::Host* src, const sg4::Host*, const std::vector<sg4::Link*>&,
