@@ -58,6 +58,9 @@ int online_cpus() { return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_
 
 struct Measured {
   double step_s = 0, allreduce_s = 0, compute_s = 0;
+  // What the compute's wall time was made of: CPU time the slowest worker got (the rest, other
+  // processes had its core), and how much later than the first the last worker's gradients were ready.
+  double compute_cpu_s = 0, compute_spread_s = 0;
   std::vector<double> step_series, allreduce_series;
 };
 
@@ -66,21 +69,30 @@ struct Measured {
 Measured summarise(const std::vector<nlohmann::json>& workers) {
   Measured m;
   const std::size_t steps = workers.front()["step_s"].size();
-  std::vector<double> compute;
+  std::vector<double> compute, cpu, spread;
   for (std::size_t s = 0; s < steps; ++s) {
-    double step = 0, ar = 0, c = 0;
+    double step = 0, ar = 0, c = 0, slowest_cpu = 0, first = 1e300, last = -1e300;
     for (const auto& w : workers) {
       step = std::max(step, w["step_s"][s].get<double>());
       ar = std::max(ar, w["allreduce_s"][s].get<double>());
-      c = std::max(c, w["compute_s"][s].get<double>());
+      if (w["compute_s"][s].get<double>() >= c) {
+        c = w["compute_s"][s].get<double>();
+        slowest_cpu = w["compute_cpu_s"][s].get<double>();
+      }
+      first = std::min(first, w["compute_end_s"][s].get<double>());
+      last = std::max(last, w["compute_end_s"][s].get<double>());
     }
     m.step_series.push_back(step);
     m.allreduce_series.push_back(ar);
     compute.push_back(c);
+    cpu.push_back(slowest_cpu);
+    spread.push_back(last - first);
   }
   m.step_s = median(m.step_series);
   m.allreduce_s = median(m.allreduce_series);
   m.compute_s = median(compute);
+  m.compute_cpu_s = median(cpu);
+  m.compute_spread_s = median(spread);
   return m;
 }
 
@@ -272,6 +284,7 @@ int realrun(const Realrun::State& o) {
       {"shaped_Gbps", o.bandwidth_gbps},
       {"link", {{"latency_us", link.latency_s * 1e6}, {"bandwidth_GBps", link.bandwidth / 1e9}}},
       {"measured", {{"step_s", measured.step_s}, {"allreduce_s", measured.allreduce_s}, {"compute_s", measured.compute_s},
+                    {"compute_cpu_s", measured.compute_cpu_s}, {"compute_spread_s", measured.compute_spread_s},
                     {"step_series_s", measured.step_series}, {"allreduce_series_s", measured.allreduce_series}}},
       {"predicted", {{"step_s", p.step_s}, {"allreduce_s", p.allreduce_s}, {"compute_s", p.compute_s}, {"backend", p.backend}}},
       {"error_percent", {{"step", err(p.step_s, measured.step_s)}, {"allreduce", err(p.allreduce_s, measured.allreduce_s)}}},
@@ -293,6 +306,8 @@ int realrun(const Realrun::State& o) {
                            p.allreduce_s * 1e3, err(p.allreduce_s, measured.allreduce_s))
             << fmt::format("{:<12} {:>12.2f} {:>12.2f} {:>+7.1f}%\n", "compute", measured.compute_s * 1e3, p.compute_s * 1e3,
                            err(p.compute_s, measured.compute_s))
+            << fmt::format("compute: the slowest worker ran {:.2f} ms on a CPU; the last worker's gradients were ready {:.2f} ms after the first's\n",
+                           measured.compute_cpu_s * 1e3, measured.compute_spread_s * 1e3)
             << fmt::format("median of {} steps after {} warm-up; load average {:.2f} before, {:.2f} after training, {} CPUs{}\n",
                            o.steps, o.warmup, load_before, load_during, online_cpus(),
                            device.kernels->noisy ? "; the kernel table is noisy (busy machine)" : "");

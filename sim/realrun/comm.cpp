@@ -60,7 +60,10 @@ tcp::socket accept_one(tcp::acceptor& a) {
 
 void ring_allreduce(asio::io_context& io, std::vector<float>& data, int rank, int n, tcp::socket& next, tcp::socket& prev) {
   if (n < 2) return;
-  std::vector<float> incoming(data.size() / static_cast<std::size_t>(n) + 1);
+  // Kept between calls, as the parameter server keeps its buffers: a fresh 4 MB buffer per
+  // all-reduce was zeroed page by page (page faults) on the worker's core.
+  thread_local std::vector<float> incoming;
+  incoming.resize(std::max(incoming.size(), data.size() / static_cast<std::size_t>(n) + 1));
   auto step = [&](int send_chunk, int recv_chunk, bool add) {
     const auto [sb, sn] = chunk(data.size(), n, send_chunk);
     const auto [rb, rn] = chunk(data.size(), n, recv_chunk);
