@@ -233,7 +233,28 @@ int realrun(const Realrun::State& o) {
   if (cold) po.evict_bytes = 2 * llc;
   auto device = config::load_device_profile("cpu-epyc-2core");
   device.name = "this-cpu";
-  device.kernels = profile::profile_cpu(all, po);
+  // The workers share the machine's last-level cache, memory bandwidth and clock, and train all
+  // at once: the kernels are timed while N - 1 companions run a worker's step on the other
+  // workers' cores. (Timed beside idle cores, the table came out 5-15 % faster on this VM.)
+  std::vector<realrun::Child> companions;
+  std::string companion_failure;
+  {
+    interrupt::Hold hold;
+    try {
+      for (int r = 1; r < o.workers; ++r)
+        companions.push_back(realrun::spawn_self({"realrun-worker", "--role", "companion", "--dims", dims, "--batch",
+                                                  std::to_string(shape.batch)}, -1, threads));
+      device.kernels = profile::profile_cpu(all, po);
+    } catch (const std::exception& e) {
+      companion_failure = e.what();
+    }
+    (void)realrun::supervise(companions, 0);  // kills and reaps them
+  }
+  interrupt::exit_if_pending();
+  if (!companion_failure.empty()) {
+    std::cerr << fmt::format("dtsim: realrun: profiling: {}\n", companion_failure);
+    return 1;
+  }
   device.launch_overhead_s.reset();
   Predicted p;
   for (const auto& k : back) p.compute_s += cost::price_kernel(device, k, "fp32").first;
@@ -346,7 +367,7 @@ Realrun::Realrun(CLI::App& app) : s_(std::make_shared<State>()) {
   o.run->add_option("--repeats", o.repeats, "timed repetitions per kernel when profiling (default 3)")->check(CLI::Range(1, 1000));
   o.run->add_option("--format", o.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
   o.worker = app.add_subcommand("realrun-worker", "")->group("");  // hidden: realrun's own processes
-  o.worker->add_option("--role", o.w.role)->check(CLI::IsMember({"worker", "server"}));
+  o.worker->add_option("--role", o.w.role)->check(CLI::IsMember({"worker", "server", "companion"}));
   o.worker->add_option("--algorithm", o.w.algorithm)->check(CLI::IsMember({"ring", "parameter-server"}));
   o.worker->add_option("--rank", o.w.rank);
   o.worker->add_option("--workers", o.w.workers);

@@ -75,6 +75,16 @@ nlohmann::json run_worker(const WorkerOptions& o) {
   // Peers in other namespaces may not listen yet: retry a while (the command's timeout bounds it).
   constexpr double kPatience = 60;
   if (o.role == "server") return serve(o, acceptor, io);
+  if (o.role == "companion") {
+    // Keeps a worker's cores busy with a worker's step while the kernels are profiled, until
+    // the realrun command kills it.
+    Mlp mlp(MlpShape{o.batch, o.dims}, o.seed);
+    std::vector<float> grad(static_cast<std::size_t>(mlp.params()));
+    for (;;) {
+      mlp.gradients(grad);
+      mlp.apply(grad, 0.0f);
+    }
+  }
 
   MlpShape shape{o.batch, o.dims};
   Mlp mlp(shape, o.seed);  // every worker starts from the same weights
