@@ -51,7 +51,7 @@ TEST(TimingStats, ColdSamplesKeepTheProtocol) {
   p.warmup = 1;
   p.min_runs = 4;
   p.max_runs = 6;
-  p.target_spread = 0;  // never steady: sampling stops at max_runs
+  p.target_spread = -1;  // never steady (a spread is never negative): sampling stops at max_runs
   p.budget_s = 60;
   p.evict_bytes = 4 << 20;
   std::int64_t runs = 0;
