@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include "sim/config/scenario.hpp"
@@ -41,6 +42,28 @@ TEST(TimingStats, SamplesUntilSteadyOrOutOfBudget) {
   EXPECT_FALSE(profile::enough(p, noisy, 0.1));  // keeps sampling
   EXPECT_TRUE(profile::enough(p, noisy, 1.0));   // the budget is spent
   EXPECT_TRUE(profile::enough(p, std::vector<double>(50, 1.0), 0.0));
+}
+
+TEST(TimingStats, ColdSamplesKeepTheProtocol) {
+  // With eviction the sweep runs before every sample, outside its time: the protocol still
+  // stops on its own rules and counts only the kernel's runs.
+  profile::Protocol p;
+  p.warmup = 1;
+  p.min_runs = 4;
+  p.max_runs = 6;
+  p.target_spread = -1;  // never steady (a spread is never negative): sampling stops at max_runs
+  p.budget_s = 60;
+  p.evict_bytes = 4 << 20;
+  std::int64_t runs = 0;
+  const auto t = profile::measure(p, [&](std::int64_t times) { runs += times; });
+  EXPECT_EQ(t.runs, 6);
+  EXPECT_GE(runs, 1 + 1 + 6);  // warm-up, the first timing, six samples
+  // The cache size the eviction is sized from, where sysfs describes the caches.
+  const double llc = profile::last_level_cache_bytes();
+  EXPECT_GE(llc, 0.0);
+  if (std::ifstream("/sys/devices/system/cpu/cpu0/cache/index0/size")) {
+    EXPECT_GT(llc, 0.0);
+  }
 }
 
 TEST(TimingStats, NoisyTimingsOrABusyMachineFlagTheTable) {

@@ -12,6 +12,7 @@
 
 #include "run_dtsim.hpp"
 #include "sim/realrun/comm.hpp"
+#include "sim/realrun/trainer.hpp"
 
 using namespace dtsim;
 using namespace dtsim::realrun;
@@ -74,6 +75,17 @@ void expect_well_formed(const nlohmann::json& j, const std::string& algorithm) {
     EXPECT_GT(j[nlohmann::json::json_pointer(p)].get<double>(), 0.0) << p;
   }
   EXPECT_EQ(j["measured"]["step_series_s"].size(), 2u);
+  // Where the compute's time went: CPU time of the slowest worker, and how far apart the
+  // workers' gradients were ready.
+  EXPECT_GT(j["measured"]["compute_cpu_s"].get<double>(), 0.0);
+  EXPECT_GE(j["measured"]["compute_spread_s"].get<double>(), 0.0);
+  // tiny-gpt on 2 workers: 2 x 32,505,856 bytes (RealrunTrainer.WorkingSetByHand); timed cold
+  // when that exceeds the last-level cache.
+  const auto& k = j["kernel_timing"];
+  EXPECT_DOUBLE_EQ(k["working_set_bytes"].get<double>(), 2 * 32505856.0);
+  if (k["last_level_cache_bytes"].get<double>() > 0) {
+    EXPECT_EQ(k["cold"].get<bool>(), k["working_set_bytes"].get<double>() > k["last_level_cache_bytes"].get<double>());
+  }
   EXPECT_TRUE(j["error_percent"]["step"].is_number());
   EXPECT_TRUE(j["error_percent"]["allreduce"].is_number());
   // The exchange is part of the step.
@@ -114,6 +126,15 @@ TEST(RealrunParameterServer, ThreeWorkersPullTheExactSum) {
   for (auto& t : workers) t.join();
   const auto want = expected_sum(n, count);
   for (int r = 0; r < n; ++r) EXPECT_EQ(data[static_cast<std::size_t>(r)], want) << "rank " << r;
+}
+
+TEST(RealrunTrainer, WorkingSetByHand) {
+  // tiny-gpt's feed-forward stack: 256 -> (1024 -> 256) x 4 over 256 tokens.
+  const MlpShape s{256, {256, 1024, 256, 1024, 256, 1024, 256, 1024, 256}};
+  ASSERT_EQ(s.params(), 2097152);
+  // Weights and gradients: 8 bytes per parameter = 16,777,216. Activations after the input:
+  // 256 x (4 x 1024 + 4 x 256) = 1,310,720 floats, three times, 4 bytes each = 15,728,640.
+  EXPECT_DOUBLE_EQ(step_working_set_bytes(s), 16777216.0 + 15728640.0);
 }
 
 TEST(RealrunCommand, RingTwoWorkersTwoStepsGivesMeasuredAndPredicted) {

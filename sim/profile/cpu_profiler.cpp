@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -53,7 +54,22 @@ Protocol protocol(const Options& o) {
   p.min_runs = std::max(3, o.repeats);
   p.target_spread = o.target_spread;
   p.budget_s = o.budget_s;
+  p.evict_bytes = o.evict_bytes;
   return p;
+}
+
+double last_level_cache_bytes() {
+  double largest = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string size;
+    if (!(in >> size) || size.empty()) continue;
+    double v = std::atof(size.c_str());
+    if (size.back() == 'K') v *= 1024;
+    if (size.back() == 'M') v *= 1024 * 1024;
+    largest = std::max(largest, v);
+  }
+  return largest;
 }
 
 Timing time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const Options& o) {

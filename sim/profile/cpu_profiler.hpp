@@ -17,7 +17,13 @@ struct Options {
   int repeats = 5;               // the fewest samples per kernel; more until the spread is small
   double target_spread = 0.05;   // relative (1.4826 MAD / median)
   double budget_s = 1.0;         // sampling time per kernel before giving up on the target
+  // Bytes written before each sample (Protocol::evict_bytes): with more than the last-level
+  // cache, kernels are timed cold, as a step whose working set exceeds the cache runs them.
+  double evict_bytes = 0;
 };
+
+// The last-level cache of CPU 0 in bytes (sysfs), 0 when unknown.
+double last_level_cache_bytes();
 
 Protocol protocol(const Options& o);
 

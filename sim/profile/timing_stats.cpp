@@ -55,9 +55,13 @@ Timing measure(const Protocol& p, const std::function<void(std::int64_t)>& run) 
   const double once = timed(1);
   if (once < p.min_sample_s) times = std::min<std::int64_t>(1'000'000, static_cast<std::int64_t>(p.min_sample_s / std::max(once, 1e-9)) + 1);
   std::vector<double> samples;
+  thread_local std::vector<char> evict;  // kept: a fresh buffer per kernel would time page faults
+  if (evict.size() < static_cast<std::size_t>(p.evict_bytes)) evict.resize(static_cast<std::size_t>(p.evict_bytes), 1);
   const auto start = std::chrono::steady_clock::now();
-  do samples.push_back(timed(times) / static_cast<double>(times));
-  while (!enough(p, samples, seconds_since(start)));
+  do {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(p.evict_bytes); i += 64) evict[i] = static_cast<char>(evict[i] + 1);
+    samples.push_back(timed(times) / static_cast<double>(times));
+  } while (!enough(p, samples, seconds_since(start)));
   Timing t = summarize(samples);
   t.converged = t.spread <= p.target_spread;
   return t;

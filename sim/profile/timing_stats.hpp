@@ -32,6 +32,9 @@ struct Protocol {
   double target_spread = 0.05;
   double budget_s = 1.0;
   double min_sample_s = 2e-4;
+  // Bytes written before each sample (outside its time), so that the kernel finds its operands
+  // in memory rather than in the cache its previous run left them in; 0: warm.
+  double evict_bytes = 0;
 };
 
 // Times `run(times)`, which runs the kernel `times` times back to back.

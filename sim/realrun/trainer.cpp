@@ -99,6 +99,12 @@ std::vector<models::Kernel> backward_kernels(const MlpShape& s) {
 
 std::vector<models::Kernel> update_kernels(const MlpShape& s) { return {stream(12.0 * static_cast<double>(s.params()))}; }
 
+double step_working_set_bytes(const MlpShape& s) {
+  std::int64_t activations = 0;
+  for (std::size_t i = 1; i < s.dims.size(); ++i) activations += s.batch * s.dims[i];
+  return 8.0 * static_cast<double>(s.params()) + 12.0 * static_cast<double>(activations);
+}
+
 Mlp::Mlp(const MlpShape& s, unsigned seed) {
   std::vector<long long> dims(s.dims.begin(), s.dims.end());
   handle_ = api().make(static_cast<int>(dims.size()), dims.data(), s.batch, seed);

@@ -24,6 +24,11 @@ MlpShape shape_of(const models::TransformerSpec& spec, std::int64_t micro_batch)
 std::vector<models::Kernel> backward_kernels(const MlpShape& s);
 std::vector<models::Kernel> update_kernels(const MlpShape& s);
 
+// Bytes one worker's step touches: weights and gradients (4 bytes per parameter each) and three
+// times the activations (the forward's, and the backward's two temporaries per layer). When the
+// workers' together exceed the last-level cache, the step's kernels find their operands in memory.
+double step_working_set_bytes(const MlpShape& s);
+
 // One worker's model in libdtsim_mlp.so; throws std::runtime_error when the plugin cannot be used.
 class Mlp {
  public:

@@ -1,10 +1,12 @@
 #include "sim/realrun/worker.hpp"
 
+#include <malloc.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <ctime>
 #include <stdexcept>
 
 #include "sim/realrun/comm.hpp"
@@ -16,6 +18,12 @@ namespace dtsim::realrun {
 namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// CPU seconds this process ran (user and system): below the wall time, something else had its core.
+double cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 nlohmann::json serve(const WorkerOptions& o, tcp::acceptor& acceptor, asio::io_context& io) {
   // Workers say their rank first, so the sum runs in rank order whatever order they connect in.
@@ -48,6 +56,12 @@ nlohmann::json run_worker(const WorkerOptions& o) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) throw std::runtime_error("the realrun command is gone");
   if (!o.netns.empty()) enter_netns(o.netns);
+  // Freed memory stays with the process, as a framework's caching allocator keeps it: Eigen's
+  // products allocate their packing buffers on every call, and glibc gave them back to the kernel
+  // between layers, so every step paid fresh pages' faults that the profiler, repeating one
+  // kernel on buffers it reuses, never times.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   asio::io_context io;
   tcp::acceptor acceptor(io);
   if (o.listen_fd >= 0) {
@@ -61,6 +75,16 @@ nlohmann::json run_worker(const WorkerOptions& o) {
   // Peers in other namespaces may not listen yet: retry a while (the command's timeout bounds it).
   constexpr double kPatience = 60;
   if (o.role == "server") return serve(o, acceptor, io);
+  if (o.role == "companion") {
+    // Keeps a worker's cores busy with a worker's step while the kernels are profiled, until
+    // the realrun command kills it.
+    Mlp mlp(MlpShape{o.batch, o.dims}, o.seed);
+    std::vector<float> grad(static_cast<std::size_t>(mlp.params()));
+    for (;;) {
+      mlp.gradients(grad);
+      mlp.apply(grad, 0.0f);
+    }
+  }
 
   MlpShape shape{o.batch, o.dims};
   Mlp mlp(shape, o.seed);  // every worker starts from the same weights
@@ -78,26 +102,29 @@ nlohmann::json run_worker(const WorkerOptions& o) {
     asio::write(server, asio::buffer(&r, sizeof r));
   }
   const float lr = 1e-4f / static_cast<float>(o.workers);  // the mean gradient: the sum over workers / N
-  std::vector<double> step_s, allreduce_s, compute_s;
+  std::vector<double> step_s, allreduce_s, compute_s, compute_cpu_s, compute_end_s;
   for (int step = 0; step < o.warmup + o.steps; ++step) {
-    const double t0 = now();
+    const double t0 = now(), c0 = cpu_now();
     mlp.gradients(grad);
-    const double t1 = now();
+    const double t1 = now(), c1 = cpu_now();
     if (ring)
       ring_allreduce(io, grad, o.rank, o.workers, next, prev);
     else
       ps_push_pull(io, grad, server);
-    const double t2 = now();
+    const double t2 = now(), c2 = cpu_now();
     mlp.apply(grad, lr);
-    const double t3 = now();
+    const double t3 = now(), c3 = cpu_now();
     if (step >= o.warmup) {
       step_s.push_back(t3 - t0);
       allreduce_s.push_back(t2 - t1);
       compute_s.push_back((t1 - t0) + (t3 - t2));
+      compute_cpu_s.push_back((c1 - c0) + (c3 - c2));
+      compute_end_s.push_back(t1);  // the steady clock is the machine's: comparable across workers
     }
   }
   return {{"role", "worker"}, {"rank", o.rank}, {"step_s", step_s}, {"allreduce_s", allreduce_s},
-          {"compute_s", compute_s}, {"weights", mlp.weights(8)}};
+          {"compute_s", compute_s}, {"compute_cpu_s", compute_cpu_s}, {"compute_end_s", compute_end_s},
+          {"weights", mlp.weights(8)}};
 }
 
 }  // namespace dtsim::realrun

@@ -11,7 +11,7 @@
 namespace dtsim::realrun {
 
 struct WorkerOptions {
-  std::string role = "worker";  // or "server"
+  std::string role = "worker";  // or "server", or "companion" (steps without end, no network)
   std::string algorithm = "ring";  // or "parameter-server"
   int rank = 0, workers = 2;
   int listen_fd = -1;       // ring: this rank's acceptor; server: the server's acceptor
@@ -28,7 +28,8 @@ struct WorkerOptions {
 };
 
 // Runs the process to the end; the JSON it prints: {"rank", "step_s": [...], "allreduce_s": [...],
-// "compute_s": [...], "weights": [first weights after the last step]}.
+// "compute_s": [...], "compute_cpu_s": [the process's CPU time meanwhile], "compute_end_s":
+// [steady clock when the gradients were ready], "weights": [first weights after the last step]}.
 nlohmann::json run_worker(const WorkerOptions& o);
 
 }  // namespace dtsim::realrun
