@@ -71,22 +71,12 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
   l.ops.push_back(block_linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x, x.gathered_split));
   const I bh = x.b * x.heads;
   if (o.attention == Attention::Flash) {
-    // One fused kernel; backward recomputes the scores, hence 2.5x the forward matmul work.
-    Op fa;
-    fa.name = "flash_attention";
+    // One fused kernel (flash_attention in transformer_ops.hpp).
     Kernel f = gemm("flash_attention", bh, x.q_local, x.q, x.d, e, KernelKind::Attention);
     f.flops *= 2.0;  // QK^T and PV
     // Q and O of this rank's tokens; K and V of every rank's (each chunk streams past, in turn).
     f.bytes = 2.0 * q_bytes + 2.0 * kv * static_cast<double>(o.context);
-    Kernel bw = f;
-    bw.name = "flash_attention.bwd";
-    bw.flops = 2.5 * f.flops;
-    bw.bytes = 2.0 * f.bytes;
-    fa.forward = {f};
-    fa.backward = {bw};
-    fa.saved_bytes = fa.saved_bytes_selective =
-        2.0 * q_bytes + 2.0 * kv + static_cast<double>(bh * x.q_local) * 4.0;  // Q, O, K, V, log-sum-exp
-    fa.matmul = true;
+    Op fa = flash_attention(f, 2.0 * q_bytes + 2.0 * kv + static_cast<double>(bh * x.q_local) * 4.0);  // Q, O, K, V, log-sum-exp
     fa.context_attention = o.context > 1;
     l.ops.push_back(fa);
     l.context_kv_bytes = o.context > 1 ? 2.0 * kv : 0.0;
@@ -97,7 +87,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
       const double c = static_cast<double>(o.context), extra = (2.0 * c - 1.0) / c - 1.0;
       Op lag;
       lag.name = "attention.causal_imbalance";
-      Kernel lf = f, lb = bw;
+      Kernel lf = f, lb = fa.backward.front();
       lf.name = "flash_attention.imbalance";
       lb.name = "flash_attention.bwd.imbalance";
       lf.flops *= extra;

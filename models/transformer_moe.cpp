@@ -54,20 +54,10 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   const double q_bytes = static_cast<double>(x.tokens * x.heads * dqk) * e;
   const double v_bytes = static_cast<double>(x.tokens * x.heads * dv) * e;
   if (o.attention == Attention::Flash) {
-    Op fa;
-    fa.name = "flash_attention";
     Kernel f = gemm("flash_attention", bh, x.q, x.q, dqk, e, KernelKind::Attention);
     f.flops = 2.0 * static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q) * static_cast<double>(dqk + dv);
     f.bytes = 2.0 * q_bytes + 2.0 * v_bytes;
-    Kernel bw = f;
-    bw.name = "flash_attention.bwd";
-    bw.flops = 2.5 * f.flops;
-    bw.bytes = 2.0 * f.bytes;
-    fa.forward = {f};
-    fa.backward = {bw};
-    fa.saved_bytes = fa.saved_bytes_selective = 2.0 * q_bytes + 2.0 * v_bytes + static_cast<double>(bh * x.q) * 4.0;
-    fa.matmul = true;
-    l.ops.push_back(fa);
+    l.ops.push_back(flash_attention(f, 2.0 * q_bytes + 2.0 * v_bytes + static_cast<double>(bh * x.q) * 4.0));
   } else {
     standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
   }

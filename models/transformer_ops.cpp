@@ -121,6 +121,20 @@ Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool b
                : linear(name, tokens, in, out, e, bias, saved_split);
 }
 
+Op flash_attention(const Kernel& forward, double saved_bytes) {
+  Op fa;
+  fa.name = "flash_attention";
+  Kernel bw = forward;
+  bw.name = "flash_attention.bwd";
+  bw.flops = 2.5 * forward.flops;
+  bw.bytes = 2.0 * forward.bytes;
+  fa.forward = {forward};
+  fa.backward = {bw};
+  fa.saved_bytes = fa.saved_bytes_selective = saved_bytes;
+  fa.matmul = true;
+  return fa;
+}
+
 void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_saved, double v_saved, bool dropout) {
   const double scores = static_cast<double>(bh) * static_cast<double>(q) * static_cast<double>(q);
   Op qk;

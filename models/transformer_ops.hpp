@@ -37,6 +37,10 @@ Slice slice(const TransformerSpec& s, const BuildOptions& o, double e);
 // The linear layer of a block: FP8 under Transformer Engine, else in the activation precision.
 Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool bias, const Slice& x, double saved_split = 1.0);
 
+// Fused attention (FlashAttention) from its forward kernel: backward recomputes the scores,
+// hence 2.5x the forward's matmul work, and reads and writes twice its bytes.
+Op flash_attention(const Kernel& forward, double saved_bytes);
+
 // Attention without fusion: scores Q.K^T (keeping `qk_saved` bytes), softmax, optional dropout,
 // then probabilities.V (keeping `v_saved`), over `bh` batch-heads of `q` positions.
 void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_saved, double v_saved, bool dropout);
