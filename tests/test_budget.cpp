@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <unordered_map>
 
 #include "helpers.hpp"
 #include "sim/config/scenario.hpp"
@@ -33,11 +34,11 @@ struct StepFlows {
 };
 StepFlows step_flows(const config::Scenario& s, const taskgraph::TaskGraph& g) {
   network::Platform platform(s.cluster);
-  std::map<replay::CollectiveKey, double> seen;
+  std::unordered_map<const taskgraph::Collective*, double> seen;  // the graph keeps each distinct one once
   StepFlows out;
   for (const auto& t : g.tasks) {
     if (!t.is_collective) continue;
-    auto [it, fresh] = seen.try_emplace(replay::collective_key(t.collective()), 0.0);
+    auto [it, fresh] = seen.try_emplace(&t.collective(), 0.0);
     if (fresh) {
       it->second = static_cast<double>(network::lower(platform, t.collective(), replay::groups_of(g, t.collective())).flow_count());
       out.distinct += it->second;

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <map>
 #include <queue>
+#include <unordered_map>
 
 #include "sim/network/collectives.hpp"
 #include "sim/replay/dispatch.hpp"
@@ -18,14 +19,15 @@ Timeline replay_analytical(const ReplayInput& in) {
   out.network_model = "per-collective fair share, no contention between collectives";
   out.start.assign(n, 0.0);
   out.end.assign(n, 0.0);
-  std::map<CollectiveKey, double> priced;  // identical collectives cost the same
+  // Identical collectives cost the same; TaskGraph keeps each distinct one once, at one address.
+  std::unordered_map<const taskgraph::Collective*, double> priced;
   std::vector<double> copied(in.step_tasks, -1.0);  // step 0's collectives, for their later copies
   auto duration = [&](std::size_t i) {
     const auto& t = g.tasks[i];
     if (!t.is_collective) return in.seconds(i);
     double* first = in.step_tasks > 0 ? &copied[i % in.step_tasks] : nullptr;
     if (first && *first >= 0) return *first;
-    auto [it, fresh] = priced.try_emplace(collective_key(t.collective()), 0.0);
+    auto [it, fresh] = priced.try_emplace(&t.collective(), 0.0);
     if (fresh) {
       auto lowered = network::lower(in.platform, t.collective(), groups_of(g, t.collective()));
       out.flows += lowered.flow_count();

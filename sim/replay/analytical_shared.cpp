@@ -7,6 +7,7 @@
 #include <queue>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "sim/network/collectives.hpp"
 #include "sim/replay/dispatch.hpp"
@@ -22,9 +23,10 @@ Timeline replay_analytical_shared(const ReplayInput& in) {
   out.network_model = "per-collective fair share, no contention between collectives";
   out.start.assign(n, 0.0);
   out.end.assign(n, 0.0);
-  std::map<CollectiveKey, double> priced;  // identical collectives cost the same
+  // Identical collectives cost the same; TaskGraph keeps each distinct one once, at one address.
+  std::unordered_map<const taskgraph::Collective*, double> priced;
   auto collective_seconds = [&](const taskgraph::Collective& c) {
-    auto [it, fresh] = priced.try_emplace(collective_key(c), 0.0);
+    auto [it, fresh] = priced.try_emplace(&c, 0.0);
     if (fresh) {
       auto lowered = network::lower(in.platform, c, groups_of(g, c));
       out.flows += lowered.flow_count();

@@ -39,8 +39,4 @@ Dispatcher::Dispatcher(const taskgraph::TaskGraph& g, StepReuse* reuse) : g_(g),
     invert(g, [](const taskgraph::Task& t) -> const taskgraph::RareTaskIds& { return t.any_deps; }, quorum_succ_.first, quorum_succ_.to);
 }
 
-CollectiveKey collective_key(const taskgraph::Collective& c) {
-  return {static_cast<int>(c.op), static_cast<int>(c.algorithm), c.groups, c.bytes, c.only, c.server_apply_factor, c.launch_s};
-}
-
 }  // namespace dtsim::replay

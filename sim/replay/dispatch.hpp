@@ -82,8 +82,4 @@ class Dispatcher {
   std::map<int, std::set<std::pair<double, std::size_t>>> queued_;
 };
 
-// Collectives that lower to the same flows: priced or prepared once.
-using CollectiveKey = std::tuple<int, int, std::vector<int>, double, int, double, double>;
-CollectiveKey collective_key(const taskgraph::Collective& c);
-
 }  // namespace dtsim::replay

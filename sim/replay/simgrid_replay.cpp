@@ -253,8 +253,6 @@ struct Chains {
     return at->second;
   }
 
-  // SimGrid would charge a chain's flow the latency of its whole route; its hops' own flows
-  // would each have paid one hop's, so it pays the longest one.
   // SimGrid asks at every flow start; while latencies are fixed the answer is kept per chain.
   bool latencies_vary = false;
   mutable std::unordered_map<const sg4::Host*, double> factors;
@@ -266,6 +264,8 @@ struct Chains {
     return it->second;
   }
 
+  // SimGrid would charge a chain's flow the latency of its whole route; its hops' own flows
+  // would each have paid one hop's, so it pays the longest one.
   double route_latency_factor(const sg4::Host* src) const {
     auto it = hops.find(src);
     if (it == hops.end()) return 1.0;
@@ -283,14 +283,12 @@ struct Chains {
 // Lowers every collective of the graph, once per distinct one, and gives its chains host pairs.
 // A PCIe copy's flows (all the GPUs its task stands for, to or from their hosts' memory), once
 // per distinct copy work.
-PreparedOf prepare(const ReplayInput& in, const Fabric& fab, Chains& chains, std::map<CollectiveKey, Prepared>& store,
+PreparedOf prepare(const ReplayInput& in, const Fabric& fab, Chains& chains,
+                   std::unordered_map<const taskgraph::Collective*, Prepared>& store,
                    std::map<int, Prepared>& copies) {
   const auto& g = in.graph;
   PreparedOf out;
   out.of.assign(g.tasks.size(), 0);
-  // Tasks with the same collective share one (TaskGraph keeps each distinct one once): looked up
-  // by its address first, by value only the first time.
-  std::unordered_map<const taskgraph::Collective*, std::uint32_t> seen;
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& t = g.tasks[i];
     if (!t.is_collective && t.category == taskgraph::Category::Copy && g.works[static_cast<std::size_t>(t.work)].copy_bytes > 0) {
@@ -312,14 +310,13 @@ PreparedOf prepare(const ReplayInput& in, const Fabric& fab, Chains& chains, std
       out.of[i] = out.of[i % in.step_tasks];
       continue;
     }
-    if (auto known = seen.find(&t.collective()); known != seen.end()) {
-      out.of[i] = known->second;
+    // TaskGraph keeps each distinct collective once, so its address names its value.
+    auto [it, fresh] = store.try_emplace(&t.collective());
+    if (!fresh) {
+      out.of[i] = it->second.id;
       continue;
     }
-    auto [it, fresh] = store.try_emplace(collective_key(t.collective()));
-    if (fresh) out.add(it->second);
-    out.of[i] = seen[&t.collective()] = it->second.id;
-    if (!fresh) continue;
+    out.of[i] = out.add(it->second);
     auto& prep = it->second;
     prep.lowered = network::lower(in.platform, t.collective(), groups_of(g, t.collective()));
     for (const auto& ph : prep.lowered.phases) {
@@ -596,7 +593,7 @@ Timeline replay_simgrid(const ReplayInput& in) {
   add_links(fab, in);
   add_hosts(fab, in);
   Chains chains;
-  std::map<CollectiveKey, Prepared> store;
+  std::unordered_map<const taskgraph::Collective*, Prepared> store;
   std::map<int, Prepared> copies;
   auto prepared = prepare(in, fab, chains, store, copies);
   for (auto* cz : chains.zones) cz->seal();

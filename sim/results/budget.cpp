@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <unordered_map>
 
 #include "sim/core/errors.hpp"
 #include "sim/replay/dispatch.hpp"
@@ -314,11 +315,11 @@ Estimate plan_estimate(const config::Scenario& s, const taskgraph::TaskGraph& g,
   e.tasks = static_cast<double>(g.tasks.size()) * steps;
   e.seconds = e.tasks * kTaskSeconds[b] + gpus * kGpuSeconds[b];
   double widest = 0;
-  std::map<replay::CollectiveKey, network::FlowBound> seen;
+  std::unordered_map<const taskgraph::Collective*, network::FlowBound> seen;  // one per distinct collective
   for (const auto& t : g.tasks) {
     if (!t.is_collective) continue;
     const auto& c = t.collective();
-    auto [it, fresh] = seen.try_emplace(replay::collective_key(c));
+    auto [it, fresh] = seen.try_emplace(&c);
     if (fresh) {
       const auto& first = g.groups[static_cast<std::size_t>(c.groups.front())];
       const int node = first.empty() ? 0 : first.front() / s.cluster.gpus_per_node;
