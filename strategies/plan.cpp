@@ -14,32 +14,6 @@ double layer_params(const Layers& ls) {
   return p;
 }
 
-// Model chunks in model order: blocks split evenly (the first chunks take one more when they do
-// not divide) unless `blocks` gives each chunk's count, the embedding on the first chunk and the
-// head on the last. Chunk c is on stage c % P.
-std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks, const std::vector<int>& blocks_per_chunk) {
-  Layers blocks;
-  const models::Layer *embedding = nullptr, *head = nullptr;
-  for (const auto& l : g.layers) {
-    if (l.kind == models::LayerKind::Embedding) embedding = &l;
-    else if (l.kind == models::LayerKind::Head) head = &l;
-    else blocks.push_back(&l);
-  }
-  const std::size_t n = static_cast<std::size_t>(chunks);
-  if (blocks.size() < n) throw std::invalid_argument("more model chunks than transformer blocks");
-  std::vector<Layers> out(n);
-  std::size_t next = 0;
-  for (std::size_t c = 0; c < n; ++c) {
-    std::size_t count = blocks.size() / n + (c < blocks.size() % n ? 1 : 0);
-    if (!blocks_per_chunk.empty()) count = static_cast<std::size_t>(blocks_per_chunk.at(c));
-    if (next + count > blocks.size()) throw std::invalid_argument("stage layers add up to more than the model's blocks");
-    if (c == 0 && embedding) out[c].push_back(embedding);
-    for (std::size_t i = 0; i < count; ++i) out[c].push_back(blocks[next++]);
-    if (c + 1 == n && head) out[c].push_back(head);
-  }
-  return out;
-}
-
 Layers Planner::stage_layers(int s) const {
   Layers out;
   for (int j = s; j < chunks_; j += p_.pipeline)
@@ -276,80 +250,6 @@ void Planner::emit_passes() {
     if (next[static_cast<std::size_t>(s)] != seq_[static_cast<std::size_t>(s)].size())
       throw std::logic_error("pipeline schedule cannot make progress");
   link_previous_step();
-}
-
-MemoryBreakdown Planner::stage_memory(int s) const {
-  const Layers mine = stage_layers(s);
-  double rebuild = 0;  // under full recomputation one block at a time is rebuilt in full
-  for (const auto* l : mine)
-    if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
-  if (p_.recompute == Recompute::Stage)  // a whole chunk, one micro-batch at a time
-    for (int j = s; j < chunks_; j += p_.pipeline) {
-      double chunk = 0;
-      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)])
-        if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
-      rebuild = std::max(rebuild, chunk);
-    }
-  MemoryBreakdown m = state_memory(mine);
-  if (p_.offload_optimizer) m.optimizer = 0;
-  // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
-  // (DeepSpeed stage_1_and_2.py, cpu_offload): the GPU keeps two buckets, not the gradients.
-  if (p_.offload_optimizer && p_.zero_stage >= 2)
-    m.gradients = std::min(m.gradients, 2.0 * p_.framework.reduce_bucket_params * grad_bytes_per_param(t_.precision));
-  m.params *= weight_versions(p_.schedule, p_.pipeline, s);  // PipeDream's stashed versions
-  m.params += 2.0 * fp8_weight_params(mine);  // Transformer Engine's FP8 weight copy and its transpose
-  if (p_.context > 1) {
-    // While a layer attends: the ring's K/V chunk in flight beside the one in use, or the whole
-    // sequence's gathered K and V.
-    double kv = 0;
-    for (const auto* l : mine) kv = std::max(kv, l->context_kv_bytes);
-    m.other += (p_.context_all_gather ? p_.context : 2.0) * kv;
-  }
-  // Live activations follow the schedule: a forward leaves its micro-batch's activations until
-  // the matching backward frees them.
-  double live = live_before_window(s), peak = live;
-  for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
-    double a = kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)], p_.recompute);
-    live += activation_change(s, op, a);
-    peak = std::max(peak, live);
-  }
-  m.activations = peak + rebuild;
-  if (p_.activation_offload) {
-    // On the GPU only the layer being run and the one being copied; the rest waits on the host
-    // (copies keeping pace with compute).
-    double layer = 0;
-    for (const auto* l : mine) layer = std::max(layer, kept_activations({l}, p_.recompute));
-    m.activations = std::min(peak, 2.0 * layer) + rebuild;
-  }
-  if (p_.zero_stage == 3 && grad_ranks() > 1 && p_.framework.max_live_params > 0) {
-    // DeepSpeed: what its coordinator holds gathered at worst, prefetch bounded by
-    // stage3_max_live_parameters and the prefetch bucket.
-    m.other += zero3_gathered_peak(mine, p_.framework, p_.recompute == Recompute::Full || p_.recompute == Recompute::Stage) * weight_bytes_per_param(t_.precision);
-  } else if (p_.zero_stage == 3 && grad_ranks() > 1) {
-    double largest = 0;
-    for (const auto* l : mine) largest = std::max(largest, l->params());
-    m.other += 2.0 * largest * weight_bytes_per_param(t_.precision);  // gathered layer and prefetch
-  }
-  return m;
-}
-
-// What run() and layout() decide alike before the passes: micro-batches, chunks, the checks.
-void Planner::start_layout() {
-  const int P = p_.pipeline;
-  const std::int64_t per_step = static_cast<std::int64_t>(p_.data) * p_.micro_batch;
-  if (t_.global_batch % per_step != 0) throw std::invalid_argument("global batch must be a multiple of data x micro_batch_size");
-  m_ = t_.global_batch / per_step;
-  v_ = p_.schedule == Schedule::Interleaved ? p_.virtual_stages : 1;
-  chunks_ = P * v_;
-  plan_.micro_batches = m_;
-  plan_.graph.num_ranks = p_.data * P * p_.tensor * p_.context;
-  if (p_.schedule == Schedule::ZeroBubbleH1 && p_.zero_stage == 3 && p_.data > 1)
-    throw std::invalid_argument("zero-bubble-h1 is modelled without ZeRO-3");
-  if (p_.schedule == Schedule::PipeDream && p_.zero_stage > 0 && p_.data > 1)
-    throw std::invalid_argument("pipedream is modelled without ZeRO");
-  if (!p_.stage_blocks.empty() && (v_ != 1 || static_cast<int>(p_.stage_blocks.size()) != P))
-    throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
-  chunk_layers_ = split_chunks(g_, chunks_, p_.stage_blocks);
 }
 
 Plan Planner::run() {

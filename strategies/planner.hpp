@@ -1,7 +1,8 @@
 #pragma once
 // The planner that turns a model and a strategy into a task graph, shared by the files that
-// implement it: plan.cpp (passes, schedule, memory) and plan_updates.cpp (gradient
-// synchronisation and optimizer steps).
+// implement it: plan.cpp (passes and the step), plan_layout.cpp (chunks and stages),
+// plan_memory.cpp (memory per stage), plan_updates.cpp (gradient synchronisation and optimizer
+// steps) and the other plan_*.cpp.
 #include <cstdint>
 #include <array>
 #include <map>

@@ -1,0 +1,62 @@
+#include <algorithm>
+
+#include "strategies/planner.hpp"
+
+namespace dtsim::strategies {
+
+MemoryBreakdown Planner::stage_memory(int s) const {
+  const Layers mine = stage_layers(s);
+  double rebuild = 0;  // under full recomputation one block at a time is rebuilt in full
+  for (const auto* l : mine)
+    if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
+  if (p_.recompute == Recompute::Stage)  // a whole chunk, one micro-batch at a time
+    for (int j = s; j < chunks_; j += p_.pipeline) {
+      double chunk = 0;
+      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)])
+        if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
+      rebuild = std::max(rebuild, chunk);
+    }
+  MemoryBreakdown m = state_memory(mine);
+  if (p_.offload_optimizer) m.optimizer = 0;
+  // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
+  // (DeepSpeed stage_1_and_2.py, cpu_offload): the GPU keeps two buckets, not the gradients.
+  if (p_.offload_optimizer && p_.zero_stage >= 2)
+    m.gradients = std::min(m.gradients, 2.0 * p_.framework.reduce_bucket_params * grad_bytes_per_param(t_.precision));
+  m.params *= weight_versions(p_.schedule, p_.pipeline, s);  // PipeDream's stashed versions
+  m.params += 2.0 * fp8_weight_params(mine);  // Transformer Engine's FP8 weight copy and its transpose
+  if (p_.context > 1) {
+    // While a layer attends: the ring's K/V chunk in flight beside the one in use, or the whole
+    // sequence's gathered K and V.
+    double kv = 0;
+    for (const auto* l : mine) kv = std::max(kv, l->context_kv_bytes);
+    m.other += (p_.context_all_gather ? p_.context : 2.0) * kv;
+  }
+  // Live activations follow the schedule: a forward leaves its micro-batch's activations until
+  // the matching backward frees them.
+  double live = live_before_window(s), peak = live;
+  for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
+    double a = kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)], p_.recompute);
+    live += activation_change(s, op, a);
+    peak = std::max(peak, live);
+  }
+  m.activations = peak + rebuild;
+  if (p_.activation_offload) {
+    // On the GPU only the layer being run and the one being copied; the rest waits on the host
+    // (copies keeping pace with compute).
+    double layer = 0;
+    for (const auto* l : mine) layer = std::max(layer, kept_activations({l}, p_.recompute));
+    m.activations = std::min(peak, 2.0 * layer) + rebuild;
+  }
+  if (p_.zero_stage == 3 && grad_ranks() > 1 && p_.framework.max_live_params > 0) {
+    // DeepSpeed: what its coordinator holds gathered at worst, prefetch bounded by
+    // stage3_max_live_parameters and the prefetch bucket.
+    m.other += zero3_gathered_peak(mine, p_.framework, p_.recompute == Recompute::Full || p_.recompute == Recompute::Stage) * weight_bytes_per_param(t_.precision);
+  } else if (p_.zero_stage == 3 && grad_ranks() > 1) {
+    double largest = 0;
+    for (const auto* l : mine) largest = std::max(largest, l->params());
+    m.other += 2.0 * largest * weight_bytes_per_param(t_.precision);  // gathered layer and prefetch
+  }
+  return m;
+}
+
+}  // namespace dtsim::strategies
