@@ -9,16 +9,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <map>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 #include "sim/core/interrupt.hpp"
 #include "sim/network/collectives.hpp"
-#include "sim/replay/dispatch.hpp"
+#include "sim/replay/event_scheduler.hpp"
+#include "sim/replay/lowering.hpp"
 #include "sim/replay/replay.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -144,7 +143,7 @@ void add_hosts(Fabric& fab, const ReplayInput& in) {
     if (torus_zone && e < gpus) home = torus_zone;
     if (pf.rail_of(e) >= 0) home = rail_zones[static_cast<std::size_t>(pf.rail_of(e))];
     // Shared cores: a GPU's host runs at pstate 1, 1 - share of its speed, while it has a
-    // collective in flight (Scheduler::share_cores).
+    // collective in flight (EventScheduler::share_cores).
     auto* h = in.comm_core_share > 0 && e < gpus
                   ? home->create_host(pf.endpoint_name(e), std::vector<double>{kSpeed, (1.0 - in.comm_core_share) * kSpeed})
                   : home->create_host(pf.endpoint_name(e), kSpeed);
@@ -194,33 +193,11 @@ void add_hosts(Fabric& fab, const ReplayInput& in) {
   fab.clock = fab.zone->create_host("clock", kSpeed)->set_core_count(1 << 16)->seal();
 }
 
-// A distinct collective, lowered once before the run.
-struct Prepared {
-  network::LoweredCollective lowered;
-  std::vector<std::vector<int>> chain_pair;  // per phase, per chain: its host pair
-  std::vector<std::vector<char>> chained;    // per phase, per flow: part of a chain
-  std::uint32_t id = 0;                      // in PreparedOf::distinct
-};
-
-// Each task's prepared collective or copy, as an index into the distinct ones (0: none). A
-// pointer per task cost 8 bytes, 18 MB at 2.3 million tasks.
-struct PreparedOf {
-  std::vector<const Prepared*> distinct{nullptr};
-  std::vector<std::uint32_t> of;
-  const Prepared* operator[](std::size_t task) const { return distinct[of[task]]; }
-  std::uint32_t add(Prepared& p) {
-    p.id = static_cast<std::uint32_t>(distinct.size());
-    distinct.push_back(&p);
-    return p.id;
-  }
-};
-
 // Each chain (hops moving in lockstep) gets two hosts joined by a route through all of its hops'
 // links. One flow then stands for the whole chain, which keeps SimGrid 3.32's per-flow
 // bookkeeping (quadratic in flows in flight) out of large rings.
 struct Chains {
-  std::map<std::vector<std::pair<int, int>>, int> pair_of;
-  std::vector<std::pair<sg4::Host*, sg4::Host*>> pairs;
+  std::vector<std::pair<sg4::Host*, sg4::Host*>> pairs;  // by ChainRoutes id
   // By source host: each hop's links, in the direction crossed (a latency profile changes that one).
   std::unordered_map<const sg4::Host*, std::vector<std::vector<const sg4::Link*>>> hops;
   // Chain hosts share zones: sealing a zone takes time linear in all hosts, and a full zone's
@@ -228,9 +205,7 @@ struct Chains {
   std::vector<sg4::NetZone*> zones;
   static constexpr std::size_t kPairsPerZone = 64;
 
-  int add(const Fabric& fab, const network::Platform& pf, const std::vector<std::pair<int, int>>& hop_list) {
-    auto [at, added] = pair_of.try_emplace(hop_list, static_cast<int>(pairs.size()));
-    if (!added) return at->second;
+  void add(const Fabric& fab, const network::Platform& pf, const ChainRoutes::Hops& hop_list) {
     if (pairs.size() % kPairsPerZone == 0) {
       zones.push_back(sg4::create_full_zone("chains" + std::to_string(zones.size())));
       zones.back()->set_parent(fab.zone);
@@ -250,7 +225,6 @@ struct Chains {
     }
     zones.back()->add_route(a->get_netpoint(), b->get_netpoint(), nullptr, nullptr, route, false);
     pairs.emplace_back(a, b);
-    return at->second;
   }
 
   // SimGrid asks at every flow start; while latencies are fixed the answer is kept per chain.
@@ -280,160 +254,19 @@ struct Chains {
   }
 };
 
-// Lowers every collective of the graph, once per distinct one, and gives its chains host pairs.
-// A PCIe copy's flows (all the GPUs its task stands for, to or from their hosts' memory), once
-// per distinct copy work.
-PreparedOf prepare(const ReplayInput& in, const Fabric& fab, Chains& chains,
-                   std::unordered_map<const taskgraph::Collective*, Prepared>& store,
-                   std::map<int, Prepared>& copies) {
-  const auto& g = in.graph;
-  PreparedOf out;
-  out.of.assign(g.tasks.size(), 0);
-  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-    const auto& t = g.tasks[i];
-    if (!t.is_collective && t.category == taskgraph::Category::Copy && g.works[static_cast<std::size_t>(t.work)].copy_bytes > 0) {
-      auto [it, fresh] = copies.try_emplace(t.work);
-      if (fresh) {
-        const auto& w = g.works[static_cast<std::size_t>(t.work)];
-        it->second.lowered = network::lower_host_copy(in.platform, w.copy_bytes, g.groups[static_cast<std::size_t>(w.copy_group)], w.copy_to_host);
-        for (const auto& ph : it->second.lowered.phases) {
-          it->second.chained.emplace_back(ph.flows.size(), 0);
-          it->second.chain_pair.emplace_back();
-        }
-        out.add(it->second);
-      }
-      out.of[i] = it->second.id;
-      continue;
-    }
-    if (!t.is_collective) continue;
-    if (in.step_tasks > 0 && i >= in.step_tasks) {  // a copy of step 0's task
-      out.of[i] = out.of[i % in.step_tasks];
-      continue;
-    }
-    // TaskGraph keeps each distinct collective once, so its address names its value.
-    auto [it, fresh] = store.try_emplace(&t.collective());
-    if (!fresh) {
-      out.of[i] = it->second.id;
-      continue;
-    }
-    out.of[i] = out.add(it->second);
-    auto& prep = it->second;
-    prep.lowered = network::lower(in.platform, t.collective(), groups_of(g, t.collective()));
-    for (const auto& ph : prep.lowered.phases) {
-      prep.chained.emplace_back(ph.flows.size(), 0);
-      auto& ids = prep.chain_pair.emplace_back();
-      for (const auto& ch : ph.chains) {
-        std::vector<std::pair<int, int>> hop_list;
-        for (std::size_t f = ch.first; f < ch.first + ch.count; ++f) {
-          hop_list.emplace_back(ph.flows[f].src, ph.flows[f].dst);
-          prep.chained.back()[f] = 1;
-        }
-        ids.push_back(chains.add(fab, in.platform, hop_list));
-      }
-    }
-  }
-  return out;
-}
-
-// Starts each task's activities once it is ready and follows their completions. Dependencies are
-// counted here rather than given to SimGrid: SimGrid 3.32 slows down quadratically with
-// activities waiting on dependencies (60,000 pre-created Execs took 9 s, created on demand 0.3 s).
-class Scheduler {
+// Runs what EventScheduler asks for as SimGrid activities and timers.
+class Scheduler final : public EventScheduler {
  public:
   Scheduler(const ReplayInput& in, const Fabric& fab, const Chains& chains, PreparedOf prepared)
-      : in_(in), g_(in.graph), fab_(fab), chains_(chains), prepared_(std::move(prepared)), dispatch_(in.graph, in.reuse) {
-    const std::size_t n = g_.tasks.size();
-    out_.start.assign(n, 0.0);
-    out_.end.assign(n, 0.0);
-    find_timed_ranks();
-    if (in.reuse) {
-      in.reuse->clock = [] { return sg4::Engine::get_clock(); };
-      in.reuse->describe = [this](const std::vector<std::size_t>& running, double now, std::vector<std::vector<double>>& d) {
-        describe(running, now, d);
-      };
-    }
-  }
-
-  void start() {
+      : EventScheduler(in, std::move(prepared)), fab_(fab), chains_(chains) {
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { completed(a); });
-    dispatch_.begin([this](std::size_t i) { begin(i); });
   }
-
-  Timeline take() { return std::move(out_); }
 
  private:
-  enum class Role { Last, Flow, PhaseEnd };
-  struct Running {  // a collective in flight: its phases and the one running
-    const Prepared* prep = nullptr;
-    std::size_t phase = 0;
-    double phase_start = 0;
-    int flows_left = 0;  // of the phase's flows and server work
-  };
+  double now() const override { return sg4::Engine::get_clock(); }
 
-  // What is left of running tasks (StepReuse): start, phase, when it began, flows left, the work
-  // left in each activity and each pending timer, all relative to now. Max-min sharing without
-  // TCP effects has no other memory: the rates follow from the activities in flight.
-  void describe(const std::vector<std::size_t>& running, double now, std::vector<std::vector<double>>& d) const {
-    std::unordered_map<std::size_t, std::vector<double>> left, dates;
-    for (const auto& [a, tr] : role_) left[tr.first].push_back(a->get_remaining());
-    for (const auto& [task, date] : timers_) dates[task].push_back(date - now);
-    for (std::size_t r = 0; r < running.size(); ++r) {
-      const std::size_t i = running[r];
-      auto& v = d[r];
-      v.push_back(out_.start[i] - now);
-      if (auto it = running_.find(i); it != running_.end())
-        v.insert(v.end(), {static_cast<double>(it->second.phase), it->second.phase_start - now, static_cast<double>(it->second.flows_left)});
-      for (auto* m : {&left, &dates}) {
-        auto it = m->find(i);
-        v.push_back(it == m->end() ? 0.0 : static_cast<double>(it->second.size()));
-        if (it == m->end()) continue;
-        std::sort(it->second.begin(), it->second.end());
-        v.insert(v.end(), it->second.begin(), it->second.end());
-      }
-    }
-  }
-
-  // Durations fixed before the replay need no SimGrid activity when nothing can share their
-  // host: they become timers in SimGrid's timer heap, O(log n) each, instead of Execs, whose
-  // completion walks the list of every activity in flight (ExecImpl::post in SimGrid 3.32,
-  // quadratic with every replica simulated). A GPU qualifies when its compute tasks run one
-  // after another (each lists the previous one among its deps), no server work of a collective
-  // runs on its host and no throttle changes its speed; elsewhere Execs share the host as before.
-  // Delays on the clock host (loads, phase latencies) never share: its cores outnumber them.
-  void find_timed_ranks() {
-    timed_rank_.assign(static_cast<std::size_t>(std::max(0, g_.num_ranks)), 1);
-    std::vector<int> previous(timed_rank_.size(), -1);
-    for (std::size_t i = 0; i < g_.tasks.size(); ++i) {
-      const auto& t = g_.tasks[i];
-      if (t.is_collective || t.category == taskgraph::Category::Input || t.category == taskgraph::Category::Copy) continue;
-      const auto r = static_cast<std::size_t>(t.rank);
-      if (r >= timed_rank_.size()) continue;
-      if (previous[r] >= 0 && std::find(t.deps.begin(), t.deps.end(), previous[r]) == t.deps.end()) timed_rank_[r] = 0;
-      previous[r] = static_cast<int>(i);
-    }
-    std::unordered_set<int> shared;  // endpoints where collectives do CPU work
-    for (const auto* prep : prepared_.distinct)
-      if (prep)
-        for (const auto& ph : prep->lowered.phases)
-          for (const auto& w : ph.work) shared.insert(w.endpoint);
-    if (in_.variability)
-      for (const auto& th : in_.variability->throttles) shared.insert(in_.platform.fabric_endpoint(th.gpu));
-    if (in_.comm_core_share > 0) timed_rank_.assign(timed_rank_.size(), 0);  // pstates change their speed
-    for (std::size_t r = 0; r < timed_rank_.size(); ++r)
-      if (shared.count(in_.platform.fabric_endpoint(static_cast<int>(r)))) timed_rank_[r] = 0;
-  }
-
-  void after(double seconds, std::size_t task, Role r) {
-    const double date = sg4::Engine::get_clock() + seconds;
-    if (!in_.reuse) {
-      simgrid::kernel::timer::Timer::set(date, [this, task, r] { done(task, r); });
-      return;
-    }
-    auto pending = timers_.emplace(task, date);
-    simgrid::kernel::timer::Timer::set(date, [this, task, r, pending] {
-      timers_.erase(pending);
-      done(task, r);
-    });
+  void timer(double date, std::size_t task, Role r, Pending pending) override {
+    simgrid::kernel::timer::Timer::set(date, [this, task, r, pending] { fired(task, r, pending); });
   }
 
   void track(sg4::ActivityPtr a, std::size_t task, Role r) {
@@ -442,92 +275,27 @@ class Scheduler {
     a->start();
   }
 
-  void run_exec(std::size_t task, sg4::Host* host, double seconds, Role r) {
-    track(sg4::Exec::init()->set_flops_amount(seconds * kSpeed)->set_host(host), task, r);
+  void exec(std::size_t task, int endpoint, double seconds, Role r) override {
+    track(sg4::Exec::init()->set_flops_amount(seconds * kSpeed)->set_host(fab_.hosts[static_cast<std::size_t>(endpoint)]), task, r);
   }
 
-  // Starts the current phase's flows, or its closing latency when it has none.
-  void start_phase(std::size_t task) {
-    auto& run = running_.at(task);
-    run.phase_start = sg4::Engine::get_clock();
-    const auto& ph = run.prep->lowered.phases[run.phase];
-    const auto& chained = run.prep->chained[run.phase];
-    out_.flows += ph.flows.size();
-    int& left = run.flows_left;
-    left = static_cast<int>(ph.work.size() + ph.chains.size());
-    for (char c : chained) left += c ? 0 : 1;
-    if (left == 0) after(ph.latency, task, Role::PhaseEnd);
-    // A server's CPU work shares its host with the other updates it is applying.
-    for (const auto& w : ph.work) run_exec(task, fab_.hosts[static_cast<std::size_t>(w.endpoint)], w.seconds, Role::Flow);
-    auto send = [&](sg4::Host* from, sg4::Host* to, double bytes) {
-      track(sg4::Comm::sendto_init(from, to)->set_payload_size(bytes), task, Role::Flow);
-    };
-    for (std::size_t f = 0; f < ph.flows.size(); ++f)
-      if (!chained[f])
-        send(fab_.hosts[static_cast<std::size_t>(ph.flows[f].src)], fab_.hosts[static_cast<std::size_t>(ph.flows[f].dst)],
-             ph.flows[f].bytes);
-    for (std::size_t k = 0; k < ph.chains.size(); ++k) {
-      const auto& pair = chains_.pairs[static_cast<std::size_t>(run.prep->chain_pair[run.phase][k])];
-      send(pair.first, pair.second, ph.flows[ph.chains[k].first].bytes);
-    }
+  void send(std::size_t task, int src, int dst, double bytes) override {
+    flow(task, fab_.hosts[static_cast<std::size_t>(src)], fab_.hosts[static_cast<std::size_t>(dst)], bytes);
   }
 
-  void begin(std::size_t i) {
-    const auto& t = g_.tasks[i];
-    out_.start[i] = sg4::Engine::get_clock();
-    if (!t.is_collective && prepared_[i]) {
-      // A PCIe copy: flows on the host links, on copy engines beside the GPU.
-      running_[i] = Running{prepared_[i], 0};
-      start_phase(i);
-    } else if (!t.is_collective) {
-      // Data loading runs on the host's CPUs, beside the GPU rather than on it.
-      // PCIe copies of no bytes run on copy engines, beside the GPU as well.
-      if (t.category == taskgraph::Category::Input || t.category == taskgraph::Category::Copy ||
-          timed_rank_[static_cast<std::size_t>(t.rank)])
-        after(in_.seconds(i), i, Role::Last);
-      else
-        run_exec(i, fab_.hosts[static_cast<std::size_t>(in_.platform.fabric_endpoint(t.rank))], in_.seconds(i), Role::Last);
-    } else if (prepared_[i]->lowered.phases.empty()) {
-      share_cores(i);
-      after(0.0, i, Role::Last);
-    } else {
-      share_cores(i);
-      running_[i] = Running{prepared_[i], 0};
-      start_phase(i);
-    }
+  void send_chain(std::size_t task, int chain, double bytes) override {
+    const auto& pair = chains_.pairs[static_cast<std::size_t>(chain)];
+    flow(task, pair.first, pair.second, bytes);
   }
 
-  // Shared cores (ReplayInput::comm_core_share): while a GPU has a collective in flight its host
-  // runs at its slower pstate, so compute keeps 1 - share of its speed, as the analytical
-  // replay's rate does.
-  void share_cores(std::size_t task) {
-    const double share = in_.comm_core_share;
-    if (share <= 0) return;
-    const auto& c = g_.tasks[task].collective();
-    std::set<int> gpus;
-    if (c.only >= 0) gpus.insert(c.only);
-    else
-      for (const auto& grp : groups_of(g_, c)) gpus.insert(grp.begin(), grp.end());
-    auto& hosts = comm_hosts_[task];
-    for (int gpu : gpus) {
-      auto* h = fab_.hosts[static_cast<std::size_t>(in_.platform.fabric_endpoint(gpu))];
-      hosts.push_back(h);
-      if (host_comms_[h]++ == 0) h->set_pstate(1);
-    }
+  void flow(std::size_t task, sg4::Host* from, sg4::Host* to, double bytes) {
+    track(sg4::Comm::sendto_init(from, to)->set_payload_size(bytes), task, Role::Flow);
   }
 
-  void release_cores(std::size_t task) {
-    auto it = comm_hosts_.find(task);
-    if (it == comm_hosts_.end()) return;
-    for (auto* h : it->second)
-      if (--host_comms_[h] == 0) h->set_pstate(0);
-    comm_hosts_.erase(it);
-  }
+  void slow_cores(int endpoint, bool slow) override { fab_.hosts[static_cast<std::size_t>(endpoint)]->set_pstate(slow ? 1 : 0); }
 
-  void finish(std::size_t task) {
-    release_cores(task);
-    out_.end[task] = sg4::Engine::get_clock();
-    dispatch_.ended(task, [this](std::size_t i) { begin(i); });
+  void remaining(std::unordered_map<std::size_t, std::vector<double>>& left) const override {
+    for (const auto& [a, tr] : role_) left[tr.first].push_back(a->get_remaining());
   }
 
   void completed(const sg4::Activity& a) {
@@ -545,36 +313,11 @@ class Scheduler {
     done(task, r);
   }
 
-  void done(std::size_t task, Role r) {
-    if (r == Role::Last) return finish(task);
-    auto& run = running_.at(task);
-    if (r == Role::Flow) {
-      // The step latencies the aggregated flows do not pay come once they all finish.
-      if (--run.flows_left == 0) after(run.prep->lowered.phases[run.phase].latency, task, Role::PhaseEnd);
-    } else if (++run.phase < run.prep->lowered.phases.size()) {
-      start_phase(task);
-    } else {
-      running_.erase(task);
-      finish(task);
-    }
-  }
-
-  const ReplayInput& in_;
-  const taskgraph::TaskGraph& g_;
   const Fabric& fab_;
   const Chains& chains_;
-  PreparedOf prepared_;
-  Dispatcher dispatch_;
   std::unordered_map<const sg4::Activity*, std::pair<std::size_t, Role>> role_;
   std::unordered_map<const sg4::Activity*, sg4::ActivityPtr> keep_;  // in flight
   std::vector<sg4::ActivityPtr> finished_;
-  std::unordered_map<std::size_t, Running> running_;
-  std::multimap<std::size_t, double> timers_;  // pending timers by task, with StepReuse
-  std::vector<char> timed_rank_;  // by rank: its compute tasks run as timers
-  // Shared cores: per host, its collectives in flight; per collective, its GPUs' hosts.
-  std::map<sg4::Host*, int> host_comms_;
-  std::unordered_map<std::size_t, std::vector<sg4::Host*>> comm_hosts_;
-  Timeline out_;
 };
 
 }  // namespace
@@ -592,10 +335,12 @@ Timeline replay_simgrid(const ReplayInput& in) {
   fab.zone = sg4::create_star_zone("cluster");
   add_links(fab, in);
   add_hosts(fab, in);
-  Chains chains;
+  ChainRoutes routes;
   std::unordered_map<const taskgraph::Collective*, Prepared> store;
   std::map<int, Prepared> copies;
-  auto prepared = prepare(in, fab, chains, store, copies);
+  auto prepared = prepare(in, routes, store, copies);
+  Chains chains;
+  for (const auto* hop_list : routes.hops) chains.add(fab, in.platform, *hop_list);
   for (auto* cz : chains.zones) cz->seal();
   fab.zone->seal();
   chains.latencies_vary = fab.latencies_vary;
