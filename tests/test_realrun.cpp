@@ -12,6 +12,7 @@
 
 #include "run_dtsim.hpp"
 #include "sim/realrun/comm.hpp"
+#include "sim/realrun/speed_check.hpp"
 #include "sim/realrun/trainer.hpp"
 
 using namespace dtsim;
@@ -86,6 +87,19 @@ void expect_well_formed(const nlohmann::json& j, const std::string& algorithm) {
   if (k["last_level_cache_bytes"].get<double>() > 0) {
     EXPECT_EQ(k["cold"].get<bool>(), k["working_set_bytes"].get<double>() > k["last_level_cache_bytes"].get<double>());
   }
+  // The machine's speed in both phases: the companions' compute while profiling against the
+  // workers' in training. With --repeats 1 the profile may end before a companion's third step.
+  const auto& sc = j["speed_check"];
+  EXPECT_DOUBLE_EQ(sc["training_compute_s"].get<double>(), j["measured"]["compute_s"].get<double>());
+  if (sc["checked"].get<bool>()) {
+    EXPECT_GE(sc["samples"].get<int>(), kMinSpeedSamples);
+    EXPECT_GT(sc["profiling_compute_s"].get<double>(), 0.0);
+    EXPECT_NEAR(sc["drift_percent"].get<double>(),
+                100 * (sc["profiling_compute_s"].get<double>() / sc["training_compute_s"].get<double>() - 1), 1e-9);
+  } else {
+    EXPECT_TRUE(sc["steady"].get<bool>());
+    EXPECT_FALSE(sc["why"].get<std::string>().empty());
+  }
   EXPECT_TRUE(j["error_percent"]["step"].is_number());
   EXPECT_TRUE(j["error_percent"]["allreduce"].is_number());
   // The exchange is part of the step.
@@ -137,6 +151,41 @@ TEST(RealrunTrainer, WorkingSetByHand) {
   EXPECT_DOUBLE_EQ(step_working_set_bytes(s), 16777216.0 + 15728640.0);
 }
 
+TEST(RealrunSpeedCheck, CompanionLinesAreSteps) {
+  // Two whole lines, then the line a companion was killed in the middle of.
+  EXPECT_EQ(companion_steps("0.050000000 0.049000000\n0.060000000 0.058000000\n0.0700"),
+            (std::vector<double>{0.05, 0.06}));
+  EXPECT_TRUE(companion_steps("").empty());
+  EXPECT_TRUE(companion_steps("garbage\n").empty());
+}
+
+TEST(RealrunSpeedCheck, MedianOfCompanionsAfterWarmupAgainstTraining) {
+  // Warm-up steps (1.0 s) left out; the rest's median is 0.054 s against 0.050 s in training.
+  const auto c = check_speed({{1.0, 0.053, 0.054}, {1.0, 0.055, 0.060, 0.052}}, 0.050, 1);
+  ASSERT_TRUE(c.checked);
+  EXPECT_EQ(c.samples, 5);
+  EXPECT_DOUBLE_EQ(c.profiling_compute_s, 0.054);
+  EXPECT_NEAR(c.drift, 0.08, 1e-12);
+  EXPECT_FALSE(c.steady);  // 8 % > 5 %
+  EXPECT_NE(c.why.find("8.0 % longer"), std::string::npos) << c.why;
+}
+
+TEST(RealrunSpeedCheck, WithinToleranceIsSteadyEitherWay) {
+  EXPECT_TRUE(check_speed({{0.052, 0.052, 0.052}}, 0.050, 0).steady);  // +4 %
+  EXPECT_TRUE(check_speed({{0.048, 0.048, 0.048}}, 0.050, 0).steady);  // -4 %
+  const auto faster = check_speed({{0.045, 0.045, 0.045}}, 0.050, 0);  // -10 %
+  EXPECT_FALSE(faster.steady);
+  EXPECT_NE(faster.why.find("10.0 % less time"), std::string::npos) << faster.why;
+}
+
+TEST(RealrunSpeedCheck, TooFewCompanionStepsIsUncheckedNotAlarm) {
+  const auto c = check_speed({{1.0, 0.05, 0.05}}, 0.050, 1);
+  EXPECT_FALSE(c.checked);
+  EXPECT_TRUE(c.steady);
+  EXPECT_EQ(c.samples, 2);
+  EXPECT_NE(c.why.find("2 companion step(s)"), std::string::npos) << c.why;
+}
+
 TEST(RealrunCommand, RingTwoWorkersTwoStepsGivesMeasuredAndPredicted) {
   test::TempDir dir;
   const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --repeats 1 --algorithm ring --format json", dir);
@@ -158,6 +207,7 @@ TEST(RealrunCommand, TextReportNamesBothFigures) {
   EXPECT_NE(r.out.find("measured_ms"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all-reduce"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("machine speed: "), std::string::npos) << r.out;
 }
 
 TEST(RealrunCommand, ShapingWithoutRootIsRefused) {
