@@ -20,16 +20,24 @@ std::vector<double> companion_steps(const std::string& output) {
   return steps;
 }
 
-SpeedCheck check_speed(const std::vector<std::vector<double>>& companions, double training_compute_s, int warmup,
-                       double tolerance) {
+SpeedCheck check_speed(const std::vector<std::vector<double>>& companions, double training_compute_s,
+                       double training_cpu_s, int warmup, double tolerance) {
   SpeedCheck c;
   c.training_compute_s = training_compute_s;
+  c.training_cpu_s = training_cpu_s;
+  if (training_compute_s > 0) c.cpu_share = training_cpu_s / training_compute_s;
+  if (c.cpu_share < kMinCpuShare) {
+    c.trusted = false;
+    c.why.push_back(fmt::format("the workers ran on their cores only {:.0f} % of their compute's wall time: other "
+                                "processes had the CPUs, and dtsim predicts the step on cores of its own",
+                                100 * c.cpu_share));
+  }
   std::vector<double> all;
   for (const auto& steps : companions)
     for (std::size_t i = static_cast<std::size_t>(std::max(0, warmup)); i < steps.size(); ++i) all.push_back(steps[i]);
   c.samples = static_cast<int>(all.size());
   if (c.samples < kMinSpeedSamples || training_compute_s <= 0) {
-    c.why = fmt::format("{} companion step(s) while profiling, {} needed to compare speeds", c.samples, kMinSpeedSamples);
+    c.why.push_back(fmt::format("{} companion step(s) while profiling, {} needed to compare speeds", c.samples, kMinSpeedSamples));
     return c;
   }
   std::sort(all.begin(), all.end());
@@ -37,11 +45,12 @@ SpeedCheck check_speed(const std::vector<std::vector<double>>& companions, doubl
   c.profiling_compute_s = n % 2 ? all[n / 2] : 0.5 * (all[n / 2 - 1] + all[n / 2]);
   c.drift = c.profiling_compute_s / training_compute_s - 1;
   c.checked = true;
-  c.steady = std::abs(c.drift) <= tolerance;
-  if (!c.steady)
-    c.why = fmt::format("the same compute took {:.1f} % {} while the kernels were profiled than in training: the "
-                        "machine's speed changed between the two, and the prediction carries about that error",
-                        100 * std::abs(c.drift), c.drift > 0 ? "longer" : "less time");
+  if (std::abs(c.drift) > tolerance) {
+    c.trusted = false;
+    c.why.push_back(fmt::format("the same compute took {:.1f} % {} while the kernels were profiled than in training: "
+                                "the machine's speed changed between the two, and the prediction carries about that error",
+                                100 * std::abs(c.drift), c.drift > 0 ? "longer" : "less time"));
+  }
   return c;
 }
 
