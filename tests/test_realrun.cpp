@@ -12,6 +12,7 @@
 
 #include "run_dtsim.hpp"
 #include "sim/realrun/comm.hpp"
+#include "sim/realrun/speed_check.hpp"
 #include "sim/realrun/trainer.hpp"
 
 using namespace dtsim;
@@ -86,6 +87,22 @@ void expect_well_formed(const nlohmann::json& j, const std::string& algorithm) {
   if (k["last_level_cache_bytes"].get<double>() > 0) {
     EXPECT_EQ(k["cold"].get<bool>(), k["working_set_bytes"].get<double>() > k["last_level_cache_bytes"].get<double>());
   }
+  // The machine's speed in both phases: the companions' compute while profiling against the
+  // workers' in training. With --repeats 1 the profile may end before a companion's third step.
+  const auto& sc = j["speed_check"];
+  EXPECT_DOUBLE_EQ(sc["training_compute_s"].get<double>(), j["measured"]["compute_s"].get<double>());
+  EXPECT_NEAR(sc["cpu_share"].get<double>(), j["measured"]["compute_cpu_s"].get<double>() / j["measured"]["compute_s"].get<double>(), 1e-9);
+  if (sc["checked"].get<bool>()) {
+    EXPECT_GE(sc["samples"].get<int>(), kMinSpeedSamples);
+    EXPECT_GT(sc["profiling_compute_s"].get<double>(), 0.0);
+    EXPECT_NEAR(sc["drift_percent"].get<double>(),
+                100 * (sc["profiling_compute_s"].get<double>() / sc["training_compute_s"].get<double>() - 1), 1e-9);
+  } else {
+    EXPECT_FALSE(sc["why"].empty());
+  }
+  EXPECT_EQ(sc["trusted"].get<bool>(),
+            sc["cpu_share"].get<double>() >= kMinCpuShare &&
+                (!sc["checked"].get<bool>() || std::abs(sc["drift_percent"].get<double>()) <= 100 * kSpeedTolerance));
   EXPECT_TRUE(j["error_percent"]["step"].is_number());
   EXPECT_TRUE(j["error_percent"]["allreduce"].is_number());
   // The exchange is part of the step.
@@ -137,6 +154,56 @@ TEST(RealrunTrainer, WorkingSetByHand) {
   EXPECT_DOUBLE_EQ(step_working_set_bytes(s), 16777216.0 + 15728640.0);
 }
 
+TEST(RealrunSpeedCheck, CompanionLinesAreSteps) {
+  // Two whole lines, then the line a companion was killed in the middle of.
+  EXPECT_EQ(companion_steps("0.050000000 0.049000000\n0.060000000 0.058000000\n0.0700"),
+            (std::vector<double>{0.05, 0.06}));
+  EXPECT_TRUE(companion_steps("").empty());
+  EXPECT_TRUE(companion_steps("garbage\n").empty());
+}
+
+TEST(RealrunSpeedCheck, MedianOfCompanionsAfterWarmupAgainstTraining) {
+  // Warm-up steps (1.0 s) left out; the rest's median is 0.054 s against 0.050 s in training.
+  const auto c = check_speed({{1.0, 0.053, 0.054}, {1.0, 0.055, 0.060, 0.052}}, 0.050, 0.049, 1);
+  ASSERT_TRUE(c.checked);
+  EXPECT_EQ(c.samples, 5);
+  EXPECT_DOUBLE_EQ(c.profiling_compute_s, 0.054);
+  EXPECT_NEAR(c.drift, 0.08, 1e-12);
+  EXPECT_FALSE(c.trusted);  // 8 % > 5 %
+  ASSERT_EQ(c.why.size(), 1u);
+  EXPECT_NE(c.why[0].find("8.0 % longer"), std::string::npos) << c.why[0];
+}
+
+TEST(RealrunSpeedCheck, WithinToleranceEitherWayIsTrusted) {
+  EXPECT_TRUE(check_speed({{0.052, 0.052, 0.052}}, 0.050, 0.050, 0).trusted);  // +4 %
+  EXPECT_TRUE(check_speed({{0.048, 0.048, 0.048}}, 0.050, 0.050, 0).trusted);  // -4 %
+  const auto faster = check_speed({{0.045, 0.045, 0.045}}, 0.050, 0.050, 0);  // -10 %
+  EXPECT_FALSE(faster.trusted);
+  ASSERT_EQ(faster.why.size(), 1u);
+  EXPECT_NE(faster.why[0].find("10.0 % less time"), std::string::npos) << faster.why[0];
+}
+
+TEST(RealrunSpeedCheck, WorkersWithoutTheirCoresAreNotTrusted) {
+  // Measured here with compilers beside the workers: 41 ms of CPU in 148 ms of compute; the
+  // companions were as slow while profiling, so only the CPU share can tell.
+  const auto c = check_speed({{0.150, 0.149, 0.147}}, 0.148, 0.041, 0);
+  EXPECT_NEAR(c.cpu_share, 0.041 / 0.148, 1e-12);
+  EXPECT_TRUE(c.checked);
+  EXPECT_FALSE(c.trusted);
+  ASSERT_EQ(c.why.size(), 1u);
+  EXPECT_NE(c.why[0].find("only 28 %"), std::string::npos) << c.why[0];
+  EXPECT_TRUE(check_speed({{0.050, 0.050, 0.050}}, 0.050, 0.046, 0).trusted);  // 92 %
+}
+
+TEST(RealrunSpeedCheck, TooFewCompanionStepsIsUncheckedNotAlarm) {
+  const auto c = check_speed({{1.0, 0.05, 0.05}}, 0.050, 0.050, 1);
+  EXPECT_FALSE(c.checked);
+  EXPECT_TRUE(c.trusted);
+  EXPECT_EQ(c.samples, 2);
+  ASSERT_EQ(c.why.size(), 1u);
+  EXPECT_NE(c.why[0].find("2 companion step(s)"), std::string::npos) << c.why[0];
+}
+
 TEST(RealrunCommand, RingTwoWorkersTwoStepsGivesMeasuredAndPredicted) {
   test::TempDir dir;
   const auto r = dtsim_cli("realrun --workers 2 --steps 2 --warmup 1 --repeats 1 --algorithm ring --format json", dir);
@@ -158,6 +225,7 @@ TEST(RealrunCommand, TextReportNamesBothFigures) {
   EXPECT_NE(r.out.find("measured_ms"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all-reduce"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("machine: the workers held their cores"), std::string::npos) << r.out;
 }
 
 TEST(RealrunCommand, ShapingWithoutRootIsRefused) {

@@ -22,6 +22,7 @@
 #include "sim/realrun/comm.hpp"
 #include "sim/realrun/launch.hpp"
 #include "sim/realrun/netns.hpp"
+#include "sim/realrun/speed_check.hpp"
 #include "sim/realrun/trainer.hpp"
 #include "sim/realrun/worker.hpp"
 #include "sim/replay/replay.hpp"
@@ -255,6 +256,9 @@ int realrun(const Realrun::State& o) {
     std::cerr << fmt::format("dtsim: realrun: profiling: {}\n", companion_failure);
     return 1;
   }
+  std::vector<std::vector<double>> companion_steps;
+  for (const auto& c : companions) companion_steps.push_back(realrun::companion_steps(c.output));
+  const auto speed = realrun::check_speed(companion_steps, measured.compute_s, measured.compute_cpu_s, o.warmup);
   device.launch_overhead_s.reset();
   Predicted p;
   for (const auto& k : back) p.compute_s += cost::price_kernel(device, k, "fp32").first;
@@ -319,8 +323,14 @@ int realrun(const Realrun::State& o) {
       {"error_percent", {{"step", err(p.step_s, measured.step_s)}, {"allreduce", err(p.allreduce_s, measured.allreduce_s)}}},
       {"load", {{"before", load_before}, {"after_training", load_during}, {"cpus", online_cpus()}}},
       {"kernel_table_noisy", device.kernels->noisy},
+      {"speed_check", {{"trusted", speed.trusted}, {"cpu_share", speed.cpu_share}, {"checked", speed.checked},
+                       {"drift_percent", 100 * speed.drift}, {"training_compute_s", speed.training_compute_s},
+                       {"profiling_compute_s", speed.profiling_compute_s}, {"samples", speed.samples},
+                       {"tolerance_percent", 100 * realrun::kSpeedTolerance}, {"why", speed.why}}},
       {"kernel_timing", {{"cold", cold}, {"working_set_bytes", working_set}, {"last_level_cache_bytes", llc}}},
   };
+  if (!speed.trusted)
+    for (const auto& why : speed.why) std::cerr << "dtsim: realrun: warning: " << why << "\n";
   if (o.format == "json") {
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -341,6 +351,11 @@ int realrun(const Realrun::State& o) {
             << fmt::format("median of {} steps after {} warm-up; load average {:.2f} before, {:.2f} after training, {} CPUs{}\n",
                            o.steps, o.warmup, load_before, load_during, online_cpus(),
                            device.kernels->noisy ? "; the kernel table is noisy (busy machine)" : "");
+  std::cout << fmt::format("machine: the workers held their cores {:.0f} % of their compute's wall time", 100 * speed.cpu_share);
+  if (speed.checked)
+    std::cout << fmt::format("; the same compute took {:.2f} ms a step while the kernels were profiled, {:.2f} ms in training ({:+.1f} %)",
+                             speed.profiling_compute_s * 1e3, speed.training_compute_s * 1e3, 100 * speed.drift);
+  std::cout << (speed.trusted ? "\n" : ": the comparison cannot be trusted\n");
   return 0;
 }
 

@@ -8,6 +8,9 @@
 #include <csignal>
 #include <ctime>
 #include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "sim/realrun/comm.hpp"
 #include "sim/realrun/netns.hpp"
@@ -16,6 +19,9 @@
 namespace dtsim::realrun {
 
 namespace {
+
+// 1,000 lines of at most 40 bytes stay under a pipe's 64 KiB.
+constexpr int kCompanionLines = 1000;
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 // CPU seconds this process ran (user and system): below the wall time, something else had its core.
@@ -78,11 +84,19 @@ nlohmann::json run_worker(const WorkerOptions& o) {
   if (o.role == "companion") {
     // Keeps a worker's cores busy with a worker's step while the kernels are profiled, until
     // the realrun command kills it.
+    // Each step's wall and CPU time go out as a line, so realrun can compare the machine's speed
+    // now with the workers' in training (speed_check.hpp). The lines stop before they could fill
+    // the pipe: a blocked companion would leave its cores idle.
     Mlp mlp(MlpShape{o.batch, o.dims}, o.seed);
     std::vector<float> grad(static_cast<std::size_t>(mlp.params()));
-    for (;;) {
+    for (int step = 0;; ++step) {
+      const double t0 = now(), c0 = cpu_now();
       mlp.gradients(grad);
       mlp.apply(grad, 0.0f);
+      if (step < kCompanionLines) {
+        const std::string line = fmt::format("{:.9f} {:.9f}\n", now() - t0, cpu_now() - c0);
+        if (write(STDOUT_FILENO, line.data(), line.size()) < 0) return {};
+      }
     }
   }
 

@@ -11,7 +11,8 @@
 namespace dtsim::realrun {
 
 struct WorkerOptions {
-  std::string role = "worker";  // or "server", or "companion" (steps without end, no network)
+  std::string role = "worker";  // or "server", or "companion" (steps without end, no network;
+                                // prints "wall_s cpu_s" per step)
   std::string algorithm = "ring";  // or "parameter-server"
   int rank = 0, workers = 2;
   int listen_fd = -1;       // ring: this rank's acceptor; server: the server's acceptor
