@@ -52,6 +52,12 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
       else set(channels * p, channels * p, true);
       break;
   }
+  // On NVLink SHARP nodes NCCL may run these through the switches instead (nvls.cpp): each GPU to
+  // and from its switch, and across nodes a ring per local rank, p hops in all.
+  if (c.intra_nvls && (a == Algorithm::Ring || a == Algorithm::Auto)) {
+    b.flows += 3 * p * groups;
+    b.widest += 3 * p * groups;
+  }
   // On a torus a ring over every chip runs dimension by dimension (torus_rings): per pass and
   // dimension, every line of chips sends both ways round, 2 p hops.
   if (!c.torus_dims.empty() && (a == Algorithm::Ring || a == Algorithm::Auto)) {
