@@ -93,8 +93,9 @@ struct FlowBound {
   double flows = 0, widest = 0;
   bool chained = true;
 };
+// `bytes` (when known, else 0) tells where NCCL runs NVLS instead of a ring on NVLink SHARP nodes.
 FlowBound flow_bound(const ClusterSpec& c, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double group_size,
-                     double groups, double per_node);
+                     double groups, double per_node, double bytes = 0);
 
 // nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw x factor.
 double bus_bandwidth_factor(taskgraph::CollectiveOp op, int p);
