@@ -296,7 +296,7 @@ TEST(RingChannels, StayPlainFlowsWhenHopsShareALink) {
 TEST(RingLatency, AChunkPaysTheHopsItCrossesNotTheSlowestEveryStep) {
   // 4 nodes of 8 GPUs, 2 us inside a node and 5 us across: a ring's 32 hops are 4 NIC hops and 28
   // NVSwitch hops, so a chunk crossing 2 x 31 of them pays 62 x (4 x 5 + 28 x 2) / 32 = 147.25 us
-  // (NCCL's tuning.cc, lines 407-421, counts the same ring as 6 network steps and 56 NVLink
+  // (NCCL's tuning.cc, lines 404-412, counts the same ring as 6 network steps and 56 NVLink
   // ones: 6 x 5 + 56 x 2 = 142 us), not 62 x 5 = 310 us.
   network::ClusterSpec c = test::flat_cluster(4);
   c.gpus_per_node = 8;

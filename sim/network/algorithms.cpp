@@ -78,7 +78,7 @@ class Builder {
     // Each step waits for the slowest hop, except in a ring: its chunks move on hop by hop, so a
     // chunk's latency is the sum of the hops it crosses, `steps` times the ring's mean hop (each
     // chunk starts elsewhere), of which the chain's flow pays the slowest (NCCL's tuning.cc
-    // counts a ring's intra- and inter-node steps apart the same way, lines 407-421).
+    // counts a ring's intra- and inter-node steps apart the same way, lines 404-412).
     const double mean_excess = ring_hop_ > 0 ? steps * (ring_hop_ - alpha_) : 0.0;
     ph.latency = std::max(0.0, std::max(0.0, steps - 1.0) * alpha_ + mean_excess) + extra_;
     out_.phases.push_back(std::move(ph));
