@@ -193,6 +193,20 @@ TEST(Nvls, AllReduceGoesUpAndDownThroughTheSwitch) {
   EXPECT_NEAR(t, (25.0 + big / (1000 * 272.0)) * 1e-6, 1e-9);
 }
 
+TEST(Nvls, TreeAcrossNodesPipelinesSwitchAndNics) {
+  // 2 DGX H100s: each GPU moves 1.125 S through its switch port (S/400 GB/s) while local rank j
+  // all-reduces its S/8 share with the other node over NIC j: S/8 each way, S/400 GB/s at
+  // 50 GB/s. One phase; latency up and down one tree level of NIC hops (5 us each).
+  const network::Platform pf(preset("dgx-h100", "h100-sxm-80gb", 2));
+  const double s = 1e9;
+  const auto lc = network::algorithms::nvls(pf, CollectiveOp::AllReduce, s, iota(16));
+  ASSERT_EQ(lc.phases.size(), 1u);
+  EXPECT_NEAR(network::analytical_time(pf, lc), s / 400e9 + 2 * 5e-6, 1e-12);
+  // NCCL's NVLS tree is the floor at large sizes: 8 x 57.7 GB/s bus bandwidth.
+  const double big = 8589934592.0;
+  EXPECT_NEAR(busbw(pf, big, 16), 8 * 57.7, 8 * 57.7 * 0.01);
+}
+
 TEST(Nvls, DgxH100AllReduceFollowsAzuresNvlsTable) {
   // Published, not fitted: nccl-tests all_reduce busbw on 8 H100 (NCCL 2.18.5, NVLS), Azure ND
   // H100 v5, https://github.com/samuel-bohman/AI-benchmarking-guide/blob/main/Azure_Results/ND_H100_v5_results.md
