@@ -126,7 +126,7 @@ LoweredCollective at_least_nccl(const Platform& pf, CollectiveOp op, Algorithm a
 // where its model predicts them fastest, whatever ring or auto would do: those run through the
 // switches instead.
 bool nccl_runs_nvls(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
-  if (!pf.spec().intra_nvls || (a != Algorithm::Ring && a != Algorithm::Auto)) return false;
+  if (!pf.spec().intra_nvls || pf.switch_endpoint(0) < 0 || (a != Algorithm::Ring && a != Algorithm::Auto)) return false;
   const auto nccl = nccl_prediction(pf, op, bytes, r);
   return nccl && (nccl->algo == nccl::Algo::Nvls || nccl->algo == nccl::Algo::NvlsTree);
 }
