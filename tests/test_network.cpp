@@ -275,8 +275,10 @@ TEST(RingChannels, RunAsLockstepChainsOfAtMost64HopsCoveringEveryHop) {
   }
   for (int n : covered) EXPECT_EQ(n, 1);
   EXPECT_EQ(ph.flows.size(), 8u * 1024u);
-  // Lockstep changes nothing when every hop is alike: the NIC hop sets the pace of 2(p-1)/p S/8.
-  EXPECT_NEAR(network::analytical_time(pf, lc), 2.0 * 1023 / 1024 * 1e9 / 8 / 25e9 + 2 * 1023 * 5e-6, 1e-9);
+  // The NIC hop sets the pace of 2(p-1)/p S/8; a chunk's latency is the sum of the 2(p-1) hops it
+  // crosses, at the ring's mean hop: 128 of its 1,024 hops cross nodes (5 us), 896 stay inside.
+  const double mean_hop = (128 * 5e-6 + 896 * c.intra_latency) / 1024;
+  EXPECT_NEAR(network::analytical_time(pf, lc), 2.0 * 1023 / 1024 * 1e9 / 8 / 25e9 + 2 * 1023 * mean_hop, 1e-9);
 }
 
 TEST(RingChannels, StayPlainFlowsWhenHopsShareALink) {
@@ -289,4 +291,20 @@ TEST(RingChannels, StayPlainFlowsWhenHopsShareALink) {
   ASSERT_EQ(lc.phases.size(), 1u);
   EXPECT_TRUE(lc.phases[0].chains.empty());
   EXPECT_EQ(lc.flow_count(), 8u);
+}
+
+TEST(RingLatency, AChunkPaysTheHopsItCrossesNotTheSlowestEveryStep) {
+  // 4 nodes of 8 GPUs, 2 us inside a node and 5 us across: a ring's 32 hops are 4 NIC hops and 28
+  // NVSwitch hops, so a chunk crossing 2 x 31 of them pays 62 x (4 x 5 + 28 x 2) / 32 = 147.25 us
+  // (NCCL's tuning.cc, lines 404-412, counts the same ring as 6 network steps and 56 NVLink
+  // ones: 6 x 5 + 56 x 2 = 142 us), not 62 x 5 = 310 us.
+  network::ClusterSpec c = test::flat_cluster(4);
+  c.gpus_per_node = 8;
+  c.nics_per_node = 8;
+  const network::Platform pf(c);
+  const double t = network::analytical_time(pf, lower(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e-3, 32));
+  EXPECT_NEAR(t, 62 * (4 * 5e-6 + 28 * 2e-6) / 32, 1e-9);
+  // One GPU per node, or one node: every hop alike, the closed form as before.
+  const network::Platform one(test::flat_cluster(8));
+  EXPECT_NEAR(network::analytical_time(one, lower(one, CollectiveOp::AllReduce, Algorithm::Ring, 1e-3, 8)), 14 * 5e-6, 1e-9);
 }

@@ -59,6 +59,10 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
     c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
     c.intra_efficiency = intra.number("efficiency", Range{0.0, 1.0, true}, 1.0);
     if (intra.has("efficiency_points")) c.intra_efficiency_points = intra.efficiency_points("efficiency_points");
+    // The NVSwitches reduce (NVLink SHARP); NCCL's model (inter_node.nccl) says when NVLS runs.
+    c.intra_nvls = intra.boolean("nvls", false);
+    if (c.intra_nvls && c.fabric != network::Fabric::NvSwitch)
+      intra.fail("nvls", "NVLink SHARP reduces in NVSwitches: it needs \"fabric\": \"nvswitch\"");
     intra.finish();
   }
   Reader inter = r.object("inter_node");
@@ -81,6 +85,8 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
     using network::nccl::Gpu, network::nccl::Cpu;
     c.nccl_gpu = gpu == "volta" ? Gpu::Volta : gpu == "ampere" ? Gpu::Ampere : gpu == "hopper" ? Gpu::Hopper : Gpu::Blackwell;
     c.nccl_cpu = cpu == "amd" ? Cpu::Amd : cpu == "arm" ? Cpu::Arm : Cpu::Intel;
+    if (c.intra_nvls && c.nccl_gpu < Gpu::Hopper)
+      inter.fail("nccl", "intra_node.nvls is set, but NCCL runs NVLink SHARP on Hopper or Blackwell GPUs only");
   }
   std::string topo =
       inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch", "torus-2d", "torus-3d"}, "fat-tree");

@@ -75,11 +75,23 @@ class Builder {
     chains_.clear();
     ph.work = std::move(work_);
     work_.clear();
-    ph.latency = std::max(0.0, steps - 1.0) * alpha_ + extra_;
+    // Each step waits for the slowest hop, except in a ring: its chunks move on hop by hop, so a
+    // chunk's latency is the sum of the hops it crosses, `steps` times the ring's mean hop (each
+    // chunk starts elsewhere), of which the chain's flow pays the slowest (NCCL's tuning.cc
+    // counts a ring's intra- and inter-node steps apart the same way, lines 404-412).
+    const double mean_excess = ring_hop_ > 0 ? steps * (ring_hop_ - alpha_) : 0.0;
+    ph.latency = std::max(0.0, std::max(0.0, steps - 1.0) * alpha_ + mean_excess) + extra_;
     out_.phases.push_back(std::move(ph));
     current_.clear();
     alpha_ = 0;
     extra_ = 0;
+    ring_hop_ = 0;
+  }
+  // The phase being built is a ring whose hops (one channel's) have these route latencies.
+  void ring_hops(const std::vector<std::pair<int, int>>& hops) {
+    double sum = 0;
+    for (const auto& [src, dst] : hops) sum += pf_.route_latency(src, dst);
+    if (!hops.empty()) ring_hop_ = std::max(ring_hop_, sum / static_cast<double>(hops.size()));
   }
   LoweredCollective done() {
     end_phase();
@@ -92,7 +104,7 @@ class Builder {
   std::vector<Flow> chained_;
   std::vector<Chain> chains_;
   std::vector<HostWork> work_;
-  double alpha_ = 0, extra_ = 0;
+  double alpha_ = 0, extra_ = 0, ring_hop_ = 0;
   LoweredCollective out_;
 };
 
@@ -149,6 +161,7 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
       }
     }
     b.chain(hops, per_hop);
+    b.ring_hops(hops);
   }
   b.end_phase(passes * (p - 1));
   return b.done();

@@ -45,6 +45,9 @@ LoweredCollective parameter_server(const Platform& pf, double bytes, const std::
 // TensorFlow's central storage: variables in the node's host memory; each GPU sends S over PCIe,
 // the host sums, each GPU reads S back. With `only` one GPU's update alone (Hogwild, EASGD).
 LoweredCollective central_storage(const Platform& pf, double bytes, const std::vector<int>& ranks, int only = -1);
+// NVLink SHARP (nvls.cpp): all-reduce, reduce-scatter or all-gather through each node's switch,
+// which reduces and multicasts; an all-reduce across nodes is NCCL's NVLS tree.
+LoweredCollective nvls(const Platform& pf, taskgraph::CollectiveOp op, double bytes, const std::vector<int>& ranks);
 // Binomial tree, one phase per level, S per edge.
 LoweredCollective binomial(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root);
 

@@ -1,6 +1,7 @@
 #include "sim/network/collectives.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -121,7 +122,17 @@ LoweredCollective at_least_nccl(const Platform& pf, CollectiveOp op, Algorithm a
   return lc;
 }
 
+// On NVLink SHARP nodes NCCL itself picks NVLS (inside a node) or an NVLS tree (across nodes)
+// where its model predicts them fastest, whatever ring or auto would do: those run through the
+// switches instead.
+bool nccl_runs_nvls(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
+  if (!pf.spec().intra_nvls || pf.switch_endpoint(0) < 0 || (a != Algorithm::Ring && a != Algorithm::Auto)) return false;
+  const auto nccl = nccl_prediction(pf, op, bytes, r);
+  return nccl && (nccl->algo == nccl::Algo::Nvls || nccl->algo == nccl::Algo::NvlsTree);
+}
+
 LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
+  if (nccl_runs_nvls(pf, op, a, bytes, r)) return at_least_nccl(pf, op, a, bytes, r, algorithms::nvls(pf, op, bytes, r));
   return at_least_nccl(pf, op, a, bytes, r, lower_algorithm(pf, op, a, bytes, r));
 }
 
@@ -134,7 +145,8 @@ std::optional<nccl::Prediction> nccl_prediction(const Platform& pf, CollectiveOp
     return std::nullopt;
   std::map<int, int> per_node;
   for (int g : r) ++per_node[pf.node_of(g)];
-  if (per_node.size() < 2) return std::nullopt;
+  // Inside one node only where NCCL may run NVLS: elsewhere the node's measured efficiency holds.
+  if (per_node.size() < 2 && !c.intra_nvls) return std::nullopt;
   int widest = 0;
   for (const auto& [node, n] : per_node) widest = std::max(widest, n);
   nccl::Setup s;
@@ -145,6 +157,9 @@ std::optional<nccl::Prediction> nccl_prediction(const Platform& pf, CollectiveOp
   s.nics = std::max(1, std::min(c.nics_per_node, widest));  // as algorithms::ring's channels
   s.nic_GBps = c.nic_bandwidth / 1e9;
   s.nvlink = c.fabric != Fabric::Pcie;
+  s.nvls = c.intra_nvls;
+  // NVLink links per GPU: 25 GB/s per direction each up to NVLink 4, 50 from NVLink 5 (Blackwell).
+  s.nvlinks = std::max(1, static_cast<int>(std::lround(c.intra_bandwidth / (c.nccl_gpu >= nccl::Gpu::Blackwell ? 50e9 : 25e9))));
   return nccl::predict(s, op, bytes);
 }
 
@@ -154,6 +169,7 @@ namespace {
 std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp op, Algorithm a, double bytes,
                                                 const std::vector<int>& ranks) {
   if (a != Algorithm::Auto) return {a, lower_fixed(pf, op, a, bytes, ranks)};
+  if (nccl_runs_nvls(pf, op, a, bytes, ranks)) return {Algorithm::Auto, lower_fixed(pf, op, a, bytes, ranks)};
   if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks)};
   if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
   // Chosen on dtsim's own times: NCCL's floor would make the candidates tie.

@@ -66,11 +66,13 @@ double scaled_time(const Platform& platform, const LoweredCollective& lc, double
 
 // What NCCL's tuning model predicts for this collective on `ranks` (its algorithm, protocol and
 // time), when the cluster names NCCL's GPU generation, gives no inter-node efficiency points and
-// the group spans nodes; lowering makes the collective take at least that long.
+// the group spans nodes, or sits in one node whose switches reduce (`intra_nvls`); lowering makes
+// the collective take at least that long, and runs it through the switches where NCCL picks NVLS.
 std::optional<nccl::Prediction> nccl_prediction(const Platform& platform, taskgraph::CollectiveOp op, double bytes,
                                                 const std::vector<int>& ranks);
 
-// The algorithm `Auto` resolves to for this collective.
+// The algorithm `Auto` resolves to for this collective; `Auto` itself where NCCL runs it as NVLS
+// or an NVLS tree (nccl_prediction names which).
 taskgraph::Algorithm choose(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
                             const std::vector<int>& ranks);
 
@@ -91,8 +93,9 @@ struct FlowBound {
   double flows = 0, widest = 0;
   bool chained = true;
 };
+// `bytes` (when known, else 0) tells where NCCL runs NVLS instead of a ring on NVLink SHARP nodes.
 FlowBound flow_bound(const ClusterSpec& c, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double group_size,
-                     double groups, double per_node);
+                     double groups, double per_node, double bytes = 0);
 
 // nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw x factor.
 double bus_bandwidth_factor(taskgraph::CollectiveOp op, int p);

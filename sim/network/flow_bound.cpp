@@ -8,7 +8,39 @@ namespace dtsim::network {
 using taskgraph::Algorithm;
 using taskgraph::CollectiveOp;
 
-FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double p, double groups, double per_node) {
+namespace {
+
+// Whether NCCL's model runs this collective as NVLS or an NVLS tree (collectives.cpp's choice,
+// from the group's shape alone: `p` ranks, `per_node` of them on each node); with `bytes` 0, at
+// any size (each choice holds over one range of sizes, the lower envelope of lines: sampled at
+// four sizes per octave from 1 B to 1 TiB).
+bool runs_nvls(const ClusterSpec& c, CollectiveOp op, double p, double per_node, double bytes) {
+  if (!c.intra_nvls || c.nccl_gpu == nccl::Gpu::None || !c.inter_efficiency_points.empty() || per_node < 1 ||
+      (op != CollectiveOp::AllReduce && op != CollectiveOp::AllGather && op != CollectiveOp::ReduceScatter))
+    return false;
+  nccl::Setup s;
+  s.gpu = c.nccl_gpu;
+  s.cpu = c.nccl_cpu;
+  s.nodes = static_cast<int>(std::ceil(p / per_node));
+  s.ranks = static_cast<int>(p);
+  s.nics = std::max(1, std::min(c.nics_per_node, static_cast<int>(per_node)));
+  s.nic_GBps = c.nic_bandwidth / 1e9;
+  s.nvls = true;
+  s.nvlinks = std::max(1, static_cast<int>(std::lround(c.intra_bandwidth / (c.nccl_gpu >= nccl::Gpu::Blackwell ? 50e9 : 25e9))));
+  auto nvls_at = [&](double size) {
+    const auto pick = nccl::predict(s, op, size).algo;
+    return pick == nccl::Algo::Nvls || pick == nccl::Algo::NvlsTree;
+  };
+  if (bytes > 0) return nvls_at(bytes);
+  for (int k = 0; k <= 160; ++k)
+    if (nvls_at(std::exp2(k / 4.0))) return true;
+  return false;
+}
+
+}  // namespace
+
+FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double p, double groups, double per_node,
+                     double bytes) {
   FlowBound b;
   if (p < 2 || groups <= 0) return b;
   // Rings and trees run one channel per NIC once a group leaves its node (algorithms.cpp).
@@ -51,6 +83,18 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
       if (reduces) set((5 * channels + 3) * p, 4 * channels * p, true);
       else set(channels * p, channels * p, true);
       break;
+  }
+  // On NVLink SHARP nodes NCCL may run these through the switches instead (nvls.cpp), lowered in
+  // place of the ring.
+  // Each GPU to and from its switch, plus across nodes a ring per local rank (p hops in all).
+  const double nvls_flows = (spans ? 3 : 2) * p;
+  if ((a == Algorithm::Ring || a == Algorithm::Auto) && runs_nvls(c, op, p, per_node, bytes)) {
+    if (bytes > 0) {
+      set(nvls_flows, nvls_flows, false);
+    } else {  // size unknown: either
+      b.flows = std::max(b.flows, nvls_flows * groups);
+      b.widest = std::max(b.widest, nvls_flows * groups);
+    }
   }
   // On a torus a ring over every chip runs dimension by dimension (torus_rings): per pass and
   // dimension, every line of chips sends both ways round, 2 p hops.

@@ -126,6 +126,12 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   }
   host_base_ = num_endpoints();
   for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("host" + std::to_string(n), spec.host_memory_bandwidth, spec.pcie_latency)});
+  // Last, so that no other endpoint's number moves: each NVLink SHARP node's switch, behind a
+  // link as wide as all its GPUs' ports together.
+  if (spec.intra_nvls && spec.fabric == Fabric::NvSwitch && spec.torus_dims.empty()) {
+    nvs_base_ = num_endpoints();
+    for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("nvs" + std::to_string(n), intra * per_node, 0)});
+  }
 }
 
 int Platform::add_endpoint(std::vector<int> links) {
@@ -146,6 +152,7 @@ int Platform::nic_endpoint(int gpu) const {
 
 std::string Platform::endpoint_name(int endpoint) const {
   if (endpoint < spec_.num_gpus()) return "gpu" + std::to_string(endpoint);
+  if (nvs_base_ >= 0 && endpoint >= nvs_base_) return "nvs" + std::to_string(endpoint - nvs_base_);
   if (endpoint >= host_base_) return "host" + std::to_string(endpoint - host_base_);
   if (endpoint >= pcie_base_) return "pcie" + std::to_string(endpoint - pcie_base_);
   if (endpoint >= ps_base_) return "ps" + std::to_string(endpoint - ps_base_);

@@ -26,6 +26,9 @@ struct ClusterSpec {
   // Measured all-reduce efficiency inside one node by buffer size (bytes, fraction of line rate),
   // increasing sizes: NCCL reaches `intra_efficiency` only for large buffers. Empty: always.
   std::vector<std::pair<double, double>> intra_efficiency_points;
+  // NVSwitch nodes whose switches reduce (NVLink SHARP). With `nccl_gpu` set, NCCL's model
+  // decides when a collective runs as NVLS inside a node (or as an NVLS tree across nodes).
+  bool intra_nvls = false;
   // PCIe nodes: what GPU-to-GPU traffic shares on its way through the host (root complex).
   double host_bridge_bandwidth = 0;
   int nics_per_node = 1;
@@ -101,6 +104,9 @@ class Platform {
   // The node's PCIe switch uplink a GPU's host traffic crosses; -1 when each GPU has its own.
   int pcie_switch_link(int gpu) const;
   int host_endpoint(int node) const { return host_base_ + node; }
+  // NVLink SHARP nodes (`intra_nvls`): the node's NVSwitch as an endpoint, which reduces and
+  // multicasts; its own link does not block. -1 elsewhere.
+  int switch_endpoint(int node) const { return nvs_base_ < 0 ? -1 : nvs_base_ + node; }
 
   // How many times its bytes an all-reduce of `bytes` inside one node moves at the links'
   // bandwidth, so that it runs at the measured efficiency for its size (1 when none is given).
@@ -130,7 +136,7 @@ class Platform {
   std::vector<Link> links_;
   std::vector<std::vector<int>> endpoint_links_;
   int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0, switch_base_ = -1;
-  int ring_base_ = -1, rail_base_ = -1, torus_base_ = -1;
+  int ring_base_ = -1, rail_base_ = -1, torus_base_ = -1, nvs_base_ = -1;
   int add_endpoint(std::vector<int> links);
 };
 

@@ -332,7 +332,7 @@ Estimate plan_estimate(const config::Scenario& s, const taskgraph::TaskGraph& g,
         it->second = {2 * shards, shards, false};
       } else {
         it->second = network::flow_bound(s.cluster, c.op, c.algorithm, static_cast<double>(first.size()),
-                                         static_cast<double>(c.groups.size()), per_node);
+                                         static_cast<double>(c.groups.size()), per_node, c.bytes);
       }
       widest = std::max(widest, it->second.flows);
     } else if (backend == Backend::Analytical) {
