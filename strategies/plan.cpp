@@ -117,7 +117,7 @@ void Planner::zero2_reduce(int s, const Layers& layers, int after, double gbytes
   std::vector<int> deps{after};
   auto& comm = last_comm_[static_cast<std::size_t>(s)];
   if (comm >= 0) deps.push_back(comm);
-  comm = collective(CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
+  comm = group_collective(s, CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
 }
 
 bool Planner::ready(int s, const PipeOp& op) const {
@@ -389,6 +389,7 @@ Plan Planner::run() {
     last_compute_.assign(S, -1);
     last_send_.assign(S, -1);
     last_load_ = -1;
+    start_replica();
     for (int it = 0; it < iterations; ++it) {
       if (it > 0) local_optimizer();
       emit_passes();
@@ -441,6 +442,7 @@ Plan Planner::run() {
 
 Plan Planner::finish() {
   const int P = p_.pipeline;
+  order_tasks();
   for (int s = 0; s < P; ++s) {
     plan_.stage_memory.push_back(stage_memory(s));
     plan_.stage_weight_versions.push_back(weight_versions(p_.schedule, P, s));

@@ -154,7 +154,7 @@ int Planner::dense_and_expert_collective(int s, CollectiveOp op, double dense, d
     std::vector<int> deps;
     if (after >= 0) deps.push_back(after);
     if (stream >= 0) deps.push_back(stream);
-    stream = collective(op, std::move(groups), params * bytes_per_param, std::move(deps), label);
+    stream = group_collective(s, op, std::move(groups), params * bytes_per_param, std::move(deps), label);
   };
   one(data_groups(s), dense, dense_label);
   if (experts > 0 && p_.data / p_.expert > 1) one(expert_data_groups(s), experts, expert_label);

@@ -116,7 +116,6 @@ void parse_stragglers(Reader& st, Scenario& s, const std::shared_ptr<Origins>& o
   if (s.parallelism.backup_workers > 0 && s.parallelism.zero_stage > 0)
     st.fail("backup_workers", "dropping late gradients needs replicated optimizer state (zero_stage 0)");
   st.finish();
-  if (s.parallelism.zero_stage > 1) st.fail_here("stragglers are simulated with ZeRO stages 0 and 1 only");
   s.parallelism.all_replicas = true;
 }
 

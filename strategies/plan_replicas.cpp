@@ -1,0 +1,102 @@
+// Every data-parallel replica emitted (stragglers, parallelism.all_replicas) under ZeRO-2 and
+// ZeRO-3, whose collectives over the data-parallel group run inside the passes (each micro-batch's
+// ZeRO-2 reduce-scatter, each layer's ZeRO-3 all-gather and reduce-scatter). Such a collective is
+// one operation all the group's members enter: NCCL starts moving bytes only once every rank
+// has called it, so a slow member holds up everyone in it. Replicas are emitted one after
+// another, so replica 0 creates each of these collectives and every later replica joins the
+// same task at the same point of its passes, adding its own dependencies to it.
+#include <functional>
+#include <queue>
+#include <stdexcept>
+
+#include "strategies/planner.hpp"
+
+namespace dtsim::strategies {
+
+// Joining happens only where a collective over a data-parallel group sits inside the passes.
+bool Planner::replicas_join() const {
+  return p_.all_replicas && p_.updates == Updates::Sync && p_.data > 1 && p_.zero_stage >= 2 && grad_ranks() > 1;
+}
+
+// Each replica's passes start from the state replica 0's started from: its own streams empty.
+// Without this the next replica's first collective would wait for the last one of the replica
+// before (which it joins: a cycle), and its first forward for the previous replica's ZeRO-3
+// end-of-backward synchronisation.
+void Planner::start_replica() {
+  if (!replicas_join()) return;
+  group_collectives_.resize(static_cast<std::size_t>(p_.pipeline));
+  joined_.assign(static_cast<std::size_t>(p_.pipeline), 0);
+  if (d_ == 0) return;
+  last_comm_.assign(static_cast<std::size_t>(p_.pipeline), -1);
+  z3_sync_ = -1;
+  z3_last_rs_ = -1;
+  d2h_ = h2d_ = -1;  // the copy engines of this replica's GPUs
+}
+
+int Planner::group_collective(int s, taskgraph::Collective c, std::vector<int> deps, const std::string& label) {
+  const auto S = static_cast<std::size_t>(s);
+  if (!replicas_join() || S >= group_collectives_.size()) return plan_.graph.add_collective(std::move(c), label, std::move(deps));
+  if (d_ == 0) {
+    const int id = plan_.graph.add_collective(std::move(c), label, std::move(deps));
+    group_collectives_[S].push_back(id);
+    return id;
+  }
+  const std::size_t k = joined_[S]++;
+  if (k >= group_collectives_[S].size()) throw std::logic_error("replica " + std::to_string(d_) + " emits more group collectives than replica 0");
+  const int id = group_collectives_[S][k];
+  auto& task = plan_.graph.tasks[static_cast<std::size_t>(id)];
+  if (task.label() != label || task.collective().bytes != c.bytes || task.collective().groups != c.groups)
+    throw std::logic_error("replica " + std::to_string(d_) + " out of step with replica 0 at " + label);
+  for (int dep : deps) {
+    if (dep == id) continue;
+    bool known = false;
+    for (int have : task.deps) known = known || have == dep;
+    if (!known) task.deps.push_back(dep);
+  }
+  reorder_ = true;
+  return id;
+}
+
+// A joined collective now waits for tasks created after it: renumber the tasks so that each
+// comes after everything it waits for, keeping the emitted order wherever it already did.
+void Planner::order_tasks() {
+  if (!reorder_) return;
+  auto& tasks = plan_.graph.tasks;
+  const std::size_t n = tasks.size();
+  std::vector<int> waiting(n, 0);
+  std::vector<std::vector<int>> after(n);
+  auto edge = [&](int d, std::size_t i) {
+    after[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+    ++waiting[i];
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int d : tasks[i].deps) edge(d, i);
+    for (int d : tasks[i].any_deps) edge(d, i);
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (waiting[i] == 0) ready.push(static_cast<int>(i));
+  std::vector<int> order, new_id(n, -1);
+  order.reserve(n);
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    new_id[static_cast<std::size_t>(i)] = static_cast<int>(order.size());
+    order.push_back(i);
+    for (int j : after[static_cast<std::size_t>(i)])
+      if (--waiting[static_cast<std::size_t>(j)] == 0) ready.push(j);
+  }
+  if (order.size() != n) throw std::logic_error("joined collectives made the task graph cyclic");
+  std::vector<taskgraph::Task> out;
+  out.reserve(n);
+  for (int i : order) {
+    out.push_back(std::move(tasks[static_cast<std::size_t>(i)]));
+    auto& t = out.back();
+    for (int& d : t.deps) d = new_id[static_cast<std::size_t>(d)];
+    for (int& d : t.any_deps) d = new_id[static_cast<std::size_t>(d)];
+    for (int& d : t.after_previous_step) d = new_id[static_cast<std::size_t>(d)];
+  }
+  tasks = std::move(out);
+}
+
+}  // namespace dtsim::strategies
