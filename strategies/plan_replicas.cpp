@@ -30,7 +30,6 @@ void Planner::start_replica() {
   last_comm_.assign(static_cast<std::size_t>(p_.pipeline), -1);
   z3_sync_ = -1;
   z3_last_rs_ = -1;
-  d2h_ = h2d_ = -1;  // the copy engines of this replica's GPUs
 }
 
 int Planner::group_collective(int s, taskgraph::Collective c, std::vector<int> deps, const std::string& label) {

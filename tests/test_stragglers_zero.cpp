@@ -13,7 +13,12 @@ using namespace dtsim;
 namespace {
 
 const char* kZeroModes[] = {R"("zero_stage": 2)", R"("zero_stage": 3)", R"("zero_stage": 3, "framework": "deepspeed")",
-                            R"("fsdp": true)"};
+                            R"("zero_stage": 3, "framework": "fsdp")"};
+
+// FSDP issues each prefetched all-gather when its compute reaches the layer before, so behind a
+// slow GPU the gather starts late and the others also wait for its transfer, which used to hide
+// behind their compute: part of what the step grew by is then exposed communication.
+bool gathers_wait_for_compute(const std::string& zero) { return zero.find("fsdp") != std::string::npos; }
 
 // GPT-2 small on 16 GPUs (two nodes), two micro-batches of 4 per step (so ZeRO-2 reduces the
 // first one's gradients inside the passes); `stragglers` is the stragglers block or empty.
@@ -75,8 +80,12 @@ TEST(StragglersZero, OneSlowGpuHoldsUpEveryZeroCollectiveOfItsGroup) {
     const double extra = (kSlowdown - 1) * calm_gpu.compute;
     EXPECT_GT(slow.step_time_s, calm.step_time_s + 0.5 * extra);
     EXPECT_LE(slow.step_time_s, calm.step_time_s + extra * (1 + 1e-6));
-    // GPU 0 computes as before and waits for GPU 5: the time the step grew by is its straggler wait.
-    EXPECT_NEAR(fast_gpu.straggler_wait, slow.step_time_s - calm.step_time_s, 0.05 * extra);
+    // GPU 0 computes as before and waits for GPU 5: the time the step grew by is its straggler
+    // wait, and the transfers it now waits for.
+    const double grew = slow.step_time_s - calm.step_time_s;
+    EXPECT_GT(fast_gpu.straggler_wait, 0.5 * extra);
+    EXPECT_NEAR(fast_gpu.straggler_wait + fast_gpu.exposed_communication - calm_gpu.exposed_communication, grew, 1e-6 * grew);
+    if (!gathers_wait_for_compute(zero)) EXPECT_NEAR(fast_gpu.straggler_wait, grew, 0.05 * extra);
     EXPECT_NEAR(slow_gpu.straggler_wait, 0.0, 0.01 * extra);
     for (const auto& b : {fast_gpu, slow_gpu}) EXPECT_NEAR(b.total(), slow.step_time_s, 1e-6 * slow.step_time_s);
     test::expect_parts_sum_to_step(slow);
@@ -106,7 +115,9 @@ TEST(StragglersZero, OneSlowGpuOnSimGrid) {
     const double extra = (kSlowdown - 1) * compute;
     EXPECT_GT(ts, tc + 0.5 * extra);
     EXPECT_LE(ts, tc + extra * (1 + 1e-6));
-    EXPECT_NEAR(slow["breakdown_s"]["straggler_wait"].get<double>(), ts - tc, 0.05 * extra);
+    const double wait = slow["breakdown_s"]["straggler_wait"];
+    EXPECT_GT(wait, 0.5 * extra);
+    if (!gathers_wait_for_compute(zero)) EXPECT_NEAR(wait, ts - tc, 0.05 * extra);
     double sum = 0;
     for (const auto& [part, seconds] : slow["breakdown_s"].items()) {
       EXPECT_GE(seconds.get<double>(), 0.0) << part;
@@ -114,5 +125,15 @@ TEST(StragglersZero, OneSlowGpuOnSimGrid) {
     }
     EXPECT_NEAR(sum, ts, 1e-6 * ts);
     EXPECT_EQ(slow["memory"]["peak_bytes"], one["memory"]["peak_bytes"]);
+  }
+}
+
+// Offload's PCIe copies with every replica emitted are not priced together: refused, with where.
+TEST(StragglersZero, OffloadWithZero3StragglersIsRefused) {
+  for (const char* offload : {R"("offload_optimizer": true)", R"("activation_offload": true)"}) {
+    const std::string zero = std::string(R"("zero_stage": 3, )") + offload;
+    EXPECT_EQ(test::input_error_over_base(scenario(zero, "analytical", kOneSlowGpu)),
+              "/stragglers: stragglers with ZeRO stage 2 or 3 are not modelled with offload_optimizer or activation_offload");
+    EXPECT_EQ(test::input_error_over_base(scenario(zero, "analytical", "")), "");
   }
 }
