@@ -15,10 +15,10 @@ namespace {
 const char* kZeroModes[] = {R"("zero_stage": 2)", R"("zero_stage": 3)", R"("zero_stage": 3, "framework": "deepspeed")",
                             R"("zero_stage": 3, "framework": "fsdp")"};
 
-// FSDP issues each prefetched all-gather when its compute reaches the layer before, so behind a
-// slow GPU the gather starts late and the others also wait for its transfer, which used to hide
-// behind their compute: part of what the step grew by is then exposed communication.
-bool gathers_wait_for_compute(const std::string& zero) { return zero.find("fsdp") != std::string::npos; }
+// DeepSpeed and FSDP issue each prefetched all-gather when the compute reaches a layer before its
+// use, so behind a slow GPU the gather starts late and the others also wait for its transfer,
+// which hid behind their compute: part of what the step grew by is then exposed communication.
+bool gathers_wait_for_compute(const std::string& zero) { return zero.find("framework") != std::string::npos; }
 
 // GPT-2 small on 16 GPUs (two nodes), two micro-batches of 4 per step (so ZeRO-2 reduces the
 // first one's gradients inside the passes); `stragglers` is the stragglers block or empty.
