@@ -390,10 +390,12 @@ Plan Planner::run() {
     last_send_.assign(S, -1);
     last_load_ = -1;
     start_replica();
+    in_passes_ = true;
     for (int it = 0; it < iterations; ++it) {
       if (it > 0) local_optimizer();
       emit_passes();
     }
+    in_passes_ = false;
     replica_final_.push_back(final_backward_);
     replica_first_forward_.push_back(first_forward_);
     replica_last_.push_back(last_compute_);

@@ -13,10 +13,16 @@
 
 namespace dtsim::strategies {
 
-// Joining happens only where a collective over a data-parallel group sits inside the passes.
+// Joining happens only where a collective over a data-parallel group sits inside the passes, and
+// for expert parallelism's all-to-alls, which span the replicas of an expert-parallel group.
 bool Planner::replicas_join() const {
-  return p_.all_replicas && p_.updates == Updates::Sync && p_.data > 1 && p_.zero_stage >= 2 && grad_ranks() > 1;
+  if (!p_.all_replicas || p_.updates != Updates::Sync || p_.data <= 1) return false;
+  return (p_.zero_stage >= 2 && grad_ranks() > 1) || p_.expert > 1;
 }
+
+// Lane 0: the collectives over the data-parallel groups, which replica 0 creates. Lane 1 + b: the
+// all-to-alls of expert-parallel group b (replicas b E to b E + E - 1), which its first creates.
+int Planner::lane_creator(int lane) const { return lane == 0 ? 0 : (lane - 1) * p_.expert; }
 
 // Each replica's passes start from the state replica 0's started from: its own streams empty.
 // Without this the next replica's first collective would wait for the last one of the replica
@@ -24,28 +30,27 @@ bool Planner::replicas_join() const {
 // end-of-backward synchronisation.
 void Planner::start_replica() {
   if (!replicas_join()) return;
-  group_collectives_.resize(static_cast<std::size_t>(p_.pipeline));
-  joined_.assign(static_cast<std::size_t>(p_.pipeline), 0);
+  joined_.clear();
   if (d_ == 0) return;
   last_comm_.assign(static_cast<std::size_t>(p_.pipeline), -1);
   z3_sync_ = -1;
   z3_last_rs_ = -1;
 }
 
-int Planner::group_collective(int s, taskgraph::Collective c, std::vector<int> deps, const std::string& label) {
-  const auto S = static_cast<std::size_t>(s);
-  if (!replicas_join() || S >= group_collectives_.size()) return plan_.graph.add_collective(std::move(c), label, std::move(deps));
-  if (d_ == 0) {
+int Planner::group_collective(int s, taskgraph::Collective c, std::vector<int> deps, const std::string& label, int lane) {
+  if (!replicas_join() || !in_passes_) return plan_.graph.add_collective(std::move(c), label, std::move(deps));
+  auto& made = group_collectives_[{s, lane}];
+  if (d_ == lane_creator(lane)) {
     const int id = plan_.graph.add_collective(std::move(c), label, std::move(deps));
-    group_collectives_[S].push_back(id);
+    made.push_back(id);
     return id;
   }
-  const std::size_t k = joined_[S]++;
-  if (k >= group_collectives_[S].size()) throw std::logic_error("replica " + std::to_string(d_) + " emits more group collectives than replica 0");
-  const int id = group_collectives_[S][k];
+  const std::size_t k = joined_[{s, lane}]++;
+  if (k >= made.size()) throw std::logic_error("replica " + std::to_string(d_) + " emits more group collectives than the one it joins");
+  const int id = made[k];
   auto& task = plan_.graph.tasks[static_cast<std::size_t>(id)];
   if (task.label() != label || task.collective().bytes != c.bytes || task.collective().groups != c.groups)
-    throw std::logic_error("replica " + std::to_string(d_) + " out of step with replica 0 at " + label);
+    throw std::logic_error("replica " + std::to_string(d_) + " out of step with the replica it joins at " + label);
   for (int dep : deps) {
     if (dep == id) continue;
     bool known = false;

@@ -52,7 +52,8 @@ class Planner {
   // groups in the passes is one task every replica joins.
   bool replicas_join() const;
   void start_replica();
-  int group_collective(int s, taskgraph::Collective c, std::vector<int> deps, const std::string& label);
+  int group_collective(int s, taskgraph::Collective c, std::vector<int> deps, const std::string& label, int lane = 0);
+  int lane_creator(int lane) const;
   int group_collective(int s, CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label) {
     return group_collective(s, {op, p_.algorithm, std::move(groups), bytes}, std::move(deps), label);
   }
@@ -162,11 +163,11 @@ class Planner {
   std::map<int, std::vector<int>> expert_groups_, expert_data_groups_;
   std::map<std::tuple<bool, const models::Layer*, int>, std::array<int, 4>> moe_works_;
   std::map<int, int> last_slow_;
-  // Per stage, replica 0's collectives over data-parallel groups in the passes, in order, and how
-  // many of them the replica being emitted has joined; whether any task waits for a later one.
-  std::vector<std::vector<int>> group_collectives_;
-  std::vector<std::size_t> joined_;
-  bool reorder_ = false;
+  // Per stage and lane, the collectives the passes of the lane's first replica created, in order,
+  // and how many of them the replica being emitted has joined; whether any task waits for a later one.
+  std::map<std::pair<int, int>, std::vector<int>> group_collectives_;  // by (stage, lane), plan_replicas.cpp
+  std::map<std::pair<int, int>, std::size_t> joined_;
+  bool reorder_ = false, in_passes_ = false;
 };
 
 }  // namespace dtsim::strategies

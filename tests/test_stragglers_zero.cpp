@@ -137,3 +137,92 @@ TEST(StragglersZero, OffloadWithZero3StragglersIsRefused) {
     EXPECT_EQ(test::input_error_over_base(scenario(zero, "analytical", "")), "");
   }
 }
+
+namespace {
+
+// A small MoE transformer (4 blocks of 16 SwiGLU experts, top-2) on two DGX H100 nodes, data 16
+// and expert 8: two expert-parallel groups, GPUs 0-7 and 8-15.
+std::string moe_scenario(const std::string& parallelism, const std::string& backend, const std::string& stragglers) {
+  return R"({"name": "moe", "model": {"kind": "transformer", "num_layers": 4, "hidden_size": 1024, "num_heads": 8,
+      "ffn_hidden_size": 2048, "seq_len": 1024, "vocab_size": 1000, "mlp": "swiglu", "tied_embeddings": false,
+      "linear_bias": false, "dropout": false, "num_experts": 16, "experts_per_token": 2, "expert_ffn_hidden_size": 2048},
+    "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+    "parallelism": {"data": 16, "expert": 8, "micro_batch_size": 2, )" + parallelism + R"(},
+    "training": {"global_batch_size": 64, "attention": "flash"}, "simulation": {"backend": ")" + backend + "\"}" +
+         (stragglers.empty() ? "" : ", \"stragglers\": " + stragglers) + "}";
+}
+
+results::Result moe(const std::string& parallelism, const std::string& stragglers) {
+  test::TempDir dir;
+  return results::simulate(config::load_scenario(dir.file("moe.json", moe_scenario(parallelism, "analytical", stragglers))));
+}
+
+std::size_t all_to_alls(const results::Result& r) {
+  std::size_t n = 0;
+  for (const auto& t : r.plan.graph.tasks) n += t.is_collective && t.collective().op == taskgraph::CollectiveOp::AllToAll ? 1 : 0;
+  return n;
+}
+
+const char* kMoeZero[] = {R"("zero_stage": 0)", R"("zero_stage": 2)", R"("zero_stage": 3)"};
+
+}  // namespace
+
+// Every replica emitted: the replicas of one expert-parallel group join its all-to-alls (one per
+// group where the representative's one named both groups), and the step is the representative's.
+TEST(StragglersExperts, EveryReplicaJoiningItsGroupsAllToAllsGivesTheRepresentativeStep) {
+  for (const char* zero : kMoeZero) {
+    SCOPED_TRACE(zero);
+    auto one = moe(zero, ""), every = moe(zero, R"({"seed": 1})");
+    ASSERT_EQ(every.plan.replicas, 16);
+    EXPECT_GT(all_to_alls(one), 0u);
+    EXPECT_EQ(all_to_alls(every), 2 * all_to_alls(one));
+    EXPECT_NEAR(every.step_time_s, one.step_time_s, 1e-9 * one.step_time_s);
+    EXPECT_EQ(every.plan.memory.peak(), one.plan.memory.peak());
+    test::expect_parts_sum_to_step(every);
+  }
+}
+
+// GPU 5 at 1/k speed: its expert group waits for it at every all-to-all, the other group at the
+// gradient synchronisation; either way the step grows by at most its extra compute.
+TEST(StragglersExperts, OneSlowGpuHoldsUpItsExpertGroup) {
+  for (const char* zero : kMoeZero) {
+    SCOPED_TRACE(zero);
+    auto calm = moe(zero, R"({"seed": 1})"), slow = moe(zero, kOneSlowGpu);
+    const auto calm_gpu = gpu_breakdown(calm, 0), slow_gpu = gpu_breakdown(slow, 5);
+    const auto same_group = gpu_breakdown(slow, 0), other_group = gpu_breakdown(slow, 8);
+    EXPECT_NEAR(slow_gpu.compute, kSlowdown * calm_gpu.compute, 1e-6 * calm_gpu.compute);
+    const double extra = (kSlowdown - 1) * calm_gpu.compute, grew = slow.step_time_s - calm.step_time_s;
+    EXPECT_GT(grew, 0.5 * extra);
+    EXPECT_LE(grew, extra * (1 + 1e-6));
+    EXPECT_GT(same_group.straggler_wait, 0.5 * extra);
+    EXPECT_GT(other_group.straggler_wait, 0.5 * extra);
+    EXPECT_NEAR(slow_gpu.straggler_wait, 0.0, 0.01 * extra);
+    for (const auto& b : {same_group, other_group, slow_gpu}) EXPECT_NEAR(b.total(), slow.step_time_s, 1e-6 * slow.step_time_s);
+    test::expect_parts_sum_to_step(slow);
+    EXPECT_EQ(slow.plan.memory.peak(), calm.plan.memory.peak());
+  }
+}
+
+TEST(StragglersExperts, SameStepOnSimGrid) {
+  test::TempDir dir;
+  auto run = [&](const std::string& name, const std::string& stragglers) {
+    const auto o = test::run_dtsim(
+        {"run", dir.file(name + ".json", moe_scenario(R"("zero_stage": 3)", "simgrid", stragglers)), "--format", "json", "-o", dir.path(name)}, dir);
+    EXPECT_EQ(o.code, 0) << o.err;
+    return o.code == 0 ? nlohmann::json::parse(o.out)["step_time_s"].get<double>() : -1.0;
+  };
+  const double one = run("one", ""), calm = run("calm", R"({"seed": 1})"), slow = run("slow", kOneSlowGpu);
+  EXPECT_NEAR(calm, one, 1e-9 * one);
+  EXPECT_GT(slow, calm);
+}
+
+// The skewed router's most loaded GPU is stood for by another replica's GPU: refused.
+TEST(StragglersExperts, SkewedRouterWithStragglersIsRefused) {
+  test::TempDir dir;
+  try {
+    config::load_scenario(dir.file("moe.json", moe_scenario(R"("expert_skew": 0.3)", "analytical", kOneSlowGpu)));
+    ADD_FAILURE() << "loaded";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.pointer() + ": " + e.reason(), "/stragglers: stragglers with expert parallelism are modelled with an even router: leave expert_skew at 0");
+  }
+}
