@@ -1,10 +1,11 @@
-// Every data-parallel replica emitted (stragglers, parallelism.all_replicas) under ZeRO-2 and
-// ZeRO-3, whose collectives over the data-parallel group run inside the passes (each micro-batch's
-// ZeRO-2 reduce-scatter, each layer's ZeRO-3 all-gather and reduce-scatter). Such a collective is
-// one operation all the group's members enter: NCCL starts moving bytes only once every rank
-// has called it, so a slow member holds up everyone in it. Replicas are emitted one after
-// another, so replica 0 creates each of these collectives and every later replica joins the
-// same task at the same point of its passes, adding its own dependencies to it.
+// Every data-parallel replica emitted (stragglers, parallelism.all_replicas) where collectives
+// spanning replicas run inside the passes: under ZeRO-2 and ZeRO-3 over the data-parallel group
+// (each micro-batch's ZeRO-2 reduce-scatter, each layer's ZeRO-3 all-gather and reduce-scatter),
+// under expert parallelism over the expert-parallel group (each MoE layer's all-to-alls). Such a
+// collective is one operation all the group's members enter: NCCL starts moving bytes only once
+// every rank has called it, so a slow member holds up everyone in it. Replicas are emitted one
+// after another, so the first replica of the group creates each of these collectives and every
+// later one joins the same task at the same point of its passes, adding its own dependencies.
 #include <functional>
 #include <queue>
 #include <stdexcept>

@@ -1,5 +1,6 @@
-// Stragglers under ZeRO-2 and ZeRO-3 (Megatron's, DeepSpeed's and FSDP's): every replica emitted
-// joins the one collective over its data-parallel group, so a slow GPU holds up the whole group.
+// Stragglers under ZeRO-2 and ZeRO-3 (Megatron's, DeepSpeed's and FSDP's) and expert parallelism:
+// every replica emitted joins the one collective over its data- or expert-parallel group, so a
+// slow GPU holds up the whole group.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
