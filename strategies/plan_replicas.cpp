@@ -14,11 +14,12 @@
 
 namespace dtsim::strategies {
 
-// Joining happens only where a collective over a data-parallel group sits inside the passes, and
-// for expert parallelism's all-to-alls, which span the replicas of an expert-parallel group.
+// Joining happens only where a collective over a data-parallel group sits inside the passes
+// (ZeRO-2/3; PipeDream's all-reduce after every backward), and for expert parallelism's
+// all-to-alls, which span the replicas of an expert-parallel group.
 bool Planner::replicas_join() const {
   if (!p_.all_replicas || p_.updates != Updates::Sync || p_.data <= 1) return false;
-  return (p_.zero_stage >= 2 && grad_ranks() > 1) || p_.expert > 1;
+  return ((p_.zero_stage >= 2 || p_.schedule == Schedule::PipeDream) && grad_ranks() > 1) || p_.expert > 1;
 }
 
 // Lane 0: the collectives over the data-parallel groups, which replica 0 creates. Lane 1 + b: the

@@ -64,8 +64,8 @@ void Planner::update_after_backward(int s, int after) {
   if (grad_ranks() > 1) {
     std::vector<int> deps{after};
     if (last_comm_[si] >= 0) deps.push_back(last_comm_[si]);
-    ready = last_comm_[si] = collective(CollectiveOp::AllReduce, data_groups(s),
-                                        layer_params(mine) * grad_bytes_per_param(t_.precision), deps, "pipedream all_reduce");
+    ready = last_comm_[si] = group_collective(s, CollectiveOp::AllReduce, data_groups(s),
+                                              layer_params(mine) * grad_bytes_per_param(t_.precision), deps, "pipedream all_reduce");
   }
   taskgraph::Work w;
   w.name = "optimizer";

@@ -227,3 +227,20 @@ TEST(StragglersExperts, SkewedRouterWithStragglersIsRefused) {
     EXPECT_EQ(e.pointer() + ": " + e.reason(), "/stragglers: stragglers with expert parallelism are modelled with an even router: leave expert_skew at 0");
   }
 }
+
+// PipeDream all-reduces each stage's gradients after every backward: one collective the stage's
+// replicas join, as ZeRO-2's reduce-scatters (each replica's own all-reduce over the whole group,
+// queued behind the replica before's, made the step 2.5 times the representative's).
+TEST(StragglersPipeDream, EveryReplicaJoiningEachAllReduceGivesTheRepresentativeStep) {
+  const std::string p = R"("pipeline": 2, "micro_batch_size": 2, "pipeline_schedule": "pipedream", "data": 8)";
+  auto run = [&](const std::string& stragglers) {
+    return test::simulate_over_base(R"({"extends": "base.json", "cluster": {"nodes": 2}, "parallelism": {)" + p +
+                                    R"(}, "training": {"global_batch_size": 128}, "simulation": {"backend": "analytical"})" +
+                                    (stragglers.empty() ? "" : ", \"stragglers\": " + stragglers) + "}");
+  };
+  auto one = run(""), every = run(R"({"seed": 1})"), slow = run(kOneSlowGpu);
+  ASSERT_EQ(every.plan.replicas, 8);
+  EXPECT_NEAR(every.step_time_s, one.step_time_s, 1e-9 * one.step_time_s);
+  EXPECT_GT(slow.step_time_s, every.step_time_s);
+  test::expect_parts_sum_to_step(slow);
+}
