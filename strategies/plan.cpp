@@ -91,7 +91,7 @@ void Planner::zero2_reduce(int s, const Layers& layers, int after, double gbytes
   std::vector<int> deps{after};
   auto& comm = last_comm_[static_cast<std::size_t>(s)];
   if (comm >= 0) deps.push_back(comm);
-  comm = collective(CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
+  comm = group_collective(s, CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
 }
 
 bool Planner::ready(int s, const PipeOp& op) const {
@@ -289,10 +289,13 @@ Plan Planner::run() {
     last_compute_.assign(S, -1);
     last_send_.assign(S, -1);
     last_load_ = -1;
+    start_replica();
+    in_passes_ = true;
     for (int it = 0; it < iterations; ++it) {
       if (it > 0) local_optimizer();
       emit_passes();
     }
+    in_passes_ = false;
     replica_final_.push_back(final_backward_);
     replica_first_forward_.push_back(first_forward_);
     replica_last_.push_back(last_compute_);
@@ -341,6 +344,7 @@ Plan Planner::run() {
 
 Plan Planner::finish() {
   const int P = p_.pipeline;
+  order_tasks();
   for (int s = 0; s < P; ++s) {
     plan_.stage_memory.push_back(stage_memory(s));
     plan_.stage_weight_versions.push_back(weight_versions(p_.schedule, P, s));

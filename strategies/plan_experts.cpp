@@ -93,9 +93,18 @@ int Planner::layer_pass(int s, int chunk, bool forward, const models::Layer* l, 
   }
   const auto& w = it->second;
   const int before = compute(s, w[0], std::move(deps), what + (forward ? " before dispatch" : " before combine"));
+  // With every replica emitted, the replicas of one expert-parallel group join its all-to-all.
+  const bool every = replicas_join();
   auto all_to_all = [&](std::vector<int> after, const std::string& label) {
-    return plan_.graph.add_collective({CollectiveOp::AllToAll, taskgraph::Algorithm::Direct, expert_groups(s), l->experts.dispatch_bytes},
-                                      label + " " + l->name + tag, std::move(after));
+    std::vector<int> groups = expert_groups(s);
+    if (every) {
+      const int per_t = p_.data / p_.expert, block = d_ / p_.expert;
+      std::vector<int> mine;
+      for (int t = 0; t < p_.tensor; ++t) mine.push_back(groups[static_cast<std::size_t>(t * per_t + block)]);
+      groups = std::move(mine);
+    }
+    return group_collective(s, {CollectiveOp::AllToAll, taskgraph::Algorithm::Direct, std::move(groups), l->experts.dispatch_bytes},
+                            std::move(after), label + " " + l->name + tag, every ? 1 + d_ / p_.expert : 0);
   };
   const int first = all_to_all({before}, forward ? "dispatch" : "combine grad");
   std::vector<int> done{compute(s, w[1], {first}, what + " experts")};
@@ -154,7 +163,7 @@ int Planner::dense_and_expert_collective(int s, CollectiveOp op, double dense, d
     std::vector<int> deps;
     if (after >= 0) deps.push_back(after);
     if (stream >= 0) deps.push_back(stream);
-    stream = collective(op, std::move(groups), params * bytes_per_param, std::move(deps), label);
+    stream = group_collective(s, op, std::move(groups), params * bytes_per_param, std::move(deps), label);
   };
   one(data_groups(s), dense, dense_label);
   if (experts > 0 && p_.data / p_.expert > 1) one(expert_data_groups(s), experts, expert_label);

@@ -30,7 +30,7 @@ bool Planner::framework_zero3() const {
 int Planner::sharded_collective(int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label) {
   taskgraph::Collective c{op, p_.algorithm, data_groups(s), bytes};
   c.launch_s = p_.framework.collective_launch_s;
-  return plan_.graph.add_collective(std::move(c), label, std::move(deps));
+  return group_collective(s, std::move(c), std::move(deps), label);
 }
 
 // A pass of ZeRO-3 split where it waits for gathers: DeepSpeed's hooks gather per sub-module, so

@@ -48,8 +48,8 @@ void Planner::emit_weight_pass(int s, std::size_t index, const PipeOp& op) {
     std::vector<int> deps{last};
     if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
     last_comm_[static_cast<std::size_t>(s)] =
-        collective(CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * grad_bytes_per_param(t_.precision),
-                   deps, "zero2 reduce c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
+        group_collective(s, CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * grad_bytes_per_param(t_.precision),
+                         deps, "zero2 reduce c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
   }
 }
 
@@ -64,8 +64,8 @@ void Planner::update_after_backward(int s, int after) {
   if (grad_ranks() > 1) {
     std::vector<int> deps{after};
     if (last_comm_[si] >= 0) deps.push_back(last_comm_[si]);
-    ready = last_comm_[si] = collective(CollectiveOp::AllReduce, data_groups(s),
-                                        layer_params(mine) * grad_bytes_per_param(t_.precision), deps, "pipedream all_reduce");
+    ready = last_comm_[si] = group_collective(s, CollectiveOp::AllReduce, data_groups(s),
+                                              layer_params(mine) * grad_bytes_per_param(t_.precision), deps, "pipedream all_reduce");
   }
   taskgraph::Work w;
   w.name = "optimizer";

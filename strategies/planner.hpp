@@ -49,6 +49,16 @@ class Planner {
   int pass_work(bool forward, int chunk, const models::Layer* layer, int tpg);
   int send(int from, int to, int after, double tensor_bytes, const std::string& label);
   int collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label);
+  // Every replica emitted under ZeRO-2/3 (plan_replicas.cpp): a collective over the data-parallel
+  // groups in the passes is one task every replica joins.
+  bool replicas_join() const;
+  void start_replica();
+  int group_collective(int s, taskgraph::Collective c, std::vector<int> deps, const std::string& label, int lane = 0);
+  int lane_creator(int lane) const;
+  int group_collective(int s, CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label) {
+    return group_collective(s, {op, p_.algorithm, std::move(groups), bytes}, std::move(deps), label);
+  }
+  void order_tasks();
   // ZeRO-2 keeps only its shard of the gradients, so every micro-batch but the last reduces them.
   void zero2_reduce(int s, const Layers& layers, int after, double gbytes, const std::string& tag);
   bool ready(int s, const PipeOp& op) const;
@@ -154,6 +164,11 @@ class Planner {
   std::map<int, std::vector<int>> expert_groups_, expert_data_groups_;
   std::map<std::tuple<bool, const models::Layer*, int>, std::array<int, 4>> moe_works_;
   std::map<int, int> last_slow_;
+  // Per stage and lane, the collectives the passes of the lane's first replica created, in order,
+  // and how many of them the replica being emitted has joined; whether any task waits for a later one.
+  std::map<std::pair<int, int>, std::vector<int>> group_collectives_;  // by (stage, lane), plan_replicas.cpp
+  std::map<std::pair<int, int>, std::size_t> joined_;
+  bool reorder_ = false, in_passes_ = false;
 };
 
 }  // namespace dtsim::strategies

@@ -187,6 +187,18 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
     if (edp && p.zero_stage == 2) tasks += replicas * micro * chunks;
     if (edp && zero3) tasks += replicas * micro * 3 * moe_layers;
   }
+  // Every replica simulated (synchronous): the replicas join one task for each collective of the
+  // passes over their data-parallel group (ZeRO-2's reduces but the last micro-batch's, ZeRO-3's,
+  // PipeDream's all-reduces) and over their expert-parallel group (the all-to-alls), counted above
+  // once per replica (strategies/plan_replicas.cpp).
+  if (sync && p.all_replicas && D > 1) {
+    double joined = 0;  // per replica
+    if (G > 1 && p.zero_stage == 2) joined += (micro - 1) * chunks * (edp ? 2 : 1);
+    if (zero3) joined += micro * (framework_zero3 ? z3_gathers + z3_reduces : 3 * layers + (edp ? 3 * moe_layers : 0));
+    if (G > 1 && p.schedule == strategies::Schedule::PipeDream) joined += micro * P;
+    tasks -= (replicas - 1) * joined;
+    if (ep) tasks -= (replicas - D / p.expert) * micro * moe_layers * (4 + (p.recompute == strategies::Recompute::Full ? 2 : 0));
+  }
   tasks *= steps;
 
   // Data-parallel groups hold every (T x C x P)-th GPU (tensor, context, then pipeline, then
