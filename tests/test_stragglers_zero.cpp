@@ -86,7 +86,9 @@ TEST(StragglersZero, OneSlowGpuHoldsUpEveryZeroCollectiveOfItsGroup) {
     const double grew = slow.step_time_s - calm.step_time_s;
     EXPECT_GT(fast_gpu.straggler_wait, 0.5 * extra);
     EXPECT_NEAR(fast_gpu.straggler_wait + fast_gpu.exposed_communication - calm_gpu.exposed_communication, grew, 1e-6 * grew);
-    if (!gathers_wait_for_compute(zero)) EXPECT_NEAR(fast_gpu.straggler_wait, grew, 0.05 * extra);
+    if (!gathers_wait_for_compute(zero)) {
+      EXPECT_NEAR(fast_gpu.straggler_wait, grew, 0.05 * extra);
+    }
     EXPECT_NEAR(slow_gpu.straggler_wait, 0.0, 0.01 * extra);
     for (const auto& b : {fast_gpu, slow_gpu}) EXPECT_NEAR(b.total(), slow.step_time_s, 1e-6 * slow.step_time_s);
     test::expect_parts_sum_to_step(slow);
@@ -118,7 +120,9 @@ TEST(StragglersZero, OneSlowGpuOnSimGrid) {
     EXPECT_LE(ts, tc + extra * (1 + 1e-6));
     const double wait = slow["breakdown_s"]["straggler_wait"];
     EXPECT_GT(wait, 0.5 * extra);
-    if (!gathers_wait_for_compute(zero)) EXPECT_NEAR(wait, ts - tc, 0.05 * extra);
+    if (!gathers_wait_for_compute(zero)) {
+      EXPECT_NEAR(wait, ts - tc, 0.05 * extra);
+    }
     double sum = 0;
     for (const auto& [part, seconds] : slow["breakdown_s"].items()) {
       EXPECT_GE(seconds.get<double>(), 0.0) << part;
