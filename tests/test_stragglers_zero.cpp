@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "run_dtsim.hpp"
 #include "scenario_helpers.hpp"
@@ -243,4 +244,36 @@ TEST(StragglersPipeDream, EveryReplicaJoiningEachAllReduceGivesTheRepresentative
   EXPECT_NEAR(every.step_time_s, one.step_time_s, 1e-9 * one.step_time_s);
   EXPECT_GT(slow.step_time_s, every.step_time_s);
   test::expect_parts_sum_to_step(slow);
+}
+
+// Tensor parallelism 2 on SimGrid: GPU 5 is tensor rank 1 of the group {4, 5}, whose compute runs
+// on GPU 4's host. Throttled for the first 50 ms, it slows the group as GPU 4's throttle does,
+// and the report names it.
+TEST(StragglersTensor, AThrottledTensorRankSlowsItsGroupOnSimGrid) {
+  test::TempDir dir;
+  dir.file("base.json", test::kValidScenario);
+  auto run = [&](const std::string& name, const std::string& stragglers) {
+    const std::string json = R"({"extends": "base.json", "cluster": {"nodes": 2},
+        "parallelism": {"data": 8, "tensor": 2, "micro_batch_size": 4},
+        "simulation": {"backend": "simgrid", "steps": 2}, "stragglers": )" + stragglers + "}";
+    const auto o = test::run_dtsim({"run", dir.file(name + ".json", json), "--format", "json", "-o", dir.path(name)}, dir);
+    EXPECT_EQ(o.code, 0) << o.err;
+    return o.code == 0 ? nlohmann::json::parse(o.out) : nlohmann::json{};
+  };
+  auto throttle = [](int gpu) {
+    return R"({"throttles": [{"gpu": )" + std::to_string(gpu) + R"(, "start_s": 0, "duration_s": 0.05, "slowdown": 2}]})";
+  };
+  const auto calm = run("calm", R"({"seed": 1})"), first = run("first", throttle(4)), second = run("second", throttle(5));
+  ASSERT_FALSE(calm.is_null() || first.is_null() || second.is_null());
+  const double tc = calm["step_time_s"], t4 = first["step_time_s"], t5 = second["step_time_s"];
+  EXPECT_GT(t5, 1.1 * tc);
+  EXPECT_NEAR(t5, t4, 1e-12 * t4);
+  auto named = [](const nlohmann::json& r) {
+    std::set<int> gpus;
+    for (const auto& c : r["stragglers"]["critical_gpus"]) gpus.insert(c["gpu"].get<int>());
+    return gpus;
+  };
+  EXPECT_TRUE(named(second).count(5));
+  EXPECT_FALSE(named(second).count(4));
+  EXPECT_TRUE(named(first).count(4));
 }

@@ -128,9 +128,12 @@ Result simulate(const config::Scenario& s) {
   if (steps > 1) r.repeated = repeat_steps(g, steps, step_of, s.parallelism.staleness_bound);
   const taskgraph::TaskGraph& replayed = steps > 1 ? r.repeated : g;
   replay::TaskScales scales;
-  if (s.stragglers.enabled) scales = task_scales(replayed, step_of, steps, s.stragglers);
+  // Compute tasks run on each tensor x context group's first GPU, at the slowest member's pace.
+  const int group = s.parallelism.tensor * s.parallelism.context;
+  if (s.stragglers.enabled) scales = task_scales(replayed, step_of, steps, s.stragglers, group);
   replay::Variability variability;
-  for (const auto& t : s.stragglers.throttles) variability.throttles.push_back({t.gpu, t.start_s, t.duration_s, t.slowdown});
+  variability.throttles = group_throttles(s.stragglers, group);
+  // A flap stays on the NIC of the GPU given: every member's flows cross its own NIC.
   for (const auto& f : s.stragglers.flapping_links)
     variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction, f.degraded_latency_s});
   replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
@@ -147,7 +150,7 @@ Result simulate(const config::Scenario& s) {
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
   if (r.timeline.steps_replayed == 0) r.timeline.steps_replayed = steps;
   if (steps > 1) {
-    r.steps = report_steps(replayed, r.timeline, step_of, steps);
+    r.steps = report_steps(replayed, r.timeline, step_of, steps, s.stragglers.enabled ? &scales : nullptr, &s.stragglers, group);
     r.step_time_s = r.steps->mean;
   }
   // Share of compute time priced from measurements, over the compute tasks the replay ran.
