@@ -114,10 +114,13 @@ Result simulate(const config::Scenario& s) {
       r.work_comm_seconds[w] += t;
     }
     r.work_seconds[w] += r.work_comm_seconds[w] + g.works[w].fixed_seconds;
-    // PCIe copies of all the GPUs the task stands for, together on the host links.
-    if (const auto& wk = g.works[w]; wk.copy_bytes > 0)
+    // PCIe copies of all the GPUs the task stands for, together on the host links, and of the
+    // other replicas' GPUs copying the same at the same moment (SimGrid's flows share them).
+    if (const auto& wk = g.works[w]; wk.copy_bytes > 0) {
+      const int together = wk.copy_together_group >= 0 ? wk.copy_together_group : wk.copy_group;
       r.work_seconds[w] += network::analytical_time(
-          platform, network::lower_host_copy(platform, wk.copy_bytes, g.groups[static_cast<std::size_t>(wk.copy_group)], wk.copy_to_host));
+          platform, network::lower_host_copy(platform, wk.copy_bytes, g.groups[static_cast<std::size_t>(together)], wk.copy_to_host));
+    }
   }
   const int steps = s.steps_simulated;
   if (static_cast<double>(g.tasks.size()) * steps > kMaxTasks)  // check_budget's estimate is meant to catch it first
