@@ -203,25 +203,34 @@ void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cros
   z3_sync_ = f.sync_after_backward ? z3_last_rs_ : -1;
 }
 
-// A PCIe transfer on one of the GPU's copy engines (`stream`: the last copy that way). Every GPU
-// the representative stands for copies the same at the same time: the replay prices them
-// together on the host links, where GPUs behind one PCIe switch or host share bandwidth.
-int Planner::pcie_copy(int s, double bytes, std::vector<int> deps, int& stream, const std::string& label) {
+// A PCIe transfer on one of the GPU's copy engines, after the last copy that way of the replica
+// being emitted (a replica's copies never queue behind another's: its GPUs have their own
+// engines). Every GPU the representative stands for copies the same at the same time: the
+// replay prices them together on the host links, where GPUs behind one PCIe switch or host share
+// bandwidth.
+int Planner::pcie_copy(int s, double bytes, std::vector<int> deps, bool to_host, const std::string& label) {
+  int& stream = copy_streams_.try_emplace(d_, std::array<int, 2>{-1, -1}).first->second[to_host ? 1 : 0];
   if (stream >= 0) deps.push_back(stream);
-  auto [group, fresh] = copy_groups_.try_emplace({d_, s}, -1);
-  if (fresh) {
+  auto gpus_of = [&](int from, int to) {
     std::vector<int> gpus;
-    const bool own_tasks = plan_.replicas > 1;  // each replica has its own tasks: its GPUs alone
-    for (int d = own_tasks ? d_ : 0; d < (own_tasks ? d_ + 1 : p_.data); ++d)
+    for (int d = from; d < to; ++d)
       for (int t = 0; t < p_.tensor; ++t)
         for (int c = 0; c < p_.context; ++c) gpus.push_back(place_.gpu(d, s, t, c));
-    group->second = plan_.graph.add_group(std::move(gpus));
-  }
+    return plan_.graph.add_group(std::move(gpus));
+  };
+  const bool own_tasks = plan_.replicas > 1;  // each replica has its own tasks: its GPUs alone
+  auto [group, fresh] = copy_groups_.try_emplace({d_, s}, -1);
+  if (fresh) group->second = own_tasks ? gpus_of(d_, d_ + 1) : gpus_of(0, p_.data);
   taskgraph::Work w;
   w.name = "pcie copy";
   w.copy_bytes = bytes;
-  w.copy_to_host = &stream == &d2h_;
+  w.copy_to_host = to_host;
   w.copy_group = group->second;
+  if (own_tasks) {  // the other replicas copy the same at the same moment (analytical price)
+    auto [together, made] = copy_together_groups_.try_emplace(s, -1);
+    if (made) together->second = gpus_of(0, p_.data);
+    w.copy_together_group = together->second;
+  }
   stream = plan_.graph.add_compute(rep(s), table_.get(std::move(w)), Category::Copy, label, std::move(deps));
   if (d_ == 0 && s == 0) plan_.pcie_bytes_per_step += bytes;
   return stream;
@@ -233,7 +242,7 @@ void Planner::offload_layer(int s, int j, const PipeOp& op, const models::Layer*
   const auto S = static_cast<std::size_t>(s);
   const double bytes = kept_activations({l}, p_.recompute);
   if (bytes <= 0) return;
-  const int id = pcie_copy(s, bytes, {pass}, d2h_, "offload act " + l->name + " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
+  const int id = pcie_copy(s, bytes, {pass}, true, "offload act " + l->name + " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
   act_down_[{j, static_cast<int>(op.micro_batch), l}] = id;
   if (!p_.framework.activation_offload_overlapped) last_compute_[S] = id;
 }
@@ -248,7 +257,7 @@ void Planner::fetch_layer(int s, int j, const PipeOp& op, const models::Layer* l
   const bool overlapped = p_.framework.activation_offload_overlapped;
   const int issue = overlapped ? (S < prev_compute_.size() ? prev_compute_[S] : -1) : last_compute_[S];
   if (issue >= 0) deps.push_back(issue);
-  const int id = pcie_copy(s, kept_activations({l}, p_.recompute), deps, h2d_,
+  const int id = pcie_copy(s, kept_activations({l}, p_.recompute), deps, false,
                            "fetch act " + l->name + " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
   cross.push_back(id);
   if (!overlapped) last_compute_[S] = id;
@@ -273,7 +282,7 @@ void Planner::step_optimizer_on_host(int s, int embedding_sync) {
     if (grad_ranks() > 1 && last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
     const auto it = finals.find(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]);
     deps.push_back(it != finals.end() ? it->second : last_compute_[static_cast<std::size_t>(s)]);
-    downs.push_back(pcie_copy(s, buckets[b].bytes / shards, deps, d2h_, "gradients to host " + std::to_string(b)));
+    downs.push_back(pcie_copy(s, buckets[b].bytes / shards, deps, true, "gradients to host " + std::to_string(b)));
   }
   taskgraph::Work w;
   w.name = "host optimizer";
@@ -289,7 +298,7 @@ void Planner::step_optimizer_on_host(int s, int embedding_sync) {
   if (z3_last_rs_ >= 0) deps.push_back(z3_last_rs_);
   const int step = plan_.graph.add_compute(rep(s), table_.get(std::move(w)), Category::Optimizer, "host optimizer", deps);
   replica_last_[static_cast<std::size_t>(d_)][static_cast<std::size_t>(s)] =
-      pcie_copy(s, shard * weight_bytes_per_param(t_.precision), {step}, h2d_, "parameters to GPU");
+      pcie_copy(s, shard * weight_bytes_per_param(t_.precision), {step}, false, "parameters to GPU");
 }
 
 }  // namespace dtsim::strategies

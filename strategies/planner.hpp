@@ -78,7 +78,7 @@ class Planner {
   double pipeline_reduce_bytes() const;
   void emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cross, const std::string& tag);
   int sharded_collective(int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label);
-  int pcie_copy(int s, double bytes, std::vector<int> deps, int& stream, const std::string& label);
+  int pcie_copy(int s, double bytes, std::vector<int> deps, bool to_host, const std::string& label);
   void offload_layer(int s, int j, const PipeOp& op, const models::Layer* l, int pass);
   void fetch_layer(int s, int j, const PipeOp& op, const models::Layer* l, std::vector<int>& cross);
   void step_optimizer_on_host(int s, int embedding_sync);
@@ -145,9 +145,11 @@ class Planner {
   int z3_last_rs_ = -1, z3_sync_ = -1;
   std::vector<ParamUse> z3_uses_;
   std::map<std::tuple<const models::Layer*, bool, std::size_t>, int> segment_works_;
-  // Offload's PCIe copy streams (device to host, host to device) and each pass's offloaded copy.
-  int d2h_ = -1, h2d_ = -1;
+  // Offload's PCIe copy streams per replica (host to device, device to host: each replica's GPUs
+  // have their own copy engines) and each pass's offloaded copy.
+  std::map<int, std::array<int, 2>> copy_streams_;
   std::map<std::pair<int, int>, int> copy_groups_;  // (replica, stage) -> the GPUs copying together
+  std::map<int, int> copy_together_groups_;        // stage -> every replica's GPUs
   std::map<std::tuple<int, int, const models::Layer*>, int> act_down_;  // (chunk, micro-batch, layer) -> copy to host
   std::vector<int> prev_compute_;                // per stage: the compute task before the last one
   int tied_sync_ = -1;  // DeepSpeed's pipeline: the tied weights' reduction the stages' reductions follow

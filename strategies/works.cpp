@@ -47,6 +47,7 @@ std::uint64_t work_hash(const taskgraph::Work& w) {
   }
   h.add(w.copy_bytes);
   h.add(w.copy_group);
+  h.add(w.copy_together_group);
   h.add(static_cast<std::uint64_t>(w.comms.size()));
   for (const auto& c : w.comms) {
     h.add(static_cast<int>(c.op));
@@ -65,6 +66,7 @@ bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == s
 bool same_work(const taskgraph::Work& a, const taskgraph::Work& b) {
   if (!same_bits(a.repeat, b.repeat) || !same_bits(a.fixed_seconds, b.fixed_seconds) || !same_bits(a.copy_bytes, b.copy_bytes) ||
       a.copy_to_host != b.copy_to_host || a.copy_group != b.copy_group ||
+      a.copy_together_group != b.copy_together_group ||
       a.kernels.size() != b.kernels.size() || a.comms.size() != b.comms.size())
     return false;
   for (std::size_t i = 0; i < a.kernels.size(); ++i) {

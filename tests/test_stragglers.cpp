@@ -57,6 +57,31 @@ TEST(Stragglers, OneSlowGpuSetsThePaceAndIsNamed) {
   EXPECT_GT(slow.breakdown.straggler_wait, 0.0);
 }
 
+// Tensor parallelism 2 over the 64 GPUs (data 32): GPU 5 is tensor rank 1 of the group {4, 5},
+// whose compute stands on GPU 4. The two run every layer in lockstep (its all-reduces wait for
+// both), so GPU 5 at 1.5x slows the step exactly as GPU 4 at 1.5x does, and is named.
+TEST(Stragglers, ASlowTensorRankSlowsItsGroupAsTheFirstRankDoes) {
+  auto tp2 = [](const std::string& stragglers) {
+    test::TempDir dir;
+    dir.file("base.json", test::kValidScenario);
+    std::string f = dir.file("s.json", R"({"extends": "base.json", "cluster": {"nodes": 8},
+        "parallelism": {"data": 32, "tensor": 2, "micro_batch_size": 8}, "training": {"global_batch_size": 256},
+        "simulation": {"backend": "analytical", "steps": 3}, "stragglers": )" + stragglers + "}");
+    return results::simulate(config::load_scenario(f));
+  };
+  auto calm = tp2(R"({"seed": 1})");
+  auto first = tp2(R"({"slow_gpus": [{"gpu": 4, "slowdown": 1.5}]})");
+  auto second = tp2(R"({"slow_gpus": [{"gpu": 5, "slowdown": 1.5}]})");
+  EXPECT_GT(second.step_time_s, calm.step_time_s + 0.4 * calm.breakdown.compute);
+  EXPECT_DOUBLE_EQ(second.step_time_s, first.step_time_s);
+  EXPECT_DOUBLE_EQ(second.breakdown.straggler_wait, first.breakdown.straggler_wait);
+  ASSERT_FALSE(second.steps->critical.empty());
+  EXPECT_EQ(second.steps->critical.front(), std::make_pair(5, 3));
+  EXPECT_EQ(first.steps->critical.front(), std::make_pair(4, 3));
+  // Both members slow: the slower sets the pace (slowdowns of one GPU multiply, of a group do not).
+  auto both = tp2(R"({"slow_gpus": [{"gpu": 4, "slowdown": 1.2}, {"gpu": 5, "slowdown": 1.5}]})");
+  EXPECT_DOUBLE_EQ(both.step_time_s, first.step_time_s);
+}
 
 TEST(Stragglers, ABackupWorkerStopsTheSlowGpuSettingThePace) {
   auto calm = run("}, \"stragglers\": {\"seed\": 1");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "run_dtsim.hpp"
 #include "scenario_helpers.hpp"
@@ -133,14 +134,36 @@ TEST(StragglersZero, OneSlowGpuOnSimGrid) {
   }
 }
 
-// Offload's PCIe copies with every replica emitted are not priced together: refused, with where.
-TEST(StragglersZero, OffloadWithZero3StragglersIsRefused) {
-  for (const char* offload : {R"("offload_optimizer": true)", R"("activation_offload": true)"}) {
-    const std::string zero = std::string(R"("zero_stage": 3, )") + offload;
-    EXPECT_EQ(test::input_error_over_base(scenario(zero, "analytical", kOneSlowGpu)),
-              "/stragglers: stragglers with ZeRO stage 2 or 3 are not modelled with offload_optimizer or activation_offload");
-    EXPECT_EQ(test::input_error_over_base(scenario(zero, "analytical", "")), "");
-  }
+// Offload with every replica emitted, ZeRO-0 to 3: each replica's PCIe copies queue only behind
+// its own (its GPUs' copy engines), and the other replicas' copies share the host links at the
+// same moment (SimGrid's flows; the analytical price of all of them together). With no GPU slower
+// than another the step is the representative's; with GPU 5 at 1.5x it grows by at most its
+// slower compute.
+TEST(StragglersZero, OffloadWithEveryReplicaGivesTheRepresentativeStep) {
+  test::TempDir dir;
+  dir.file("base.json", test::kValidScenario);
+  auto simgrid = [&](const std::string& zero, const std::string& stragglers) {
+    const auto o = test::run_dtsim({"run", dir.file("s.json", scenario(zero, "simgrid", stragglers)), "--format", "json", "-o", dir.path("out")}, dir);
+    EXPECT_EQ(o.code, 0) << o.err;
+    return o.code == 0 ? nlohmann::json::parse(o.out) : nlohmann::json{};
+  };
+  for (const char* stage : {R"("zero_stage": 0)", R"("zero_stage": 1)", R"("zero_stage": 2)", R"("zero_stage": 3)",
+                            R"("zero_stage": 3, "framework": "deepspeed")", R"("zero_stage": 3, "framework": "fsdp")"})
+    for (const char* offload : {R"("offload_optimizer": true)", R"("activation_offload": true)"}) {
+      const std::string zero = std::string(stage) + ", " + offload;
+      SCOPED_TRACE(zero);
+      const auto one = analytical(zero, ""), calm = analytical(zero, R"({"seed": 1})"), slow = analytical(zero, kOneSlowGpu);
+      EXPECT_GT(calm.plan.replicas, one.plan.replicas);
+      EXPECT_NEAR(calm.step_time_s, one.step_time_s, 1e-9 * one.step_time_s);
+      const double extra = (kSlowdown - 1) * calm.breakdown.compute;
+      EXPECT_GT(slow.step_time_s, calm.step_time_s);
+      EXPECT_LE(slow.step_time_s, calm.step_time_s + extra * (1 + 1e-6));
+      const auto sg_one = simgrid(zero, ""), sg_calm = simgrid(zero, R"({"seed": 1})");
+      ASSERT_FALSE(sg_one.is_null() || sg_calm.is_null());
+      const double t1 = sg_one["step_time_s"], tc = sg_calm["step_time_s"];
+      EXPECT_NEAR(tc, t1, 1e-9 * t1);
+      EXPECT_NEAR(t1, one.step_time_s, 1e-9 * t1);  // both replays agree without slowdowns
+    }
 }
 
 namespace {
@@ -247,4 +270,36 @@ TEST(StragglersPipeDream, EveryReplicaJoiningEachAllReduceGivesTheRepresentative
   EXPECT_NEAR(every.step_time_s, one.step_time_s, 1e-9 * one.step_time_s);
   EXPECT_GT(slow.step_time_s, every.step_time_s);
   test::expect_parts_sum_to_step(slow);
+}
+
+// Tensor parallelism 2 on SimGrid: GPU 5 is tensor rank 1 of the group {4, 5}, whose compute runs
+// on GPU 4's host. Throttled for the first 50 ms, it slows the group as GPU 4's throttle does,
+// and the report names it.
+TEST(StragglersTensor, AThrottledTensorRankSlowsItsGroupOnSimGrid) {
+  test::TempDir dir;
+  dir.file("base.json", test::kValidScenario);
+  auto run = [&](const std::string& name, const std::string& stragglers) {
+    const std::string json = R"({"extends": "base.json", "cluster": {"nodes": 2},
+        "parallelism": {"data": 8, "tensor": 2, "micro_batch_size": 4},
+        "simulation": {"backend": "simgrid", "steps": 2}, "stragglers": )" + stragglers + "}";
+    const auto o = test::run_dtsim({"run", dir.file(name + ".json", json), "--format", "json", "-o", dir.path(name)}, dir);
+    EXPECT_EQ(o.code, 0) << o.err;
+    return o.code == 0 ? nlohmann::json::parse(o.out) : nlohmann::json{};
+  };
+  auto throttle = [](int gpu) {
+    return R"({"throttles": [{"gpu": )" + std::to_string(gpu) + R"(, "start_s": 0, "duration_s": 0.05, "slowdown": 2}]})";
+  };
+  const auto calm = run("calm", R"({"seed": 1})"), first = run("first", throttle(4)), second = run("second", throttle(5));
+  ASSERT_FALSE(calm.is_null() || first.is_null() || second.is_null());
+  const double tc = calm["step_time_s"], t4 = first["step_time_s"], t5 = second["step_time_s"];
+  EXPECT_GT(t5, 1.1 * tc);
+  EXPECT_NEAR(t5, t4, 1e-12 * t4);
+  auto named = [](const nlohmann::json& r) {
+    std::set<int> gpus;
+    for (const auto& c : r["stragglers"]["critical_gpus"]) gpus.insert(c["gpu"].get<int>());
+    return gpus;
+  };
+  EXPECT_TRUE(named(second).count(5));
+  EXPECT_FALSE(named(second).count(4));
+  EXPECT_TRUE(named(first).count(4));
 }

@@ -152,3 +152,53 @@ TEST(TaskScales, OneDrawPerStepAndGpuForItsComputeTasks) {
   EXPECT_EQ(single.of(one.tasks[0], 0), single.of(one.tasks[4], 4));
   EXPECT_EQ(single.of(one.tasks[3], 3), 1.0);
 }
+
+// Tensor 2: compute stands on GPUs 0 and 2 for the groups {0, 1} and {2, 3}. Every member draws,
+// in (step, GPU) order, and each group's multiplier is its members' maximum; the report names
+// the member that set it.
+TEST(TaskScales, AGroupRunsAtItsSlowestMembersDraw) {
+  TaskGraph one;
+  one.num_ranks = 4;
+  one.add_compute(0, 0, taskgraph::Category::Compute, "fwd", {});
+  one.add_compute(2, 0, taskgraph::Category::Compute, "fwd", {});
+  std::vector<int> step_of;
+  const auto g = results::repeat_steps(one, 3, step_of);
+  faults::StragglerSpec s;
+  s.enabled = true;
+  s.seed = 7;
+  s.jitter = faults::Jitter::Exponential;
+  s.mean = 0.2;
+  s.slow_gpus = {{3, 1.3}};
+  const auto scales = results::task_scales(g, step_of, 3, s, 2);
+
+  std::mt19937_64 rng(7);
+  auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0; };
+  std::map<std::pair<int, int>, double> drawn;
+  for (int k = 0; k < 3; ++k)
+    for (int gpu = 0; gpu < 4; ++gpu) drawn[{k, gpu}] = (1.0 - 0.2 * std::log(uniform())) * (gpu == 3 ? 1.3 : 1.0);
+  ASSERT_EQ(g.tasks.size(), 6u);
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const int k = step_of[i], rep = g.tasks[i].rank;
+    const double a = drawn.at({k, rep}), b = drawn.at({k, rep + 1});
+    EXPECT_EQ(scales.of(g.tasks[i], i), std::max(a, b)) << i;
+    EXPECT_EQ(scales.pacer_of(static_cast<std::size_t>(k), rep), b > a ? rep + 1 : rep) << i;
+  }
+}
+
+// Throttles of a group's members move to its first GPU; where two overlap the slower holds.
+TEST(TaskScales, ThrottlesOfAGroupMoveToItsFirstGpu) {
+  faults::StragglerSpec s;
+  s.throttles = {{5, 0.5, 1.5, 3.0}, {4, 0.0, 1.0, 2.0}, {7, 1.0, 1.0, 4.0}};
+  const auto t = results::group_throttles(s, 2);
+  ASSERT_EQ(t.size(), 3u);
+  auto same = [](const replay::Variability::Throttle& x, int gpu, double start, double duration, double slowdown) {
+    return x.gpu == gpu && x.start_s == start && x.duration_s == duration && x.slowdown == slowdown;
+  };
+  EXPECT_TRUE(same(t[0], 4, 0.0, 0.5, 2.0));
+  EXPECT_TRUE(same(t[1], 4, 0.5, 1.5, 3.0));
+  EXPECT_TRUE(same(t[2], 6, 1.0, 1.0, 4.0));
+  // Groups of one: unchanged.
+  const auto alone = results::group_throttles(s, 1);
+  ASSERT_EQ(alone.size(), 3u);
+  EXPECT_TRUE(same(alone[0], 5, 0.5, 1.5, 3.0));
+}

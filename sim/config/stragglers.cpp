@@ -116,11 +116,6 @@ void parse_stragglers(Reader& st, Scenario& s, const std::shared_ptr<Origins>& o
   if (s.parallelism.backup_workers > 0 && s.parallelism.zero_stage > 0)
     st.fail("backup_workers", "dropping late gradients needs replicated optimizer state (zero_stage 0)");
   st.finish();
-  // Each replica's PCIe copies would be priced apart from the other replicas' copies over the same
-  // host links (analytical backend), and the host optimizer's copies queue behind the previous
-  // replica's.
-  if (s.parallelism.zero_stage > 1 && (s.parallelism.offload_optimizer || s.parallelism.activation_offload))
-    st.fail_here("stragglers with ZeRO stage 2 or 3 are not modelled with offload_optimizer or activation_offload");
   s.parallelism.all_replicas = true;
 }
 

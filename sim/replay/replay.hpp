@@ -29,6 +29,13 @@ struct Variability {
 struct TaskScales {
   std::size_t gpus = 0;       // the table's row length (the highest GPU id drawn for, plus one)
   std::vector<double> draw;   // [step * gpus + gpu]
+  // [step * gpus + gpu]: the GPU whose slowdown set that multiplier, the member of the tensor x
+  // context group the compute task's GPU stands for (reports name it); empty: the GPU itself.
+  std::vector<int> pacer;
+  int pacer_of(std::size_t step, int gpu) const {
+    const std::size_t at = step * gpus + static_cast<std::size_t>(gpu);
+    return gpu >= 0 && static_cast<std::size_t>(gpu) < gpus && at < pacer.size() ? pacer[at] : gpu;
+  }
   const std::vector<int>* step_of = nullptr;  // each task's step; null or empty: all in step 0
   double of(const taskgraph::Task& t, std::size_t task) const {
     if (t.is_collective || t.category != taskgraph::Category::Compute) return 1.0;

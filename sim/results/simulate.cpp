@@ -114,10 +114,13 @@ Result simulate(const config::Scenario& s) {
       r.work_comm_seconds[w] += t;
     }
     r.work_seconds[w] += r.work_comm_seconds[w] + g.works[w].fixed_seconds;
-    // PCIe copies of all the GPUs the task stands for, together on the host links.
-    if (const auto& wk = g.works[w]; wk.copy_bytes > 0)
+    // PCIe copies of all the GPUs the task stands for, together on the host links, and of the
+    // other replicas' GPUs copying the same at the same moment (SimGrid's flows share them).
+    if (const auto& wk = g.works[w]; wk.copy_bytes > 0) {
+      const int together = wk.copy_together_group >= 0 ? wk.copy_together_group : wk.copy_group;
       r.work_seconds[w] += network::analytical_time(
-          platform, network::lower_host_copy(platform, wk.copy_bytes, g.groups[static_cast<std::size_t>(wk.copy_group)], wk.copy_to_host));
+          platform, network::lower_host_copy(platform, wk.copy_bytes, g.groups[static_cast<std::size_t>(together)], wk.copy_to_host));
+    }
   }
   const int steps = s.steps_simulated;
   if (static_cast<double>(g.tasks.size()) * steps > kMaxTasks)  // check_budget's estimate is meant to catch it first
@@ -128,9 +131,12 @@ Result simulate(const config::Scenario& s) {
   if (steps > 1) r.repeated = repeat_steps(g, steps, step_of, s.parallelism.staleness_bound);
   const taskgraph::TaskGraph& replayed = steps > 1 ? r.repeated : g;
   replay::TaskScales scales;
-  if (s.stragglers.enabled) scales = task_scales(replayed, step_of, steps, s.stragglers);
+  // Compute tasks run on each tensor x context group's first GPU, at the slowest member's pace.
+  const int group = s.parallelism.tensor * s.parallelism.context;
+  if (s.stragglers.enabled) scales = task_scales(replayed, step_of, steps, s.stragglers, group);
   replay::Variability variability;
-  for (const auto& t : s.stragglers.throttles) variability.throttles.push_back({t.gpu, t.start_s, t.duration_s, t.slowdown});
+  variability.throttles = group_throttles(s.stragglers, group);
+  // A flap stays on the NIC of the GPU given: every member's flows cross its own NIC.
   for (const auto& f : s.stragglers.flapping_links)
     variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction, f.degraded_latency_s});
   replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
@@ -147,7 +153,7 @@ Result simulate(const config::Scenario& s) {
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
   if (r.timeline.steps_replayed == 0) r.timeline.steps_replayed = steps;
   if (steps > 1) {
-    r.steps = report_steps(replayed, r.timeline, step_of, steps);
+    r.steps = report_steps(replayed, r.timeline, step_of, steps, s.stragglers.enabled ? &scales : nullptr, &s.stragglers, group);
     r.step_time_s = r.steps->mean;
   }
   // Share of compute time priced from measurements, over the compute tasks the replay ran.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 namespace dtsim::results {
@@ -55,23 +56,33 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
 }
 
 replay::TaskScales task_scales(const taskgraph::TaskGraph& g, const std::vector<int>& step_of, int steps,
-                               const StragglerSpec& s) {
+                               const StragglerSpec& s, int group) {
+  if (group < 1) throw std::logic_error("a tensor x context group of no GPU");
   std::vector<int> ranks;
   for (const auto& t : g.tasks)
     if (!t.is_collective && t.category == taskgraph::Category::Compute) ranks.push_back(t.rank);
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   if (!ranks.empty() && ranks.front() < 0) throw std::logic_error("a compute task without a GPU");
+  // Every member of those GPUs' groups draws, in GPU order (with groups of one: the same draws).
+  std::vector<int> members;
+  for (int r : ranks)
+    for (int m = r / group * group; m < r / group * group + group; ++m) members.push_back(m);
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
   replay::TaskScales out;
   out.step_of = step_of.empty() ? nullptr : &step_of;
   out.gpus = ranks.empty() ? 0 : static_cast<std::size_t>(ranks.back()) + 1;
-  out.draw.assign(out.gpus * static_cast<std::size_t>(std::max(steps, 1)), 1.0);
+  const std::size_t cells = out.gpus * static_cast<std::size_t>(std::max(steps, 1));
+  out.draw.assign(cells, 1.0);
+  if (group > 1) out.pacer.assign(cells, -1);
   std::mt19937_64 rng(s.seed);
   auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0; };  // (0, 1)
   std::map<int, double> slow;  // GPU -> its fixed slowdowns, multiplied
   for (const auto& [gpu, x] : s.slow_gpus) slow.try_emplace(gpu, 1.0).first->second *= x;
-  for (int k = 0; k < steps; ++k)
-    for (int r : ranks) {
+  std::vector<double> own(members.empty() ? 0 : static_cast<std::size_t>(members.back()) + 1, 1.0);  // this step's, by member
+  for (int k = 0; k < steps; ++k) {
+    for (int r : members) {
       double m = 1.0;
       switch (s.jitter) {
         case Jitter::None: break;
@@ -86,12 +97,61 @@ replay::TaskScales task_scales(const taskgraph::TaskGraph& g, const std::vector<
           break;
       }
       if (auto it = slow.find(r); it != slow.end()) m *= it->second;
-      out.draw[static_cast<std::size_t>(k) * out.gpus + static_cast<std::size_t>(r)] = m;
+      own[static_cast<std::size_t>(r)] = m;
     }
+    for (int r : ranks) {
+      // The slowest member; on a tie the first, so that without slowdowns the GPU names itself.
+      int pace = r / group * group;
+      for (int m = pace + 1; m < r / group * group + group; ++m)
+        if (own[static_cast<std::size_t>(m)] > own[static_cast<std::size_t>(pace)]) pace = m;
+      const std::size_t at = static_cast<std::size_t>(k) * out.gpus + static_cast<std::size_t>(r);
+      out.draw[at] = own[static_cast<std::size_t>(pace)];
+      if (group > 1) out.pacer[at] = own[static_cast<std::size_t>(pace)] > own[static_cast<std::size_t>(r)] ? pace : r;
+    }
+  }
   return out;
 }
 
-StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps) {
+std::vector<replay::Variability::Throttle> group_throttles(const StragglerSpec& s, int group) {
+  using T = replay::Variability::Throttle;
+  if (group == 1) {
+    std::vector<T> out;
+    for (const auto& t : s.throttles) out.push_back({t.gpu, t.start_s, t.duration_s, t.slowdown});
+    return out;
+  }
+  std::map<int, std::vector<T>> of_rep;
+  std::map<int, std::set<int>> gpus_of_rep;
+  for (const auto& t : s.throttles) {
+    of_rep[t.gpu / group * group].push_back({t.gpu / group * group, t.start_s, t.duration_s, t.slowdown});
+    gpus_of_rep[t.gpu / group * group].insert(t.gpu);
+  }
+  std::vector<T> out;
+  for (auto& [rep, windows] : of_rep) {
+    if (gpus_of_rep[rep].size() == 1) {  // one GPU's windows never overlap (the scenario checks)
+      out.insert(out.end(), windows.begin(), windows.end());
+      continue;
+    }
+    // Cut time at every window's ends; each piece some window covers runs at the slowest of them.
+    std::vector<double> cuts;
+    for (const auto& w : windows) cuts.insert(cuts.end(), {w.start_s, w.start_s + w.duration_s});
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+      double slowest = 0;
+      for (const auto& w : windows)
+        if (w.start_s <= cuts[i] && cuts[i + 1] <= w.start_s + w.duration_s) slowest = std::max(slowest, w.slowdown);
+      if (slowest == 0) continue;
+      if (!out.empty() && out.back().gpu == rep && out.back().slowdown == slowest && out.back().start_s + out.back().duration_s == cuts[i])
+        out.back().duration_s = cuts[i + 1] - out.back().start_s;
+      else
+        out.push_back({rep, cuts[i], cuts[i + 1] - cuts[i], slowest});
+    }
+  }
+  return out;
+}
+
+StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps,
+                        const replay::TaskScales* scales, const StragglerSpec* st, int group) {
   StepReport r;
   // A step ends when its gradient synchronisation completes: the job's cadence. A replica that
   // lags behind (and whose gradients backup workers drop) does not hold it up. Without any
@@ -151,8 +211,19 @@ StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t
       if (backward_end[k] > latest[k].first) latest[k] = {backward_end[k], gpu};
     }
   }
-  for (const auto& [when, gpu] : latest)
-    if (gpu >= 0) ++critical[gpu];
+  // The member of the critical GPU's group that set its pace in step k.
+  auto pacer = [&](std::size_t k, int gpu) {
+    if (scales && scales->pacer_of(k, gpu) != gpu) return scales->pacer_of(k, gpu);
+    if (!st || group <= 1) return gpu;
+    const double from = k == 0 ? 0.0 : end[k - 1], to = end[k];
+    double slowest = 1.0;
+    for (const auto& th : st->throttles)
+      if (th.gpu / group == gpu / group && th.start_s < to && from < th.start_s + th.duration_s && th.slowdown > slowest)
+        slowest = th.slowdown, gpu = th.gpu;
+    return gpu;
+  };
+  for (std::size_t k = 0; k < latest.size(); ++k)
+    if (const int gpu = latest[k].second; gpu >= 0) ++critical[pacer(k, gpu)];
   for (const auto& [gpu, n] : critical) r.critical.emplace_back(gpu, n);
   std::sort(r.critical.begin(), r.critical.end(), [](auto a, auto b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
   if (r.critical.size() > 10) r.critical.resize(10);

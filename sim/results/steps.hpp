@@ -22,8 +22,15 @@ taskgraph::TaskGraph repeat_steps(const taskgraph::TaskGraph& one, int steps, st
 // slow for a whole step (throttling, noisy neighbour), as the expected-maximum closed form
 // assumes. Draws happen in (step, GPU) order from one seeded generator. step_of[i] gives task i's
 // step (empty: all in step 0); the result refers to it.
+// A compute task's GPU stands for its tensor x context group, `group` consecutive GPUs (Placement):
+// their collectives inside every layer wait for all of them, so the group runs at its slowest
+// member's pace. Every member gets its draw and slowdown; the task's multiplier is their maximum.
 replay::TaskScales task_scales(const taskgraph::TaskGraph& g, const std::vector<int>& step_of, int steps,
-                               const StragglerSpec& s);
+                               const StragglerSpec& s, int group = 1);
+
+// Throttles on the GPUs whose group's compute runs on its first GPU (`group` as above), moved
+// there: where windows of several members overlap, the slowest throttle holds.
+std::vector<replay::Variability::Throttle> group_throttles(const StragglerSpec& s, int group);
 
 struct StepReport {
   std::vector<double> step_times;
@@ -41,6 +48,10 @@ struct AsyncReport {
 };
 AsyncReport report_async(const taskgraph::TaskGraph& g, const replay::Timeline& t, double samples_per_update);
 
-StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps);
+// With stragglers (`scales`, `st`, `group` as for task_scales) the critical GPU named is the
+// member of its tensor x context group that set the pace: the one whose draw or slowdown was the
+// group's maximum, else the one with the slowest throttle during the step.
+StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps,
+                        const replay::TaskScales* scales = nullptr, const StragglerSpec* st = nullptr, int group = 1);
 
 }  // namespace dtsim::results

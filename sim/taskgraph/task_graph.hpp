@@ -56,6 +56,10 @@ struct Work {
   double copy_bytes = 0;
   bool copy_to_host = true;
   int copy_group = -1;
+  // With every replica emitted, each replica's copy names its own GPUs (its flows on SimGrid),
+  // but the other replicas' same copies run at the same moment on the same host links: the
+  // analytical price is of this group's GPUs copying together (-1: copy_group's).
+  int copy_together_group = -1;
 };
 
 // One collective, run at once on every group listed (e.g. the data-parallel all-reduce of each
