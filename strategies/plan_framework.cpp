@@ -203,13 +203,14 @@ void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cros
   z3_sync_ = f.sync_after_backward ? z3_last_rs_ : -1;
 }
 
-// A PCIe transfer on one of the GPU's copy engines, after the last copy that way of the replica
-// being emitted (a replica's copies never queue behind another's: its GPUs have their own
-// engines). Every GPU the representative stands for copies the same at the same time: the
-// replay prices them together on the host links, where GPUs behind one PCIe switch or host share
-// bandwidth.
+// A PCIe transfer on one of the GPU's copy engines, after the last copy that way of the same
+// GPUs: the replica being emitted, at pipeline stage s (neither another replica's copies nor
+// another stage's queue before it: those GPUs have their own engines). What GPUs do share, a
+// PCIe switch's uplink and the host's memory, the replay's host links share, not the stream.
+// Every GPU the representative stands for copies the same at the same time: the replay prices
+// them together on the host links.
 int Planner::pcie_copy(int s, double bytes, std::vector<int> deps, bool to_host, const std::string& label) {
-  int& stream = copy_streams_.try_emplace(d_, std::array<int, 2>{-1, -1}).first->second[to_host ? 1 : 0];
+  int& stream = copy_streams_.try_emplace({d_, s}, std::array<int, 2>{-1, -1}).first->second[to_host ? 1 : 0];
   if (stream >= 0) deps.push_back(stream);
   auto gpus_of = [&](int from, int to) {
     std::vector<int> gpus;

@@ -145,9 +145,9 @@ class Planner {
   int z3_last_rs_ = -1, z3_sync_ = -1;
   std::vector<ParamUse> z3_uses_;
   std::map<std::tuple<const models::Layer*, bool, std::size_t>, int> segment_works_;
-  // Offload's PCIe copy streams per replica (host to device, device to host: each replica's GPUs
-  // have their own copy engines) and each pass's offloaded copy.
-  std::map<int, std::array<int, 2>> copy_streams_;
+  // Offload's PCIe copy streams per (replica, stage) (host to device, device to host: each GPU
+  // has its own copy engines) and each pass's offloaded copy.
+  std::map<std::pair<int, int>, std::array<int, 2>> copy_streams_;
   std::map<std::pair<int, int>, int> copy_groups_;  // (replica, stage) -> the GPUs copying together
   std::map<int, int> copy_together_groups_;        // stage -> every replica's GPUs
   std::map<std::tuple<int, int, const models::Layer*>, int> act_down_;  // (chunk, micro-batch, layer) -> copy to host

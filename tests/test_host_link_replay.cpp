@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "helpers.hpp"
+#include "pipeline_offload_case.hpp"
+#include "scenario_helpers.hpp"
 #include "sim/network/platform.hpp"
 #include "sim/replay/replay.hpp"
 
@@ -31,4 +33,25 @@ TEST(HostLinkReplay, SimGridCopiesShareTheSwitchUplink) {
   const std::vector<double> seconds(g.works.size(), 0.0);
   const auto t = replay::replay_simgrid({g, seconds, pf});
   for (double end : t.end) EXPECT_NEAR(end, 2e9 / 32e9 + 2e-6, 1e-9);
+}
+
+// The same on SimGrid, whose host links would share what GPUs share: two pipeline stages on GPUs
+// of different nodes copy as one GPU alone (priced analytically here, as SimGrid runs once per
+// process; Offload.SimGridRunsCopiesBesideTheGpu checks that both agree on one GPU), and stage 1's
+// copies never wait for stage 0's.
+TEST(HostLinkReplay, SimGridStagesOnTwoNodesCopyAsOneGpuAlone) {
+  const std::string offload = R"(, "activation_offload": true)";
+  const auto alone = test::pipeline_offload(1, 1, 1, offload, "analytical");
+  const auto r = test::pipeline_offload(2, 2, 1, offload, "simgrid");
+  ASSERT_EQ(r.timeline.backend, "simgrid");
+  test::expect_copies_as_alone(r, alone);
+  test::expect_copies_apart(r);
+  test::expect_parts_sum_to_step(r);
+}
+
+TEST(HostLinkReplay, SimGridPipelineStagesSendGradientsToTheHostApart) {
+  const auto r = test::pipeline_offload(2, 1, 2, R"(, "zero_stage": 1, "offload_optimizer": true)", "simgrid");
+  ASSERT_EQ(r.timeline.backend, "simgrid");
+  test::expect_copies_apart(r);
+  test::expect_parts_sum_to_step(r);
 }

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "helpers.hpp"
+#include "pipeline_offload_case.hpp"
+#include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/results/result.hpp"
 #include "strategies/memory.hpp"
@@ -184,4 +186,44 @@ TEST(Offload, ActivationOffloadKeepsZero2PerMicroBatchReduces) {
   };
   EXPECT_EQ(reduces(""), 3);  // 4 micro-batches per replica
   EXPECT_EQ(reduces(R"(, "parallelism": {"activation_offload": true})"), 3);
+}
+
+// Pipeline parallelism: each stage's GPU copies on its own copy engines, so stage 1's copies never
+// queue behind stage 0's (they did when all stages shared one copy stream), whether the copies
+// are overlapped or on the compute stream.
+TEST(Offload, PipelineStagesCopyOnTheirOwnEngines) {
+  for (const char* copies : {"overlapped", "blocking"}) {
+    SCOPED_TRACE(copies);
+    const auto r = test::pipeline_offload(
+        2, 1, 2, std::string(R"(, "activation_offload": true, "activation_offload_copies": ")") + copies + "\"", "analytical");
+    test::expect_copies_apart(r);
+    test::expect_parts_sum_to_step(r);
+  }
+}
+
+// ZeRO-Offload with two stages: stage 1 finishes its backward first and its gradients go down at
+// once, not after stage 0's.
+TEST(Offload, PipelineStagesSendGradientsToTheHostApart) {
+  const auto r = test::pipeline_offload(2, 1, 2, R"(, "zero_stage": 1, "offload_optimizer": true)", "analytical");
+  test::expect_copies_apart(r);
+  test::expect_parts_sum_to_step(r);
+  const auto& g = r.plan.graph;
+  double first[2] = {1e30, 1e30};
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)  // stage s on GPU s
+    if (g.tasks[i].label().rfind("gradients to host", 0) == 0) {
+      double& f = first[g.tasks[i].rank == 0 ? 0 : 1];
+      f = std::min(f, r.timeline.start[i]);
+    }
+  EXPECT_LT(first[1], first[0]);
+}
+
+// Two stages on GPUs of different nodes share no PCIe switch and no host memory: each copy takes
+// what the same bytes take on one GPU alone, bytes / 32 GB/s plus two 1 us latencies.
+TEST(Offload, StagesOnTwoNodesCopyAsOneGpuAlone) {
+  const std::string offload = R"(, "activation_offload": true)";
+  const auto alone = test::pipeline_offload(1, 1, 1, offload, "analytical");
+  const auto r = test::pipeline_offload(2, 2, 1, offload, "analytical");
+  test::expect_copies_as_alone(r, alone);
+  test::expect_copies_apart(r);
+  test::expect_parts_sum_to_step(r);
 }
