@@ -14,9 +14,9 @@
 namespace dtsim::test {
 
 // `pipeline` stages over `nodes` nodes of `gpus_per_node` GPUs, 1F1B over 4 micro-batches,
-// `extra` added to the parallelism, on `backend`.
+// `extra` added to the parallelism and `cluster_extra` to the cluster, on `backend`.
 inline results::Result pipeline_offload(int pipeline, int nodes, int gpus_per_node, const std::string& extra,
-                                        const std::string& backend) {
+                                        const std::string& backend, const std::string& cluster_extra = "") {
   TempDir dir;
   return results::simulate(config::load_scenario(dir.file("s.json", R"({
     "schema_version": 1, "name": "pipeline-offload",
@@ -24,7 +24,7 @@ inline results::Result pipeline_offload(int pipeline, int nodes, int gpus_per_no
     "hardware": {"device": "a100-sxm-80gb"},
     "cluster": {"nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": )" + std::to_string(gpus_per_node) + R"(,
                 "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
-                "inter_node": {"nics_per_node": 1, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+                "inter_node": {"nics_per_node": 1, "nic_bandwidth_GBps": 25, "latency_us": 5})" + cluster_extra + R"(},
     "parallelism": {"pipeline": )" + std::to_string(pipeline) + R"(, "micro_batch_size": 4)" + extra + R"(},
     "training": {"global_batch_size": 16},
     "simulation": {"backend": ")" + backend + R"("}

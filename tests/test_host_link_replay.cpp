@@ -55,3 +55,37 @@ TEST(HostLinkReplay, SimGridPipelineStagesSendGradientsToTheHostApart) {
   test::expect_copies_apart(r);
   test::expect_parts_sum_to_step(r);
 }
+
+// Two stages behind one PCIe switch still share its uplink, in the replay's host links rather
+// than on a stream: a copy that overlaps a copy of the other GPU the same way (each direction of
+// a link has its own bandwidth) runs at less than 32 GB/s and lasts longer than alone; one that
+// overlaps none lasts bytes / 32 GB/s plus two latencies.
+TEST(HostLinkReplay, SimGridStagesBehindOneSwitchShareItsUplink) {
+  const auto r = test::pipeline_offload(2, 1, 2, R"(, "activation_offload": true)", "simgrid", R"(, "pcie": {"gpus_per_switch": 2})");
+  ASSERT_EQ(r.timeline.backend, "simgrid");
+  test::expect_copies_apart(r);
+  test::expect_parts_sum_to_step(r);
+  const auto& g = r.plan.graph;
+  std::vector<std::size_t> copies;
+  for (std::size_t i = 0; i < g.tasks.size(); ++i)
+    if (g.tasks[i].category == taskgraph::Category::Copy) copies.push_back(i);
+  auto to_host = [&](std::size_t i) { return g.works[static_cast<std::size_t>(g.tasks[i].work)].copy_to_host; };
+  int shared = 0, apart = 0;
+  for (std::size_t i : copies) {
+    bool overlaps = false;
+    for (std::size_t j : copies)
+      overlaps = overlaps || (g.tasks[j].rank != g.tasks[i].rank && to_host(i) == to_host(j) &&
+                              r.timeline.start[j] < r.timeline.end[i] - 1e-9 && r.timeline.start[i] < r.timeline.end[j] - 1e-9);
+    const double alone = g.works[static_cast<std::size_t>(g.tasks[i].work)].copy_bytes / 32e9 + 2e-6;
+    const double took = r.timeline.end[i] - r.timeline.start[i];
+    if (overlaps) {
+      EXPECT_GT(took, alone + 1e-9) << g.tasks[i].label();
+      ++shared;
+    } else {
+      EXPECT_NEAR(took, alone, 1e-9) << g.tasks[i].label();
+      ++apart;
+    }
+  }
+  EXPECT_GT(shared, 0);
+  EXPECT_GT(apart, 0);
+}
