@@ -13,10 +13,12 @@
 
 namespace dtsim::test {
 
-// `pipeline` stages over `nodes` nodes of `gpus_per_node` GPUs, 1F1B over 4 micro-batches,
-// `extra` added to the parallelism and `cluster_extra` to the cluster, on `backend`.
+// `pipeline` stages over `nodes` nodes of `gpus_per_node` GPUs (`extra` sets data parallelism
+// over the rest), 1F1B over 4 micro-batches per replica, `extra` added to the parallelism,
+// `cluster_extra` to the cluster and `top_extra` to the scenario, on `backend`.
 inline results::Result pipeline_offload(int pipeline, int nodes, int gpus_per_node, const std::string& extra,
-                                        const std::string& backend, const std::string& cluster_extra = "") {
+                                        const std::string& backend, const std::string& cluster_extra = "",
+                                        const std::string& top_extra = "") {
   TempDir dir;
   return results::simulate(config::load_scenario(dir.file("s.json", R"({
     "schema_version": 1, "name": "pipeline-offload",
@@ -26,8 +28,8 @@ inline results::Result pipeline_offload(int pipeline, int nodes, int gpus_per_no
                 "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
                 "inter_node": {"nics_per_node": 1, "nic_bandwidth_GBps": 25, "latency_us": 5})" + cluster_extra + R"(},
     "parallelism": {"pipeline": )" + std::to_string(pipeline) + R"(, "micro_batch_size": 4)" + extra + R"(},
-    "training": {"global_batch_size": 16},
-    "simulation": {"backend": ")" + backend + R"("}
+    "training": {"global_batch_size": )" + std::to_string(16 * nodes * gpus_per_node / pipeline) + R"(},
+    "simulation": {"backend": ")" + backend + R"("})" + top_extra + R"(
   })")));
 }
 

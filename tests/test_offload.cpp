@@ -227,3 +227,16 @@ TEST(Offload, StagesOnTwoNodesCopyAsOneGpuAlone) {
   test::expect_copies_apart(r);
   test::expect_parts_sum_to_step(r);
 }
+
+// With every replica simulated (stragglers on, none slow) each replica's stages copy apart too,
+// and the step is the representative's.
+TEST(Offload, EveryReplicaAndStageCopiesApart) {
+  const std::string offload = R"(, "activation_offload": true, "data": 2)";
+  const auto every = test::pipeline_offload(2, 1, 4, offload, "analytical", "", R"(, "stragglers": {"seed": 1})");
+  const auto one = test::pipeline_offload(2, 1, 4, offload, "analytical");
+  ASSERT_GT(every.plan.replicas, 1);
+  test::expect_copies_apart(every);
+  test::expect_copies_apart(one);
+  test::expect_parts_sum_to_step(every);
+  EXPECT_NEAR(every.step_time_s, one.step_time_s, 1e-9 * one.step_time_s);
+}
