@@ -360,7 +360,7 @@ Plan Planner::finish() {
     const double shard = layer_params(stage_layers(s)) / (p_.zero_stage >= 1 ? grad_ranks() : 1);
     double live = 0, peak = 0;
     for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
-      live += (op.forward ? 1 : -1) * kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * P + s)], p_.recompute);
+      live += (op.forward ? 1 : -1) * chunk_kept(op.chunk, s);
       peak = std::max(peak, live);
     }
     const double opt = p_.offload_optimizer ? shard * optimizer_bytes_per_param(t_.precision, t_.optimizer) : 0.0;

@@ -48,6 +48,8 @@ void Planner::start_layout() {
   if (!p_.stage_blocks.empty() && (v_ != 1 || static_cast<int>(p_.stage_blocks.size()) != P))
     throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
   chunk_layers_ = split_chunks(g_, chunks_, p_.stage_blocks);
+  chunk_kept_.clear();
+  for (const auto& layers : chunk_layers_) chunk_kept_.push_back(kept_activations(layers, p_.recompute));
 }
 
 // The same checks and decisions as run() up to the passes, then finish()'s memory and FLOPs:

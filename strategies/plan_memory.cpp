@@ -35,7 +35,7 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   // the matching backward frees them.
   double live = live_before_window(s), peak = live;
   for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
-    double a = kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)], p_.recompute);
+    const double a = chunk_kept(op.chunk, s);
     live += activation_change(s, op, a);
     peak = std::max(peak, live);
   }

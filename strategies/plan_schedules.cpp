@@ -101,7 +101,7 @@ double Planner::live_before_window(int s) const {
   double live = 0;
   for (const auto& op : seq_[static_cast<std::size_t>(s)])
     if (op.previous_step)
-      live += kept_activations(chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)], p_.recompute);
+      live += chunk_kept(op.chunk, s);
   return live;
 }
 

@@ -114,6 +114,9 @@ class Planner {
   int chunks_ = 1, v_ = 1;
   std::int64_t m_ = 1;
   std::vector<Layers> chunk_layers_;
+  // Each chunk's kept activations: the memory walks ask for them at every pass of the schedule.
+  std::vector<double> chunk_kept_;
+  double chunk_kept(int chunk, int s) const { return chunk_kept_[static_cast<std::size_t>(chunk * p_.pipeline + s)]; }
   std::vector<std::vector<PipeOp>> seq_;
   std::vector<std::map<int, std::size_t>> last_backward_;  // per stage: chunk -> index of its final backward
   std::vector<int> tp_group_, last_compute_, last_comm_, last_send_;
