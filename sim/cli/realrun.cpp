@@ -258,7 +258,6 @@ int realrun(const Realrun::State& o) {
   }
   std::vector<std::vector<double>> companion_steps;
   for (const auto& c : companions) companion_steps.push_back(realrun::companion_steps(c.output));
-  const auto speed = realrun::check_speed(companion_steps, measured.compute_s, measured.compute_cpu_s, o.warmup);
   device.launch_overhead_s.reset();
   Predicted p;
   for (const auto& k : back) p.compute_s += cost::price_kernel(device, k, "fp32").first;
@@ -303,6 +302,7 @@ int realrun(const Realrun::State& o) {
   p.step_s = t.makespan;
   p.allreduce_s = t.end[static_cast<std::size_t>(coll)] - t.start[static_cast<std::size_t>(coll)];
   p.compute_s += p.update_s;
+  const auto speed = realrun::check_speed(companion_steps, measured.compute_s, measured.compute_cpu_s, p.compute_s, o.warmup);
 
   auto err = [](double pred, double meas) { return meas > 0 ? 100.0 * (pred / meas - 1) : 0.0; };
   const nlohmann::ordered_json out{
@@ -326,6 +326,7 @@ int realrun(const Realrun::State& o) {
       {"speed_check", {{"trusted", speed.trusted}, {"cpu_share", speed.cpu_share}, {"checked", speed.checked},
                        {"drift_percent", 100 * speed.drift}, {"training_compute_s", speed.training_compute_s},
                        {"profiling_compute_s", speed.profiling_compute_s}, {"samples", speed.samples},
+                       {"table_compute_s", speed.table_compute_s}, {"table_gap_percent", 100 * speed.table_gap},
                        {"tolerance_percent", 100 * realrun::kSpeedTolerance}, {"why", speed.why}}},
       {"kernel_timing", {{"cold", cold}, {"working_set_bytes", working_set}, {"last_level_cache_bytes", llc}}},
   };
@@ -354,7 +355,8 @@ int realrun(const Realrun::State& o) {
   std::cout << fmt::format("machine: the workers held their cores {:.0f} % of their compute's wall time", 100 * speed.cpu_share);
   if (speed.checked)
     std::cout << fmt::format("; the same compute took {:.2f} ms a step while the kernels were profiled, {:.2f} ms in training ({:+.1f} %)",
-                             speed.profiling_compute_s * 1e3, speed.training_compute_s * 1e3, 100 * speed.drift);
+                             speed.profiling_compute_s * 1e3, speed.training_compute_s * 1e3, 100 * speed.drift)
+              << fmt::format("; the kernel table prices it at {:.2f} ms ({:+.1f} %)", speed.table_compute_s * 1e3, 100 * speed.table_gap);
   std::cout << (speed.trusted ? "\n" : ": the comparison cannot be trusted\n");
   return 0;
 }

@@ -21,8 +21,9 @@ std::vector<double> companion_steps(const std::string& output) {
 }
 
 SpeedCheck check_speed(const std::vector<std::vector<double>>& companions, double training_compute_s,
-                       double training_cpu_s, int warmup, double tolerance) {
+                       double training_cpu_s, double table_compute_s, int warmup, double tolerance) {
   SpeedCheck c;
+  c.table_compute_s = table_compute_s;
   c.training_compute_s = training_compute_s;
   c.training_cpu_s = training_cpu_s;
   if (training_compute_s > 0) c.cpu_share = training_cpu_s / training_compute_s;
@@ -48,8 +49,17 @@ SpeedCheck check_speed(const std::vector<std::vector<double>>& companions, doubl
   if (std::abs(c.drift) > tolerance) {
     c.trusted = false;
     c.why.push_back(fmt::format("the same compute took {:.1f} % {} while the kernels were profiled than in training: "
-                                "the machine's speed changed between the two, and the prediction carries about that error",
+                                "the machine ran it at another speed in training (its speed changed, or other work, such "
+                                "as a parameter server on the workers' cores, shared their caches), and the prediction "
+                                "carries about that error",
                                 100 * std::abs(c.drift), c.drift > 0 ? "longer" : "less time"));
+  }
+  c.table_gap = table_compute_s / c.profiling_compute_s - 1;
+  if (table_compute_s > 0 && std::abs(c.table_gap) > kTableTolerance) {
+    c.trusted = false;
+    c.why.push_back(fmt::format("the kernel table prices the compute at {:.2f} ms, but the same compute run beside the "
+                                "profiler took {:.2f} ms: the table's samples did not see the machine as a step does",
+                                1e3 * table_compute_s, 1e3 * c.profiling_compute_s));
   }
   return c;
 }
