@@ -114,7 +114,8 @@ LoweredCollective at_least_nccl(const Platform& pf, CollectiveOp op, Algorithm a
   const auto nccl = a == Algorithm::ParameterServer || a == Algorithm::CentralStorage ? std::nullopt
                                                                                       : nccl_prediction(pf, op, bytes, r);
   if (!nccl) return lc;
-  const double total = analytical_time(pf, lc), latency = scaled_time(pf, lc, 0.0);
+  double latency = 0;
+  const double total = analytical_times(pf, lc, latency);
   const double k = (nccl->time_us * 1e-6 - latency) / (total - latency);
   if (!(total > latency) || !(k > 1.0)) return lc;
   for (auto& ph : lc.phases)
@@ -256,22 +257,32 @@ LoweredCollective lower_host_copy(const Platform& pf, double bytes, const std::v
   return out;
 }
 
-double analytical_time(const Platform& pf, const LoweredCollective& lc) { return scaled_time(pf, lc, 1.0); }
+namespace {
 
-double scaled_time(const Platform& pf, const LoweredCollective& lc, double scale) {
-  double total = 0;
+// The collective's time with its bytes scaled by `scale`, and, where asked, with no bytes at all
+// (its latencies and host work alone), in one walk over its flows.
+double walk(const Platform& pf, const LoweredCollective& lc, double scale, double* no_bytes) {
+  double total = 0, fixed = 0;
   std::vector<double> load(pf.links().size() * 2, 0.0);  // bytes per link direction: 2l up, 2l+1 down
+  std::vector<std::size_t> touched;
+  std::vector<std::vector<Hop>> routes;
+  std::vector<double> busy, latency;
+  auto slot = [](const Hop& h) { return static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1); };
   for (const auto& ph : lc.phases) {
-    std::fill(load.begin(), load.end(), 0.0);
-    std::vector<std::vector<Hop>> routes;
-    routes.reserve(ph.flows.size());
-    auto slot = [](const Hop& h) { return static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1); };
+    // Only the slots the previous phase loaded are cleared: a platform has thousands of links.
+    for (std::size_t k : touched) load[k] = 0.0;
+    touched.clear();
+    routes.clear();
     for (const auto& f : ph.flows) {
       routes.push_back(pf.route(f.src, f.dst));
-      for (const auto& h : routes.back()) load[slot(h)] += f.bytes * scale;
+      for (const auto& h : routes.back()) {
+        if (load[slot(h)] == 0.0) touched.push_back(slot(h));
+        load[slot(h)] += f.bytes * scale;
+      }
     }
     // Each flow's time at its most loaded link, and its latency.
-    std::vector<double> busy(routes.size(), 0.0), latency(routes.size(), 0.0);
+    busy.assign(routes.size(), 0.0);
+    latency.assign(routes.size(), 0.0);
     for (std::size_t i = 0; i < routes.size(); ++i)
       for (const auto& h : routes[i]) {
         const auto& link = pf.links()[static_cast<std::size_t>(h.link)];
@@ -290,13 +301,32 @@ double scaled_time(const Platform& pf, const LoweredCollective& lc, double scale
         latency[i] = longest;
       }
     }
-    double worst = 0;
-    for (std::size_t i = 0; i < routes.size(); ++i) worst = std::max(worst, busy[i] + latency[i]);
+    double worst = 0, worst_fixed = 0;
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      worst = std::max(worst, busy[i] + latency[i]);
+      worst_fixed = std::max(worst_fixed, latency[i]);
+    }
     std::map<int, double> queued;  // CPU work queued on each server
-    for (const auto& w : ph.work) worst = std::max(worst, queued[w.endpoint] += w.seconds);
+    for (const auto& w : ph.work) {
+      const double q = queued[w.endpoint] += w.seconds;
+      worst = std::max(worst, q);
+      worst_fixed = std::max(worst_fixed, q);
+    }
     total += worst + ph.latency;
+    fixed += worst_fixed + ph.latency;
   }
+  if (no_bytes) *no_bytes = fixed;
   return total;
+}
+
+}  // namespace
+
+double analytical_time(const Platform& pf, const LoweredCollective& lc) { return walk(pf, lc, 1.0, nullptr); }
+
+double scaled_time(const Platform& pf, const LoweredCollective& lc, double scale) { return walk(pf, lc, scale, nullptr); }
+
+double analytical_times(const Platform& pf, const LoweredCollective& lc, double& no_bytes) {
+  return walk(pf, lc, 1.0, &no_bytes);
 }
 
 double inline_time(const Platform& pf, const taskgraph::InlineCollective& c, const std::vector<int>& ranks) {

@@ -63,6 +63,9 @@ LoweredCollective lower_host_copy(const Platform& platform, double bytes, const 
 double analytical_time(const Platform& platform, const LoweredCollective& lc);
 // The same with every flow's bytes times `scale` (0: the latencies alone).
 double scaled_time(const Platform& platform, const LoweredCollective& lc, double scale);
+// analytical_time, and in `no_bytes` the same collective's time with no bytes (latencies and
+// host work alone), in one walk.
+double analytical_times(const Platform& platform, const LoweredCollective& lc, double& no_bytes);
 
 // What NCCL's tuning model predicts for this collective on `ranks` (its algorithm, protocol and
 // time), when the cluster names NCCL's GPU generation, gives no inter-node efficiency points and
