@@ -109,10 +109,7 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
 // pays its step latencies, so only the rest is added, as bandwidth: the flows grow by k so that
 // latency + k x (time at line rate - latency) = NCCL's time. Where dtsim is already slower (its
 // per-step latency above NCCL's), nothing changes: the latency is not counted twice.
-LoweredCollective at_least_nccl(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r,
-                                LoweredCollective lc) {
-  const auto nccl = a == Algorithm::ParameterServer || a == Algorithm::CentralStorage ? std::nullopt
-                                                                                      : nccl_prediction(pf, op, bytes, r);
+LoweredCollective at_least_nccl(const Platform& pf, const std::optional<nccl::Prediction>& nccl, LoweredCollective lc) {
   if (!nccl) return lc;
   double latency = 0;
   const double total = analytical_times(pf, lc, latency);
@@ -123,18 +120,26 @@ LoweredCollective at_least_nccl(const Platform& pf, CollectiveOp op, Algorithm a
   return lc;
 }
 
+// NCCL's prediction where its floor applies: every algorithm but the servers'. It depends on the
+// collective, not on the algorithm, so one serves all of a collective's candidates.
+std::optional<nccl::Prediction> floor_of(const Platform& pf, CollectiveOp op, Algorithm a, double bytes,
+                                         const std::vector<int>& r) {
+  if (a == Algorithm::ParameterServer || a == Algorithm::CentralStorage) return std::nullopt;
+  return nccl_prediction(pf, op, bytes, r);
+}
+
 // On NVLink SHARP nodes NCCL itself picks NVLS (inside a node) or an NVLS tree (across nodes)
 // where its model predicts them fastest, whatever ring or auto would do: those run through the
 // switches instead.
-bool nccl_runs_nvls(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
-  if (!pf.spec().intra_nvls || pf.switch_endpoint(0) < 0 || (a != Algorithm::Ring && a != Algorithm::Auto)) return false;
-  const auto nccl = nccl_prediction(pf, op, bytes, r);
-  return nccl && (nccl->algo == nccl::Algo::Nvls || nccl->algo == nccl::Algo::NvlsTree);
+bool runs_nvls(const Platform& pf, Algorithm a, const std::optional<nccl::Prediction>& nccl) {
+  return pf.spec().intra_nvls && pf.switch_endpoint(0) >= 0 && (a == Algorithm::Ring || a == Algorithm::Auto) && nccl &&
+         (nccl->algo == nccl::Algo::Nvls || nccl->algo == nccl::Algo::NvlsTree);
 }
 
-LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
-  if (nccl_runs_nvls(pf, op, a, bytes, r)) return at_least_nccl(pf, op, a, bytes, r, algorithms::nvls(pf, op, bytes, r));
-  return at_least_nccl(pf, op, a, bytes, r, lower_algorithm(pf, op, a, bytes, r));
+LoweredCollective lower_fixed(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r,
+                              const std::optional<nccl::Prediction>& nccl) {
+  if (runs_nvls(pf, a, nccl)) return at_least_nccl(pf, nccl, algorithms::nvls(pf, op, bytes, r));
+  return at_least_nccl(pf, nccl, lower_algorithm(pf, op, a, bytes, r));
 }
 
 }  // namespace
@@ -150,18 +155,22 @@ std::optional<nccl::Prediction> nccl_prediction(const Platform& pf, CollectiveOp
   if (per_node.size() < 2 && !c.intra_nvls) return std::nullopt;
   int widest = 0;
   for (const auto& [node, n] : per_node) widest = std::max(widest, n);
+  return nccl::predict(nccl_setup(c, static_cast<int>(r.size()), static_cast<int>(per_node.size()), widest), op, bytes);
+}
+
+nccl::Setup nccl_setup(const ClusterSpec& c, int ranks, int nodes, int widest) {
   nccl::Setup s;
   s.gpu = c.nccl_gpu;
   s.cpu = c.nccl_cpu;
-  s.ranks = static_cast<int>(r.size());
-  s.nodes = static_cast<int>(per_node.size());
+  s.ranks = ranks;
+  s.nodes = nodes;
   s.nics = std::max(1, std::min(c.nics_per_node, widest));  // as algorithms::ring's channels
   s.nic_GBps = c.nic_bandwidth / 1e9;
   s.nvlink = c.fabric != Fabric::Pcie;
   s.nvls = c.intra_nvls;
   // NVLink links per GPU: 25 GB/s per direction each up to NVLink 4, 50 from NVLink 5 (Blackwell).
   s.nvlinks = std::max(1, static_cast<int>(std::lround(c.intra_bandwidth / (c.nccl_gpu >= nccl::Gpu::Blackwell ? 50e9 : 25e9))));
-  return nccl::predict(s, op, bytes);
+  return s;
 }
 
 namespace {
@@ -169,10 +178,11 @@ namespace {
 // Auto: the candidate the network model predicts fastest, with its lowering.
 std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp op, Algorithm a, double bytes,
                                                 const std::vector<int>& ranks) {
-  if (a != Algorithm::Auto) return {a, lower_fixed(pf, op, a, bytes, ranks)};
-  if (nccl_runs_nvls(pf, op, a, bytes, ranks)) return {Algorithm::Auto, lower_fixed(pf, op, a, bytes, ranks)};
-  if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks)};
-  if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks)};
+  const auto nccl = floor_of(pf, op, a, bytes, ranks);
+  if (a != Algorithm::Auto) return {a, lower_fixed(pf, op, a, bytes, ranks, nccl)};
+  if (runs_nvls(pf, a, nccl)) return {Algorithm::Auto, lower_fixed(pf, op, a, bytes, ranks, nccl)};
+  if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks, nccl)};
+  if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks, nccl)};
   // Chosen on dtsim's own times: NCCL's floor would make the candidates tie.
   std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_algorithm(pf, op, Algorithm::Ring, bytes, ranks)};
   double best_t = analytical_time(pf, best.second);
@@ -181,7 +191,7 @@ std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp
     const double t = analytical_time(pf, lc);
     if (t < best_t) best = {c, std::move(lc)}, best_t = t;
   }
-  best.second = at_least_nccl(pf, op, best.first, bytes, ranks, std::move(best.second));
+  best.second = at_least_nccl(pf, nccl, std::move(best.second));
   return best;
 }
 

@@ -67,6 +67,8 @@ double scaled_time(const Platform& platform, const LoweredCollective& lc, double
 // host work alone), in one walk.
 double analytical_times(const Platform& platform, const LoweredCollective& lc, double& no_bytes);
 
+// NCCL's view of a group of `ranks` GPUs over `nodes` nodes, at most `widest` on one node.
+nccl::Setup nccl_setup(const ClusterSpec& c, int ranks, int nodes, int widest);
 // What NCCL's tuning model predicts for this collective on `ranks` (its algorithm, protocol and
 // time), when the cluster names NCCL's GPU generation, gives no inter-node efficiency points and
 // the group spans nodes, or sits in one node whose switches reduce (`intra_nvls`); lowering makes

@@ -18,15 +18,7 @@ bool runs_nvls(const ClusterSpec& c, CollectiveOp op, double p, double per_node,
   if (!c.intra_nvls || c.nccl_gpu == nccl::Gpu::None || !c.inter_efficiency_points.empty() || per_node < 1 ||
       (op != CollectiveOp::AllReduce && op != CollectiveOp::AllGather && op != CollectiveOp::ReduceScatter))
     return false;
-  nccl::Setup s;
-  s.gpu = c.nccl_gpu;
-  s.cpu = c.nccl_cpu;
-  s.nodes = static_cast<int>(std::ceil(p / per_node));
-  s.ranks = static_cast<int>(p);
-  s.nics = std::max(1, std::min(c.nics_per_node, static_cast<int>(per_node)));
-  s.nic_GBps = c.nic_bandwidth / 1e9;
-  s.nvls = true;
-  s.nvlinks = std::max(1, static_cast<int>(std::lround(c.intra_bandwidth / (c.nccl_gpu >= nccl::Gpu::Blackwell ? 50e9 : 25e9))));
+  const auto s = nccl_setup(c, static_cast<int>(p), static_cast<int>(std::ceil(p / per_node)), static_cast<int>(per_node));
   auto nvls_at = [&](double size) {
     const auto pick = nccl::predict(s, op, size).algo;
     return pick == nccl::Algo::Nvls || pick == nccl::Algo::NvlsTree;
