@@ -19,6 +19,7 @@
 #include "models/model.hpp"
 #include "sim/network/platform.hpp"
 #include "sim/profile/cpu_profiler.hpp"
+#include "sim/profile/timing_stats.hpp"
 #include "sim/realrun/comm.hpp"
 #include "sim/realrun/launch.hpp"
 #include "sim/realrun/netns.hpp"
@@ -42,11 +43,6 @@ struct Realrun::State {
 };
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 double load_average() {
   std::ifstream in("/proc/loadavg");
@@ -89,11 +85,11 @@ Measured summarise(const std::vector<nlohmann::json>& workers) {
     cpu.push_back(slowest_cpu);
     spread.push_back(last - first);
   }
-  m.step_s = median(m.step_series);
-  m.allreduce_s = median(m.allreduce_series);
-  m.compute_s = median(compute);
-  m.compute_cpu_s = median(cpu);
-  m.compute_spread_s = median(spread);
+  m.step_s = profile::median_of(m.step_series);
+  m.allreduce_s = profile::median_of(m.allreduce_series);
+  m.compute_s = profile::median_of(compute);
+  m.compute_cpu_s = profile::median_of(cpu);
+  m.compute_spread_s = profile::median_of(spread);
   return m;
 }
 

@@ -19,6 +19,9 @@ struct Timing {
   bool converged = false;  // the spread reached the target before the budget ended
 };
 
+// The median of a non-empty series.
+double median_of(std::vector<double> v);
+
 // Median and relative spread of a series of times (non-empty, positive median).
 Timing summarize(std::vector<double> seconds);
 

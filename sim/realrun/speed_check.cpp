@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
+
+#include "sim/profile/timing_stats.hpp"
 
 namespace dtsim::realrun {
 
@@ -41,9 +44,7 @@ SpeedCheck check_speed(const std::vector<std::vector<double>>& companions, doubl
     c.why.push_back(fmt::format("{} companion step(s) while profiling, {} needed to compare speeds", c.samples, kMinSpeedSamples));
     return c;
   }
-  std::sort(all.begin(), all.end());
-  const std::size_t n = all.size();
-  c.profiling_compute_s = n % 2 ? all[n / 2] : 0.5 * (all[n / 2 - 1] + all[n / 2]);
+  c.profiling_compute_s = profile::median_of(std::move(all));
   c.drift = c.profiling_compute_s / training_compute_s - 1;
   c.checked = true;
   if (std::abs(c.drift) > tolerance) {
