@@ -1,0 +1,450 @@
+#!/usr/bin/env python3
+"""What scripts/gpu_check.sh measured on a GPU against what dtsim predicts (issue 29).
+
+  scripts/gpu_compare.py RETURNED_DIR [-o report.md] [--dtsim build/dtsim] [--install]
+  scripts/gpu_compare.py --make-fake DIR     a made-up RETURNED_DIR, to test this script without a GPU
+
+RETURNED_DIR holds what gpu_check.sh wrote (gpu_check.tar.gz, results.json, summary.txt); it may be
+read-only. For each model, dtsim runs its scenario in scenarios/gpu_check/ twice: with the device's
+datasheet profile (roofline curves) and with a copy of that profile naming the kernel table measured
+for the scenario. The report (markdown) has: measured step (eager, compiled) against both
+predictions; measured peak memory against dtsim's; what the profiler shows between them (kernels
+dtsim does not model, the optimizer, launch gaps); the measured GEMMs against the datasheet curve,
+by shape; and the plain GEMM, attention and launch numbers. --install copies the kernel tables into
+hardware_profiles/kernel_tables/ (real ones only: a fake set is refused).
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import gpu_train  # noqa: E402  (MODELS: the shapes and the scenarios)
+
+BASE_DEVICE = "h100-sxm-80gb"
+GIB = 2 ** 30
+CATEGORIES = ["gemm", "conv", "attention", "optimizer", "norm", "softmax/loss", "elementwise", "reduction",
+              "copy/cast/fill", "embedding/index", "other"]
+
+
+def load_returned(folder, work):
+    """results.json and the unpacked tar: {"train": {part: json}, "tables": {name: json}}."""
+    out = {"train": {}, "tables": {}, "results": {}}
+    tar = os.path.join(folder, "gpu_check.tar.gz")
+    if os.path.exists(tar):
+        with tarfile.open(tar) as t:
+            for m in t.getmembers():
+                if m.isfile() and not m.name.startswith("/") and ".." not in m.name:
+                    t.extract(m, work)
+    res = os.path.join(folder, "results.json")
+    if not os.path.exists(res):
+        res = os.path.join(work, "results.json")
+    if os.path.exists(res):
+        with open(res) as f:
+            out["results"] = json.load(f)
+        out["train"].update(out["results"].get("train", {}))
+    tdir = os.path.join(work, "train")
+    if os.path.isdir(tdir):
+        for fn in sorted(os.listdir(tdir)):
+            if fn.endswith(".json") and fn != "results.json":
+                with open(os.path.join(tdir, fn)) as f:
+                    d = json.load(f)
+                out["train"][d.get("part", fn[:-5])] = d
+    kdir = os.path.join(work, "tables")
+    if os.path.isdir(kdir):
+        for fn in sorted(os.listdir(kdir)):
+            if fn.endswith(".json"):
+                with open(os.path.join(kdir, fn)) as f:
+                    out["tables"][fn] = json.load(f)
+    return out
+
+
+def scenario_stem(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def table_for(tables, stem):
+    for name in tables:
+        if f"-{stem}-" in name:
+            return name
+    return None
+
+
+def make_home(tables, home):
+    """A DTSIM_HOME: the repository's data, plus each table and a device profile naming it."""
+    for d in ("models", "scenarios"):
+        os.symlink(os.path.join(ROOT, d), os.path.join(home, d))
+    hp = os.path.join(home, "hardware_profiles")
+    shutil.copytree(os.path.join(ROOT, "hardware_profiles"), hp)
+    os.makedirs(os.path.join(hp, "kernel_tables"), exist_ok=True)
+    with open(os.path.join(hp, BASE_DEVICE + ".json")) as f:
+        base = json.load(f)
+    devices = {}
+    for name, table in tables.items():
+        with open(os.path.join(hp, "kernel_tables", name), "w") as f:
+            json.dump(table, f)
+        dev = dict(base)
+        stem = os.path.splitext(name)[0]
+        dev["name"] = f"{BASE_DEVICE}-measured-{stem}"[:120]
+        dev["description"] = base["description"] + f", GEMMs and streams from the measured table {name}"
+        dev["kernel_table"] = f"kernel_tables/{name}"
+        dev["sources"] = dict(base.get("sources", {}), kernel_table=f"dtsim profile --device cuda ({name})")
+        with open(os.path.join(hp, dev["name"] + ".json"), "w") as f:
+            json.dump(dev, f, indent=1)
+        devices[name] = dev["name"]
+    return devices
+
+
+def run_dtsim(dtsim, home, scenario_file, device=None, tmp=None):
+    """dtsim run --format json on the scenario (with hardware.device replaced); (json, error)."""
+    with open(scenario_file) as f:
+        s = json.load(f)
+    if device:
+        s["hardware"]["device"] = device
+    path = os.path.join(tmp, f"{s['name']}-{device or 'roofline'}.json")
+    with open(path, "w") as f:
+        json.dump(s, f)
+    env = dict(os.environ, DTSIM_HOME=home)
+    r = subprocess.run([dtsim, "run", path, "--format", "json", "-o", path[:-5] + ".out"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        return None, (r.stderr or r.stdout).strip()[-500:]
+    try:
+        return json.loads(r.stdout), None
+    except json.JSONDecodeError as e:
+        return None, f"unreadable output: {e}"
+
+
+def dig(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def predicted(res):
+    """Step seconds and peak bytes from a dtsim result."""
+    if res is None:
+        return None, None
+    step = dig(res, "step_time_s")
+    if step is None:
+        step = dig(res, "step_time_mean_s") or dig(res, "steps", "step_time_mean_s")
+    peak = dig(res, "memory", "peak_bytes")
+    return step, peak
+
+
+def err(pred, meas):
+    if pred is None or meas is None or meas == 0:
+        return "-"
+    return f"{100 * (pred - meas) / meas:+.0f}%"
+
+
+def ms(v):
+    return "-" if v is None else f"{v * 1e3:.1f}"
+
+
+def gib(v):
+    return "-" if v is None else f"{v / GIB:.1f}"
+
+
+def step_of(part):
+    if not part or part.get("status") != "ok":
+        return None
+    return dig(part, "step", "median_s")
+
+
+def curve_eff(dev, flops):
+    c = dev.get("gemm_efficiency", {})
+    mx, half = c.get("max", 1.0), c.get("half_flops", 0.0)
+    pts = c.get("points")
+    if pts:
+        pts = sorted(pts)
+        if flops <= pts[0][0]:
+            return mx * flops / (flops + half) if half else pts[0][1]
+        for (f0, e0), (f1, e1) in zip(pts, pts[1:]):
+            if flops <= f1:
+                t = (math.log(flops) - math.log(f0)) / (math.log(f1) - math.log(f0))
+                return e0 + t * (e1 - e0)
+        return pts[-1][1]
+    return mx * flops / (flops + half) if half else mx
+
+
+def report(folder, dtsim, out_md, install):
+    lines = []
+    w = lines.append
+    with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as home, \
+            tempfile.TemporaryDirectory() as tmp:
+        data = load_returned(folder, work)
+        tables, train = data["tables"], data["train"]
+        fake = any(dig(t, "provenance", "fake") for t in tables.values()) or \
+            any(p.get("fake") for p in train.values() if isinstance(p, dict))
+        devices = make_home(tables, home)
+        with open(os.path.join(ROOT, "hardware_profiles", BASE_DEVICE + ".json")) as f:
+            base = json.load(f)
+        peak_bf16 = base["peak_tflops"]["bf16"] * 1e12
+        env = next((p.get("environment") for p in train.values() if isinstance(p, dict) and p.get("environment")), {})
+        tprov = next((t.get("provenance", {}) for t in tables.values()), {})
+        w(f"## Measured on {env.get('gpu') or tprov.get('gpu', '?')} against dtsim's prediction"
+          + (" — FAKE DATA (gpu_compare.py --make-fake), not a measurement" if fake else ""))
+        w("")
+        w(f"GPU: {env.get('gpu', tprov.get('gpu', '?'))}, {env.get('sm_count', tprov.get('sm_count', '?'))} SMs, "
+          f"driver {tprov.get('cuda_driver', '?')}, CUDA runtime {tprov.get('cuda_runtime', env.get('cuda_runtime', '?'))}, "
+          f"cuBLAS {tprov.get('cublas', '?')}; PyTorch {env.get('torch', '?')}, Triton {env.get('triton', '?')}. "
+          f"dtsim's device profile: {BASE_DEVICE} (datasheet peaks, fitted efficiency curves); "
+          "\"table\": the same profile naming the kernel table `dtsim profile --device cuda` measured for the scenario.")
+        w("")
+        w("| model (scenario) | measured eager ms | measured compiled ms | dtsim roofline ms | error | dtsim table ms "
+          "| error (eager) | error (compiled) | peak allocated GiB | peak reserved GiB | dtsim peak GiB | error (allocated) |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        rows = []
+        for name, cfg in gpu_train.MODELS.items():
+            scen = os.path.join(ROOT, cfg["scenario"])
+            stem = scenario_stem(scen)
+            eager, comp = train.get(f"{name}-eager"), train.get(f"{name}-compile")
+            m_e, m_c = step_of(eager), step_of(comp)
+            roof, e1 = run_dtsim(dtsim, home, scen, None, tmp)
+            tname = table_for(tables, stem)
+            tab, e2 = (run_dtsim(dtsim, home, scen, devices[tname], tmp) if tname else (None, "no table returned"))
+            p_r, mem_r = predicted(roof)
+            p_t, mem_t = predicted(tab)
+            alloc = (eager or {}).get("peak_allocated_bytes")
+            resv = (eager or {}).get("peak_reserved_bytes")
+            w(f"| {name} ({stem}) | {ms(m_e)} | {ms(m_c)} | {ms(p_r)} | {err(p_r, m_e)} | {ms(p_t)} | {err(p_t, m_e)} "
+              f"| {err(p_t, m_c)} | {gib(alloc)} | {gib(resv)} | {gib(mem_r)} | {err(mem_r, alloc)} |")
+            rows.append(dict(name=name, eager=eager, comp=comp, roof=roof, tab=tab, errors=[e for e in (e1, e2) if e],
+                             table=tname))
+        w("")
+        for r in rows:
+            for e in r["errors"]:
+                w(f"- {r['name']}: dtsim: {e}")
+            for mode in ("eager", "comp"):
+                p = r[mode]
+                if p and p.get("status") != "ok":
+                    w(f"- {r['name']} {'eager' if mode == 'eager' else 'compiled'}: {p.get('status')}: "
+                      f"{str(p.get('error', ''))[:300]}")
+                elif p is None:
+                    w(f"- {r['name']} {'eager' if mode == 'eager' else 'compiled'}: not run (budget or failure)")
+        w("")
+        for name, cfg in gpu_train.MODELS.items():
+            w(f"- {name}: {cfg['note']}; micro-batch {cfg['micro_batch']}"
+              + (f", sequence {cfg['seq']}" if "seq" in cfg else ""))
+        w("")
+
+        w("### What is left between them: the profiler's view of one step")
+        w("")
+        w("Per-kernel GPU time from torch.profiler (one step, after the timed ones), by kind. dtsim models the "
+          "GEMMs, convolutions and attention from its curves or table, and the optimizer, norms, softmax and "
+          "element-wise kernels as memory-bound streams; the launch gaps (step − sum of kernel times) it "
+          "prices only through kernel_min_us / launch_overhead_us.")
+        w("")
+        w("| model | mode | step ms | kernels ms | launches | " + " | ".join(CATEGORIES) + " | gaps ms |")
+        w("|---|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|")
+        for r in rows:
+            for mode, p in (("eager", r["eager"]), ("compiled", r["comp"])):
+                prof = (p or {}).get("profiler")
+                if not prof:
+                    continue
+                st = step_of(p) or prof.get("step_s_profiled")
+                cats = prof.get("by_category", {})
+                cells = [ms(cats[c]["total_us"] * 1e-6) if c in cats else "-" for c in CATEGORIES]
+                gap = st - prof["kernel_sum_us"] * 1e-6 if st else None
+                w(f"| {r['name']} | {mode} | {ms(st)} | {ms(prof['kernel_sum_us'] * 1e-6)} | {prof['kernel_launches']} "
+                  f"| {' | '.join(cells)} | {ms(gap)} |")
+        w("")
+        for r in rows:
+            p = r["eager"]
+            prof = (p or {}).get("profiler")
+            if not prof:
+                continue
+            top = [k for k in prof.get("top", []) if k["category"] not in ("gemm", "conv", "attention")][:5]
+            if top:
+                w(f"- {r['name']}, the largest kernels outside GEMMs and attention (eager): " + "; ".join(
+                    f"`{k['name'][:70]}` {k['total_us'] / 1e3:.2f} ms ×{k['count']}" for k in top))
+        w("")
+
+        w("### Measured GEMMs against the datasheet curve, by shape")
+        w("")
+        c = base.get("gemm_efficiency", {})
+        w(f"dtsim's {BASE_DEVICE} curve: efficiency = {c.get('max')} · F / (F + {c.get('half_flops'):.3g}) of "
+          f"{peak_bf16 / 1e12:.1f} TFLOP/s (F = 2·b·m·n·k FLOPs). Ratio > 1: the curve is too slow for that shape.")
+        w("")
+        w("| table | b×m×n×k | GFLOP | measured µs | spread | measured TFLOP/s | measured eff | curve eff | curve time / measured |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        ratios = []
+        for name, t in tables.items():
+            for kind in ("gemm", "conv"):
+                for g in sorted(t.get(kind, []), key=lambda g: 2 * g["batch"] * g["m"] * g["n"] * g["k"]):
+                    f = 2.0 * g["batch"] * g["m"] * g["n"] * g["k"]
+                    rate = f / g["seconds"]
+                    ce = curve_eff(base, f)
+                    ratio = (f / (peak_bf16 * ce)) / g["seconds"]
+                    ratios.append((name, kind, f, ratio))
+                    w(f"| {os.path.splitext(name)[0].replace('-bf16', '')}{' (conv)' if kind == 'conv' else ''} | "
+                      f"{g['batch']}×{g['m']}×{g['n']}×{g['k']} | {f / 1e9:.1f} | {g['seconds'] * 1e6:.1f} | "
+                      f"{g.get('spread', 0):.3f} | {rate / 1e12:.0f} | {rate / peak_bf16:.3f} | {ce:.3f} | {ratio:.2f} |")
+        if ratios:
+            w("")
+            for lo, hi, label in ((0, 1e10, "< 10 GFLOP"), (1e10, 1e11, "10–100 GFLOP"), (1e11, 1e30, "> 100 GFLOP")):
+                rs = [r[3] for r in ratios if lo <= r[2] < hi]
+                if rs:
+                    w(f"- {label}: curve/measured median {statistics.median(rs):.2f} "
+                      f"(range {min(rs):.2f}–{max(rs):.2f}, {len(rs)} shapes)")
+        w("")
+
+        micro = train.get("micro") or {}
+        w("### Plain kernels (PyTorch, bf16)")
+        w("")
+        if micro.get("gemms"):
+            w("| GEMM m×n×k | µs | TFLOP/s | of peak | dtsim curve |")
+            w("|---|---|---|---|---|")
+            for g in micro["gemms"]:
+                f = 2.0 * g["m"] * g["n"] * g["k"]
+                w(f"| {g['m']}×{g['n']}×{g['k']} | {g['median_s'] * 1e6:.1f} | {g['tflops']:.0f} | "
+                  f"{g['tflops'] * 1e12 / peak_bf16:.3f} | {curve_eff(base, f):.3f} |")
+            w("")
+        if micro.get("attention"):
+            w("| SDPA (causal) b×h(kv)×s×d | backend | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | bwd TFLOP/s |")
+            w("|---|---|---|---|---|---|---|")
+            for a in micro["attention"]:
+                if "fwd" not in a:
+                    w(f"| {a['shape']} | error | {a.get('error', '')[:80]} | | | | |")
+                    continue
+                bt = a.get("bwd_tflops")
+                w(f"| {a['shape']} {a['batch']}×{a['heads']}({a['kv_heads']})×{a['seq']}×{a['head_dim']} | {a['backend']}"
+                  f"{' gqa' if a.get('gqa_native') else ''} | {a['fwd']['median_s'] * 1e3:.3f} | {a['fwd_tflops']:.0f} | "
+                  f"{a['fwd_bwd']['median_s'] * 1e3:.3f} | {a['fwd_bwd_tflops']:.0f} | {'-' if bt is None else f'{bt:.0f}'} |")
+            w("")
+            w("FLOPs: forward 4·b·h·s²·d halved for causal; backward 2.5× forward (FlashAttention's count).")
+            w("")
+        la = micro.get("launch") or {}
+        lat = [t.get("provenance", {}).get("launch_latency_us") for t in tables.values()]
+        lat = [x for x in lat if isinstance(x, (int, float))]
+        w(f"Launch overhead: PyTorch op back to back {la.get('torch_op_host_us', float('nan')):.2f} µs per launch; "
+          f"tiny kernel in a CUDA graph {la.get('graph_kernel_us', float('nan')):.2f} µs; dtsim's plugin, empty kernel "
+          f"{statistics.median(lat) if lat else float('nan'):.2f} µs (median of the tables); "
+          f"{BASE_DEVICE} assumes kernel_min_us {base.get('kernel_min_us')}.")
+        w("")
+        text = "\n".join(lines) + "\n"
+        if install:
+            if fake:
+                raise SystemExit("gpu_compare.py: refusing to install fake tables")
+            dst = os.path.join(ROOT, "hardware_profiles", "kernel_tables")
+            for name, t in tables.items():
+                with open(os.path.join(dst, name), "w") as f:
+                    json.dump(t, f, indent=2)
+                    f.write("\n")
+                print(f"installed hardware_profiles/kernel_tables/{name}", file=sys.stderr)
+    if out_md:
+        with open(out_md, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+def make_fake(folder):
+    """Made-up returned files with the shapes and layout gpu_check.sh writes; every number is invented."""
+    import random
+    rnd = random.Random(29)
+    work = tempfile.mkdtemp()
+    for d in ("train", "tables", "logs", "env"):
+        os.makedirs(os.path.join(work, d))
+    prov = {"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3 (FAKE)", "compute_capability": "9.0", "sm_count": 132,
+            "sm_clock_mhz": 1980, "memory_clock_mhz": 2619, "cuda_driver": 13000, "cuda_runtime": 13000,
+            "cublas": 130000, "dtype": "bf16", "date": "2026-11-26T00:00:00Z", "launch_latency_us": 2.5,
+            "fake": True}
+    for name, cfg in gpu_train.MODELS.items():
+        stem = scenario_stem(cfg["scenario"])
+        gemms = []
+        for s in (256, 512, 1024, 2048, 4096, 8192, 16384):
+            f = 2.0 * s ** 3
+            gemms.append({"batch": 1, "m": s, "n": s, "k": s, "seconds": f / (700e12 * f / (f + 3e9)),
+                          "spread": 0.01, "runs": 10})
+        if "seq" in cfg:
+            t = cfg["micro_batch"] * cfg["seq"]
+            for n in (cfg["hidden"], cfg["ffn"], cfg["vocab"]):
+                f = 2.0 * t * n * cfg["hidden"]
+                gemms.append({"batch": 1, "m": t, "n": n, "k": cfg["hidden"],
+                              "seconds": f / (650e12 * f / (f + 3e9)), "spread": 0.02, "runs": 10})
+        mem = [{"bytes": 4.0 * 1024 * 4 ** i, "seconds": 3e-6 + 4.0 * 1024 * 4 ** i / 2.9e12, "spread": 0.01,
+                "runs": 10} for i in range(12)]
+        table = {"provenance": dict(prov, model=name, micro_batch=cfg["micro_batch"]), "dtype": "bf16",
+                 "gemm": gemms, "memory": mem, "elementwise": {}, "launch_overhead_us": 0.0,
+                 "launch_overhead_spread": 0.0, "noisy": False}
+        with open(os.path.join(work, "tables", f"nvidia-h100-80gb-hbm3-{stem}-bf16.json"), "w") as f:
+            json.dump(table, f)
+        for mode in gpu_train.MODES:
+            if name == "resnet50" and mode == "compile":
+                continue  # as when the budget runs out: "not run"
+            step = {"gpt2-xl": 0.30, "llama3-8b-tp1": 0.25, "llama3-8b-tp8": 0.12, "resnet50": 0.09}[name]
+            step *= 0.85 if mode == "compile" else 1.0
+            samples = [step * (1 + 0.01 * rnd.random()) for _ in range(6)]
+            cats = {"gemm": 0.55, "attention": 0.12, "optimizer": 0.05, "norm": 0.04, "elementwise": 0.08,
+                    "copy/cast/fill": 0.03, "softmax/loss": 0.02}
+            if name == "resnet50":
+                cats = {"conv": 0.6, "norm": 0.15, "elementwise": 0.1, "optimizer": 0.04}
+            by_cat = {c: {"count": rnd.randint(10, 500), "total_us": step * 1e6 * v} for c, v in cats.items()}
+            part = {"part": f"{name}-{mode}", "status": "ok", "fake": True, "model": name, "mode": mode,
+                    "environment": {"gpu": "NVIDIA H100 80GB HBM3 (FAKE)", "torch": "0.0-fake", "sm_count": 132},
+                    "step": {"median_s": statistics.median(samples), "spread": 0.01, "samples_s": samples},
+                    "peak_allocated_bytes": int(rnd.uniform(30, 60) * GIB),
+                    "peak_reserved_bytes": int(rnd.uniform(60, 70) * GIB),
+                    "profiler": {"step_s_profiled": step * 1.05,
+                                 "kernel_sum_us": sum(v["total_us"] for v in by_cat.values()),
+                                 "kernel_launches": sum(v["count"] for v in by_cat.values()), "by_category": by_cat,
+                                 "top": [{"name": f"fake_{c}_kernel", "count": v["count"], "total_us": v["total_us"],
+                                          "category": c} for c, v in by_cat.items()]}}
+            if name == "llama3-8b-tp1" and mode == "compile":
+                part.update(status="error", error="RuntimeError('fake failure, to show how one is reported')")
+            with open(os.path.join(work, "train", f"{name}-{mode}.json"), "w") as f:
+                json.dump(part, f)
+    micro = {"part": "micro", "status": "ok", "fake": True,
+             "gemms": [{"m": m, "n": n, "k": k, "median_s": 2 * m * n * k / 600e12, "tflops": 600.0}
+                       for m, n, k in ((8192, 8192, 8192), (4096, 4096, 1024), (64, 8192, 8192))],
+             "attention": [{"shape": "gpt2-xl", "batch": 8, "heads": 25, "kv_heads": 25, "seq": 1024, "head_dim": 64,
+                            "backend": "flash", "fwd": {"median_s": 1e-3}, "fwd_tflops": 300.0,
+                            "fwd_bwd": {"median_s": 4e-3}, "fwd_bwd_tflops": 250.0, "bwd_tflops": 220.0}],
+             "launch": {"torch_op_host_us": 5.0, "graph_kernel_us": 1.5}}
+    with open(os.path.join(work, "train", "micro.json"), "w") as f:
+        json.dump(micro, f)
+    with open(os.path.join(work, "logs", "gpu_check.log"), "w") as f:
+        f.write("fake\n")
+    os.makedirs(folder, exist_ok=True)
+    with tarfile.open(os.path.join(folder, "gpu_check.tar.gz"), "w:gz") as t:
+        for d in ("train", "tables", "logs", "env"):
+            t.add(os.path.join(work, d), arcname=d)
+    with open(os.path.join(folder, "results.json"), "w") as f:
+        json.dump({"schema": "dtsim gpu_check 1", "fake": True, "steps": [], "train": {}, "tables": {}}, f)
+    with open(os.path.join(folder, "summary.txt"), "w") as f:
+        f.write("FAKE: made by gpu_compare.py --make-fake\n")
+    shutil.rmtree(work)
+    print(f"wrote a fake returned set into {folder}")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("returned", nargs="?", help="the folder gpu_check.sh's files came back in")
+    ap.add_argument("-o", "--out", help="write the markdown report here too")
+    ap.add_argument("--dtsim", default=os.path.join(ROOT, "build", "dtsim"))
+    ap.add_argument("--install", action="store_true", help="copy the tables into hardware_profiles/kernel_tables/")
+    ap.add_argument("--make-fake", metavar="DIR")
+    a = ap.parse_args()
+    if a.make_fake:
+        return make_fake(a.make_fake)
+    if not a.returned:
+        ap.error("give the returned folder (or --make-fake DIR)")
+    if not os.access(a.dtsim, os.X_OK):
+        ap.error(f"no dtsim at {a.dtsim} (build it, or give --dtsim)")
+    return report(a.returned, a.dtsim, a.out, a.install)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
