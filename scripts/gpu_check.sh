@@ -111,11 +111,15 @@ fi
 nvidia-smi > "$W/env/nvidia-smi.txt" 2>&1
 nvidia-smi -q > "$W/env/nvidia-smi-q.txt" 2>&1
 nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE > "$W/env/clocks-start.txt" 2>&1
-nvidia-smi --query-gpu=name,driver_version,pstate,persistence_mode,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,clocks.applications.graphics,power.draw,power.limit,temperature.gpu,memory.total,memory.used,compute_mode,mig.mode.current \
-  --format=csv > "$W/env/gpu-query.txt" 2>&1
+# A field this driver does not know fails the whole query: then the fields every driver has.
+query=name,driver_version,pstate,persistence_mode,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,clocks.applications.graphics,power.draw,power.limit,temperature.gpu,memory.total,memory.used,compute_mode,mig.mode.current
+nvidia-smi --query-gpu=$query --format=csv > "$W/env/gpu-query.txt" 2>&1 ||
+  nvidia-smi --query-gpu=name,driver_version,pstate,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,power.limit,temperature.gpu,memory.total \
+    --format=csv > "$W/env/gpu-query.txt" 2>&1
 # Clocks, power and utilisation every 0.5 s for the whole run: which clocks each part ran at.
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used,clocks_throttle_reasons.active \
-  --format=csv -lms 500 > "$W/logs/clocks.csv" 2>&1 &
+sample=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used
+nvidia-smi --query-gpu=$sample,clocks_event_reasons.active --format=csv >/dev/null 2>&1 && sample=$sample,clocks_event_reasons.active
+nvidia-smi --query-gpu=$sample --format=csv -lms 500 > "$W/logs/clocks.csv" 2>&1 &
 SMI_PID=$!
 log "$(head -2 "$W/env/gpu-query.txt" | tail -1)"
 
@@ -244,6 +248,26 @@ print(f"{sys.argv[1].split('/')[-1]}: {len(d.get('gemm', []))} GEMMs, {len(d.get
       f"launch {p.get('launch_latency_us', 0):.2f} us, SM clock {p.get('sm_clock_mhz')} MHz{best}")
 EOF
   done
+  echo "== clocks during the run (nvidia-smi every 0.5 s)"
+  "$PY" - "$W/logs/clocks.csv" <<'EOF'
+import csv, statistics, sys
+try:
+    rows = list(csv.reader(open(sys.argv[1])))
+    head = [h.strip() for h in rows[0]]
+    for col in ("clocks.current.sm [MHz]", "clocks.current.memory [MHz]", "power.draw [W]", "temperature.gpu"):
+        if col in head:
+            i = head.index(col)
+            v = []
+            for r in rows[1:]:
+                try:
+                    v.append(float(r[i].split()[0]))
+                except (IndexError, ValueError):
+                    pass
+            if v:
+                print(f"{col}: min {min(v):.0f}, median {statistics.median(v):.0f}, max {max(v):.0f} ({len(v)} samples)")
+except Exception as e:
+    print(f"no clock samples: {e!r}")
+EOF
   echo "== PyTorch"
   [[ -n $PY ]] && "$PY" scripts/gpu_train.py --summary "$W/train"
   echo "== steps"

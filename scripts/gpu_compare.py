@@ -202,8 +202,9 @@ def report(folder, dtsim, out_md, install):
           "\"table\": the same profile naming the kernel table `dtsim profile --device cuda` measured for the scenario.")
         w("")
         w("| model (scenario) | measured eager ms | measured compiled ms | dtsim roofline ms | error | dtsim table ms "
-          "| error (eager) | error (compiled) | peak allocated GiB | peak reserved GiB | dtsim peak GiB | error (allocated) |")
-        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| error (eager) | error (compiled) | table share | peak allocated GiB | peak reserved GiB | dtsim peak GiB "
+          "| error (allocated) |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         rows = []
         for name, cfg in gpu_train.MODELS.items():
             scen = os.path.join(ROOT, cfg["scenario"])
@@ -217,8 +218,10 @@ def report(folder, dtsim, out_md, install):
             p_t, mem_t = predicted(tab)
             alloc = (eager or {}).get("peak_allocated_bytes")
             resv = (eager or {}).get("peak_reserved_bytes")
+            share = dig(tab, "compute_source", "measured_share")
             w(f"| {name} ({stem}) | {ms(m_e)} | {ms(m_c)} | {ms(p_r)} | {err(p_r, m_e)} | {ms(p_t)} | {err(p_t, m_e)} "
-              f"| {err(p_t, m_c)} | {gib(alloc)} | {gib(resv)} | {gib(mem_r)} | {err(mem_r, alloc)} |")
+              f"| {err(p_t, m_c)} | {'-' if share is None else f'{share:.2f}'} | {gib(alloc)} | {gib(resv)} "
+              f"| {gib(mem_r)} | {err(mem_r, alloc)} |")
             rows.append(dict(name=name, eager=eager, comp=comp, roof=roof, tab=tab, errors=[e for e in (e1, e2) if e],
                              table=tname))
         w("")
@@ -259,6 +262,32 @@ def report(folder, dtsim, out_md, install):
                 w(f"| {r['name']} | {mode} | {ms(st)} | {ms(prof['kernel_sum_us'] * 1e-6)} | {prof['kernel_launches']} "
                   f"| {' | '.join(cells)} | {ms(gap)} |")
         w("")
+        w("Side by side with dtsim's own split of the step (table profile; roofline in brackets): its compute "
+          "(every kernel of the forward and backward passes) against the profiler's GEMM + convolution + "
+          "attention kernels and the rest, and its optimizer against the optimizer's kernels.")
+        w("")
+        w("| model | mode | measured GEMM+conv+attention ms | other kernels ms | optimizer kernels ms | gaps ms "
+          "| dtsim compute ms | dtsim optimizer ms |")
+        w("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            for mode, p in (("eager", r["eager"]), ("compiled", r["comp"])):
+                prof = (p or {}).get("profiler")
+                if not prof:
+                    continue
+                cats = prof.get("by_category", {})
+                tot = lambda names: sum(cats[c]["total_us"] for c in names if c in cats) * 1e-6  # noqa: E731
+                main = tot(("gemm", "conv", "attention"))
+                optk = tot(("optimizer",))
+                rest = prof["kernel_sum_us"] * 1e-6 - main - optk
+                st = step_of(p) or prof.get("step_s_profiled")
+                gap = st - prof["kernel_sum_us"] * 1e-6 if st else None
+
+                def both(key):
+                    a, b = dig(r["tab"], "breakdown_s", key), dig(r["roof"], "breakdown_s", key)
+                    return f"{ms(a)} ({ms(b)})"
+                w(f"| {r['name']} | {mode} | {ms(main)} | {ms(rest)} | {ms(optk)} | {ms(gap)} | {both('compute')} "
+                  f"| {both('optimizer')} |")
+        w("")
         for r in rows:
             p = r["eager"]
             prof = (p or {}).get("profiler")
@@ -279,9 +308,13 @@ def report(folder, dtsim, out_md, install):
         w("| table | b×m×n×k | GFLOP | measured µs | spread | measured TFLOP/s | measured eff | curve eff | curve time / measured |")
         w("|---|---|---|---|---|---|---|---|---|")
         ratios = []
+        first = True
         for name, t in tables.items():
             for kind in ("gemm", "conv"):
                 for g in sorted(t.get(kind, []), key=lambda g: 2 * g["batch"] * g["m"] * g["n"] * g["k"]):
+                    square = kind == "gemm" and g["batch"] == 1 and g["m"] == g["n"] == g["k"]
+                    if square and not first:
+                        continue  # the square sweep every table has: shown for the first only
                     f = 2.0 * g["batch"] * g["m"] * g["n"] * g["k"]
                     rate = f / g["seconds"]
                     ce = curve_eff(base, f)
@@ -290,6 +323,7 @@ def report(folder, dtsim, out_md, install):
                     w(f"| {os.path.splitext(name)[0].replace('-bf16', '')}{' (conv)' if kind == 'conv' else ''} | "
                       f"{g['batch']}×{g['m']}×{g['n']}×{g['k']} | {f / 1e9:.1f} | {g['seconds'] * 1e6:.1f} | "
                       f"{g.get('spread', 0):.3f} | {rate / 1e12:.0f} | {rate / peak_bf16:.3f} | {ce:.3f} | {ratio:.2f} |")
+            first = False
         if ratios:
             w("")
             for lo, hi, label in ((0, 1e10, "< 10 GFLOP"), (1e10, 1e11, "10–100 GFLOP"), (1e11, 1e30, "> 100 GFLOP")):

@@ -20,11 +20,13 @@ namespace {
 constexpr double kMaxOperandBytesCpu = 4e9;
 constexpr double kMaxOperandBytesGpu = 20e9;
 
-// What timing a kernel allocates: a memory kernel's bytes; otherwise (GEMMs, attention) the
-// operands of a GEMM of its shape in `element` bytes, as the profilers time them: the CPU up to 4
-// of a batch (the time scaled), cuBLAS the whole batch at once.
-double operand_bytes(const models::Kernel& k, double element, bool whole_batch) {
-  if (k.kind == models::KernelKind::Memory) return k.bytes;
+// What timing a kernel allocates: a memory kernel's bytes (on a GPU at most the largest stream it
+// times, the time scaled); otherwise (GEMMs, attention) the operands of a GEMM of its shape in
+// `element` bytes, as the profilers time them: the CPU up to 4 of a batch (the time scaled),
+// cuBLAS the whole batch at once.
+double operand_bytes(const models::Kernel& k, double element, bool gpu) {
+  const bool whole_batch = gpu;
+  if (k.kind == models::KernelKind::Memory) return gpu ? std::min(k.bytes, profile::kGpuMaxStreamBytes) : k.bytes;
   const double m = static_cast<double>(k.m), n = static_cast<double>(k.n), kk = static_cast<double>(k.k);
   const double batch = whole_batch ? static_cast<double>(k.batch) : std::min<double>(static_cast<double>(k.batch), 4);
   if (whole_batch) return element * batch * (m * kk + kk * n + m * n);

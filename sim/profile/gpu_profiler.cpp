@@ -1,5 +1,6 @@
 #include "sim/profile/gpu_profiler.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <set>
 #include <tuple>
@@ -65,8 +66,9 @@ cost::KernelTable profile_gpu(const std::vector<models::Kernel>& kernels, const 
     t.convs.push_back({batch, m, n, k, x.median, x.spread, x.runs});
   }
   for (double b : sizes) {
-    const Timing x = timed(cuda::time_stream(b, warmup, repeats));
-    t.memory.push_back({b, x.median, x.spread, x.runs});
+    const double timed_bytes = std::min(b, kGpuMaxStreamBytes);
+    const Timing x = timed(cuda::time_stream(timed_bytes, warmup, repeats));
+    t.memory.push_back({b, x.median * b / timed_bytes, x.spread, x.runs});
   }
   // Recorded, not priced: launches are asynchronous, so a kernel longer than the launch hides it.
   // To price it (a stream of short kernels), set the device profile's launch_overhead_us.
