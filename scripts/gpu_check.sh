@@ -12,6 +12,8 @@
 # what is done is packed into the output folder after each part, so a failure or a kill keeps the
 # rest. Output (3 files): gpu_check.tar.gz (everything), results.json, summary.txt.
 #   scripts/gpu_check.sh [OUTPUT_DIR]     (default: $OUT, else out/gpu_check)
+# GPU_CHECK_ONLY="micro gpt2-xl-compile ..." runs only the parts named (the names in the log's
+# "start" lines: micro, profile-<scenario>, <model>-eager, <model>-compile), e.g. for a second try.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -74,6 +76,10 @@ EOF
 run() {
   local name=$1 max=$2 min=$3
   shift 3
+  if [[ -n ${GPU_CHECK_ONLY:-} && $name != plugin-nvcc && $name != dtsim-build && " $GPU_CHECK_ONLY " != *" $name "* ]]; then
+    record "$name" skipped 0 "not in GPU_CHECK_ONLY"
+    return 0
+  fi
   local t=$(($(left) - RESERVE))
   ((t > max)) && t=$max
   if ((t < min)); then
@@ -206,7 +212,7 @@ fi
 
 # --- 3. PyTorch: micro-benchmarks first (short), then dtsim's tables, then the training runs ------
 if [[ -n $PY ]]; then
-  run micro 60 20 "$PY" scripts/gpu_train.py --part micro --out "$W/train"
+  run micro 90 20 "$PY" scripts/gpu_train.py --part micro --out "$W/train"  # the first import of torch is slow
 fi
 
 PROFILE_SCENARIOS="gpt2-xl-1gpu llama3-8b-tp1-4layers-1gpu llama3-8b-tp8-slice-1gpu resnet50-1gpu"

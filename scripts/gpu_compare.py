@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What scripts/gpu_check.sh measured on a GPU against what dtsim predicts (issue 29).
 
-  scripts/gpu_compare.py RETURNED_DIR [-o report.md] [--dtsim build/dtsim] [--install]
+  scripts/gpu_compare.py RETURNED_DIR [RETURNED_DIR2...] [-o report.md] [--dtsim build/dtsim] [--install]
   scripts/gpu_compare.py --make-fake DIR     a made-up RETURNED_DIR, to test this script without a GPU
 
 RETURNED_DIR holds what gpu_check.sh wrote (gpu_check.tar.gz, results.json, summary.txt); it may be
@@ -177,13 +177,27 @@ def curve_eff(dev, flops):
     return mx * flops / (flops + half) if half else mx
 
 
-def report(folder, dtsim, out_md, install):
+def merge_returned(folders, work):
+    """Several returned sets (a first run and a second try of some parts): a part that ran well in a
+    later set replaces the earlier one; tables, the later one."""
+    tables, train = {}, {}
+    for i, folder in enumerate(folders):
+        sub = os.path.join(work, str(i))
+        os.makedirs(sub)
+        d = load_returned(folder, sub)
+        tables.update(d["tables"])
+        for name, part in d["train"].items():
+            if name not in train or part.get("status") == "ok" or train[name].get("status") != "ok":
+                train[name] = part
+    return tables, train
+
+
+def report(folders, dtsim, out_md, install):
     lines = []
     w = lines.append
     with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as home, \
             tempfile.TemporaryDirectory() as tmp:
-        data = load_returned(folder, work)
-        tables, train = data["tables"], data["train"]
+        tables, train = merge_returned(folders, work)
         fake = any(dig(t, "provenance", "fake") for t in tables.values()) or \
             any(p.get("fake") for p in train.values() if isinstance(p, dict))
         devices = make_home(tables, home)
@@ -465,7 +479,8 @@ def make_fake(folder):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("returned", nargs="?", help="the folder gpu_check.sh's files came back in")
+    ap.add_argument("returned", nargs="*",
+                    help="the folder gpu_check.sh's files came back in (several: later ones' good parts win)")
     ap.add_argument("-o", "--out", help="write the markdown report here too")
     ap.add_argument("--dtsim", default=os.path.join(ROOT, "build", "dtsim"))
     ap.add_argument("--install", action="store_true", help="copy the tables into hardware_profiles/kernel_tables/")
