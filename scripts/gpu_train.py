@@ -367,7 +367,7 @@ class MixedPrecisionAdamW:
         # ones are dropped after the update: the step holds 2 bytes of gradient per parameter
         # through the backward pass, as dtsim counts them.
         for m, p in zip(self.masters, self.params):
-            m.grad = p.grad.float()
+            m.grad = None if p.grad is None else p.grad.float()
             p.grad = None
         self.opt.step()
         for m in self.masters:
@@ -500,6 +500,14 @@ def run_train(torch, name, mode, device, dry, res, steps, warmup):
     if mode == "compile":
         if not hasattr(torch, "compile"):
             raise RuntimeError(f"torch {torch.__version__} has no torch.compile")
+        try:  # 48 blocks compiled one by one must not run out of recompilations and fall back to eager
+            import torch._dynamo
+            for knob in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
+                         "accumulated_recompile_limit"):
+                if hasattr(torch._dynamo.config, knob):
+                    setattr(torch._dynamo.config, knob, max(getattr(torch._dynamo.config, knob), 256))
+        except Exception:  # noqa: BLE001
+            pass
         if hasattr(model, "compile_regions") and hasattr(torch.nn.Module, "compile"):
             model.compile_regions()
             res.set(compiled="regional: each transformer block, and the output layer with the loss "
@@ -542,6 +550,12 @@ def run_train(torch, name, mode, device, dry, res, steps, warmup):
     log(f"{name} {mode}: step median {st['median_s'] * 1e3:.2f} ms (spread {st['spread']:.3f}), "
         f"peak allocated {mem.get('peak_allocated_bytes', 0) / 2**30:.2f} GiB, "
         f"reserved {mem.get('peak_reserved_bytes', 0) / 2**30:.2f} GiB")
+    if mode == "compile":
+        try:  # how many graphs were compiled, and any graph breaks: eager fallbacks would show here
+            from torch._dynamo.utils import counters
+            res.set(dynamo_counters={k: {str(a): b for a, b in v.items()} for k, v in counters.items()})
+        except Exception:  # noqa: BLE001
+            pass
     res.set(profiler=profile_one_step(torch, step, device))
     p = res.data["profiler"]
     log(f"{name} {mode}: profiled step {p['step_s_profiled'] * 1e3:.2f} ms, kernels {p['kernel_sum_us'] / 1e3:.2f} ms "
@@ -585,9 +599,9 @@ def run_micro(torch, device, dry, res):
             with sdpa_context(torch):
                 f = stats(timer.time(lambda: attention(torch, q, k, v, 0.0, False), 3, reps))
 
-                def fb():
+                def fb():  # gradients returned, not accumulated into .grad (no extra add kernels)
                     o = attention(torch, q, k, v, 0.0, False)
-                    o.backward(g)
+                    torch.autograd.grad(o, (q, k, v), g)
                 fb_st = stats(timer.time(fb, 3, reps))
             row.update(fwd=f, fwd_bwd=fb_st, fwd_tflops=fwd_flops / f["median_s"] / 1e12,
                        bwd_s=fb_st["median_s"] - f["median_s"],
