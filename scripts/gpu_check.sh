@@ -138,9 +138,18 @@ PY=$(command -v python3 || command -v python || true)
   echo "nvcc: ${NVCC:-none}"; [[ -n $NVCC ]] && "$NVCC" --version
   g++ --version 2>&1 | head -1; cmake --version 2>&1 | head -1
   echo "python: ${PY:-none}"
-  [[ -n $PY ]] && "$PY" -c 'import sys, torch; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
-  [[ -n $PY ]] && "$PY" -c 'import torchvision; print("torchvision", torchvision.__version__)'
-  [[ -n $PY ]] && "$PY" -c 'import triton; print("triton", triton.__version__)'
+  # One interpreter (torch's first import is slow), each module on its own.
+  [[ -n $PY ]] && "$PY" -c '
+import sys
+print(sys.version)
+for m in ("torch", "torchvision", "triton", "numpy"):
+    try:
+        mod = __import__(m)
+        extra = f" cuda {mod.version.cuda} cudnn {mod.backends.cudnn.version()}" if m == "torch" else ""
+        print(m, mod.__version__ + extra)
+    except Exception as e:
+        print(m, "missing:", repr(e)[:200])
+'
 } > "$W/env/toolchain.txt" 2>&1
 log "toolchain: $(grep -E 'release|^torch' "$W/env/toolchain.txt" | tr '\n' ' ')"
 
@@ -160,7 +169,8 @@ if [[ -z $CUBLAS_DIR || -z $CUBLAS_INC ]] && [[ -n $PY ]]; then
   done
 fi
 log "cuBLAS: lib ${CUBLAS_DIR:-not found}, headers ${CUBLAS_INC:-not found}"
-export LD_LIBRARY_PATH="${CUBLAS_DIR:+$CUBLAS_DIR:}${LD_LIBRARY_PATH:-}"
+# Nothing is added to this shell's LD_LIBRARY_PATH: PyTorch must load its own cuBLAS and
+# libraries, not the toolkit's or .gpu/'s. dtsim gets its own through a wrapper.
 
 # --- 2. dtsim and its CUDA plugin ---------------------------------------------------------------
 DTSIM=""
@@ -182,13 +192,18 @@ if [[ -x .gpu/dtsim ]]; then
       "$PY" -c 'import tarfile; tarfile.open(".gpu/lib.tar.xz").extractall(".gpu")' 2>> "$W/logs/gpu_check.log" ||
       log "cannot unpack .gpu/lib.tar.xz"
   fi
-  export LD_LIBRARY_PATH="$ROOT/.gpu/lib:$LD_LIBRARY_PATH"
-  if ! .gpu/dtsim --version > "$W/logs/dtsim-version.log" 2>&1; then
+  wrapper() {  # $W/dtsim: .gpu/dtsim with its libraries (and cuBLAS for the plugin) on the loader's path
+    printf '#!/usr/bin/env bash\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+      "$1" "$ROOT/.gpu/dtsim" > "$W/dtsim"
+    chmod +x "$W/dtsim"
+  }
+  wrapper "$ROOT/.gpu/lib${CUBLAS_DIR:+:$CUBLAS_DIR}"
+  if ! "$W/dtsim" --version > "$W/logs/dtsim-version.log" 2>&1; then
     # An older C++ runtime than the one dtsim was built with: the packed one.
-    export LD_LIBRARY_PATH="$ROOT/.gpu/lib:$ROOT/.gpu/lib/fallback:${LD_LIBRARY_PATH#$ROOT/.gpu/lib:}"
-    .gpu/dtsim --version >> "$W/logs/dtsim-version.log" 2>&1 || log "dtsim from .gpu/ does not start: $(tail -2 "$W/logs/dtsim-version.log")"
+    wrapper "$ROOT/.gpu/lib:$ROOT/.gpu/lib/fallback${CUBLAS_DIR:+:$CUBLAS_DIR}"
+    "$W/dtsim" --version >> "$W/logs/dtsim-version.log" 2>&1 || log "dtsim from .gpu/ does not start: $(tail -2 "$W/logs/dtsim-version.log")"
   fi
-  .gpu/dtsim --version >/dev/null 2>&1 && DTSIM=$ROOT/.gpu/dtsim
+  "$W/dtsim" --version >/dev/null 2>&1 && DTSIM=$W/dtsim
   rm -f .gpu/libdtsim_cuda.so
   export -f build_plugin
   export ROOT NVCC CUBLAS_DIR CUBLAS_INC
