@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -32,6 +33,43 @@ BASE_DEVICE = "h100-sxm-80gb"
 GIB = 2 ** 30
 CATEGORIES = ["gemm", "conv", "attention", "optimizer", "norm", "softmax/loss", "elementwise", "reduction",
               "copy/cast/fill", "embedding/index", "other"]
+
+
+# torch.profiler puts record_function ranges on the GPU timeline too ("gpu_user_annotation"):
+# "Optimizer.step#AdamW.step" spans the optimizer's kernels, which are also counted one by one.
+ANNOTATION = re.compile(r"^[A-Za-z_][\w.]*#[\w.]+$")
+
+
+def drop_annotations(part):
+    """A part's profiler view without the user-annotation ranges gpu_train.py (before the fix) summed
+    with the kernels; what was dropped is kept in profiler["annotations_dropped"]."""
+    prof = (part or {}).get("profiler")
+    if not prof or prof.get("annotations_dropped") is not None:
+        return part
+    dropped = [k for k in prof.get("top", []) if ANNOTATION.match(k["name"])]
+    prof = dict(prof, by_category={c: dict(v) for c, v in prof.get("by_category", {}).items()})
+    for k in dropped:
+        prof["kernel_sum_us"] -= k["total_us"]
+        prof["kernel_launches"] -= k["count"]
+        c = prof["by_category"].get(k["category"])
+        if c:
+            c["total_us"] -= k["total_us"]
+            c["count"] -= k["count"]
+    prof["top"] = [k for k in prof.get("top", []) if not ANNOTATION.match(k["name"])]
+    prof["annotations_dropped"] = [{"name": k["name"], "total_us": k["total_us"]} for k in dropped]
+    return dict(part, profiler=prof)
+
+
+def nvidia_driver(results):
+    """The NVIDIA driver version (nvidia-smi), from gpu_check.sh's env/gpu-query."""
+    q = (results.get("env") or {}).get("gpu-query", "")
+    lines = [x for x in q.splitlines() if x.strip()]
+    if len(lines) >= 2:
+        head = [h.strip() for h in lines[0].split(",")]
+        row = [v.strip() for v in lines[1].split(",")]
+        if "driver_version" in head and len(row) == len(head):
+            return row[head.index("driver_version")]
+    return None
 
 
 def load_returned(folder, work):
@@ -77,8 +115,20 @@ def table_for(tables, stem):
     return None
 
 
+def compute_only(dev):
+    """The profile with memory-bound kernels made nearly free (HBM 10^6 GB/s, no minimum kernel time): what is
+    left of dtsim's compute is its GEMMs and attention, so the difference is its memory-bound kernels."""
+    d = dict(dev)
+    d["hbm_bandwidth_GBps"] = 1e6  # the most a profile may give: ~300x an H100
+    d["memory_efficiency"] = {"max": 1.0, "half_bytes": 1.0}
+    d["kernel_min_us"] = 0.0
+    d["name"] = dev["name"][:110] + "-nomem"
+    return d
+
+
 def make_home(tables, home):
-    """A DTSIM_HOME: the repository's data, plus each table and a device profile naming it."""
+    """A DTSIM_HOME: the repository's data, plus each table and a device profile naming it, and of
+    each profile a compute-only copy (compute_only)."""
     for d in ("models", "scenarios"):
         os.symlink(os.path.join(ROOT, d), os.path.join(home, d))
     hp = os.path.join(home, "hardware_profiles")
@@ -86,19 +136,25 @@ def make_home(tables, home):
     os.makedirs(os.path.join(hp, "kernel_tables"), exist_ok=True)
     with open(os.path.join(hp, BASE_DEVICE + ".json")) as f:
         base = json.load(f)
-    devices = {}
+
+    def write(dev):
+        with open(os.path.join(hp, dev["name"] + ".json"), "w") as f:
+            json.dump(dev, f, indent=1)
+        return dev["name"]
+    devices = {None: (BASE_DEVICE, write(compute_only(base)))}
     for name, table in tables.items():
+        stem = os.path.splitext(name)[0]
         with open(os.path.join(hp, "kernel_tables", name), "w") as f:
             json.dump(table, f)
+        with open(os.path.join(hp, "kernel_tables", stem + "-nomem.json"), "w") as f:
+            json.dump(dict(table, memory=[], elementwise={}), f)
         dev = dict(base)
-        stem = os.path.splitext(name)[0]
-        dev["name"] = f"{BASE_DEVICE}-measured-{stem}"[:120]
+        dev["name"] = f"{BASE_DEVICE}-measured-{stem}"[:110]
         dev["description"] = base["description"] + f", GEMMs and streams from the measured table {name}"
         dev["kernel_table"] = f"kernel_tables/{name}"
         dev["sources"] = dict(base.get("sources", {}), kernel_table=f"dtsim profile --device cuda ({name})")
-        with open(os.path.join(hp, dev["name"] + ".json"), "w") as f:
-            json.dump(dev, f, indent=1)
-        devices[name] = dev["name"]
+        nomem = dict(compute_only(dev), kernel_table=f"kernel_tables/{stem}-nomem.json")
+        devices[name] = (write(dev), write(nomem))
     return devices
 
 
@@ -177,19 +233,39 @@ def curve_eff(dev, flops):
     return mx * flops / (flops + half) if half else mx
 
 
+def dtsim_attention(cfg, base, table=None):
+    """Seconds of dtsim's flash-attention kernels in a step (forward and backward), as
+    models/transformer.cpp and sim/cost count them: forward 4·b·h·s²·d FLOPs (no causal halving),
+    backward 2.5×; roofline: at the GEMM curve's efficiency for those FLOPs; table: the
+    (b·h, s, s, d) GEMM's measured time scaled by FLOPs (kernel_table.cpp). None for a CNN."""
+    if "heads" not in cfg:
+        return None
+    bh, s_, d = cfg["micro_batch"] * cfg["heads"], cfg["seq"], cfg["head_dim"]
+    f = 4.0 * bh * s_ * s_ * d
+    if table is not None:
+        g = next((g for g in table.get("gemm", []) if (g["batch"], g["m"], g["n"], g["k"]) == (bh, s_, s_, d)), None)
+        if g is None:
+            return None
+        return cfg["layers"] * (f + 2.5 * f) / (2.0 * bh * s_ * s_ * d) * g["seconds"]
+    peak = base["peak_tflops"]["bf16"] * 1e12
+    kmin = base.get("kernel_min_us", 0.0) * 1e-6
+    return cfg["layers"] * sum(max(x / (peak * curve_eff(base, x)), kmin) for x in (f, 2.5 * f))
+
+
 def merge_returned(folders, work):
     """Several returned sets (a first run and a second try of some parts): a part that ran well in a
     later set replaces the earlier one; tables, the later one."""
-    tables, train = {}, {}
+    tables, train, results = {}, {}, {}
     for i, folder in enumerate(folders):
         sub = os.path.join(work, str(i))
         os.makedirs(sub)
         d = load_returned(folder, sub)
         tables.update(d["tables"])
+        results = d["results"] or results
         for name, part in d["train"].items():
             if name not in train or part.get("status") == "ok" or train[name].get("status") != "ok":
-                train[name] = part
-    return tables, train
+                train[name] = drop_annotations(part)
+    return tables, train, results
 
 
 def report(folders, dtsim, out_md, install):
@@ -197,7 +273,7 @@ def report(folders, dtsim, out_md, install):
     w = lines.append
     with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as home, \
             tempfile.TemporaryDirectory() as tmp:
-        tables, train = merge_returned(folders, work)
+        tables, train, results = merge_returned(folders, work)
         fake = any(dig(t, "provenance", "fake") for t in tables.values()) or \
             any(p.get("fake") for p in train.values() if isinstance(p, dict))
         devices = make_home(tables, home)
@@ -209,16 +285,21 @@ def report(folders, dtsim, out_md, install):
         w(f"## Measured on {env.get('gpu') or tprov.get('gpu', '?')} against dtsim's prediction"
           + (" — FAKE DATA (gpu_compare.py --make-fake), not a measurement" if fake else ""))
         w("")
+        drv = nvidia_driver(results)
         w(f"GPU: {env.get('gpu', tprov.get('gpu', '?'))}, {env.get('sm_count', tprov.get('sm_count', '?'))} SMs, "
-          f"driver {tprov.get('cuda_driver', '?')}, CUDA runtime {tprov.get('cuda_runtime', env.get('cuda_runtime', '?'))}, "
-          f"cuBLAS {tprov.get('cublas', '?')}; PyTorch {env.get('torch', '?')}, Triton {env.get('triton', '?')}. "
-          f"dtsim's device profile: {BASE_DEVICE} (datasheet peaks, fitted efficiency curves); "
+          f"driver {drv or '?'} (CUDA driver API {tprov.get('cuda_driver', '?')}), "
+          f"CUDA runtime {tprov.get('cuda_runtime', env.get('cuda_runtime', '?'))}, "
+          f"cuBLAS {tprov.get('cublas', '?')}, SM clock {tprov.get('sm_clock_mhz', '?')} MHz; "
+          f"PyTorch {env.get('torch', '?')}, Triton {env.get('triton', '?')}, cuDNN {env.get('cudnn', '?')}; "
+          f"tables timed {tprov.get('date', '?')}. "
+          f"dtsim's device profile: {BASE_DEVICE} (datasheet peaks, fitted efficiency curves), \"roofline\"; "
           "\"table\": the same profile naming the kernel table `dtsim profile --device cuda` measured for the scenario.")
         w("")
-        w("| model (scenario) | measured eager ms | measured compiled ms | dtsim roofline ms | error | dtsim table ms "
-          "| error (eager) | error (compiled) | table share | peak allocated GiB | peak reserved GiB | dtsim peak GiB "
-          "| error (allocated) |")
-        w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        w("Step time (median of the timed steps; error = (dtsim − measured) / measured):")
+        w("")
+        w("| model (scenario) | measured eager ms | measured compiled ms | dtsim roofline ms | error (eager) "
+          "| error (compiled) | dtsim table ms | error (eager) | error (compiled) | table share |")
+        w("|---|---|---|---|---|---|---|---|---|---|")
         rows = []
         for name, cfg in gpu_train.MODELS.items():
             scen = os.path.join(ROOT, cfg["scenario"])
@@ -226,18 +307,29 @@ def report(folders, dtsim, out_md, install):
             eager, comp = train.get(f"{name}-eager"), train.get(f"{name}-compile")
             m_e, m_c = step_of(eager), step_of(comp)
             roof, e1 = run_dtsim(dtsim, home, scen, None, tmp)
+            roof0, _ = run_dtsim(dtsim, home, scen, devices[None][1], tmp)
             tname = table_for(tables, stem)
-            tab, e2 = (run_dtsim(dtsim, home, scen, devices[tname], tmp) if tname else (None, "no table returned"))
+            tab, e2 = (run_dtsim(dtsim, home, scen, devices[tname][0], tmp) if tname else (None, "no table returned"))
+            tab0, _ = (run_dtsim(dtsim, home, scen, devices[tname][1], tmp) if tname else (None, None))
             p_r, mem_r = predicted(roof)
             p_t, mem_t = predicted(tab)
-            alloc = (eager or {}).get("peak_allocated_bytes")
-            resv = (eager or {}).get("peak_reserved_bytes")
             share = dig(tab, "compute_source", "measured_share")
-            w(f"| {name} ({stem}) | {ms(m_e)} | {ms(m_c)} | {ms(p_r)} | {err(p_r, m_e)} | {ms(p_t)} | {err(p_t, m_e)} "
-              f"| {err(p_t, m_c)} | {'-' if share is None else f'{share:.2f}'} | {gib(alloc)} | {gib(resv)} "
-              f"| {gib(mem_r)} | {err(mem_r, alloc)} |")
-            rows.append(dict(name=name, eager=eager, comp=comp, roof=roof, tab=tab, errors=[e for e in (e1, e2) if e],
-                             table=tname))
+            w(f"| {name} ({stem}) | {ms(m_e)} | {ms(m_c)} | {ms(p_r)} | {err(p_r, m_e)} | {err(p_r, m_c)} | {ms(p_t)} "
+              f"| {err(p_t, m_e)} | {err(p_t, m_c)} | {'-' if share is None else f'{share:.2f}'} |")
+            rows.append(dict(name=name, cfg=cfg, eager=eager, comp=comp, roof=roof, tab=tab, roof0=roof0, tab0=tab0,
+                             errors=[e for e in (e1, e2) if e], table=tname, mem=mem_r))
+        w("")
+        w("Peak memory (torch.cuda.max_memory_allocated / max_memory_reserved over the timed steps; dtsim's peak "
+          "is the same with either profile):")
+        w("")
+        w("| model | eager allocated GiB | eager reserved GiB | compiled allocated GiB | compiled reserved GiB "
+          "| dtsim peak GiB | error (eager allocated) | error (compiled allocated) | error (eager reserved) |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            ea, er = (r["eager"] or {}).get("peak_allocated_bytes"), (r["eager"] or {}).get("peak_reserved_bytes")
+            ca, cr = (r["comp"] or {}).get("peak_allocated_bytes"), (r["comp"] or {}).get("peak_reserved_bytes")
+            w(f"| {r['name']} | {gib(ea)} | {gib(er)} | {gib(ca)} | {gib(cr)} | {gib(r['mem'])} | {err(r['mem'], ea)} "
+              f"| {err(r['mem'], ca)} | {err(r['mem'], er)} |")
         w("")
         for r in rows:
             for e in r["errors"]:
@@ -276,32 +368,51 @@ def report(folders, dtsim, out_md, install):
                 w(f"| {r['name']} | {mode} | {ms(st)} | {ms(prof['kernel_sum_us'] * 1e-6)} | {prof['kernel_launches']} "
                   f"| {' | '.join(cells)} | {ms(gap)} |")
         w("")
-        w("Side by side with dtsim's own split of the step (table profile; roofline in brackets): its compute "
-          "(every kernel of the forward and backward passes) against the profiler's GEMM + convolution + "
-          "attention kernels and the rest, and its optimizer against the optimizer's kernels.")
+        w("Side by side with dtsim's own split of the step, table profile first and roofline in brackets. dtsim's "
+          "attention is its flash-attention kernels (forward 4·b·h·s²·d FLOPs, no causal halving; backward 2.5×), "
+          "its GEMMs the rest of its compute once memory-bound kernels are made free (a copy of the profile with "
+          "~300× the HBM bandwidth and no minimum kernel time), its memory-bound kernels (norms, softmax, element-wise, casts) the "
+          "difference. Measured: the profiler's kernels by kind; \"other\" is every kernel that is not a GEMM, "
+          "convolution, attention or optimizer kernel; gaps = step − sum of kernel times.")
         w("")
-        w("| model | mode | measured GEMM+conv+attention ms | other kernels ms | optimizer kernels ms | gaps ms "
-          "| dtsim compute ms | dtsim optimizer ms |")
-        w("|---|---|---|---|---|---|---|---|")
+        w("| model | mode | GEMM+conv ms | dtsim GEMM+conv ms | attention ms | dtsim attention ms | other kernels ms "
+          "| dtsim memory-bound ms | optimizer ms | dtsim optimizer ms | gaps ms |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
+            r["split"] = {}
+            for label, res, res0 in (("table", r["tab"], r["tab0"]), ("roofline", r["roof"], r["roof0"])):
+                comp_s = dig(res, "breakdown_s", "compute")
+                comp0 = dig(res0, "breakdown_s", "compute")
+                att = dtsim_attention(r["cfg"], base, tables.get(r["table"]) if label == "table" else None)
+                if comp_s is None or comp0 is None:
+                    r["split"][label] = (None, att, None, dig(res, "breakdown_s", "optimizer"))
+                    continue
+                r["split"][label] = (comp0 - (att or 0.0), att, comp_s - comp0, dig(res, "breakdown_s", "optimizer"))
             for mode, p in (("eager", r["eager"]), ("compiled", r["comp"])):
                 prof = (p or {}).get("profiler")
                 if not prof:
                     continue
                 cats = prof.get("by_category", {})
                 tot = lambda names: sum(cats[c]["total_us"] for c in names if c in cats) * 1e-6  # noqa: E731
-                main = tot(("gemm", "conv", "attention"))
-                optk = tot(("optimizer",))
-                rest = prof["kernel_sum_us"] * 1e-6 - main - optk
+                gem, att, optk = tot(("gemm", "conv")), tot(("attention",)), tot(("optimizer",))
+                rest = prof["kernel_sum_us"] * 1e-6 - gem - att - optk
                 st = step_of(p) or prof.get("step_s_profiled")
                 gap = st - prof["kernel_sum_us"] * 1e-6 if st else None
 
-                def both(key):
-                    a, b = dig(r["tab"], "breakdown_s", key), dig(r["roof"], "breakdown_s", key)
-                    return f"{ms(a)} ({ms(b)})"
-                w(f"| {r['name']} | {mode} | {ms(main)} | {ms(rest)} | {ms(optk)} | {ms(gap)} | {both('compute')} "
-                  f"| {both('optimizer')} |")
+                def both(i):
+                    t, f = r["split"]["table"][i], r["split"]["roofline"][i]
+                    return f"{ms(t)} ({ms(f)})"
+                w(f"| {r['name']} | {mode} | {ms(gem)} | {both(0)} | {ms(att) if att else '-'} | "
+                  f"{both(1) if r['split']['roofline'][1] else '-'} | {ms(rest)} | {both(2)} | {ms(optk)} | {both(3)} "
+                  f"| {ms(gap)} |")
         w("")
+        dropped = sorted({k["name"] for p in train.values() if isinstance(p, dict)
+                          for k in (p.get("profiler") or {}).get("annotations_dropped", [])})
+        if dropped:
+            w(f"The profiler's user-annotation ranges ({', '.join(f'`{d}`' for d in dropped)}) are not kernels: they "
+              "span kernels counted on their own, and were taken out of the kernel sums (where they are among the "
+              "top 40 names; a smaller one stays in, under a millisecond).")
+            w("")
         for r in rows:
             p = r["eager"]
             prof = (p or {}).get("profiler")
@@ -347,16 +458,37 @@ def report(folders, dtsim, out_md, install):
                       f"(range {min(rs):.2f}–{max(rs):.2f}, {len(rs)} shapes)")
         w("")
 
+        w("### Noisy timings in the kernel tables")
+        w("")
+        w("Entries whose spread (1.4826 MAD / median over the runs) is over 5 %, by table; the table's own "
+          "\"noisy\" flag and reasons are in its provenance.")
+        w("")
+        w("| table | noisy flag | kind | entry | median µs | spread |")
+        w("|---|---|---|---|---|---|")
+        for name, t in tables.items():
+            short = os.path.splitext(name)[0].replace("-bf16", "").replace("nvidia-h100-80gb-hbm3-", "")
+            for kind in ("gemm", "conv", "memory"):
+                for g in t.get(kind, []):
+                    if g.get("spread", 0) <= 0.05:
+                        continue
+                    entry = (f"{g['batch']}×{g['m']}×{g['n']}×{g['k']}" if kind != "memory"
+                             else f"{g['bytes'] / 2 ** 20:.3g} MiB" if g["bytes"] >= 2 ** 20 else f"{g['bytes'] / 1024:.3g} KiB")
+                    w(f"| {short} | {t.get('noisy')} | {kind} | {entry} | {g['seconds'] * 1e6:.1f} | {g['spread']:.3f} |")
+        w("")
+
         micro = train.get("micro") or {}
         w("### Plain kernels (PyTorch, bf16)")
         w("")
         if micro.get("gemms"):
-            w("| GEMM m×n×k | µs | TFLOP/s | of peak | dtsim curve |")
-            w("|---|---|---|---|---|")
+            w("| GEMM m×n×k (torch.matmul) | µs | spread | measured TFLOP/s | of peak | dtsim curve eff | dtsim curve TFLOP/s "
+              "| measured / curve |")
+            w("|---|---|---|---|---|---|---|---|")
             for g in micro["gemms"]:
                 f = 2.0 * g["m"] * g["n"] * g["k"]
-                w(f"| {g['m']}×{g['n']}×{g['k']} | {g['median_s'] * 1e6:.1f} | {g['tflops']:.0f} | "
-                  f"{g['tflops'] * 1e12 / peak_bf16:.3f} | {curve_eff(base, f):.3f} |")
+                ce = curve_eff(base, f)
+                w(f"| {g['m']}×{g['n']}×{g['k']} | {g['median_s'] * 1e6:.1f} | {g.get('spread', 0):.3f} | {g['tflops']:.1f} | "
+                  f"{g['tflops'] * 1e12 / peak_bf16:.3f} | {ce:.3f} | {ce * peak_bf16 / 1e12:.1f} | "
+                  f"{g['tflops'] * 1e12 / (ce * peak_bf16):.2f} |")
             w("")
         if micro.get("attention"):
             w("| SDPA (causal) b×h(kv)×s×d | backend | fwd ms | fwd TFLOP/s | fwd+bwd ms | fwd+bwd TFLOP/s | bwd TFLOP/s |")
@@ -372,6 +504,33 @@ def report(folders, dtsim, out_md, install):
             w("")
             w("FLOPs: forward 4·b·h·s²·d halved for causal; backward 2.5× forward (FlashAttention's count).")
             w("")
+            w("The same kernels against dtsim. dtsim counts attention's FLOPs without the causal halving (twice "
+              "the above) and prices them at the GEMM curve's efficiency (roofline: the h100 profile has no "
+              "attention efficiency of its own) or at the measured rate of the cuBLAS GEMM of shape (b·h, s, s, d) "
+              "(table). TFLOP/s below are all in the measured (causal-halved) convention: FLOPs the kernel does "
+              "over dtsim's time. Ratio: dtsim time / measured time.")
+            w("")
+            w("| SDPA | measured fwd+bwd ms | measured TFLOP/s | dtsim roofline ms | TFLOP/s | ratio | dtsim table ms "
+              "| TFLOP/s | ratio |")
+            w("|---|---|---|---|---|---|---|---|---|")
+            for a in micro["attention"]:
+                if "fwd" not in a:
+                    continue
+                cfg = dict(layers=1, micro_batch=a["batch"], heads=a["heads"], seq=a["seq"], head_dim=a["head_dim"])
+                meas = a["fwd_bwd"]["median_s"]
+                flops = 3.5 * a.get("fwd_flops", 4.0 * a["batch"] * a["heads"] * a["seq"] ** 2 * a["head_dim"] *
+                                    (0.5 if a.get("causal", True) else 1.0))
+                roof = dtsim_attention(cfg, base)
+                stem = {"gpt2-xl": "gpt2-xl-1gpu", "llama3-8b": "llama3-8b-tp1-4layers-1gpu",
+                        "llama3-8b-tp8": "llama3-8b-tp8-slice-1gpu"}.get(a["shape"], a["shape"])
+                tn = table_for(tables, stem)
+                tab = dtsim_attention(cfg, base, tables[tn]) if tn else None
+
+                def cells(t):
+                    return "- | - | -" if t is None else f"{t * 1e3:.3f} | {flops / t / 1e12:.0f} | {t / meas:.2f}"
+                w(f"| {a['shape']} {a['batch']}×{a['heads']}({a['kv_heads']})×{a['seq']}×{a['head_dim']} | "
+                  f"{meas * 1e3:.3f} | {a['fwd_bwd_tflops']:.1f} | {cells(roof)} | {cells(tab)} |")
+            w("")
         la = micro.get("launch") or {}
         lat = [t.get("provenance", {}).get("launch_latency_us") for t in tables.values()]
         lat = [x for x in lat if isinstance(x, (int, float))]
@@ -386,6 +545,11 @@ def report(folders, dtsim, out_md, install):
                 raise SystemExit("gpu_compare.py: refusing to install fake tables")
             dst = os.path.join(ROOT, "hardware_profiles", "kernel_tables")
             for name, t in tables.items():
+                t = dict(t, provenance=dict(t.get("provenance", {})))
+                t["provenance"].setdefault("nvidia_driver", drv)
+                t["provenance"].setdefault("torch", env.get("torch"))
+                t["provenance"].setdefault(
+                    "returned_files", ", ".join(os.path.relpath(os.path.abspath(x), ROOT) for x in folders))
                 with open(os.path.join(dst, name), "w") as f:
                     json.dump(t, f, indent=2)
                     f.write("\n")

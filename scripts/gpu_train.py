@@ -22,6 +22,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -419,6 +420,10 @@ def profile_one_step(torch, step_fn, device, top=40):
     for e in prof.events():
         dev = str(getattr(e, "device_type", "")).split(".")[-1]
         if device == "cuda" and dev != "CUDA":
+            continue
+        # record_function ranges ("Optimizer.step#AdamW.step") show on the GPU timeline too, over
+        # kernels that are counted on their own: not kernels, left out.
+        if device == "cuda" and (getattr(e, "is_user_annotation", False) or re.match(r"^[A-Za-z_][\w.]*#[\w.]+$", e.name)):
             continue
         if device != "cuda" and (dev != "CPU" or e.cpu_parent is not None):
             continue
