@@ -14,6 +14,7 @@ by shape; and the plain GEMM, attention and launch numbers. --install copies the
 hardware_profiles/kernel_tables/ (real ones only: a fake set is refused).
 """
 import argparse
+import csv
 import json
 import math
 import os
@@ -72,6 +73,46 @@ def nvidia_driver(results):
     return None
 
 
+def clocks_by_part(work):
+    """Per part of gpu_check.sh (its log's start/end lines), the SM clock and throttle reasons in
+    nvidia-smi's 0.5 s samples (logs/clocks.csv): {part: (samples, min MHz, median MHz, share of samples
+    with the SW power cap (0x4) active, share with any other slowdown)}."""
+    log, csvf = os.path.join(work, "logs", "gpu_check.log"), os.path.join(work, "logs", "clocks.csv")
+    if not (os.path.exists(log) and os.path.exists(csvf)):
+        return {}
+    spans = {}
+    with open(log) as f:
+        for line in f:
+            m = re.match(r"^\[(\d\d):(\d\d):(\d\d) \+\d+s\] (start|end) (\S+?):?\s", line)
+            if m:
+                t = int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])
+                spans.setdefault(m[5], [None, None])[0 if m[4] == "start" else 1] = t
+    samples = []
+    with open(csvf) as f:
+        rows = list(csv.reader(f))
+    head = [h.strip() for h in rows[0]] if rows else []
+    for row in rows[1:]:
+        try:
+            hh, mm, ss = row[0].split()[1].split(":")
+            t = int(hh) * 3600 + int(mm) * 60 + float(ss)
+            sm = float(row[head.index("clocks.current.sm [MHz]")].split()[0])
+            why = int(row[head.index("clocks_event_reasons.active")].strip(), 16)
+        except (ValueError, IndexError):
+            continue
+        samples.append((t, sm, why))
+    out = {}
+    for part, (a, b) in spans.items():
+        if a is None or b is None:
+            continue
+        sel = [x for x in samples if a <= x[0] <= b + 1]
+        if sel:
+            sms = [x[1] for x in sel]
+            out[part] = (len(sel), min(sms), statistics.median(sms),
+                         sum(1 for x in sel if x[2] & 0x4) / len(sel),
+                         sum(1 for x in sel if x[2] & 0xE8) / len(sel))
+    return out
+
+
 def load_returned(folder, work):
     """results.json and the unpacked tar: {"train": {part: json}, "tables": {name: json}}."""
     out = {"train": {}, "tables": {}, "results": {}}
@@ -95,6 +136,7 @@ def load_returned(folder, work):
                 with open(os.path.join(tdir, fn)) as f:
                     d = json.load(f)
                 out["train"][d.get("part", fn[:-5])] = d
+    out["clocks"] = clocks_by_part(work)
     kdir = os.path.join(work, "tables")
     if os.path.isdir(kdir):
         for fn in sorted(os.listdir(kdir)):
@@ -255,17 +297,18 @@ def dtsim_attention(cfg, base, table=None):
 def merge_returned(folders, work):
     """Several returned sets (a first run and a second try of some parts): a part that ran well in a
     later set replaces the earlier one; tables, the later one."""
-    tables, train, results = {}, {}, {}
+    tables, train, results, clocks = {}, {}, {}, {}
     for i, folder in enumerate(folders):
         sub = os.path.join(work, str(i))
         os.makedirs(sub)
         d = load_returned(folder, sub)
         tables.update(d["tables"])
         results = d["results"] or results
+        clocks.update(d["clocks"])
         for name, part in d["train"].items():
             if name not in train or part.get("status") == "ok" or train[name].get("status") != "ok":
                 train[name] = drop_annotations(part)
-    return tables, train, results
+    return tables, train, results, clocks
 
 
 def report(folders, dtsim, out_md, install):
@@ -273,7 +316,7 @@ def report(folders, dtsim, out_md, install):
     w = lines.append
     with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as home, \
             tempfile.TemporaryDirectory() as tmp:
-        tables, train, results = merge_returned(folders, work)
+        tables, train, results, clocks = merge_returned(folders, work)
         fake = any(dig(t, "provenance", "fake") for t in tables.values()) or \
             any(p.get("fake") for p in train.values() if isinstance(p, dict))
         devices = make_home(tables, home)
@@ -458,6 +501,18 @@ def report(folders, dtsim, out_md, install):
                       f"(range {min(rs):.2f}–{max(rs):.2f}, {len(rs)} shapes)")
         w("")
 
+        if clocks:
+            w("### Clocks during each part")
+            w("")
+            w("nvidia-smi's samples (every 0.5 s) between each part's start and end: the SM clock, and the share of "
+              "samples with the SW power cap (clock event reason 0x4) or another slowdown (HW, thermal) active. A "
+              "table's provenance holds the clock read once, when it starts.")
+            w("")
+            w("| part | samples | SM MHz min | SM MHz median | SW power cap | other slowdown |")
+            w("|---|---|---|---|---|---|")
+            for part, (n, lo, med, cap, other) in clocks.items():
+                w(f"| {part} | {n} | {lo:.0f} | {med:.0f} | {100 * cap:.0f}% | {100 * other:.0f}% |")
+            w("")
         w("### Noisy timings in the kernel tables")
         w("")
         w("Entries whose spread (1.4826 MAD / median over the runs) is over 5 %, by table; the table's own "
