@@ -128,6 +128,11 @@ double bubble_fraction(Schedule s, int p, int m, int v) {
   return 0;
 }
 
+double bubble_share(Schedule s, int p, int m, int v) {
+  const double over_compute = bubble_fraction(s, p, m, v);
+  return over_compute / (1.0 + over_compute);
+}
+
 double zero_bubble_h1_fraction(int p, int m, double tf, double tb, double tw) {
   return (p - 1.0) * (tf + tb - tw) / (m * (tf + tb + tw));
 }

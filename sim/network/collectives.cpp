@@ -205,6 +205,14 @@ LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double
   return resolve(pf, op, a, bytes, ranks).second;
 }
 
+std::string runs_as(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
+  const auto nccl = floor_of(pf, op, a, bytes, ranks);
+  if (runs_nvls(pf, a, nccl)) return nccl::to_string(nccl->algo);
+  std::string out = taskgraph::to_string(resolve(pf, op, a, bytes, ranks).first);
+  if (nccl) out += std::string(" (NCCL model: ") + nccl::to_string(nccl->algo) + "/" + nccl::to_string(nccl->proto) + ")";
+  return out;
+}
+
 namespace {
 LoweredCollective lower_groups(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
   if (c.only >= 0) {
