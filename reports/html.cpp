@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reports/reports.hpp"
+#include "strategies/settings.hpp"
 #include "reports/svg.hpp"
 #include "reports/timeline.hpp"
 #include "sim/core/units.hpp"

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "reports/reports.hpp"
+#include "strategies/settings.hpp"
 #include "sim/core/units.hpp"
 
 namespace dtsim::reports {

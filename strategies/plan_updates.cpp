@@ -1,4 +1,5 @@
 #include "strategies/planner.hpp"
+#include "strategies/settings.hpp"
 
 namespace dtsim::strategies {
 

@@ -1,4 +1,5 @@
 #include "strategies/schedule.hpp"
+#include "strategies/settings.hpp"
 
 #include <algorithm>
 #include <stdexcept>

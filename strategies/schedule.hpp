@@ -42,11 +42,6 @@ std::vector<PipeOp> stage_schedule(Schedule s, int stages, int stage, int micro_
 // equal F, B and W passes, i.e. (p-1)/(3m).
 double bubble_fraction(Schedule s, int stages, int micro_batches, int chunks);
 
-// The bubble's share of the step in the uniform case, bubble / (ideal compute + bubble): what
-// Narayanan et al. 2021 and the lectures quote, (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/p for
-// the naive split, (p-1)/(v m + p-1) interleaved.
-double bubble_share(Schedule s, int stages, int micro_batches, int chunks);
-
 // ZB-H1's bubble over ideal compute for passes of tf (forward), tb (input gradient) and tw (weight
 // gradient) seconds: (p-1)(tf+tb-tw) / (m (tf+tb+tw)) (Qi et al. 2024, Sec. 3.1).
 double zero_bubble_h1_fraction(int stages, int micro_batches, double tf, double tb, double tw);

@@ -1,4 +1,5 @@
 #include "strategies/spec.hpp"
+#include "strategies/settings.hpp"
 
 #include <algorithm>
 

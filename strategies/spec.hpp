@@ -149,14 +149,8 @@ inline models::UpdatePath update_path(Precision p) {
 // for mixed-precision Adam; plain fp32 Adam keeps 4 + 4 + 8; fp64 doubles those).
 double weight_bytes_per_param(Precision p);
 double grad_bytes_per_param(Precision p);
-// Bytes per gradient the data-parallel sync reduces: the gradient's own, but DeepSpeed's pipeline
-// engine reduces the BF16 optimizer's fp32 gradients after the flush (pipe/engine.py).
-bool pipeline_reduce_after_flush(const ParallelismSpec& p);
-double reduced_grad_bytes(const ParallelismSpec& p, Precision t);
 double optimizer_bytes_per_param(Precision p, models::OptimizerKind o);
 const char* to_string(Recompute r);
-const char* to_string(Precision p);
-const char* to_string(Compression c);
 const char* to_string(Updates u);
 
 }  // namespace dtsim::strategies

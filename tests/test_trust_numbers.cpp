@@ -163,3 +163,24 @@ TEST(TrustNumbers, SettingsThatWouldDoNothingAreRefused) {
     EXPECT_EQ(r.code, 0) << fine << r.err;
   }
 }
+
+TEST(TrustNumbers, AHeavierLastStageIsImbalanceNotBubbleInEverySchedule) {
+  test::TempDir dir;
+  // GPT-2's LM head makes the last of 4 stages the slowest. The schedule's own idle, the bubble,
+  // does not grow with the micro-batches; waiting for the slow stage, m times per step, does.
+  for (const char* schedule : {"1f1b", "gpipe", "zero-bubble-h1"}) {
+    double bubble[2], imbalance[2];
+    for (int k = 0; k < 2; ++k) {
+      const int m = 8 << k;
+      const auto f = scenario_over_base(dir, "heavy", fmt::format(R"("parallelism": {{"data": 2, "pipeline": 4,
+          "micro_batch_size": 1, "pipeline_schedule": "{}"}}, "training": {{"global_batch_size": {}}})", schedule, 2 * m));
+      auto r = run_dtsim({"run", f, "--format", "json", "-o", dir.path("o")}, dir);
+      ASSERT_EQ(r.code, 0) << r.err;
+      const auto j = nlohmann::json::parse(r.out);
+      bubble[k] = j["breakdown_s"]["pipeline_bubble"].get<double>();
+      imbalance[k] = j["breakdown_s"]["stage_imbalance"].get<double>();
+    }
+    EXPECT_NEAR(bubble[1], bubble[0], 0.02 * bubble[0]) << schedule;
+    EXPECT_GT(imbalance[1], 1.8 * imbalance[0]) << schedule;
+  }
+}

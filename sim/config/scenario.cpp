@@ -1,4 +1,5 @@
 #include "sim/config/scenario.hpp"
+#include "strategies/settings.hpp"
 
 #include <fmt/format.h>
 

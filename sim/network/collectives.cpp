@@ -1,4 +1,5 @@
 #include "sim/network/collectives.hpp"
+#include "sim/network/runs_as.hpp"
 
 #include <algorithm>
 #include <cmath>

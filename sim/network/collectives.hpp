@@ -1,6 +1,5 @@
 #pragma once
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "sim/network/platform.hpp"
@@ -54,12 +53,6 @@ LoweredCollective lower(const Platform& platform, taskgraph::CollectiveOp op, ta
 // Every group of `c` at once; phase k of every group runs together.
 LoweredCollective lower(const Platform& platform, const taskgraph::Collective& c,
                         const std::vector<std::vector<int>>& groups);
-
-// What one group's collective runs as, in words: the algorithm (what `auto` picked; "nvls" or
-// "nvls_tree" where NCCL takes the NVLink switches) and, where NCCL's model sets a floor under its
-// time, NCCL's own pick: "ring (NCCL model: tree/LL128)".
-std::string runs_as(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
-                    const std::vector<int>& ranks);
 
 // An offload copy: `bytes` between each GPU of `gpus` and its node's host memory at once, over
 // the GPU's PCIe link, its switch's uplink and the host's memory (one phase).

@@ -1,4 +1,5 @@
 #include "sim/results/result.hpp"
+#include "strategies/settings.hpp"
 
 #include <cmath>
 #include <cstdint>

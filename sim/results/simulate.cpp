@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/units.hpp"
+#include "sim/network/runs_as.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/network/collectives.hpp"
