@@ -188,7 +188,8 @@ void parse_parallelism(Reader r, Scenario& s) {
                                    : strategies::Compression::None;
   p.topk_ratio = r.number("topk_ratio", Range{0.0, 1.0, true}, 0.01);
   if (r.has("topk_ratio") && p.compression != strategies::Compression::TopK)
-    r.fail("topk_ratio", fmt::format("applies to gradient_compression \"topk\" only, and this one is \"{}\"", comp));
+    r.fail("topk_ratio", fmt::format("applies to gradient_compression \"topk\" only, and this one is \"{}\": did you mean "
+                                     "\"gradient_compression\": \"topk\"?", comp));
   if (p.compression != strategies::Compression::None && p.zero_stage > 0)
     r.fail("gradient_compression", "compression with ZeRO's sharded gradients is not modelled");
   const bool reduces = p.algorithm != taskgraph::Algorithm::ParameterServer && p.algorithm != taskgraph::Algorithm::CentralStorage;
