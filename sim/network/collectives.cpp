@@ -1,4 +1,5 @@
 #include "sim/network/collectives.hpp"
+#include "sim/network/runs_as.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -203,6 +204,14 @@ Algorithm choose(const Platform& pf, CollectiveOp op, Algorithm a, double bytes,
 
 LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
   return resolve(pf, op, a, bytes, ranks).second;
+}
+
+std::string runs_as(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
+  const auto nccl = floor_of(pf, op, a, bytes, ranks);
+  if (runs_nvls(pf, a, nccl)) return nccl::to_string(nccl->algo);
+  std::string out = taskgraph::to_string(resolve(pf, op, a, bytes, ranks).first);
+  if (nccl) out += std::string(" (NCCL model: ") + nccl::to_string(nccl->algo) + "/" + nccl::to_string(nccl->proto) + ")";
+  return out;
 }
 
 namespace {
