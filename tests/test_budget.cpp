@@ -103,7 +103,7 @@ TEST(Budget, FlowBoundIsAtLeastWhatLoweringBuilds) {
                       CollectiveOp::Reduce, CollectiveOp::AllToAll})
         for (auto a : {Algorithm::Ring, Algorithm::Tree, Algorithm::HalvingDoubling, Algorithm::Hierarchical, Algorithm::Direct,
                        Algorithm::MasterWorker, Algorithm::RoundRobin, Algorithm::ParameterServer, Algorithm::CentralStorage,
-                       Algorithm::Auto}) {
+                       Algorithm::Naive, Algorithm::Auto}) {
           network::LoweredCollective lc;
           try {
             lc = network::lower(pf, op, a, 1e8, ranks);
