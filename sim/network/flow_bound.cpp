@@ -75,8 +75,9 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
     }
     case Algorithm::CentralStorage: set(2 * p, p, false); break;
     case Algorithm::Auto:
-      // Lowers ring, tree and hierarchical to pick one (all-reduce); other operations use the ring.
-      if (reduces) set((5 * channels + 3) * p, 4 * channels * p, true);
+      // Lowers ring, tree and hierarchical to pick one (all-reduce) and runs that one: at most the
+      // tree's flows. Other operations use the ring.
+      if (reduces) set(4 * channels * p, 4 * channels * p, true);
       else set(channels * p, channels * p, true);
       break;
   }
