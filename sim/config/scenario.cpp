@@ -166,8 +166,8 @@ void parse_parallelism(Reader r, Scenario& s) {
   p.algorithm = *taskgraph::algorithm_from_string(
       r.choice("all_reduce_algorithm",
                {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin",
-                "parameter-server", "central-storage", "auto"},
-               "ring"));
+                "parameter-server", "central-storage", "naive", "auto"},
+               "auto"));  // what NCCL does by default: its tuner picks per collective
   parse_updates(r, s);
   if (p.context > 1 && p.updates != strategies::Updates::Sync)
     r.fail("context", "context parallelism is modelled with synchronous updates");

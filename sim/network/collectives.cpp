@@ -68,6 +68,7 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
         case Algorithm::HalvingDoubling: return alg::halving_doubling(pf, bytes, r, true, true);
         case Algorithm::Hierarchical: return alg::hierarchical(pf, bytes, r);
         case Algorithm::Direct: return alg::direct(pf, bytes / p, r, 2);  // scatter, then gather
+        case Algorithm::Naive: return alg::naive(pf, bytes, r);
         case Algorithm::MasterWorker: return alg::master_worker(pf, bytes, r);
         case Algorithm::RoundRobin: return alg::round_robin(pf, bytes / p, r, 2);
         case Algorithm::ParameterServer: return alg::parameter_server(pf, bytes, r);
@@ -90,7 +91,7 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
     case CollectiveOp::Broadcast:
     case CollectiveOp::Reduce: {
       const bool up = op == CollectiveOp::Reduce;
-      if (a == Algorithm::Ring) return alg::chain(pf, bytes, r, up);
+      if (a == Algorithm::Ring) return alg::ring_chain(pf, bytes, r, up);
       if (a == Algorithm::Tree) return alg::binomial(pf, bytes, r, up);
       break;
     }
