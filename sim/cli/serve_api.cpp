@@ -56,8 +56,8 @@ std::optional<Answer> gate(const std::string& body) {
 const std::map<std::string, std::string>& shipped() {
   static const std::map<std::string, std::string> names = [] {
     std::map<std::string, std::string> m;
-    const fs::path root = fs::path(data_dir()) / "scenarios";
     std::error_code ec;
+    const fs::path root = fs::absolute(fs::path(data_dir()) / "scenarios", ec);  // the child runs elsewhere
     for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec)) {
       if (!it->is_regular_file(ec) || it->is_symlink(ec) || it->path().extension() != ".json") continue;
