@@ -42,9 +42,11 @@ bool empty_folder(const std::string& dir) {
   return std::filesystem::is_empty(dir);
 }
 
-// A simulation that runs for many seconds: SimGrid replays 100 steps on 1,024 GPUs.
-const std::string kSlow =
-    R"({"extends": "gpt2-dp1024-a100", "name": "slow", "simulation": {"backend": "simgrid", "steps": 100}})";
+// A simulation that runs for many seconds (18 s here): SimGrid replays 100 steps on 1,024 GPUs,
+// each GPU with its own jitter, so no step or replica stands for another.
+const std::string kSlow = R"({"extends": "gpt2-dp1024-a100", "name": "slow",
+  "simulation": {"backend": "simgrid", "steps": 100},
+  "stragglers": {"seed": 7, "jitter": {"distribution": "lognormal", "sigma": 0.05}}})";
 
 }  // namespace
 
