@@ -1,24 +1,21 @@
 // libFuzzer target: bytes as one request to `dtsim serve`'s handler, without sockets: a first line
 // "METHOD TARGET", header lines "Name: value", an empty line, then the body. A scenario the handler
-// lets through is loaded in-process, as the child `dtsim run` would load it from its temporary
-// folder. Findings: a crash or sanitizer report, an exception the handler did not expect (a 500),
-// a status the server never sends, or a checked scenario whose "extends" leaves scenarios/.
+// lets through is parsed as the child `dtsim run` would first parse it (the loader behind that is
+// dtsim_scenario_fuzzer's). Findings: a crash or sanitizer report, an exception the handler did not
+// expect (a 500), a status the server never sends, or a scenario passed on whose "extends" leaves
+// scenarios/. It links the handler and dtsim_core only, so it builds without the simulator.
 // Built by -DDTSIM_FUZZ=ON; run by scripts/fuzz.sh serve.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "sim/cli/serve_api.hpp"
-#include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/core/json_reader.hpp"
 #include "sim/core/paths.hpp"
-#include "sim/results/budget.hpp"
 
 namespace fs = std::filesystem;
 using dtsim::cli::api::Answer;
@@ -26,19 +23,6 @@ using dtsim::cli::api::Answer;
 namespace {
 
 constexpr unsigned short kPort = 8080;
-
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    std::string tmpl = (fs::exists("/dev/shm") ? "/dev/shm" : "/tmp") + std::string("/dtsim-fuzz-serve-XXXXXX");
-    if (!mkdtemp(tmpl.data())) std::abort();
-    dir = tmpl;
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
 
 dtsim::cli::api::Request parse(const std::string& in) {
   dtsim::cli::api::Request r;
@@ -61,8 +45,8 @@ dtsim::cli::api::Request parse(const std::string& in) {
   return r;
 }
 
-// What the child would answer, in-process; aborts on what the handler should never pass on.
-Answer run(const Scratch& scratch, const std::string& scenario) {
+// What the child's parser makes of it; aborts on what the handler should never pass on.
+Answer run(const std::string& scenario) {
   const auto j = nlohmann::json::parse(scenario, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("extends")) {
     const fs::path shipped = fs::path(dtsim::data_dir()) / "scenarios";
@@ -72,11 +56,8 @@ Answer run(const Scratch& scratch, const std::string& scenario) {
       std::abort();
     }
   }
-  const fs::path file = scratch.dir / "scenario.json";
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << scenario;
   try {
-    const auto s = dtsim::config::load_scenario(file.string());
-    dtsim::results::check_budget(s, false);
+    dtsim::parse_json_text(scenario, "scenario.json");
     return {200, "{}"};
   } catch (const dtsim::InputError& e) {
     return dtsim::cli::api::text(400, e.what());
@@ -89,11 +70,10 @@ Answer run(const Scratch& scratch, const std::string& scenario) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static Scratch scratch;
   static const dtsim::cli::ServeOptions options;
   const auto request = parse(std::string(reinterpret_cast<const char*>(data), size));
   const Answer a = dtsim::cli::api::handle(options, kPort, request,
-                                           [](const std::string& scenario) { return run(scratch, scenario); });
+                                           run);
   switch (a.status) {
     case 200: case 400: case 403: case 404: case 405: case 503: return 0;
     default:
