@@ -200,3 +200,17 @@ TEST(ServeTrust, CommandLineExtendsStaysInsideUnlessAllowed) {
   }
   EXPECT_EQ(test::run_dtsim({"memory", "runs/outside.json", "--allow-outside"}, dir, dir.path()).code, 0);
 }
+
+// Low: a /proc file claims to be regular; "/proc/kmsg" blocked the reader forever as root, and
+// "/proc/self/status" showed its first bytes in the parse error. Refused before it is opened, even
+// with --allow-outside.
+TEST(ServeTrust, ExtendsNeverReadsAProcFile) {
+  test::TempDir dir;
+  dir.file("proc.json", R"({"extends": "/proc/self/status", "name": "p"})");
+  const auto r = test::run_dtsim({"memory", "proc.json", "--allow-outside"}, dir, dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("error: proc.json:/extends: base scenario \"/proc/self/status\" is a file of /proc or /sys"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("last read"), std::string::npos) << r.err;
+}

@@ -1,6 +1,8 @@
 #include "sim/config/merge.hpp"
 
 #include <fmt/format.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -50,6 +52,13 @@ void check_inside(const std::string& path, const std::string& name, const std::s
                                name));
 }
 
+// /proc and /sys files claim to be regular, yet one may block a reader forever (/proc/kmsg) or hold
+// secrets: refused before they are opened.
+bool kernel_file(const std::string& path) {
+  struct statfs fs_info {};
+  return statfs(path.c_str(), &fs_info) == 0 && (fs_info.f_type == PROC_SUPER_MAGIC || fs_info.f_type == SYSFS_MAGIC);
+}
+
 Json load_chain(const std::string& path, const fs::path& root, Origins& origins, std::set<std::string>& active,
                 int depth) {
   std::error_code ec;
@@ -67,6 +76,10 @@ Json load_chain(const std::string& path, const fs::path& root, Origins& origins,
     check_inside(path, ext.get<std::string>(), base, root);
     if (!fs::is_regular_file(base, ec))
       throw InputError(path, "/extends", fmt::format("base scenario \"{}\" not found", ext.get<std::string>()));
+    if (kernel_file(base))
+      throw InputError(path, "/extends",
+                       fmt::format("base scenario \"{}\" is a file of /proc or /sys, not a regular file",
+                                   ext.get<std::string>()));
     active.insert(key);
     merged = load_chain(base, root, origins, active, depth + 1);
     active.erase(key);
