@@ -132,6 +132,30 @@ TEST(ServeTrust, PastTheConnectionCapAClientGets503) {
   for (int s : idle) close(s);
 }
 
+// N3: under 200 clients, 18 % of the connections were closed unanswered: those past the 64
+// sessions that slow clients held. Here 64 hold their sessions and 136 more each send a request.
+TEST(ServeTrust, TwoHundredClientsAllGetAnAnswer) {
+  Server server;
+  std::vector<int> idle;
+  for (int i = 0; i < 64; ++i) idle.push_back(connect_to(server.port()));
+  const std::string req = "GET / HTTP/1.1\r\nHost: localhost:" + std::to_string(server.port()) + "\r\n\r\n";
+  std::vector<int> clients;
+  for (int i = 0; i < 136; ++i) {
+    clients.push_back(connect_to(server.port()));
+    send(clients.back(), req.data(), req.size(), MSG_NOSIGNAL);
+  }
+  int refused = 0;
+  for (int s : clients) {
+    std::string all;
+    char buf[65536];
+    for (ssize_t n; (n = recv(s, buf, sizeof buf, 0)) > 0;) all.append(buf, static_cast<std::size_t>(n));
+    close(s);
+    refused += all.rfind("HTTP/1.1 503", 0) == 0;
+  }
+  EXPECT_EQ(refused, 136);
+  for (int s : idle) close(s);
+}
+
 // N3: the read timeout never fired with blocking reads, so an idle client held its slot forever.
 TEST(ServeTrust, AnIdleClientIsDisconnected) {
   Server server({"--client-timeout", "1", "--max-connections", "2"});
