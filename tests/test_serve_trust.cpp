@@ -38,14 +38,25 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
+// Alive and not a zombie waiting for a parent to reap it.
+bool running(pid_t pid) {
+  const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+}
+
 bool empty_folder(const std::string& dir) {
   return std::filesystem::is_empty(dir);
 }
 
-// A simulation that runs for many seconds (18 s here): SimGrid replays 100 steps on 1,024 GPUs,
-// each GPU with its own jitter, so no step or replica stands for another.
-const std::string kSlow = R"({"extends": "gpt2-dp1024-a100", "name": "slow",
-  "simulation": {"backend": "simgrid", "steps": 100},
+// A simulation that runs for many seconds (18 s here): SimGrid replays 100 steps of GPT-2 on
+// 1,024 GPUs, each GPU with its own jitter, so no step or replica stands for another. Written out
+// (no "extends"), so that the tests of the child's end also run against older servers.
+const std::string kSlow = R"({"schema_version": 1, "name": "slow", "model": {"preset": "gpt2"},
+  "hardware": {"device": "a100-sxm-80gb"}, "cluster": {"preset": "dgx-a100", "nodes": 128},
+  "parallelism": {"data": 1024, "micro_batch_size": 16},
+  "training": {"global_batch_size": 16384, "precision": "bf16", "optimizer": "adam"},
+  "simulation": {"backend": "simgrid", "steps": 100, "seed": 1},
   "stragglers": {"seed": 7, "jitter": {"distribution": "lognormal", "sigma": 0.05}}})";
 
 }  // namespace
@@ -200,6 +211,31 @@ TEST(ServeTrust, SigtermKillsRunningChildrenAndRemovesTheirFolders) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM) << st;
   for (pid_t k : kids) EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(k))) << k;
   EXPECT_TRUE(empty_folder(tmp.path()));
+}
+
+// Low: a server killed outright (a crash, SIGKILL) left its simulation running past any limit.
+TEST(ServeTrust, AChildDiesWithAKilledServer) {
+  test::TempDir tmp;
+  Server server({}, tmp.path());
+  std::thread client([&] { request(server.port(), "POST", "/api/run", kSlow); });
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 2000 && kids.empty(); ++i) {
+    kids = children_of(server.pid());
+    if (kids.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(kids.empty()) << "the simulation never started";
+  kill(server.pid(), SIGKILL);
+  // Bounded: the kernel delivers the parent-death signal as the server's threads end. The
+  // simulation alone would run for many seconds more.
+  bool gone = false;
+  for (int i = 0; i < 1000 && !gone; ++i) {
+    gone = !running(kids[0]);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << kids[0];
+  if (!gone) kill(kids[0], SIGKILL);
+  // The client's connection closes with the server: the child held none of its sockets.
+  client.join();
 }
 
 // N2 (old F14): on the command line, "extends" stays in the scenario's folder tree and the

@@ -1,9 +1,11 @@
 #include <signal.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/serve.hpp"
@@ -17,7 +19,11 @@ int main(int argc, char** argv) {
   interrupt::install();
   // A simulation `dtsim serve` started ends with the server's thread that waits for it, even when
   // the server is killed outright.
-  if (std::getenv("DTSIM_SERVE_CHILD")) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // It checks its parent after asking, in case the server died before the request took effect.
+  if (const char* server = std::getenv("DTSIM_SERVE_CHILD")) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (std::to_string(getppid()) != server) return 137;
+  }
   CLI::App app{"dtsim: a deterministic simulator of distributed deep-learning training"};
   app.set_version_flag("--version", DTSIM_VERSION);
   app.require_subcommand(1);

@@ -49,14 +49,15 @@ struct Folder {
 };
 
 // The child leads its own process group, so that killing the group also ends anything it started;
-// DTSIM_SERVE_CHILD makes it die with the thread that waits for it, should the server be killed.
+// DTSIM_SERVE_CHILD (the server's pid) makes it die with the thread that waits for it, should the
+// server be killed.
 pid_t spawn(const fs::path& dir) {
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   std::vector<std::string> args{exe, "run", "scenario.json", "-o", "out", "--format", "json"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env{"DTSIM_SERVE_CHILD=1"};
+  std::vector<std::string> env{"DTSIM_SERVE_CHILD=" + std::to_string(getpid())};
   for (char** e = environ; *e; ++e)
     if (std::string(*e).rfind("DTSIM_SERVE_CHILD=", 0) != 0) env.emplace_back(*e);
   std::vector<char*> envp;
@@ -68,6 +69,8 @@ pid_t spawn(const fs::path& dir) {
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, "stdout.txt", O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 2, "stderr.txt", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  // Nothing else of the server's: a socket kept open by a child would hold its port and clients.
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
