@@ -250,7 +250,10 @@ TEST(ServeTrust, CommandLineExtendsStaysInsideUnlessAllowed) {
   dir.file("runs/shipped.json", R"({"extends": ")" + test::source_dir() + R"(/scenarios/gpt2-dp8-a100.json", "name": "s"})");
   for (const char* ok : {"runs/inside.json", "runs/shipped.json"})
     EXPECT_EQ(test::run_dtsim({"memory", ok}, dir, dir.path()).code, 0) << ok;
-  for (const char* out : {"runs/outside.json", "runs/absolute.json"}) {
+  // A link inside the folder that leads out of it is followed to where it leads.
+  std::filesystem::create_symlink(dir.path("base.json"), dir.path("runs/link.json"));
+  dir.file("runs/linked.json", R"({"extends": "link.json", "name": "linked"})");
+  for (const char* out : {"runs/outside.json", "runs/absolute.json", "runs/linked.json"}) {
     const auto r = test::run_dtsim({"memory", out}, dir, dir.path());
     EXPECT_EQ(r.code, 2) << out;
     EXPECT_NE(r.err.find(std::string("error: ") + out + ":/extends: base scenario"), std::string::npos) << r.err;
