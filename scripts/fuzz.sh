@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Fuzzes the scenario loader and the memory plan with libFuzzer for SECONDS (default 60).
+# Fuzzes with libFuzzer for SECONDS (default 60) one of two harnesses:
+#   scripts/fuzz.sh [scenario] [SECONDS]  the scenario loader and the memory plan
+#   scripts/fuzz.sh serve [SECONDS]       `dtsim serve`'s request handler (headers and body, no sockets)
 # Builds build-fuzz/ with clang (ASan + UBSan + libFuzzer coverage in every library), seeds the
-# corpus with every file of scenarios/, and keeps what it learns in build-fuzz/corpus/ across runs.
-# Inputs that crash, trip a sanitizer or escape as anything but an input error land in
-# build-fuzz/findings/; replay one with: build-fuzz/tests/fuzz/dtsim_scenario_fuzzer FILE
+# corpus with every file of scenarios/ (as request bodies for serve), and keeps what it learns in
+# build-fuzz/corpus/ (build-fuzz/corpus-serve/) across runs. Inputs that crash, trip a sanitizer or
+# escape as anything but an input error land in build-fuzz/findings/; replay one with:
+# build-fuzz/tests/fuzz/dtsim_scenario_fuzzer FILE (or dtsim_serve_fuzzer FILE)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+harness=scenario
+case "${1:-}" in scenario | serve) harness="$1"; shift ;; esac
 seconds="${1:-60}"
 
 # Debian 12: clang 14 and its runtime libraries (libFuzzer and the sanitizers are in
@@ -17,7 +22,7 @@ launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DDTSIM_FUZZ=ON \
   -DDTSIM_BUILD_TESTS=OFF -DDTSIM_CUDA=OFF "${launcher[@]}" > /dev/null
-cmake --build build-fuzz -j "$(nproc)" --target dtsim_scenario_fuzzer
+cmake --build build-fuzz -j "$(nproc)" --target "dtsim_${harness}_fuzzer"
 
 # Seeds: every scenario as it is in the tree; a dictionary of the keys and words they use.
 mkdir -p build-fuzz/seeds build-fuzz/corpus build-fuzz/findings
@@ -27,6 +32,20 @@ find scenarios -name '*.json' | while read -r f; do cp "$f" "build-fuzz/seeds/$(
   printf '"%s"\n' '{' '}' '[' ']' ':' ',' 'null' 'true' 'false' '-0' '1e400' '-1e400' '1e-300' '0.5' '65536'
 } > build-fuzz/scenario.dict
 
-build-fuzz/tests/fuzz/dtsim_scenario_fuzzer build-fuzz/corpus build-fuzz/seeds \
+corpus=build-fuzz/corpus seeds=build-fuzz/seeds
+if [ "$harness" = serve ]; then
+  # Requests as the harness reads them: "METHOD TARGET", headers, an empty line, the body.
+  corpus=build-fuzz/corpus-serve seeds=build-fuzz/seeds-serve
+  mkdir -p "$corpus" "$seeds"
+  for f in build-fuzz/seeds/*; do
+    printf 'POST /api/run\nHost: localhost:8080\nOrigin: http://localhost:8080\n\n' | cat - "$f" > "$seeds/$(basename "$f")"
+  done
+  printf 'POST /api/run\nHost: 127.0.0.1:8080\n\n{"extends": "gpt2-dp8-a100", "name": "x"}' > "$seeds/extends-name"
+  printf 'POST /api/run\nHost: localhost:8080\n\n{"extends": "../base/dgx-a100.json"}' > "$seeds/extends-path"
+  printf 'GET /?a=b\nHost: [::1]:8080\nOrigin: http://evil.example\n\n' > "$seeds/get"
+  printf '"%s"\n' 'POST /api/run' 'GET /' 'Host: ' 'Origin: ' 'localhost:8080' 'http://' '"extends"' >> build-fuzz/scenario.dict
+fi
+
+"build-fuzz/tests/fuzz/dtsim_${harness}_fuzzer" "$corpus" "$seeds" \
   -dict=build-fuzz/scenario.dict -max_total_time="$seconds" -max_len=16384 -timeout=30 -rss_limit_mb=4096 \
-  -artifact_prefix=build-fuzz/findings/ -print_final_stats=1
+  -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 "${@:2}"

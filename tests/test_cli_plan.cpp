@@ -89,7 +89,8 @@ TEST(CliErrors, PathsAsWrittenNotBaseNames) {
   dir.file("base/scenario.json", std::string(test::kValidScenario).replace(std::string(test::kValidScenario).find("\"gpt2\""), 6,
                                                                            "\"gpt2\", \"num_layerz\": 3"));
   dir.file("runs/scenario.json", R"({"extends": "../base/scenario.json", "name": "child"})");
-  auto r = dtsim_cli("run runs/scenario.json -o out", dir);
+  // A sibling folder's base is outside runs/: followed only with --allow-outside (issue 25).
+  auto r = dtsim_cli("run runs/scenario.json -o out --allow-outside", dir);
   EXPECT_EQ(r.code, 2);
   // The base's path as the child's "extends" names it, from where the user ran dtsim.
   EXPECT_NE(r.err.find("error: base/scenario.json:/model/num_layerz: unknown key (did you mean \"num_layers\"?)"),

@@ -8,89 +8,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "helpers.hpp"
+#include "serve_helpers.hpp"
 
 using namespace dtsim;
+using namespace dtsim::test::serve;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A `dtsim serve --port 0` child; the port is read from its first line.
-class Server {
- public:
-  Server() {
-    int fds[2];
-    EXPECT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      close(fds[0]);
-      execl(DTSIM_BINARY, DTSIM_BINARY, "serve", "--port", "0", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    std::string line;
-    char c;
-    while (read(fds[0], &c, 1) == 1 && c != '\n') line += c;
-    close(fds[0]);
-    const auto colon = line.rfind(':');
-    if (colon != std::string::npos) port_ = std::stoi(line.substr(colon + 1));
-  }
-  ~Server() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  int port() const { return port_; }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
-
-struct Reply {
-  int status = 0;
-  std::string head, body;
-};
-
-Reply request(int port, const std::string& method, const std::string& path, const std::string& body = "") {
-  Reply r;
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(s);
-    return r;
-  }
-  std::string req = method + " " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-  for (std::size_t sent = 0; sent < req.size();) {
-    const auto n = send(s, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;  // an oversized body may be refused before it is all sent
-    sent += static_cast<std::size_t>(n);
-  }
-  std::string all;
-  char buf[65536];
-  for (ssize_t n; (n = recv(s, buf, sizeof buf, 0)) > 0;) all.append(buf, static_cast<std::size_t>(n));
-  close(s);
-  const auto end = all.find("\r\n\r\n");
-  if (end == std::string::npos) return r;
-  r.head = all.substr(0, end);
-  r.body = all.substr(end + 4);
-  r.status = std::stoi(r.head.substr(9, 3));
-  return r;
-}
 
 struct Cli {
   int code;

@@ -181,7 +181,8 @@ TEST(SweepClusters, WriteBestIsARunnableScenarioWithTheSameStepTime) {
   EXPECT_EQ(written["parallelism"]["data"], top["data"]);
   // The sweep prices with the analytical replay: run the winner the same way, from another folder.
   const auto f = dir.file("elsewhere/check.json", R"({"extends": ")" + best + R"(", "simulation": {"backend": "analytical"}})");
-  auto r = run_dtsim({"run", f, "--format", "json", "-o", dir.path("o")}, dir);
+  // best.json is above elsewhere/: followed only with --allow-outside (issue 25).
+  auto r = run_dtsim({"run", f, "--allow-outside", "--format", "json", "-o", dir.path("o")}, dir);
   ASSERT_EQ(r.code, 0) << r.err;
   auto run = nlohmann::json::parse(r.out);
   EXPECT_NEAR(run["step_time_s"].get<double>(), top["step_time_s"].get<double>(), 1e-12 * top["step_time_s"].get<double>());

@@ -1,15 +1,29 @@
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/serve.hpp"
 #include "sim/cli/realrun.hpp"
+#include "sim/config/merge.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/interrupt.hpp"
 
 int main(int argc, char** argv) {
   using namespace dtsim;
   interrupt::install();
+  // A simulation `dtsim serve` started ends with the server's thread that waits for it, even when
+  // the server is killed outright.
+  // It checks its parent after asking, in case the server died before the request took effect.
+  if (const char* server = std::getenv("DTSIM_SERVE_CHILD")) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (std::to_string(getppid()) != server) return 137;
+  }
   CLI::App app{"dtsim: a deterministic simulator of distributed deep-learning training"};
   app.set_version_flag("--version", DTSIM_VERSION);
   app.require_subcommand(1);
@@ -101,7 +115,15 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--bind", srv.bind, "address to listen on (default 127.0.0.1)");
   serve_cmd->add_option("--jobs", srv.jobs, "simulations at once; more get HTTP 503")->check(CLI::Range(1, 64));
   serve_cmd->add_option("--time-limit", srv.time_limit_s, "seconds per simulation; past it HTTP 504")->check(CLI::Range(1.0, 86400.0));
+  serve_cmd->add_option("--client-timeout", srv.client_timeout_s, "seconds a client has to send its request (default 30)")
+      ->check(CLI::Range(1, 3600));
+  serve_cmd->add_option("--max-connections", srv.max_connections, "connections open at once; more get HTTP 503 (default 64)")
+      ->check(CLI::Range(1, 4096));
   cli::Realrun realrun(app);  // realrun, and its hidden realrun-worker
+  bool allow_outside = false;
+  for (auto* c : {run_cmd, mem_cmd, sweep_cmd, coll_cmd, prof_cmd})
+    c->add_flag("--allow-outside", allow_outside,
+                "let \"extends\" name a file outside the scenario's folder and the project's scenarios/");
 
   try {
     app.parse(argc, argv);
@@ -109,6 +131,7 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  config::allow_extends_outside(allow_outside);
   try {
     if (*run_cmd) return cli::run(run);
     if (*mem_cmd) return cli::memory(mem_scenario, mem_format);

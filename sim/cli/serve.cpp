@@ -1,14 +1,9 @@
-// `dtsim serve`: an HTTP server (Boost.Beast, one thread per connection) for the explorer page.
-// Each simulation runs as a child `dtsim run` (posix_spawn, never a shell) in a private temporary
-// folder, so a request gets exactly the bytes the command line prints, a crash or a runaway
-// simulation takes down only the child, and the time limit can be enforced by killing it.
+// `dtsim serve`: an HTTP server (Boost.Beast) for the explorer page. One thread runs every
+// connection asynchronously, each with a deadline that fires however the client behaves; a request
+// is answered on a thread of its own (api::handle, a child `dtsim run` for a simulation), and past
+// the connection cap a client gets 503 rather than a closed socket.
 #include "sim/cli/serve.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,166 +11,143 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <sstream>
+#include <memory>
+#include <optional>
 #include <thread>
 
+#include "sim/cli/serve_api.hpp"
+#include "sim/cli/serve_child.hpp"
 #include "sim/core/errors.hpp"
-#include "sim/core/interrupt.hpp"
-
-extern char** environ;
 
 namespace dtsim::cli {
 
 namespace {
 
-namespace fs = std::filesystem;
-namespace http = boost::beast::http;
-using tcp = boost::asio::ip::tcp;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using std::chrono::seconds;
 
-struct Answer {
-  http::status status = http::status::ok;
-  std::string body, type = "application/json";
+std::atomic<int> g_sessions{0}, g_refusing{0};
+
+std::string header(const http::request<http::string_body>& req, http::field f, bool& present) {
+  const auto it = req.find(f);
+  present = it != req.end();
+  return present ? std::string(it->value()) : "";
+}
+
+api::Request request_of(const http::request<http::string_body>& req) {
+  api::Request r;
+  r.method = std::string(req.method_string());
+  r.target = std::string(req.target());
+  r.host = header(req, http::field::host, r.has_host);
+  r.origin = header(req, http::field::origin, r.has_origin);
+  r.body = req.body();
+  return r;
+}
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket s, const ServeOptions& o, unsigned short port, std::atomic<int>& count)
+      : stream_(std::move(s)), o_(o), port_(port), count_(count) {}
+  ~Session() { count_.fetch_sub(1); }
+
+  // The whole request must arrive within the client timeout: a slow sender gains nothing per byte.
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(o_.max_body);
+    parser_->header_limit(16 << 10);
+    stream_.expires_after(seconds(o_.client_timeout_s));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  void send(const api::Answer& a, unsigned version) {
+    res_ = {static_cast<http::status>(a.status), version};
+    res_.set(http::field::server, "dtsim");
+    res_.set(http::field::content_type, a.type);
+    res_.set(http::field::cache_control, "no-store");
+    res_.keep_alive(false);
+    res_.body() = a.body;
+    res_.prepare_payload();
+    stream_.expires_after(seconds(o_.client_timeout_s));
+    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return;
+      self->stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      self->stream_.expires_after(seconds(std::min(kLingerS, self->o_.client_timeout_s)));
+      self->drain();
+    });
+  }
+
+ private:
+  static constexpr int kLingerS = 5;
+
+  void on_read(beast::error_code ec) {
+    if (ec == http::error::body_limit)
+      return send(api::text(413, "error: the scenario is larger than the server's limit of " +
+                                     std::to_string(o_.max_body) + " bytes\n"),
+                  11);
+    if (ec) return;  // past the deadline, not HTTP, or gone: the socket closes with the session
+    stream_.expires_never();  // a simulation has its own time limit
+    const unsigned version = parser_->get().version();
+    std::thread([self = shared_from_this(), r = request_of(parser_->get()), version] {
+      const auto run = [&self](const std::string& s) { return run_child(self->o_, s); };
+      api::Answer a = api::handle(self->o_, self->port_, r, run);
+      asio::post(self->stream_.get_executor(), [self, a = std::move(a), version] { self->send(a, version); });
+    }).detach();
+  }
+
+  // Reads what the client still sends until it closes (or the linger ends), so that closing does
+  // not reset the connection and destroy the answer before the client has read it.
+  void drain() {
+    stream_.async_read_some(asio::buffer(scratch_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (!ec) self->drain();
+    });
+  }
+
+  beast::tcp_stream stream_;
+  const ServeOptions& o_;
+  unsigned short port_;
+  std::atomic<int>& count_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> res_;
+  char scratch_[4096];
 };
 
-Answer text(http::status s, std::string body) { return {s, std::move(body), "text/plain; charset=utf-8"}; }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// A connection within the cap is read; past it the client gets 503 at once. Past four times the
+// cap (a flood), a connection is closed unanswered.
+void admit(tcp::socket s, const ServeOptions& o, unsigned short port) {
+  if (g_sessions.fetch_add(1) < o.max_connections) {
+    std::make_shared<Session>(std::move(s), o, port, g_sessions)->read();
+    return;
+  }
+  g_sessions.fetch_sub(1);
+  if (g_refusing.fetch_add(1) >= 4 * o.max_connections) {
+    g_refusing.fetch_sub(1);
+    return;
+  }
+  std::make_shared<Session>(std::move(s), o, port, g_refusing)
+      ->send(api::text(503, "error: " + std::to_string(o.max_connections) +
+                                " connections are open; try again\n"),
+             11);
 }
 
-// The scenario as sent, except that one naming no backend gets the analytical one (milliseconds,
-// not the SimGrid replay's seconds); malformed JSON goes to the child untouched so its error
-// (with line and column) is the command line's.
-std::string with_default_backend(const std::string& body) {
-  auto j = nlohmann::ordered_json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return body;
-  if (j.contains("simulation") && j["simulation"].is_object() && j["simulation"].contains("backend")) return body;
-  if (j.contains("simulation") && !j["simulation"].is_object()) return body;
-  j["simulation"]["backend"] = "analytical";
-  return j.dump(2);
-}
-
-// `dtsim run scenario.json -o out --format json` in a fresh folder, as a child.
-Answer simulate(const ServeOptions& o, const std::string& body) {
-  std::string tmpl = (fs::temp_directory_path() / "dtsim-serve-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) return text(http::status::internal_server_error, "cannot make a temporary folder\n");
-  const fs::path dir = tmpl;
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } cleanup{dir};
-  std::ofstream(dir / "scenario.json", std::ios::binary) << with_default_backend(body);
-
-  const std::string exe = fs::read_symlink("/proc/self/exe").string();
-  std::vector<std::string> args{exe, "run", "scenario.json", "-o", "out", "--format", "json"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addchdir_np(&fa, dir.c_str());  // paths in its errors read as the CLI's
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "stdout.txt", O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, "stderr.txt", O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return text(http::status::internal_server_error, "cannot start dtsim run\n");
-  interrupt::watch_child(pid);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.time_limit_s);
-  int status = 0;
-  bool late = false;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      late = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  interrupt::forget_child(pid);
-  if (late)
-    return text(http::status::gateway_timeout,
-                "error: the simulation ran past the server's time limit (" + std::to_string(o.time_limit_s) + " s)\n");
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == 0) return {http::status::ok, slurp(dir / "stdout.txt")};
-  if (code == 2) return text(http::status::bad_request, slurp(dir / "stderr.txt"));
-  return text(http::status::internal_server_error, slurp(dir / "stderr.txt"));
-}
-
-std::atomic<int> running{0}, sessions{0};
-
-Answer route(const ServeOptions& o, const http::request<http::string_body>& req) {
-  std::string target(req.target());
-  target = target.substr(0, target.find('?'));  // the page reads its query itself
-  if (target == "/" || target == "/index.html") {
-    if (req.method() != http::verb::get && req.method() != http::verb::head)
-      return text(http::status::method_not_allowed, "GET only\n");
-    return {http::status::ok, serve_page(), "text/html; charset=utf-8"};
-  }
-  if (target == "/api/run") {
-    if (req.method() != http::verb::post) return text(http::status::method_not_allowed, "POST a scenario JSON\n");
-    if (running.fetch_add(1) >= o.jobs) {
-      running.fetch_sub(1);
-      return text(http::status::service_unavailable,
-                  "error: " + std::to_string(o.jobs) + " simulations are running; try again\n");
-    }
-    Answer a = simulate(o, req.body());
-    running.fetch_sub(1);
-    return a;
-  }
-  return text(http::status::not_found, "not found: try / or POST /api/run\n");
-}
-
-void session(const ServeOptions& o, tcp::socket socket) {
-  // A client that stops sending or reading frees its thread after this long.
-  timeval tv{30, 0};
-  setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  boost::beast::flat_buffer buffer;
-  http::request_parser<http::string_body> parser;
-  parser.body_limit(o.max_body);
-  boost::beast::error_code ec;
-  http::read(socket, buffer, parser, ec);
-  Answer a;
-  unsigned version = 11;
-  if (ec == http::error::body_limit) {
-    a = text(http::status::payload_too_large,
-             "error: the scenario is larger than the server's limit of " + std::to_string(o.max_body) + " bytes\n");
-  } else if (ec) {
-    return;  // not HTTP, or gone
-  } else {
-    version = parser.get().version();
-    a = route(o, parser.get());
-  }
-  http::response<http::string_body> res{a.status, version};
-  res.set(http::field::server, "dtsim");
-  res.set(http::field::content_type, a.type);
-  res.set(http::field::cache_control, "no-store");
-  res.keep_alive(false);
-  res.body() = std::move(a.body);
-  res.prepare_payload();
-  http::write(socket, res, ec);
-  socket.shutdown(tcp::socket::shutdown_send, ec);
+void accept(tcp::acceptor& acceptor, const ServeOptions& o, unsigned short port) {
+  acceptor.async_accept([&acceptor, &o, port](beast::error_code ec, tcp::socket s) {
+    if (!ec) admit(std::move(s), o, port);
+    if (acceptor.is_open()) accept(acceptor, o, port);
+  });
 }
 
 }  // namespace
 
 int serve(const ServeOptions& o) {
-  boost::asio::io_context ioc;
+  asio::io_context ioc;
   boost::system::error_code ec;
-  const auto address = boost::asio::ip::make_address(o.bind, ec);
+  const auto address = asio::ip::make_address(o.bind, ec);
   if (ec) throw InputError("", "--bind", "\"" + o.bind + "\" is not an IP address");
   if (!address.is_loopback())
     std::cerr << "warning: serving on " << o.bind << ": anyone who can reach it can run simulations here\n";
@@ -186,19 +158,20 @@ int serve(const ServeOptions& o) {
   if (ec) throw std::runtime_error("cannot listen on " + o.bind + ":" + std::to_string(o.port) + ": " + ec.message());
   acceptor.listen();
   const auto port = acceptor.local_endpoint().port();
+  // SIGINT or SIGTERM: stop accepting, kill and reap every child, remove its folder, then exit.
+  asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  int signal = 0;
+  signals.async_wait([&](beast::error_code, int sig) {
+    signal = sig;
+    ioc.stop();
+  });
   std::cout << "dtsim serve: http://" << (address.is_v6() ? "[" + o.bind + "]" : o.bind) << ":" << port << "/" << std::endl;
-  constexpr int kMaxSessions = 64;  // open connections; past it new ones are closed at once
-  for (;;) {
-    tcp::socket socket(ioc);
-    acceptor.accept(socket, ec);
-    if (ec) continue;
-    if (sessions.load() >= kMaxSessions) continue;  // the socket closes here
-    sessions.fetch_add(1);
-    std::thread([&o, s = std::move(socket)]() mutable {
-      session(o, std::move(s));
-      sessions.fetch_sub(1);
-    }).detach();
-  }
+  accept(acceptor, o, port);
+  ioc.run();
+  stop_children();
+  std::cout.flush();
+  // Request threads may still hold sessions of this io_context: end here, without destructors.
+  _exit(128 + signal);
 }
 
 }  // namespace dtsim::cli

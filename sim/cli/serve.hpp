@@ -10,10 +10,13 @@ struct ServeOptions {
   int jobs = 2;                 // simulations at once; more get 503
   double time_limit_s = 120;    // per simulation; past it the child is killed and the answer is 504
   std::size_t max_body = 1 << 20;  // bytes of scenario JSON; more get 413
+  int client_timeout_s = 30;    // to send a whole request, and to read the answer
+  int max_connections = 64;     // open at once; more get 503
 };
 
 // `dtsim serve`: the explorer page at / and POST /api/run (a scenario JSON in, what
-// `dtsim run --format json` prints for it out). Runs until killed.
+// `dtsim run --format json` prints for it out). Runs until SIGINT or SIGTERM, which end it with
+// 128 + the signal once every running simulation is killed and cleaned up.
 int serve(const ServeOptions& o);
 
 // The explorer page: one self-contained HTML file (no CDN, no downloads).

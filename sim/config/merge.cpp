@@ -1,7 +1,10 @@
 #include "sim/config/merge.hpp"
 
 #include <fmt/format.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -28,8 +31,36 @@ void deep_merge(Json& base, const Json& over) {
 namespace {
 
 constexpr int kMaxExtendsDepth = 16;
+bool g_allow_outside = false;
 
-Json load_chain(const std::string& path, Origins& origins, std::set<std::string>& active, int depth) {
+bool inside(const fs::path& file, const fs::path& folder) {
+  std::error_code ec;
+  const fs::path f = fs::weakly_canonical(file, ec), d = fs::weakly_canonical(folder, ec);
+  if (ec || d.empty()) return false;
+  const auto [end, _] = std::mismatch(d.begin(), d.end(), f.begin(), f.end());
+  return end == d.end();
+}
+
+// A base scenario inside the first file's folder tree or the project's scenarios/ (links
+// resolved): an `extends` may not reach the rest of the file system without --allow-outside.
+void check_inside(const std::string& path, const std::string& name, const std::string& base, const fs::path& root) {
+  if (g_allow_outside) return;
+  if (inside(base, root) || inside(base, fs::path(data_dir()) / "scenarios")) return;
+  throw InputError(path, "/extends",
+                   fmt::format("base scenario \"{}\" is outside this scenario's folder and the project's scenarios "
+                               "folder (give --allow-outside to follow it)",
+                               name));
+}
+
+// /proc and /sys files claim to be regular, yet one may block a reader forever (/proc/kmsg) or hold
+// secrets: refused before they are opened.
+bool kernel_file(const std::string& path) {
+  struct statfs fs_info {};
+  return statfs(path.c_str(), &fs_info) == 0 && (fs_info.f_type == PROC_SUPER_MAGIC || fs_info.f_type == SYSFS_MAGIC);
+}
+
+Json load_chain(const std::string& path, const fs::path& root, Origins& origins, std::set<std::string>& active,
+                int depth) {
   std::error_code ec;
   std::string key = fs::weakly_canonical(path, ec).string();
   if (active.contains(key)) throw InputError(path, "/extends", "extends chain loops back to this file");
@@ -42,10 +73,15 @@ Json load_chain(const std::string& path, Origins& origins, std::set<std::string>
     if (!ext.is_string() || ext.get<std::string>().empty())
       throw InputError(path, "/extends", "expected a relative path to a base scenario (a string)");
     std::string base = (fs::path(path).parent_path() / ext.get<std::string>()).string();
+    check_inside(path, ext.get<std::string>(), base, root);
     if (!fs::is_regular_file(base, ec))
       throw InputError(path, "/extends", fmt::format("base scenario \"{}\" not found", ext.get<std::string>()));
+    if (kernel_file(base))
+      throw InputError(path, "/extends",
+                       fmt::format("base scenario \"{}\" is a file of /proc or /sys, not a regular file",
+                                   ext.get<std::string>()));
     active.insert(key);
-    merged = load_chain(base, origins, active, depth + 1);
+    merged = load_chain(base, root, origins, active, depth + 1);
     active.erase(key);
     doc.erase("extends");
   }
@@ -56,12 +92,14 @@ Json load_chain(const std::string& path, Origins& origins, std::set<std::string>
 
 }  // namespace
 
+void allow_extends_outside(bool allow) { g_allow_outside = allow; }
+
 Document load_with_extends(const std::string& path) {
   Document d;
   d.origins = std::make_shared<Origins>();
   d.origins->default_file = path;
   std::set<std::string> active;
-  d.json = load_chain(path, *d.origins, active, 0);
+  d.json = load_chain(path, fs::absolute(path).parent_path(), *d.origins, active, 0);
   // Pointers recorded for the root belong to the file the user named.
   d.origins->file_by_pointer[""] = path;
   return d;

@@ -14,7 +14,10 @@ struct Document {
 // Loads a scenario file, following `extends` (resolved relative to the file naming it) and
 // deep-merging each file over its base: objects merge key by key, null removes a key (as in
 // JSON Merge Patch), anything else replaces.
+// A base must lie in the first file's folder tree or in the project's scenarios/ (links resolved),
+// unless allow_extends_outside(true) (the command line's --allow-outside) was called.
 Document load_with_extends(const std::string& path);
+void allow_extends_outside(bool allow);
 
 // Replaces {"preset": NAME, ...overrides} at `pointer` with data_dir()/sub/NAME.json's `field`
 // object, the overrides merged on top; returns NAME, or "" when the object is inline. Values keep the file they came from, for errors.

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A scratch copy of scenarios/ in which the input is written as fuzz/input.json. fuzz/ also holds
+// A scratch copy of scenarios/ (in a scratch DTSIM_HOME) in which the input is written as fuzz/input.json. fuzz/ also holds
 // every scenario file by its name, so that seeds' relative `extends` ("base.json",
 // "../base/dgx-a100.json", "gpt2-dp8-a100.json") resolve as they do in the tree.
 struct Scratch {
@@ -37,6 +37,11 @@ struct Scratch {
       if (e.is_regular_file())
         fs::copy_file(e.path(), root / "scenarios" / "fuzz" / e.path().filename(), fs::copy_options::overwrite_existing);
     input = root / "scenarios" / "fuzz" / "input.json";
+    // The scratch is the project's data folder, so that "../base/..." stays inside its scenarios/
+    // (an `extends` may not leave them without --allow-outside); presets come from the tree.
+    for (const char* sub : {"models", "hardware_profiles"})
+      fs::create_directory_symlink(fs::path(DTSIM_SOURCE_DIR) / sub, root / sub);
+    setenv("DTSIM_HOME", root.c_str(), 1);
   }
   ~Scratch() {
     std::error_code ec;
