@@ -53,6 +53,7 @@ struct Result {
   std::optional<RolesReport> roles;   // cluster.roles: chief checkpoints, evaluator
   std::optional<CapacityPlan> capacity;  // timed runs: the whole training run
   std::optional<Fit> fewest_fit;         // when the scenario's GPUs do not hold the model
+  std::string fewest_fit_stopped;        // why that search ended without an answer, if its budget did
   bool timed = true;  // false for `dtsim memory`
 
   config::Scenario scenario_spec;

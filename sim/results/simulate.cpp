@@ -46,6 +46,25 @@ bool full_replay_forced() {
   return v && *v && std::string(v) != "0";
 }
 
+// Byte counts go out as whole numbers (result.json); past 2^63 they would saturate there, and no
+// device comes near: such a model is bad input, not a result.
+void check_byte_counts(const Result& r, const config::Scenario& s) {
+  const std::pair<const char*, double> counts[] = {
+      {"parameters", r.memory.params},        {"gradients", r.memory.gradients},
+      {"optimizer state", r.memory.optimizer}, {"activations", r.memory.activations},
+      {"other memory", r.memory.other},        {"peak memory", r.memory.peak()},
+      {"host memory", r.plan.host_bytes() * s.cluster.gpus_per_node}};
+  constexpr double kLargest = 9223372036854775807.0;  // 2^63 - 1, rounded up to 2^63 as a double
+  for (const auto& [what, bytes] : counts) {
+    if (bytes < kLargest) continue;
+    const bool batch = std::string(what) == "activations" && s.parallelism.micro_batch > 1;
+    throw InputError(s.file, batch ? "/parallelism/micro_batch_size" : "/model",
+                     fmt::format("the {} of one GPU come to {:.3g} bytes, more than a byte count holds (2^63, about 9.2 "
+                                 "EB) and far beyond any device; a smaller model{} would do",
+                                 what, bytes, batch ? " or micro-batch" : ""));
+  }
+}
+
 Result plan_only(const config::Scenario& s) {
   Result r;
   r.scenario_spec = s;
@@ -70,10 +89,15 @@ Result plan_only(const config::Scenario& s) {
   r.active_params = all.active_params();
   r.active_params_without_input_embedding = all.active_params(false);
   adopt_plan(r, strategies::plan_training(graph, s.parallelism, s.training, s.host), s);
+  check_byte_counts(r, s);
   if (!r.fits) {
     r.warnings.push_back(fmt::format("does not fit: rank {} needs {:.1f} GiB of {:.1f} GiB", r.worst_rank,
                                      r.memory.peak() / units::kGiB, r.capacity_bytes / units::kGiB));
-    r.fewest_fit = fewest_gpus_that_fit(s);
+    // The search shares the planning budget with the plan just made (check_budget's estimate).
+    const double planned = estimate(s, config::Backend::Analytical, false).seconds;
+    FitSearch search;
+    r.fewest_fit = fewest_gpus_that_fit(s, 1 << 16, std::max(0.0, kMaxSeconds - planned), &search);
+    r.fewest_fit_stopped = search.stopped;
   }
   // Host memory: every GPU of a node keeps its share there (ZeRO-Offload, activation offload).
   const double host = r.plan.host_bytes() * s.cluster.gpus_per_node;
