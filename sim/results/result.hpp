@@ -65,8 +65,9 @@ struct Result {
   double wall_time_s = 0;
 };
 
-// Everything `run` does: model -> plan -> cost -> replay -> result.
-Result simulate(const config::Scenario& s);
+// Everything `run` does: model -> plan -> cost -> replay -> result. `search_fewest` false: no
+// search for the fewest GPUs that fit when the scenario does not (a sweep ranks what it has).
+Result simulate(const config::Scenario& s, bool search_fewest = true);
 // Takes the planner's plan: memory (with the scenario's reserve), fit and FLOPs.
 void adopt_plan(Result& r, strategies::Plan plan, const config::Scenario& s);
 // The memory plan alone, no time simulation.

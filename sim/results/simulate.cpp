@@ -65,7 +65,7 @@ void check_byte_counts(const Result& r, const config::Scenario& s) {
   }
 }
 
-Result plan_only(const config::Scenario& s) {
+Result plan_only(const config::Scenario& s, bool search_fewest) {
   Result r;
   r.scenario_spec = s;
   r.scenario = s.name;
@@ -93,6 +93,8 @@ Result plan_only(const config::Scenario& s) {
   if (!r.fits) {
     r.warnings.push_back(fmt::format("does not fit: rank {} needs {:.1f} GiB of {:.1f} GiB", r.worst_rank,
                                      r.memory.peak() / units::kGiB, r.capacity_bytes / units::kGiB));
+  }
+  if (!r.fits && search_fewest) {
     // The search shares the planning budget with the plan just made (check_budget's estimate).
     const double planned = estimate(s, config::Backend::Analytical, false).seconds;
     FitSearch search;
@@ -111,15 +113,15 @@ Result plan_only(const config::Scenario& s) {
 
 Result memory_only(const config::Scenario& s) {
   check_budget(s, false);
-  Result r = plan_only(s);
+  Result r = plan_only(s, true);
   r.timed = false;
   return r;
 }
 
-Result simulate(const config::Scenario& s) {
+Result simulate(const config::Scenario& s, bool search_fewest) {
   auto t0 = std::chrono::steady_clock::now();
   check_budget(s);  // before anything is built
-  Result r = plan_only(s);
+  Result r = plan_only(s, search_fewest);
   const auto& g = r.plan.graph;
   check_plan_budget(s, g);
   const auto priced = cost::price_works(g, s.device, config::compute_dtype(s.training.precision));
