@@ -92,7 +92,7 @@ ShapedNetwork::ShapedNetwork(int members, double gbps) {
     names_.insert(names_.end() - 1, ns);
     must({ip, "netns", "add", ns});
     // Both ends are made inside the namespaces: a SIGKILL at any point leaves no link in the
-    // host's, only namespaces, which the next run removes (remove_stale_namespaces).
+    // host's, only namespaces, which the next run removes (stale_namespaces).
     must({ip, "-n", ns, "link", "add", v, "type", "veth", "peer", "name", p, "netns", sw});
     must({ip, "-n", sw, "link", "set", p, "master", "br0"});
     must({ip, "-n", sw, "link", "set", p, "up"});
