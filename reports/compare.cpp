@@ -45,24 +45,23 @@ void check_result(const nlohmann::json& j, const std::string& file) {
     throw InputError(file, "/memory/fits", "expected true or false, found " + kind(*f));
 }
 
+// Every configuration value that differs (the name, the model, how it was trained and split),
+// each with its full pointer: a bf16 and an fp8 run differ by more than their names.
 std::vector<Difference> scenario_differences(const nlohmann::json& base, const nlohmann::json& cand) {
   std::vector<Difference> out;
-  for (const char* pointer : {"/scenario", "/model", "/parallelism"}) {
+  for (const char* pointer : {"/scenario", "/model", "/training", "/parallelism"}) {
     const auto *b = at(base, pointer), *c = at(cand, pointer);
     if (!b || !c || *b == *c) continue;
-    // The first value that differs, with its full pointer (diff()'s paths are relative).
-    std::string where = pointer;
-    nlohmann::json bv = *b, cv = *c;
-    if (b->is_object() && c->is_object()) {
-      const auto patch = nlohmann::json::diff(*b, *c);
-      if (!patch.empty()) {
-        const nlohmann::json::json_pointer rel(patch[0]["path"].get<std::string>());
-        where += rel.to_string();
-        bv = b->contains(rel) ? b->at(rel) : nlohmann::json("(absent)");
-        cv = c->contains(rel) ? c->at(rel) : nlohmann::json("(absent)");
-      }
+    if (!b->is_object() || !c->is_object()) {
+      out.push_back({pointer, b->dump(), c->dump()});
+      continue;
     }
-    out.push_back({where, bv.dump(), cv.dump()});
+    // diff()'s paths are relative; a replaced array or object counts once.
+    for (const auto& op : nlohmann::json::diff(*b, *c)) {
+      const nlohmann::json::json_pointer rel(op["path"].get<std::string>());
+      const auto shown = [&](const nlohmann::json& j) { return j.contains(rel) ? j.at(rel).dump() : std::string("(absent)"); };
+      out.push_back({pointer + rel.to_string(), shown(*b), shown(*c)});
+    }
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reports/reports.hpp"
+#include "strategies/settings.hpp"
 #include "reports/svg.hpp"
 #include "reports/timeline.hpp"
 #include "sim/core/units.hpp"
@@ -18,8 +19,9 @@ std::string html_report(const results::Result& r) {
   h += fmt::format("<h1>{}</h1><p>{}</p>\n", escape(r.scenario), escape(s.description));
   h += fmt::format("<table><tr><td>model</td><td>{} ({:.2f} B parameters)</td></tr><tr><td>cluster</td><td>{} x {} ({} nodes x {})</td></tr>",
                    escape(s.model.name), r.params / 1e9, r.gpus, escape(s.device.name), s.cluster.nodes, s.cluster.gpus_per_node);
-  h += fmt::format("<tr><td>parallelism</td><td>data {} x tensor {} x pipeline {}, micro-batch {}, {} micro-batches per step</td></tr>",
-                   s.parallelism.data, s.parallelism.tensor, s.parallelism.pipeline, s.parallelism.micro_batch, r.plan.micro_batches);
+  h += fmt::format("<tr><td>parallelism</td><td>{}, micro-batch {}, {} micro-batches per step, {}</td></tr>",
+                   parallel_dimensions(s.parallelism), s.parallelism.micro_batch, r.plan.micro_batches,
+                   strategies::to_string(s.training.precision));
   if (r.timed)
     h += fmt::format("<tr><td>step time</td><td>{:.4f} s, {:.1f} samples/s, MFU {:.1f}%</td></tr>", r.step_time_s, r.samples_per_s,
                      100 * r.mfu);

@@ -7,6 +7,8 @@
 
 namespace dtsim::reports {
 
+// "data 2 x context 2 x tensor 4 x pipeline 4": every dimension the GPUs are split along.
+std::string parallel_dimensions(const strategies::ParallelismSpec& p);
 // The human-readable summary `run` and `memory` print.
 std::string summary(const results::Result& r);
 

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "reports/reports.hpp"
+#include "strategies/settings.hpp"
 #include "sim/core/units.hpp"
 
 namespace dtsim::reports {
@@ -19,7 +20,32 @@ std::string bar(double fraction, int width = 30) {
 
 std::string gib(double bytes) { return fmt::format("{:7.2f} GiB", bytes / units::kGiB); }
 
+// How gradients cross the network, as configured and as the buckets ran where that differs.
+std::string gradient_sync(const results::Result& r) {
+  const auto& p = r.scenario_spec.parallelism;
+  if (r.gradient_sync_runs_as.empty() && p.compression == strategies::Compression::None) return "";
+  const std::string configured = taskgraph::to_string(p.algorithm);
+  std::string out = fmt::format("  gradients: {} algorithm, compression {}", configured, strategies::to_string(p.compression));
+  if (p.compression == strategies::Compression::TopK) out += fmt::format(" (ratio {:g})", p.topk_ratio);
+  const auto& ran = r.gradient_sync_runs_as;
+  if (!ran.empty() && !(ran.size() == 1 && ran.begin()->first == configured)) {
+    std::string as;
+    for (const auto& [how, n] : ran) as += fmt::format("{}{} x{}", as.empty() ? "" : ", ", how, n);
+    out += "; buckets ran as " + as;
+  }
+  return out + "\n";
+}
+
 }  // namespace
+
+// Every dimension the GPUs are split along; experts split the data-parallel replicas.
+std::string parallel_dimensions(const strategies::ParallelismSpec& p) {
+  std::string out = fmt::format("data {}", p.data);
+  if (p.context > 1) out += fmt::format(" x context {}", p.context);
+  out += fmt::format(" x tensor {} x pipeline {}", p.tensor, p.pipeline);
+  if (p.expert > 1) out += fmt::format(" (expert {} within data)", p.expert);
+  return out;
+}
 
 std::string summary(const results::Result& r) {
   const auto& s = r.scenario_spec;
@@ -27,9 +53,10 @@ std::string summary(const results::Result& r) {
   const std::string params = r.params >= 1e9 ? fmt::format("{:.2f} B", r.params / 1e9) : fmt::format("{:.2f} M", r.params / 1e6);
   out += fmt::format("{}: {} ({} parameters) on {} x {} ({} nodes x {})\n", r.scenario, s.model.name, params, r.gpus,
                      s.device.name, s.cluster.nodes, s.cluster.gpus_per_node);
-  out += fmt::format("  data {} x tensor {} x pipeline {}; micro-batch {}, {} micro-batches per step, global batch {}, {}\n",
-                     s.parallelism.data, s.parallelism.tensor, s.parallelism.pipeline, s.parallelism.micro_batch,
-                     r.plan.micro_batches, s.training.global_batch, config::compute_dtype(s.training.precision));
+  out += fmt::format("  {}; micro-batch {}, {} micro-batches per step, global batch {}, {}\n", parallel_dimensions(s.parallelism),
+                     s.parallelism.micro_batch, r.plan.micro_batches, s.training.global_batch,
+                     strategies::to_string(s.training.precision));
+  out += gradient_sync(r);
   if (s.parallelism.pipeline > 1)
     out += fmt::format("  {} schedule, {} virtual stages; zero stage {}, recompute {}\n", strategies::to_string(s.parallelism.schedule),
                        s.parallelism.virtual_stages, s.parallelism.zero_stage, strategies::to_string(s.parallelism.recompute));

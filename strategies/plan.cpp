@@ -115,19 +115,20 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   std::vector<int> cross;
   if (op.forward && j > 0) cross.push_back(fwd_out_[static_cast<std::size_t>(j - 1)][mb]);
   if (op.forward && j == 0 && p_.input.enabled) {  // the loader stream hands over this micro-batch
-    // The loader filled the first micro-batch during the previous step's tail; later ones keep
-    // the GPU waiting only when the loader is slower than the GPU.
-    const bool prefetched = last_load_ < 0;
-    int& work = load_works_[prefetched ? 0 : 1];
-    if (work < 0) {
+    // Every micro-batch is loaded, the first of a step too. The loader runs ahead of the GPU without
+    // bound, one load after the other: a step's first starts when the previous step's last ends.
+    if (load_work_ < 0) {
       taskgraph::Work w;
-      w.name = prefetched ? "prefetched micro-batch" : "load micro-batch";
-      w.fixed_seconds = prefetched ? 0.0 : p_.input.seconds(p_.micro_batch);
-      work = table_.get(std::move(w));
+      w.name = "load micro-batch";
+      w.fixed_seconds = p_.input.seconds(p_.micro_batch);
+      load_work_ = table_.get(std::move(w));
     }
     std::vector<int> deps;
     if (last_load_ >= 0) deps.push_back(last_load_);
-    last_load_ = plan_.graph.add_compute(rep(s), work, Category::Input, "load" + tag, deps);
+    const int load = plan_.graph.add_compute(rep(s), load_work_, Category::Input, "load" + tag, deps);
+    plan_.graph.tasks[static_cast<std::size_t>(load)].off_step_order = true;  // it waits for loads alone
+    if (last_load_ < 0) first_load_ = load;
+    last_load_ = load;
     cross.push_back(last_load_);
   }
   bool waits_previous_step = false;  // for a gradient the previous step's window sent
@@ -288,7 +289,7 @@ Plan Planner::run() {
   for (d_ = 0; d_ < replicas; ++d_) {
     last_compute_.assign(S, -1);
     last_send_.assign(S, -1);
-    last_load_ = -1;
+    last_load_ = first_load_ = -1;
     start_replica();
     in_passes_ = true;
     for (int it = 0; it < iterations; ++it) {
@@ -296,6 +297,8 @@ Plan Planner::run() {
       emit_passes();
     }
     in_passes_ = false;
+    if (first_load_ >= 0)  // the next step's first load follows this step's last
+      plan_.graph.tasks[static_cast<std::size_t>(first_load_)].after_previous_step.push_back(last_load_);
     replica_final_.push_back(final_backward_);
     replica_first_forward_.push_back(first_forward_);
     replica_last_.push_back(last_compute_);

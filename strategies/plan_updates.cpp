@@ -1,23 +1,17 @@
 #include "strategies/planner.hpp"
+#include "strategies/settings.hpp"
 
 namespace dtsim::strategies {
 
-bool Planner::pipeline_reduce_after_flush() const {
-  return p_.framework.pipeline_reduce_after_flush && p_.pipeline > 1 && p_.updates == Updates::Sync;
-}
+bool Planner::pipeline_reduce_after_flush() const { return strategies::pipeline_reduce_after_flush(p_); }
 
-// DeepSpeed's pipeline engine reduces the BF16 optimizer's fp32 gradients ("hardcoded for fp32
-// gradient accumulation", pipe/engine.py); fp16 and fp32 runs reduce their own gradients.
-double Planner::pipeline_reduce_bytes() const {
-  if (p_.framework.pipeline_reduce_bytes > 0) return p_.framework.pipeline_reduce_bytes;
-  return t_.precision == Precision::Bf16 ? 4.0 : grad_bytes_per_param(t_.precision);
-}
+double Planner::pipeline_reduce_bytes() const { return reduced_grad_bytes(p_, t_.precision); }
 
 void Planner::synchronise_gradients(int s) {
   if (grad_ranks() <= 1 || p_.zero_stage == 3) return;
   const Layers mine = stage_layers(s);
   const bool after_flush = pipeline_reduce_after_flush();
-  const double gbytes = after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision);
+  const double gbytes = reduced_grad_bytes(p_, t_.precision);
   // After the flush, in buffers of a fixed element count (buffered_allreduce_fallback).
   const double cap = after_flush ? p_.framework.pipeline_reduce_bucket_params * gbytes : p_.bucket_bytes;
   auto buckets = make_buckets(mine, gbytes, cap, after_flush ? cap : p_.first_bucket_bytes,

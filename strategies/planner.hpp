@@ -123,7 +123,7 @@ class Planner {
   std::vector<ContextGroups> cp_groups_;  // per stage
   std::vector<std::vector<int>> fwd_out_, bwd_out_;  // per model chunk, per micro-batch: task handing on
   std::map<const models::Layer*, int> final_backward_;
-  int last_load_ = -1;
+  int last_load_ = -1, first_load_ = -1;  // this replica's loads of the step
   int d_ = 0;  // the replica being emitted
   std::vector<std::map<const models::Layer*, int>> replica_final_;
   // Priority buckets: each replica's first forward of every layer, and each bucket's collective.
@@ -137,7 +137,7 @@ class Planner {
   std::map<int, std::vector<int>> data_groups_;
   // (forward, chunk, one layer or null for the whole chunk, tensor group) -> its shared work.
   std::map<std::tuple<bool, int, const models::Layer*, int>, int> pass_works_;
-  int load_works_[2] = {-1, -1};  // the prefetched first micro-batch, then every later load
+  int load_work_ = -1;  // one micro-batch's load
   // ZeRO-3 as the framework runs it (one pipeline stage): each use's gather, the gathers of the
   // micro-batch being emitted, the reduce stream and the end-of-backward synchronisation.
   std::vector<int> z3_wait_;

@@ -1,4 +1,5 @@
 #include "strategies/schedule.hpp"
+#include "strategies/settings.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -126,6 +127,11 @@ double bubble_fraction(Schedule s, int p, int m, int v) {
     case Schedule::ZeroBubbleH1: return zero_bubble_h1_fraction(p, m, 1.0, 1.0, 1.0);
   }
   return 0;
+}
+
+double bubble_share(Schedule s, int p, int m, int v) {
+  const double over_compute = bubble_fraction(s, p, m, v);
+  return over_compute / (1.0 + over_compute);
 }
 
 double zero_bubble_h1_fraction(int p, int m, double tf, double tb, double tw) {

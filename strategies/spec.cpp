@@ -1,4 +1,5 @@
 #include "strategies/spec.hpp"
+#include "strategies/settings.hpp"
 
 #include <algorithm>
 
@@ -6,6 +7,14 @@ namespace dtsim::strategies {
 
 double weight_bytes_per_param(Precision p) { return mixed_precision(p) ? 2.0 : p == Precision::Fp64 ? 8.0 : 4.0; }
 double grad_bytes_per_param(Precision p) { return weight_bytes_per_param(p); }
+bool pipeline_reduce_after_flush(const ParallelismSpec& p) {
+  return p.framework.pipeline_reduce_after_flush && p.pipeline > 1 && p.updates == Updates::Sync;
+}
+double reduced_grad_bytes(const ParallelismSpec& p, Precision t) {
+  if (!pipeline_reduce_after_flush(p)) return grad_bytes_per_param(t);
+  if (p.framework.pipeline_reduce_bytes > 0) return p.framework.pipeline_reduce_bytes;
+  return t == Precision::Bf16 ? 4.0 : grad_bytes_per_param(t);  // "hardcoded for fp32 gradient accumulation"
+}
 double optimizer_bytes_per_param(Precision p, models::OptimizerKind o) {
   if (p == Precision::Fp64) return o == models::OptimizerKind::Adam ? 16.0 : 8.0;  // (m, v) or momentum in fp64
   double states = o == models::OptimizerKind::Adam ? 8.0 : 4.0;  // (m, v) or momentum, fp32
@@ -18,6 +27,28 @@ double InputPipeline::seconds(std::int64_t micro_batch) const {
   const double cpu = b * cpu_seconds_per_sample / std::max(1, workers_per_gpu);
   const double io = storage_bandwidth_per_gpu > 0 ? b * sample_bytes / storage_bandwidth_per_gpu : 0.0;
   return std::max(cpu, io);
+}
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::Fp64: return "fp64";
+    case Precision::Fp32: return "fp32";
+    case Precision::Tf32: return "tf32";
+    case Precision::Bf16: return "bf16";
+    case Precision::Fp16: return "fp16";
+    case Precision::Fp8: return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(Compression c) {
+  switch (c) {
+    case Compression::None: return "none";
+    case Compression::Fp16: return "fp16";
+    case Compression::Int8: return "int8";
+    case Compression::TopK: return "topk";
+  }
+  return "?";
 }
 
 const char* to_string(Recompute r) {

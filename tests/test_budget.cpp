@@ -63,6 +63,10 @@ TEST(Budget, EstimateBoundsTasksAndFlowsOfEveryScenario) {
     const auto e = results::estimate(s, s.backend);
     const auto r = results::memory_only(s);
     const double steps = s.steps_simulated;
+    // `auto` (the default all-reduce) is bounded by its largest candidate, the tree, which has four
+    // flows for each of a ring's: where it picks the ring the bound is that much above.
+    const bool chooses = s.parallelism.algorithm == taskgraph::Algorithm::Auto;
+    const double loose = chooses ? 4 : 3, tight = chooses ? 4 : 2;
     const double tasks = static_cast<double>(r.plan.graph.tasks.size()) * steps;
     const auto built = step_flows(s, r.plan.graph);
     EXPECT_NO_THROW(results::check_plan_budget(s, r.plan.graph));
@@ -71,14 +75,14 @@ TEST(Budget, EstimateBoundsTasksAndFlowsOfEveryScenario) {
     EXPECT_GE(sg.tasks, tasks);
     EXPECT_LE(sg.tasks, 2 * tasks + 200);
     EXPECT_GE(sg.flows, built.every * steps);
-    EXPECT_LE(sg.flows, 3 * built.every * steps + 1000);
+    EXPECT_LE(sg.flows, loose * built.every * steps + 1000);
     // Once planned, from the graph's collectives without lowering them.
     const auto planned_sg = results::plan_estimate(s, r.plan.graph, config::Backend::SimGrid);
     const auto planned_an = results::plan_estimate(s, r.plan.graph, config::Backend::Analytical);
     EXPECT_GE(planned_sg.flows, built.every * steps);
-    EXPECT_LE(planned_sg.flows, 2 * built.every * steps + 1000);
+    EXPECT_LE(planned_sg.flows, tight * built.every * steps + 1000);
     EXPECT_GE(planned_an.flows, built.distinct);
-    EXPECT_LE(planned_an.flows, 2 * built.distinct + 1000);
+    EXPECT_LE(planned_an.flows, tight * built.distinct + 1000);
     const double flows = s.backend == config::Backend::SimGrid ? built.every * steps : built.distinct;
     std::printf("%-50s tasks %9.0f / %9.0f  flows %11.0f / %11.0f  est %6.2f s %6.0f MB\n",
                 std::filesystem::path(f).filename().c_str(), e.tasks, tasks, e.flows, flows, e.seconds, e.bytes / 1e6);
@@ -103,7 +107,7 @@ TEST(Budget, FlowBoundIsAtLeastWhatLoweringBuilds) {
                       CollectiveOp::Reduce, CollectiveOp::AllToAll})
         for (auto a : {Algorithm::Ring, Algorithm::Tree, Algorithm::HalvingDoubling, Algorithm::Hierarchical, Algorithm::Direct,
                        Algorithm::MasterWorker, Algorithm::RoundRobin, Algorithm::ParameterServer, Algorithm::CentralStorage,
-                       Algorithm::Auto}) {
+                       Algorithm::Naive, Algorithm::Auto}) {
           network::LoweredCollective lc;
           try {
             lc = network::lower(pf, op, a, 1e8, ranks);

@@ -240,6 +240,26 @@ TEST(Cli, CollectiveRejectsAnUnsupportedPair) {
   EXPECT_EQ(dtsim_cli("collective -b 8X", dir).code, 2);
 }
 
+// Issue 25: without --gpus, `collective --scenario` runs on the scenario's whole cluster, so a TPU
+// v3-32 (4 x 4 torus, 82 GB/s links, 1 us) all-reduces ring by ring along each dimension:
+// 2 x (3/4 S / 164 GB/s + 3/4 S/4 / 164 GB/s + 6 x 1 us) (test Torus.AllReduceIsRings...), not
+// over 8 of its 16 chips.
+TEST(Cli, CollectiveOnAScenarioTakesItsWholeCluster) {
+  test::TempDir dir;
+  auto r = dtsim_cli("collective --scenario " + scenario("cnn/tpu-v3-32-resnet50.json") +
+                         " -b 100M -e 100M --analytical --format json",
+                     dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["gpus"].get<int>(), 16);
+  const double s = 100.0 * 1048576, expected = 2 * (0.75 * s / 164e9 + 0.75 * s / 4 / 164e9 + 6e-6);
+  EXPECT_NEAR(j["rows"][0]["time_us"].get<double>() / (expected * 1e6), 1.0, 1e-6);
+  // --gpus still picks fewer.
+  r = dtsim_cli("collective --scenario " + scenario("cnn/tpu-v3-32-resnet50.json") + " --gpus 8 -b 1M -e 1M --analytical --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["gpus"].get<int>(), 8);
+}
+
 TEST(Cli, RingOvertakesParameterServersAsWorkersGrow) {
   test::TempDir dir;
   auto step = [&](const std::string& name) {
@@ -282,7 +302,7 @@ TEST(Cli, SlowLoaderShowsAsInputStall) {
   auto r = dtsim_cli("run " + scenario("input-stall-gpt2.json") + " --format json -o " + dir.path("o"), dir);
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  // 3 of 4 micro-batches wait for a loader that needs 240 ms per micro-batch.
+  // Every micro-batch waits for a loader that needs 240 ms per micro-batch.
   EXPECT_GT(j["breakdown_s"]["input_stall"].get<double>(), 0.3);
   double sum = 0;
   for (const auto& [k, v] : j["breakdown_s"].items()) sum += v.get<double>();

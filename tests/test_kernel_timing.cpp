@@ -214,6 +214,22 @@ TEST(KernelTableFormat, ElementwiseKernelsAreTimedAsTheirOwnKinds) {
   EXPECT_NEAR(mid->spread, 0.06, 1e-12);
 }
 
+TEST(KernelTableFormat, FlashAttentionRunsAtItsShapesRateOverItsOwnFlops) {
+  // The GPU profiler times flash attention as the GEMM of its shape (b*h, s, s, d): one product,
+  // where the forward does two (QK^T, PV) and the backward five.
+  cost::KernelTable t;
+  t.dtype = "bf16";
+  t.gemms = {{16, 1024, 1024, 64, 1e-4}};
+  const double one = 2.0 * 16 * 1024 * 1024 * 64;
+  const models::Kernel fwd{"flash_attention", models::KernelKind::Attention, 16, 1024, 1024, 64, 2 * one, 0};
+  const models::Kernel bwd{"flash_attention.bwd", models::KernelKind::Attention, 16, 1024, 1024, 64, 5 * one, 0};
+  const models::Kernel qk{"attention.qk", models::KernelKind::Attention, 16, 1024, 1024, 64, one, 0};
+  EXPECT_DOUBLE_EQ(t.quote(fwd)->seconds, 2e-4);
+  EXPECT_DOUBLE_EQ(t.quote(bwd)->seconds, 5e-4);
+  EXPECT_DOUBLE_EQ(t.quote(qk)->seconds, 1e-4);  // a plain GEMM: its measured time
+  EXPECT_EQ(t.quote(bwd)->source, cost::PriceSource::Exact);
+}
+
 TEST(KernelTableFormat, OldTablesStillLoad) {
   // As written before spreads, element-wise kinds, launch overhead and the noisy flag.
   const auto old = nlohmann::json::parse(R"({"provenance": {"device": "cpu"}, "dtype": "fp32",

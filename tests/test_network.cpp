@@ -198,6 +198,54 @@ TEST(Broadcast, PipelinedChainAndBinomialTree) {
               3 * (5e-6 + s / 25e9), 1e-9);
 }
 
+// Issue 25: NCCL broadcasts and reduces around its ring channels, one pipelined chain per channel
+// carrying S / channels, so across nodes every NIC carries a share (busbw = algbw, nccl-tests).
+// On 8 nodes of 8 GPUs and 8 NICs of 25 GB/s, 1 GB: S / (8 x 25 GB/s) = 5 ms, plus the fill of the
+// slowest channel's 63 hops, 8 across nodes at 5 us and 55 inside at 2 us. One chain on one NIC
+// took S / 25 GB/s = 40 ms.
+TEST(Broadcast, AcrossNodesEveryNicCarriesOneChannelsChain) {
+  network::Platform pf(dgx(8));
+  const double s = 1e9, expected = s / (8 * 25e9) + 8 * 5e-6 + 55 * 2e-6;
+  for (CollectiveOp op : {CollectiveOp::Broadcast, CollectiveOp::Reduce}) {
+    const auto lc = lower(pf, op, Algorithm::Ring, s, 64);
+    EXPECT_NEAR(network::analytical_time(pf, lc), expected, 1e-9) << taskgraph::to_string(op);
+    std::map<int, double> nic_sent;
+    for (const auto& f : lc.all_flows())
+      if (f.src >= 64) nic_sent[f.src] += f.bytes;
+    // Every NIC of every node but one: in one channel the ring hop the chain leaves out (into the
+    // root for a broadcast, out of it for a reduce) crosses nodes.
+    EXPECT_EQ(nic_sent.size(), 63u);
+    for (const auto& [nic, b] : nic_sent) EXPECT_DOUBLE_EQ(b, s / 8) << nic;
+  }
+  // The root need not be the first GPU: a reduce toward GPU 9 still ends there.
+  const auto lc = network::lower(pf, CollectiveOp::Reduce, Algorithm::Ring, s, {9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15});
+  std::map<int, double> received;
+  for (const auto& f : lc.all_flows()) received[f.dst] += f.bytes;
+  EXPECT_EQ(received.count(9), 1u);
+}
+
+// The textbook all-to-all all-reduce (every worker sends its whole array to every other and sums
+// what it gets): n (p - 1) bytes leave each worker, against the ring's 2 n (p - 1) / p, so on p
+// single-NIC nodes it takes (p - 1) n / B + alpha. `direct` is the scatter-reduce variant, which
+// moves the ring's bytes.
+TEST(Naive, EveryWorkerSendsItsWholeArrayToEveryOther) {
+  network::Platform pf(test::flat_cluster(8));
+  const double n = 1e8;
+  const auto lc = lower(pf, CollectiveOp::AllReduce, Algorithm::Naive, n, 8);
+  ASSERT_EQ(lc.phases.size(), 1u);
+  EXPECT_EQ(lc.flow_count(), 56u);
+  std::map<int, double> sent;
+  for (const auto& f : lc.all_flows()) sent[f.src] += f.bytes;
+  ASSERT_EQ(sent.size(), 8u);
+  for (const auto& [ep, b] : sent) EXPECT_DOUBLE_EQ(b, 7 * n) << ep;
+  EXPECT_NEAR(network::analytical_time(pf, lc), 7 * n / 25e9 + 5e-6, 1e-9);
+  double direct = 0;
+  for (const auto& f : lower(pf, CollectiveOp::AllReduce, Algorithm::Direct, n, 8).all_flows()) direct += f.bytes;
+  EXPECT_DOUBLE_EQ(direct, 8 * 2 * 7.0 / 8 * n);
+  EXPECT_EQ(taskgraph::algorithm_from_string("naive"), Algorithm::Naive);
+  EXPECT_THROW(lower(pf, CollectiveOp::ReduceScatter, Algorithm::Naive, n, 8), std::invalid_argument);
+}
+
 TEST(Unsupported, PairsAreRejected) {
   network::Platform pf(test::flat_cluster(4));
   EXPECT_THROW(lower(pf, CollectiveOp::Broadcast, Algorithm::HalvingDoubling, 1e6, 4), std::invalid_argument);

@@ -76,17 +76,17 @@ namespace {
 
 // One ring all-reduce on every GPU of `c`, replayed on SimGrid and priced analytically.
 std::pair<double, double> both_backends(const network::ClusterSpec& c, double bytes,
-                                        taskgraph::Algorithm a = taskgraph::Algorithm::Ring) {
+                                        taskgraph::Algorithm a = taskgraph::Algorithm::Ring,
+                                        taskgraph::CollectiveOp op = taskgraph::CollectiveOp::AllReduce) {
   network::Platform pf(c);
   taskgraph::TaskGraph g;
   g.num_ranks = c.num_gpus();
   std::vector<int> ranks;
   for (int i = 0; i < c.num_gpus(); ++i) ranks.push_back(i);
   int grp = g.add_group(ranks);
-  g.add_collective({taskgraph::CollectiveOp::AllReduce, a, {grp}, bytes}, "ar", {});
+  g.add_collective({op, a, {grp}, bytes}, "ar", {});
   std::vector<double> none;
-  const double analytical =
-      network::analytical_time(pf, network::lower(pf, taskgraph::CollectiveOp::AllReduce, a, bytes, ranks));
+  const double analytical = network::analytical_time(pf, network::lower(pf, op, a, bytes, ranks));
   return {replay::replay_simgrid({g, none, pf}).makespan, analytical};
 }
 
@@ -123,6 +123,19 @@ TEST(SimGridTree, PipelinedDoubleTreeOver64NodesAgreesWithTheAnalyticalModel) {
   EXPECT_NEAR(simgrid / analytical, 1.0, 0.01);
   EXPECT_NEAR(analytical, 1e9 / 4 / 25e9, 1e-3);
 }
+
+// Issue 25: a broadcast or reduce on 8 nodes of 8 GPUs is one chain per NIC, S/8 each (SimGrid
+// runs once per process: one test each).
+void expect_chains_agree(taskgraph::CollectiveOp op) {
+  network::ClusterSpec c = test::flat_cluster(8);
+  c.gpus_per_node = 8;
+  c.nics_per_node = 8;
+  auto [simgrid, analytical] = both_backends(c, 1e9, taskgraph::Algorithm::Ring, op);
+  EXPECT_NEAR(simgrid / analytical, 1.0, 0.01);
+  EXPECT_NEAR(analytical, 1e9 / (8 * 25e9) + 8 * 5e-6 + 55 * 2e-6, 1e-9);
+}
+TEST(SimGridBroadcast, ChainsOnEveryNicAgreeWithTheAnalyticalModel) { expect_chains_agree(taskgraph::CollectiveOp::Broadcast); }
+TEST(SimGridReduce, ChainsOnEveryNicAgreeWithTheAnalyticalModel) { expect_chains_agree(taskgraph::CollectiveOp::Reduce); }
 
 TEST(SimGridTopology, NvlinkRingNodesAgreeWithTheAnalyticalModel) {
   auto [simgrid, analytical] = both_backends(topology_node(network::Fabric::NvLinkRing), 1e9);

@@ -58,15 +58,17 @@ int collective(const CollectiveOptions& o) {
   const auto algorithm = taskgraph::algorithm_from_string(algorithm_name);
   if (!algorithm) throw InputError("", "--algorithm", fmt::format("unknown algorithm \"{}\"", o.algorithm));
   network::ClusterSpec cluster;
-  if (!o.scenario.empty()) {
-    cluster = config::load_scenario(o.scenario).cluster;
-  } else {
-    if (o.gpus % std::min(o.gpus_per_node, o.gpus) != 0)
-      throw InputError("", "--gpus", fmt::format("{} GPUs do not fill nodes of {}", o.gpus, o.gpus_per_node));
-    cluster = default_cluster(o.gpus, o.gpus_per_node);
+  if (!o.scenario.empty()) cluster = config::load_scenario(o.scenario).cluster;
+  // Without --gpus, a borrowed cluster's every GPU: a torus runs its dimension-by-dimension rings
+  // only over all of its chips.
+  const int gpus = o.gpus > 0 ? o.gpus : !o.scenario.empty() ? cluster.num_gpus() : 8;
+  if (o.scenario.empty()) {
+    if (gpus % std::min(o.gpus_per_node, gpus) != 0)
+      throw InputError("", "--gpus", fmt::format("{} GPUs do not fill nodes of {}", gpus, o.gpus_per_node));
+    cluster = default_cluster(gpus, o.gpus_per_node);
   }
-  if (o.gpus > cluster.num_gpus())
-    throw InputError("", "--gpus", fmt::format("{} GPUs asked, the cluster has {}", o.gpus, cluster.num_gpus()));
+  if (gpus > cluster.num_gpus())
+    throw InputError("", "--gpus", fmt::format("{} GPUs asked, the cluster has {}", gpus, cluster.num_gpus()));
   const double begin = parse_size(o.min_bytes, "-b"), end = parse_size(o.max_bytes, "-e");
   if (begin > end) throw InputError("", "-b", "the smallest size is larger than the largest (-e)");
   if (!(o.factor > 1.0) || !std::isfinite(o.factor)) throw InputError("", "-f", "the size factor must be greater than 1");
@@ -75,13 +77,13 @@ int collective(const CollectiveOptions& o) {
   if (count > kMaxRows)
     throw InputError("", "-f", fmt::format("{:.0f} sizes from {} to {} by a factor of {} are more than {}; use a larger factor",
                                            count, o.min_bytes, o.max_bytes, o.factor, kMaxRows));
-  results::check_collective_budget(cluster, *op, *algorithm, o.gpus, count, o.analytical);
+  results::check_collective_budget(cluster, *op, *algorithm, gpus, count, o.analytical);
 
   network::Platform platform(cluster);
   taskgraph::TaskGraph g;
   g.num_ranks = cluster.num_gpus();
   std::vector<int> ranks;
-  for (int i = 0; i < o.gpus; ++i) ranks.push_back(i);
+  for (int i = 0; i < gpus; ++i) ranks.push_back(i);
   const int group = g.add_group(ranks);
   std::vector<double> sizes;
   for (double s = begin; s <= end * (1 + 1e-12); s *= o.factor) sizes.push_back(std::floor(s));
@@ -102,11 +104,11 @@ int collective(const CollectiveOptions& o) {
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (o.format != "json")
-    std::cout << fmt::format("# {} {} on {} GPUs ({} per node), {} backend\n", o.op, algorithm_name, o.gpus,
+    std::cout << fmt::format("# {} {} on {} GPUs ({} per node), {} backend\n", o.op, algorithm_name, gpus,
                              cluster.gpus_per_node, t.backend)
               << fmt::format("{:>13} {:>12} {:>6} {:>12} {:>11} {:>11}\n", "size", "count", "type", "time_us", "algbw_GBps",
                              "busbw_GBps");
-  const double factor = network::bus_bandwidth_factor(*op, o.gpus);
+  const double factor = network::bus_bandwidth_factor(*op, gpus);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const double secs = t.end[i] - t.start[i];
     const double algbw = secs > 0 ? sizes[i] / secs / 1e9 : 0.0;
@@ -125,7 +127,7 @@ int collective(const CollectiveOptions& o) {
                                nccl ? fmt::format("  NCCL {} {:.2f} us", pick, nccl->time_us) : "");
   }
   if (o.format == "json")
-    std::cout << nlohmann::ordered_json{{"op", o.op}, {"algorithm", algorithm_name}, {"gpus", o.gpus},
+    std::cout << nlohmann::ordered_json{{"op", o.op}, {"algorithm", algorithm_name}, {"gpus", gpus},
                                         {"backend", t.backend}, {"rows", rows}}.dump(2)
               << "\n";
   return 0;

@@ -28,7 +28,7 @@ struct CollectiveOptions {
   std::string op = "all_reduce", algorithm, scenario, format = "text";
   std::string min_bytes = "8", max_bytes = "128M";
   double factor = 2;
-  int gpus = 8, gpus_per_node = 8;
+  int gpus = 0, gpus_per_node = 8;  // gpus 0: the scenario's cluster, else 8
   bool analytical = false;
 };
 

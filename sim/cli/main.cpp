@@ -53,9 +53,9 @@ int main(int argc, char** argv) {
   auto* coll_cmd = app.add_subcommand("collective", "nccl-tests style table (size, time, algbw, busbw) from the network model");
   coll_cmd->add_option("--op", coll.op, "all_reduce|reduce_scatter|all_gather|broadcast|reduce|all_to_all");
   coll_cmd->add_option("--algorithm", coll.algorithm,
-                       "ring|tree|halving-doubling|hierarchical|direct|master-worker|round-robin|auto "
+                       "ring|tree|halving-doubling|hierarchical|direct|naive|master-worker|round-robin|auto "
                        "(default: direct for all_to_all, ring otherwise)");
-  coll_cmd->add_option("--gpus", coll.gpus, "GPUs taking part")->check(CLI::Range(1, 1 << 20));
+  coll_cmd->add_option("--gpus", coll.gpus, "GPUs taking part (default: all of --scenario's cluster, else 8)")->check(CLI::Range(1, 1 << 20));
   coll_cmd->add_option("--gpus-per-node", coll.gpus_per_node, "GPUs per node of the default cluster")->check(CLI::Range(1, 64));
   coll_cmd->add_option("--scenario", coll.scenario, "borrow this scenario's cluster");
   coll_cmd->add_option("-b,--minbytes", coll.min_bytes, "smallest size (8, 64K, 128M, 8G)");

@@ -15,14 +15,22 @@ namespace dtsim::cli {
 
 namespace {
 
-constexpr double kMaxOperandBytes = 4e9;
+// Operands a kernel may need to be timed: 4 GB on the CPU (host memory shared with everything
+// else); 20 GB on a GPU, whose memory holds nothing else while it profiles (an H100 has 80).
+constexpr double kMaxOperandBytesCpu = 4e9;
+constexpr double kMaxOperandBytesGpu = 20e9;
 
-// What timing a kernel allocates: a memory kernel's bytes; otherwise (GEMMs, attention) the
-// operands of a GEMM of its shape, up to 4 of a batch, as the profilers time them.
-double operand_bytes(const models::Kernel& k) {
-  if (k.kind == models::KernelKind::Memory) return k.bytes;
+// What timing a kernel allocates: a memory kernel's bytes (on a GPU at most the largest stream it
+// times, the time scaled); otherwise (GEMMs, attention) the operands of a GEMM of its shape in
+// `element` bytes, as the profilers time them: the CPU up to 4 of a batch (the time scaled),
+// cuBLAS the whole batch at once.
+double operand_bytes(const models::Kernel& k, double element, bool gpu) {
+  const bool whole_batch = gpu;
+  if (k.kind == models::KernelKind::Memory) return gpu ? std::min(k.bytes, profile::kGpuMaxStreamBytes) : k.bytes;
   const double m = static_cast<double>(k.m), n = static_cast<double>(k.n), kk = static_cast<double>(k.k);
-  return 4.0 * (std::min<double>(static_cast<double>(k.batch), 4) * m * kk + kk * n + m * n);
+  const double batch = whole_batch ? static_cast<double>(k.batch) : std::min<double>(static_cast<double>(k.batch), 4);
+  if (whole_batch) return element * batch * (m * kk + kk * n + m * n);
+  return element * (batch * m * kk + kk * n + m * n);
 }
 
 }  // namespace
@@ -71,15 +79,16 @@ int profile(const ProfileOptions& o) {
                                       : models::UpdatePath::Fp32;
   kernels.push_back(models::optimizer_kernel(models::OptimizerKind::Adam, g.params(), path));
   // Every kernel is run for real: refuse operands that would not fit in memory before allocating.
-  const auto worst = std::max_element(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) {
-    return operand_bytes(a) < operand_bytes(b);
-  });
-  if (worst != kernels.end() && operand_bytes(*worst) > kMaxOperandBytes)
+  const double element = half ? 2.0 : 4.0, limit = gpu ? kMaxOperandBytesGpu : kMaxOperandBytesCpu;
+  const auto bytes = [&](const models::Kernel& k) { return operand_bytes(k, element, gpu); };
+  const auto worst = std::max_element(kernels.begin(), kernels.end(),
+                                      [&](const auto& a, const auto& b) { return bytes(a) < bytes(b); });
+  if (worst != kernels.end() && bytes(*worst) > limit)
     throw InputError(o.scenario.empty() ? "" : o.scenario,
                      o.micro_batch > 0 ? "--micro-batch" : o.scenario.empty() ? "--model" : "/parallelism/micro_batch_size",
                      fmt::format("kernel {} needs {:.1f} GB of operands to time, over the limit of {:.0f} GB; a smaller "
                                  "micro-batch or model fits",
-                                 worst->name, operand_bytes(*worst) / 1e9, kMaxOperandBytes / 1e9));
+                                 worst->name, bytes(*worst) / 1e9, limit / 1e9));
   profile::Options po;
   po.repeats = o.repeats;
   std::cerr << fmt::format("profiling {} ({} kernels) on the {}...\n", spec.name, kernels.size(), gpu ? "GPU" : "CPU");

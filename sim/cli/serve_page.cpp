@@ -114,7 +114,7 @@ async function run(p,id){
   const b=j.breakdown_s;
   p.dataset.bubble=b.pipeline_bubble;p.dataset.step=j.step_time_s;  // for scripts/serve_check.sh
   field(p,"facts").textContent="MFU "+(100*j.flops.mfu).toFixed(1)+"%, "+Math.round(j.throughput.tokens_per_s)+" tokens/s; pipeline bubble "+
-    b.pipeline_bubble.toFixed(4)+" s"+(j.parallelism.expected_bubble_fraction!==undefined?" (schedule's bubble fraction "+j.parallelism.expected_bubble_fraction.toFixed(3)+")":"")+
+    b.pipeline_bubble.toFixed(4)+" s"+(j.parallelism.expected_bubble_fraction!==undefined?" (the schedule's bubble with equal stages: "+(100*j.parallelism.expected_bubble_fraction).toFixed(1)+"% of the step)":"")+
     (j.parallelism.all_to_all_share!==undefined?"; expert all-to-all "+(100*j.parallelism.all_to_all_share).toFixed(1)+"% of the step":"");
   bars(field(p,"breakdown"),parts,parts.map(n=>b[n]),j.step_time_s,n=>n);
   const m=j.memory;

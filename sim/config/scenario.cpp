@@ -1,4 +1,5 @@
 #include "sim/config/scenario.hpp"
+#include "strategies/settings.hpp"
 
 #include <fmt/format.h>
 
@@ -165,8 +166,8 @@ void parse_parallelism(Reader r, Scenario& s) {
   p.algorithm = *taskgraph::algorithm_from_string(
       r.choice("all_reduce_algorithm",
                {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin",
-                "parameter-server", "central-storage", "auto"},
-               "ring"));
+                "parameter-server", "central-storage", "naive", "auto"},
+               "auto"));  // what NCCL does by default: its tuner picks per collective
   parse_updates(r, s);
   if (p.context > 1 && p.updates != strategies::Updates::Sync)
     r.fail("context", "context parallelism is modelled with synchronous updates");
@@ -186,6 +187,9 @@ void parse_parallelism(Reader r, Scenario& s) {
                   : comp == "topk" ? strategies::Compression::TopK
                                    : strategies::Compression::None;
   p.topk_ratio = r.number("topk_ratio", Range{0.0, 1.0, true}, 0.01);
+  if (r.has("topk_ratio") && p.compression != strategies::Compression::TopK)
+    r.fail("topk_ratio", fmt::format("applies to gradient_compression \"topk\" only, and this one is \"{}\": did you mean "
+                                     "\"gradient_compression\": \"topk\"?", comp));
   if (p.compression != strategies::Compression::None && p.zero_stage > 0)
     r.fail("gradient_compression", "compression with ZeRO's sharded gradients is not modelled");
   const bool reduces = p.algorithm != taskgraph::Algorithm::ParameterServer && p.algorithm != taskgraph::Algorithm::CentralStorage;
@@ -200,6 +204,18 @@ void parse_parallelism(Reader r, Scenario& s) {
   parse_framework(r, s);
   parse_expert_parallelism(r, s);
   r.finish();
+}
+
+// fp16 compression halves fp32 gradients; on gradients of 2 bytes or fewer it would change nothing.
+void refuse_idle_compression(const Scenario& s, const Origins& origins) {
+  const auto& p = s.parallelism;
+  const double bytes = strategies::reduced_grad_bytes(p, s.training.precision);
+  if (p.compression != strategies::Compression::Fp16 || bytes > 2.0) return;
+  const std::string where = "/parallelism/gradient_compression";
+  throw InputError(origins.file_for(where), where,
+                   fmt::format("\"fp16\" compression halves fp32 gradients, but with precision \"{}\" they are already {} "
+                               "bytes each, so it would change nothing: use \"int8\" or \"topk\", or \"none\"",
+                               strategies::to_string(s.training.precision), bytes));
 }
 
 }  // namespace
@@ -269,6 +285,7 @@ Scenario load_scenario(const std::string& path) {
   // A flush-free pipeline's first step carries its fill; later ones show the steady state.
   if (strategies::asynchronous(s.parallelism.schedule)) s.steps_simulated = 4;
   parse_training(root.object("training"), s);
+  refuse_idle_compression(s, *doc.origins);
   if (s.parallelism.context > 1 && s.training.attention != models::Attention::Flash)
     throw InputError(s.file, "/parallelism/context",
                      "context parallelism runs on fused attention (Transformer Engine's, as Megatron-Core does): set "
@@ -309,6 +326,9 @@ Scenario load_scenario(const std::string& path) {
     const double storage = in->quantity("storage_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 1e15);
     ip.storage_bandwidth_per_gpu = storage / s.cluster.gpus_per_node;  // per node, shared by its GPUs
     in->finish();
+    // Unless simulation.steps says: the first step waits for its first micro-batch from empty
+    // loaders, later ones for what the loaders keep up with.
+    s.steps_simulated = std::max(s.steps_simulated, 4);
   }
   if (auto sim = root.optional_object("simulation")) {
     s.seed = static_cast<std::uint64_t>(sim->integer("seed", 0, (std::int64_t{1} << 53), 1));

@@ -128,10 +128,11 @@ int floor_pow2(int p) {
 
 }  // namespace
 
-LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes) {
-  const int p = static_cast<int>(ranks.size());
-  Builder b(pf);
-  if (p < 2) return b.done();
+namespace {
+
+// NCCL's ring channels over `ranks`: across nodes one per NIC, each entering every node at another
+// GPU; each channel the ranks in its ring order.
+std::vector<std::vector<int>> ring_orders(const Platform& pf, const std::vector<int>& ranks) {
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   auto nodes = by_node(pf, sorted);
@@ -139,31 +140,64 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
   for (const auto& m : nodes) widest = std::max(widest, m.size());
   const int channels =
       nodes.size() > 1 && !pf.torus() ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
-  const double per_hop = passes * (p - 1) / p * bytes / channels;
+  std::vector<std::vector<int>> orders;
   for (int c = 0; c < channels; ++c) {
-    std::vector<int> order;
+    auto& order = orders.emplace_back();
     for (const auto& members : nodes) {
       const std::size_t n = members.size();
       const std::size_t entry = static_cast<std::size_t>(c) * n / static_cast<std::size_t>(channels);
       for (std::size_t i = 0; i < n; ++i) order.push_back(members[(entry + i) % n]);
     }
+  }
+  return orders;
+}
+
+// The endpoints of one hop of a ring channel.
+std::pair<int, int> ring_hop(const Platform& pf, const Builder& b, int from, int to) {
+  if (pf.node_of(from) == pf.node_of(to) || pf.torus()) return b.endpoints(from, to);
+  // NCCL keeps a channel on one rail: the sending node hands the data to the NIC on the
+  // receiving GPU's rail (PXN), so the hop never crosses between rails.
+  const int twin = pf.node_of(from) * pf.spec().gpus_per_node + pf.local_of(to);
+  return {pf.nic_endpoint(twin), pf.nic_endpoint(to)};
+}
+
+}  // namespace
+
+LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes) {
+  const int p = static_cast<int>(ranks.size());
+  Builder b(pf);
+  if (p < 2) return b.done();
+  const auto orders = ring_orders(pf, ranks);
+  const double per_hop = passes * (p - 1) / p * bytes / static_cast<double>(orders.size());
+  for (const auto& order : orders) {
     std::vector<std::pair<int, int>> hops;
     hops.reserve(static_cast<std::size_t>(p));
-    for (int i = 0; i < p; ++i) {
-      const int from = order[static_cast<std::size_t>(i)], to = order[static_cast<std::size_t>((i + 1) % p)];
-      if (pf.node_of(from) == pf.node_of(to) || pf.torus()) {
-        hops.push_back(b.endpoints(from, to));
-      } else {
-        // NCCL keeps a channel on one rail: the sending node hands the data to the NIC on the
-        // receiving GPU's rail (PXN), so the hop never crosses between rails.
-        const int twin = pf.node_of(from) * pf.spec().gpus_per_node + pf.local_of(to);
-        hops.emplace_back(pf.nic_endpoint(twin), pf.nic_endpoint(to));
-      }
-    }
+    for (int i = 0; i < p; ++i)
+      hops.push_back(ring_hop(pf, b, order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>((i + 1) % p)]));
     b.chain(hops, per_hop);
     b.ring_hops(hops);
   }
   b.end_phase(passes * (p - 1));
+  return b.done();
+}
+
+LoweredCollective ring_chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root) {
+  const int p = static_cast<int>(ranks.size());
+  Builder b(pf);
+  if (p < 2) return b.done();
+  const auto orders = ring_orders(pf, ranks);
+  for (const auto& order : orders) {
+    // Around the channel's ring from the root (broadcast), or from the rank after it to the root
+    // (reduce): the ring's direction either way, p - 1 hops.
+    const auto root = static_cast<std::size_t>(std::find(order.begin(), order.end(), ranks.front()) - order.begin());
+    const std::size_t first = toward_root ? root + 1 : root;
+    std::vector<std::pair<int, int>> hops;
+    for (std::size_t i = 0; i + 1 < order.size(); ++i)
+      hops.push_back(ring_hop(pf, b, order[(first + i) % order.size()], order[(first + i + 1) % order.size()]));
+    b.chain(hops, bytes / static_cast<double>(orders.size()));
+    b.ring_hops(hops);
+  }
+  b.end_phase(p - 1.0);  // pipeline fill: a chunk crosses every hop once
   return b.done();
 }
 
@@ -331,6 +365,8 @@ LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vect
   append(inside(1.0));
   return out;
 }
+
+LoweredCollective naive(const Platform& pf, double bytes, const std::vector<int>& ranks) { return direct(pf, bytes, ranks, 1); }
 
 LoweredCollective direct(const Platform& pf, double per_pair, const std::vector<int>& ranks, int repeats) {
   Builder b(pf);

@@ -18,7 +18,11 @@ LoweredCollective torus_rings(const Platform& pf, double bytes, const std::vecto
 // all-reduce and 1 for a reduce-scatter or all-gather:
 //   passes x sum over dimensions i of [(d_i - 1)/d_i x S/(d_0 ... d_{i-1}) / (2B) + (d_i - 1) alpha].
 double torus_closed_form(const std::vector<int>& dims, double bytes, double passes, double alpha, double bandwidth);
-// Pipelined chain from the root (broadcast) or toward it (reduce): every hop carries S.
+// NCCL's broadcast and reduce: each ring channel (as `ring`'s) a pipelined chain from the root
+// (broadcast) or toward it (reduce) carrying S / channels, so across nodes every NIC carries a
+// share: time (p - 1) alpha + S / (channels x B), busbw = algbw = channels x B (nccl-tests).
+LoweredCollective ring_chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root);
+// Pipelined chain from the first rank to the next (a send-receive): every hop carries S.
 LoweredCollective chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root);
 // NCCL's double binary tree: two trees, each reducing then broadcasting half of S, pipelined;
 // across nodes the trees join node leaders and each node is a chain.
@@ -30,6 +34,9 @@ LoweredCollective halving_doubling(const Platform& pf, double bytes, const std::
 LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vector<int>& ranks);
 // Every rank sends `per_pair` bytes to every other rank at once (phases = 1) or in p-1 rounds of
 // one partner each (round robin: rank i sends to i+k in round k).
+// The textbook all-to-all all-reduce: every rank sends its whole buffer S to every other and sums
+// what it receives, one phase; (p - 1) S leaves each rank, against the ring's 2 (p - 1) S / p.
+LoweredCollective naive(const Platform& pf, double bytes, const std::vector<int>& ranks);
 LoweredCollective direct(const Platform& pf, double per_pair, const std::vector<int>& ranks, int repeats);
 LoweredCollective round_robin(const Platform& pf, double per_pair, const std::vector<int>& ranks, int repeats);
 // Gather S from every worker to the root, then send S back to each (a parameter server's

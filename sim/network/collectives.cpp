@@ -1,4 +1,5 @@
 #include "sim/network/collectives.hpp"
+#include "sim/network/runs_as.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -67,6 +68,7 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
         case Algorithm::HalvingDoubling: return alg::halving_doubling(pf, bytes, r, true, true);
         case Algorithm::Hierarchical: return alg::hierarchical(pf, bytes, r);
         case Algorithm::Direct: return alg::direct(pf, bytes / p, r, 2);  // scatter, then gather
+        case Algorithm::Naive: return alg::naive(pf, bytes, r);
         case Algorithm::MasterWorker: return alg::master_worker(pf, bytes, r);
         case Algorithm::RoundRobin: return alg::round_robin(pf, bytes / p, r, 2);
         case Algorithm::ParameterServer: return alg::parameter_server(pf, bytes, r);
@@ -89,7 +91,7 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
     case CollectiveOp::Broadcast:
     case CollectiveOp::Reduce: {
       const bool up = op == CollectiveOp::Reduce;
-      if (a == Algorithm::Ring) return alg::chain(pf, bytes, r, up);
+      if (a == Algorithm::Ring) return alg::ring_chain(pf, bytes, r, up);
       if (a == Algorithm::Tree) return alg::binomial(pf, bytes, r, up);
       break;
     }
@@ -203,6 +205,14 @@ Algorithm choose(const Platform& pf, CollectiveOp op, Algorithm a, double bytes,
 
 LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
   return resolve(pf, op, a, bytes, ranks).second;
+}
+
+std::string runs_as(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
+  const auto nccl = floor_of(pf, op, a, bytes, ranks);
+  if (runs_nvls(pf, a, nccl)) return nccl::to_string(nccl->algo);
+  std::string out = taskgraph::to_string(resolve(pf, op, a, bytes, ranks).first);
+  if (nccl) out += std::string(" (NCCL model: ") + nccl::to_string(nccl->algo) + "/" + nccl::to_string(nccl->proto) + ")";
+  return out;
 }
 
 namespace {

@@ -93,7 +93,7 @@ double ring_all_reduce_closed_form(int p, double bytes, double alpha, double ban
 // in flight at once), and whether they run as chains (ring-like hops a simulator moves together) or
 // as independent flows, which SimGrid's solver pays for far more dearly. `groups` groups of
 // `group_size` GPUs each, `per_node` of each group's GPUs on one node. An upper bound, following
-// sim/network/algorithms.cpp; `Auto` counts the three candidates it lowers to choose one.
+// sim/network/algorithms.cpp; `Auto` counts the largest of the candidates it chooses from (the tree).
 struct FlowBound {
   double flows = 0, widest = 0;
   bool chained = true;

@@ -48,7 +48,10 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
   switch (op) {
     case CollectiveOp::SendRecv: set(1, 1, false); return b;
     case CollectiveOp::Broadcast:
-    case CollectiveOp::Reduce: set(p, p, false); return b;  // a chain or a binomial tree: p - 1 hops
+    case CollectiveOp::Reduce:  // a binomial tree, or a chain per ring channel: p - 1 hops each
+      if (a == Algorithm::Tree) set(p, p, false);
+      else set(channels * p, channels * p, true);
+      return b;
     case CollectiveOp::AllToAll:
       if (a == Algorithm::RoundRobin) set(p * p, p, false);
       else set(p * p, p * p, false);  // direct, also what Auto picks
@@ -62,6 +65,7 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
     case Algorithm::HalvingDoubling: set(passes * p * (log2p + 1), p, true); break;
     case Algorithm::Hierarchical: set(3 * p, 2 * p, true); break;
     case Algorithm::Direct: set(passes * p * p, p * p, false); break;
+    case Algorithm::Naive: set(p * p, p * p, false); break;
     case Algorithm::RoundRobin: set(passes * p * p, p, false); break;
     case Algorithm::MasterWorker: set(2 * p, p, false); break;
     case Algorithm::ParameterServer: {
@@ -71,8 +75,9 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
     }
     case Algorithm::CentralStorage: set(2 * p, p, false); break;
     case Algorithm::Auto:
-      // Lowers ring, tree and hierarchical to pick one (all-reduce); other operations use the ring.
-      if (reduces) set((5 * channels + 3) * p, 4 * channels * p, true);
+      // Lowers ring, tree and hierarchical to pick one (all-reduce) and runs that one: at most the
+      // tree's flows. Other operations use the ring.
+      if (reduces) set(4 * channels * p, 4 * channels * p, true);
       else set(channels * p, channels * p, true);
       break;
   }

@@ -1,6 +1,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -16,12 +17,16 @@ using Probe = int (*)(char*, int, int*, char*, int);
 using TimeGemm = double (*)(long long, long long, long long, long long, const char*, int, int, char*, int);
 using TimeStream = double (*)(double, int, int, char*, int);
 using TimeLaunch = double (*)(int, int, char*, int);
+using GemmSamples = int (*)(long long, long long, long long, long long, const char*, int, int, double*, int, char*, int);
+using StreamSamples = int (*)(double, int, int, double*, int, char*, int);
 
 struct Plugin {
   Probe probe = nullptr;
   TimeGemm gemm = nullptr;
   TimeStream stream = nullptr;
   TimeLaunch launch = nullptr;  // absent from plugins built before it
+  GemmSamples gemm_samples = nullptr;  // absent from plugins built before them: medians only
+  StreamSamples stream_samples = nullptr;
   std::string error;
 };
 
@@ -44,6 +49,8 @@ const Plugin& plugin() {
     out.gemm = reinterpret_cast<TimeGemm>(dlsym(h, "dtsim_cuda_time_gemm"));
     out.stream = reinterpret_cast<TimeStream>(dlsym(h, "dtsim_cuda_time_stream"));
     out.launch = reinterpret_cast<TimeLaunch>(dlsym(h, "dtsim_cuda_time_launch"));
+    out.gemm_samples = reinterpret_cast<GemmSamples>(dlsym(h, "dtsim_cuda_gemm_samples"));
+    out.stream_samples = reinterpret_cast<StreamSamples>(dlsym(h, "dtsim_cuda_stream_samples"));
     if (!out.probe || !out.gemm || !out.stream) out.error = path.string() + " is not a dtsim CUDA profiler";
     return out;
   }();
@@ -76,23 +83,39 @@ bool probe(DeviceInfo& info, std::string& why) {
   return true;
 }
 
-double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const std::string& dtype,
-                 int warmup, int repeats) {
+std::vector<double> time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                              const std::string& dtype, int warmup, int repeats) {
   const auto& p = plugin();
   if (!p.error.empty()) throw std::runtime_error(p.error);
   char error[512] = {};
+  if (p.gemm_samples) {
+    std::vector<double> s(static_cast<std::size_t>(std::max(1, repeats)));
+    const int n_samples = p.gemm_samples(batch, m, n, k, dtype.c_str(), warmup, static_cast<int>(s.size()), s.data(),
+                                         static_cast<int>(s.size()), error, sizeof error);
+    if (n_samples <= 0) throw std::runtime_error(error);
+    s.resize(static_cast<std::size_t>(n_samples));
+    return s;
+  }
   const double s = p.gemm(batch, m, n, k, dtype.c_str(), warmup, repeats, error, sizeof error);
   if (s < 0) throw std::runtime_error(error);
-  return s;
+  return {s};
 }
 
-double time_stream(double bytes, int warmup, int repeats) {
+std::vector<double> time_stream(double bytes, int warmup, int repeats) {
   const auto& p = plugin();
   if (!p.error.empty()) throw std::runtime_error(p.error);
   char error[512] = {};
+  if (p.stream_samples) {
+    std::vector<double> s(static_cast<std::size_t>(std::max(1, repeats)));
+    const int n_samples =
+        p.stream_samples(bytes, warmup, static_cast<int>(s.size()), s.data(), static_cast<int>(s.size()), error, sizeof error);
+    if (n_samples <= 0) throw std::runtime_error(error);
+    s.resize(static_cast<std::size_t>(n_samples));
+    return s;
+  }
   const double s = p.stream(bytes, warmup, repeats, error, sizeof error);
   if (s < 0) throw std::runtime_error(error);
-  return s;
+  return {s};
 }
 
 double time_launch(int warmup, int repeats) {

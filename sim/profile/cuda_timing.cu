@@ -46,12 +46,12 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
-// Median of `repeats` timings of f(), each bracketed by CUDA events on the default stream.
+// Seconds of each of `repeats` runs of f(), each bracketed by CUDA events on the default stream.
 template <class F>
-double median_seconds(int warmup, int repeats, F&& f) {
+std::vector<double> sample_seconds(int warmup, int repeats, F&& f) {
   for (int i = 0; i < warmup; ++i) f();
   Event start, stop;
-  std::vector<float> ms;
+  std::vector<double> s;
   for (int i = 0; i < std::max(1, repeats); ++i) {
     check(cudaEventRecord(start.e), "cudaEventRecord");
     f();
@@ -59,10 +59,14 @@ double median_seconds(int warmup, int repeats, F&& f) {
     check(cudaEventSynchronize(stop.e), "cudaEventSynchronize");
     float t = 0;
     check(cudaEventElapsedTime(&t, start.e, stop.e), "cudaEventElapsedTime");
-    ms.push_back(t);
+    s.push_back(t * 1e-3);
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e-3;
+  return s;
+}
+
+double median(std::vector<double> s) {
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
 }
 
 int blocks_for(long long n, int threads) {
@@ -133,8 +137,8 @@ bool probe(DeviceInfo& info, std::string& why) {
   return true;
 }
 
-double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const std::string& dtype,
-                 int warmup, int repeats) {
+std::vector<double> time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                              const std::string& dtype, int warmup, int repeats) {
   if (std::max({batch, m, n, k}) > std::numeric_limits<int>::max() || std::min({batch, m, n, k}) < 1)
     throw std::runtime_error("GEMM shape out of cuBLAS's range");
   cudaDataType_t in = CUDA_R_16BF, out = CUDA_R_16BF;
@@ -155,7 +159,7 @@ double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_
   Handle h;
   const float one = 1.0f, zero = 0.0f;
   // Column-major C^T[n,m] = B^T[n,k] A^T[k,m].
-  return median_seconds(warmup, repeats, [&] {
+  return sample_seconds(warmup, repeats, [&] {
     check(cublasGemmStridedBatchedEx(h.h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
                                      static_cast<int>(k), &one, b.p, in, static_cast<int>(n), k * n, a.p, in,
                                      static_cast<int>(k), k * m, &zero, c.p, out, static_cast<int>(n), n * m,
@@ -164,13 +168,13 @@ double time_gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_
   });
 }
 
-double time_stream(double bytes, int warmup, int repeats) {
+std::vector<double> time_stream(double bytes, int warmup, int repeats) {
   const long long n = std::max(1LL, static_cast<long long>(bytes / 12.0));
   Buffer x(static_cast<std::size_t>(n) * 4), y(static_cast<std::size_t>(n) * 4);
   fill(x.p, n, CUDA_R_32F);
   fill(y.p, n, CUDA_R_32F);
   const int threads = 256, blocks = blocks_for(n, threads);
-  return median_seconds(warmup, repeats, [&] {
+  return sample_seconds(warmup, repeats, [&] {
     axpy<<<blocks, threads>>>(0.5f, static_cast<const float*>(x.p), static_cast<float*>(y.p), n);
     check(cudaGetLastError(), "axpy launch");
   });
@@ -223,10 +227,11 @@ DTSIM_EXPORT int dtsim_cuda_probe(char* name, int name_size, int* ints, char* er
   return 0;
 }
 
+// Medians (dtsim builds before the samples were exported call these).
 DTSIM_EXPORT double dtsim_cuda_time_gemm(long long batch, long long m, long long n, long long k, const char* dtype,
                                          int warmup, int repeats, char* error, int error_size) {
   try {
-    return dtsim::profile::cuda::time_gemm(batch, m, n, k, dtype, warmup, repeats);
+    return dtsim::profile::cuda::median(dtsim::profile::cuda::time_gemm(batch, m, n, k, dtype, warmup, repeats));
   } catch (const std::exception& e) {
     copy_message(e.what(), error, error_size);
     return -1;
@@ -235,7 +240,33 @@ DTSIM_EXPORT double dtsim_cuda_time_gemm(long long batch, long long m, long long
 
 DTSIM_EXPORT double dtsim_cuda_time_stream(double bytes, int warmup, int repeats, char* error, int error_size) {
   try {
-    return dtsim::profile::cuda::time_stream(bytes, warmup, repeats);
+    return dtsim::profile::cuda::median(dtsim::profile::cuda::time_stream(bytes, warmup, repeats));
+  } catch (const std::exception& e) {
+    copy_message(e.what(), error, error_size);
+    return -1;
+  }
+}
+
+// Every sample, into `seconds` (room for `capacity`): the number written, or -1 on failure.
+DTSIM_EXPORT int dtsim_cuda_gemm_samples(long long batch, long long m, long long n, long long k, const char* dtype,
+                                         int warmup, int repeats, double* seconds, int capacity, char* error,
+                                         int error_size) {
+  try {
+    const auto s = dtsim::profile::cuda::time_gemm(batch, m, n, k, dtype, warmup, std::min(repeats, capacity));
+    std::copy(s.begin(), s.end(), seconds);
+    return static_cast<int>(s.size());
+  } catch (const std::exception& e) {
+    copy_message(e.what(), error, error_size);
+    return -1;
+  }
+}
+
+DTSIM_EXPORT int dtsim_cuda_stream_samples(double bytes, int warmup, int repeats, double* seconds, int capacity,
+                                           char* error, int error_size) {
+  try {
+    const auto s = dtsim::profile::cuda::time_stream(bytes, warmup, std::min(repeats, capacity));
+    std::copy(s.begin(), s.end(), seconds);
+    return static_cast<int>(s.size());
   } catch (const std::exception& e) {
     copy_message(e.what(), error, error_size);
     return -1;

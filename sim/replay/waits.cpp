@@ -1,8 +1,11 @@
 #include "sim/replay/waits.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 namespace dtsim::replay {
 
@@ -45,22 +48,83 @@ bool off_price(double ran, double price) { return std::abs(ran - price) > 1e-9 *
 bool same_time(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); }
 bool later(double a, double b) { return a > b && !same_time(a, b); }
 
+// The kinds of pass a schedule orders: GPipe runs every forward before any backward, ZB-H1 defers
+// weight-gradient passes, interleaved 1F1B takes turns between a GPU's model chunks; so a
+// stage's waits fall between passes of one kind.
+enum Kind { kForward, kBackward, kBackwardInput, kBackwardWeight, kOther, kKinds };
+Kind kind_of(const std::string& label) {
+  if (label.starts_with("fwd")) return kForward;
+  if (label.starts_with("bwd input")) return kBackwardInput;
+  if (label.starts_with("bwd weight")) return kBackwardWeight;
+  if (label.starts_with("bwd")) return kBackward;
+  return kOther;
+}
+// The model chunk a pass belongs to (" c3 mb1" in its label); -1: none.
+int chunk_of(const std::string& label) {
+  for (auto at = label.find(" c"); at != std::string::npos; at = label.find(" c", at + 1))
+    if (at + 2 < label.size() && std::isdigit(static_cast<unsigned char>(label[at + 2]))) return std::atoi(label.c_str() + at + 2);
+  return -1;
+}
+
+// This GPU's pace: at a uniform pace every stage's passes of each kind take as long as this GPU's
+// of that kind, chunk by chunk (its first chunk's forwards as long as its first chunk's forwards...);
+// a kind it has none of, its whole compute. Totals alone would make a stage whose forwards are a
+// larger share of its work (the LM head's) late in the forwards and early in the backwards, and
+// GPipe's wait between them bubble, more of it the more micro-batches.
+struct Pace {
+  std::vector<int> key;                       // per task: its kind and its chunk's place on its GPU
+  std::vector<std::vector<double>> nominal;   // per GPU and key, the last all keys: priced compute
+  std::vector<double> ran, priced;            // this GPU's, the last all keys
+  std::size_t all = 0;
+
+  Pace(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, std::size_t gpus, int rank)
+      : key(g.tasks.size(), -1) {
+    std::vector<std::vector<int>> chunks(gpus);  // per GPU, the chunks it runs, in order
+    auto counted = [&](const taskgraph::Task& task) { return is_compute(task) && task.rank >= 0 && static_cast<std::size_t>(task.rank) < gpus; };
+    for (const auto& task : g.tasks)
+      if (const int c = counted(task) ? chunk_of(task.label()) : -1; c >= 0) chunks[static_cast<std::size_t>(task.rank)].push_back(c);
+    std::size_t most = 1;
+    for (auto& c : chunks) {
+      std::sort(c.begin(), c.end());
+      c.erase(std::unique(c.begin(), c.end()), c.end());
+      most = std::max(most, c.size());
+    }
+    all = kKinds * most;
+    nominal.assign(gpus, std::vector<double>(all + 1, 0.0));
+    ran.assign(all + 1, 0.0);
+    priced.assign(all + 1, 0.0);
+    for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+      const auto& task = g.tasks[i];
+      if (!counted(task)) continue;
+      const auto& c = chunks[static_cast<std::size_t>(task.rank)];
+      const int chunk = chunk_of(task.label());  // none (an optimizer step): as the first chunk
+      const auto place = chunk < 0 ? 0 : std::lower_bound(c.begin(), c.end(), chunk) - c.begin();
+      key[i] = kind_of(task.label()) + kKinds * static_cast<int>(place);
+      const double price = work_seconds[static_cast<std::size_t>(task.work)];
+      auto& of = nominal[static_cast<std::size_t>(task.rank)];
+      of[static_cast<std::size_t>(key[i])] += price;
+      of[all] += price;
+      if (task.rank != rank) continue;
+      ran[static_cast<std::size_t>(key[i])] += t.end[i] - t.start[i], ran[all] += t.end[i] - t.start[i];
+      priced[static_cast<std::size_t>(key[i])] += price, priced[all] += price;
+    }
+  }
+  // Task i (compute, of GPU r, priced `price`) at this GPU's pace: from its durations as run, or its prices.
+  double at_pace(std::size_t i, int r, double price, bool as_run) const {
+    const auto& of = nominal[static_cast<std::size_t>(r)];
+    const auto k = static_cast<std::size_t>(key[i]);
+    const std::size_t by = priced[k] > 0 && of[k] > 0 ? k : all;
+    return price / of[by] * (as_run ? ran : priced)[by];
+  }
+};
+
 }  // namespace
 
 Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank)
     : g_(g), t_(t), rank_(rank), in_pipeline_(pipeline_of(g, rank)) {
   const std::size_t n = g.tasks.size();
-  // This GPU's pace: its compute time over its compute's nominal price.
-  std::vector<double> nominal(in_pipeline_.size(), 0.0);
-  double mine = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& task = g.tasks[i];
-    if (!is_compute(task) || task.rank < 0 || static_cast<std::size_t>(task.rank) >= nominal.size()) continue;
-    nominal[static_cast<std::size_t>(task.rank)] += work_seconds[static_cast<std::size_t>(task.work)];
-    if (task.rank == rank) mine += t.end[i] - t.start[i];
-  }
-  const double mine_nominal =
-      rank >= 0 && static_cast<std::size_t>(rank) < nominal.size() ? nominal[static_cast<std::size_t>(rank)] : 0.0;
+  const Pace pace(g, t, work_seconds, in_pipeline_.size(), rank);
+  const bool mine_off_price = off_price(pace.ran[pace.all], pace.priced[pace.all]);
   binding_.assign(n, kNone);
   late_.assign(n, 0.0);
   slowed_.assign(n, 0.0);
@@ -86,17 +150,16 @@ Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector
     most_uneven(task.any_deps);
     double late = binding_[i] == kNone ? 0.0 : late_[binding_[i]];
     double slowed = binding_[i] == kNone ? 0.0 : slowed_[binding_[i]];
-    if (is_compute(task) && task.rank >= 0 && static_cast<std::size_t>(task.rank) < nominal.size() &&
-        nominal[static_cast<std::size_t>(task.rank)] > 0) {
+    if (is_compute(task) && task.rank >= 0 && static_cast<std::size_t>(task.rank) < pace.nominal.size() &&
+        pace.nominal[static_cast<std::size_t>(task.rank)][pace.all] > 0) {
       const double price = work_seconds[static_cast<std::size_t>(task.work)];
       const double ran = t.end[i] - t.start[i];
-      const double share = price / nominal[static_cast<std::size_t>(task.rank)];  // of its stage's work
-      const double own = std::max(0.0, ran - share * mine);
+      const double own = std::max(0.0, ran - pace.at_pace(i, task.rank, price, true));
       // At nominal prices the task would run late by its stage's extra work: stage imbalance. What
       // it runs later than that comes from durations off their nominal prices (its own or this
       // GPU's): slowdowns. Both at their prices (to rounding), none of it is.
-      const double extra = std::max(0.0, price - share * mine_nominal);
-      if (off_price(ran, price) || off_price(mine, mine_nominal)) slowed += own - std::min(own, extra);
+      const double extra = std::max(0.0, price - pace.at_pace(i, task.rank, price, false));
+      if (off_price(ran, price) || mine_off_price) slowed += own - std::min(own, extra);
       late += own;
       uneven += extra;
     }

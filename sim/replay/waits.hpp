@@ -21,11 +21,11 @@ namespace dtsim::replay {
 //   at nominal prices explains (the embedding or LM head on one stage, uneven stage_layers) is
 //   stage imbalance.
 //
-// Slower than this GPU's pace: at a uniform pace every stage's compute per step would take as long
-// as this GPU's. A task of stage r that runs longer than its nominal price times (this GPU's compute
-// time / r's nominal compute time) runs late by the difference. Of that, what it would run late
-// with every duration at its nominal price (its price times 1 - this GPU's nominal compute / r's)
-// is uneven work; the rest is slowdown, and only when the task's or this GPU's durations are off
+// Slower than this GPU's pace: at a uniform pace every stage's passes of one kind (forward,
+// backward, B, W) and model chunk would take as long as this GPU's. A task of stage r that runs
+// longer than its nominal price times (this GPU's time for its kind / r's nominal time for it)
+// runs late by the difference. Of that, what it would run late with every duration at its
+// nominal price (its price times 1 - this GPU's nominal time for its kind / r's) is uneven work; the rest is slowdown, and only when the task's or this GPU's durations are off
 // their nominal prices (so without stragglers there is none). Lateness is carried along binding
 // dependencies (the least late one when several end together), so each task knows how much later it
 // ends than at a uniform pace, and how much of that slowdowns explain. Of a wait for peer stages,

@@ -39,7 +39,6 @@ std::string closed_form_gap(const config::Scenario& s) {
   if (!p.stage_blocks.empty()) return "uneven stage layers";
   if (p.priority_buckets) return "priority buckets";
   if (p.blocking_p2p) return "blocking stage-to-stage sends";
-  if (p.algorithm == taskgraph::Algorithm::Auto) return "automatic collective algorithm";
   if (s.roles.chief) return "chief checkpoints";
   if (s.steps_simulated != 1) return "several simulated steps";
   if (!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty()) return "time-varying hardware";

@@ -1,4 +1,5 @@
 #include "sim/results/result.hpp"
+#include "strategies/settings.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -7,6 +8,22 @@ namespace dtsim::results {
 
 namespace {
 std::uint64_t whole_bytes(double b) { return static_cast<std::uint64_t>(std::llround(b)); }
+
+// How gradients cross the network: compression, the algorithm configured and, where `auto` or
+// NCCL chose another, what the buckets ran as.
+void add_gradient_sync(nlohmann::ordered_json& par, const Result& r) {
+  const auto& p = r.scenario_spec.parallelism;
+  par["gradient_compression"] = strategies::to_string(p.compression);
+  if (p.compression == strategies::Compression::TopK) par["topk_ratio"] = p.topk_ratio;
+  const std::string configured = taskgraph::to_string(p.algorithm);
+  par["all_reduce_algorithm"] = configured;
+  const auto& ran = r.gradient_sync_runs_as;
+  if (ran.empty() || (ran.size() == 1 && ran.begin()->first == configured)) return;
+  nlohmann::ordered_json as = nlohmann::ordered_json::object();
+  for (const auto& [how, buckets] : ran) as[how] = buckets;
+  par["gradient_buckets_ran_as"] = as;
+}
+
 }  // namespace
 
 nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
@@ -106,6 +123,8 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
     j["model"]["active_params_without_input_embedding"] = r.active_params_without_input_embedding;
   }
   for (const auto& [key, value] : s.model.sizes()) j["model"][key] = value;
+  j["training"] = {{"precision", strategies::to_string(s.training.precision)},
+                   {"global_batch_size", s.training.global_batch}};
   j["parallelism"] = {{"gpus", r.gpus},
                       {"data", s.parallelism.data},
                       {"tensor", s.parallelism.tensor},
@@ -119,6 +138,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                       {"updates", strategies::to_string(s.parallelism.updates)},
                       {"gradient_buckets", r.plan.gradient_buckets},
                       {"recompute", strategies::to_string(s.parallelism.recompute)}};
+  add_gradient_sync(j["parallelism"], r);
   // The framework whose behaviour was modelled, and what ZeRO-3 issued per step on one GPU.
   j["parallelism"]["framework"] = strategies::to_string(s.parallelism.framework.framework);
   if (s.parallelism.zero_stage == 3 && r.plan.zero3_gathers > 0)
@@ -141,7 +161,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   }
   if (s.parallelism.pipeline > 1) {
     j["parallelism"]["stage_layers"] = r.plan.stage_layers;
-    j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_fraction(
+    j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_share(
         s.parallelism.schedule, s.parallelism.pipeline, static_cast<int>(r.plan.micro_batches), s.parallelism.virtual_stages);
     if (strategies::asynchronous(s.parallelism.schedule)) {  // no flush: stashed versions, stale gradients
       j["parallelism"]["weight_versions"] = r.plan.stage_weight_versions;

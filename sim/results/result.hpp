@@ -10,6 +10,7 @@
 #include "sim/results/steps.hpp"
 #include "sim/results/capacity.hpp"
 
+#include <map>
 #include <optional>
 
 namespace dtsim::results {
@@ -33,6 +34,9 @@ struct Result {
   // without the input embedding table; and the all-to-all time of one step, per pipeline stage.
   double active_params = 0, active_params_without_input_embedding = 0;
   double all_to_all_s = 0;
+  // What the gradient buckets' collectives ran as (network::runs_as), with how many buckets did:
+  // where `auto` or NCCL chose, the algorithm configured is not the whole story.
+  std::map<std::string, int> gradient_sync_runs_as;
   double step_time_s = 0;
   double samples_per_s = 0, tokens_per_s = 0;
   double model_flops = 0, hardware_flops = 0, model_tflops_per_gpu = 0, mfu = 0, hfu = 0;

@@ -5,10 +5,12 @@
 #include <string>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "sim/core/units.hpp"
+#include "sim/network/runs_as.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/network/collectives.hpp"
@@ -44,6 +46,23 @@ bool steps_alike(const config::Scenario& s) {
 bool full_replay_forced() {
   const char* v = std::getenv("DTSIM_FULL_REPLAY");
   return v && *v && std::string(v) != "0";
+}
+
+// Each gradient bucket's collective (its first group stands for the others), as it runs.
+std::map<std::string, int> gradient_sync_runs_as(const taskgraph::TaskGraph& g, const network::Platform& platform) {
+  std::map<std::string, int> out;
+  std::map<std::tuple<int, int, double, int>, std::string> seen;  // buckets are mostly of one size
+  for (const auto& t : g.tasks) {
+    if (!t.is_collective || t.label().find(" bucket ") == std::string::npos) continue;
+    const auto& c = t.collective();
+    if (c.groups.empty() || c.only >= 0) continue;
+    const auto key = std::tuple{static_cast<int>(c.op), static_cast<int>(c.algorithm), c.bytes, c.groups.front()};
+    auto it = seen.find(key);
+    if (it == seen.end())
+      it = seen.emplace(key, network::runs_as(platform, c.op, c.algorithm, c.bytes, g.groups[static_cast<std::size_t>(c.groups.front())])).first;
+    ++out[it->second];
+  }
+  return out;
 }
 
 // Byte counts go out as whole numbers (result.json); past 2^63 they would saturate there, and no
@@ -127,6 +146,7 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
   const auto priced = cost::price_works(g, s.device, config::compute_dtype(s.training.precision));
   r.work_seconds = priced.seconds;
   network::Platform platform(s.cluster);
+  r.gradient_sync_runs_as = gradient_sync_runs_as(g, platform);
   // Inline collectives (tensor parallelism) are priced alone on their group and add to the work.
   r.work_comm_seconds.assign(g.works.size(), 0.0);
   for (std::size_t w = 0; w < g.works.size(); ++w) {

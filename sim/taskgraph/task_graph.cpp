@@ -33,6 +33,7 @@ const char* to_string(Algorithm a) {
     case Algorithm::RoundRobin: return "round-robin";
     case Algorithm::ParameterServer: return "parameter-server";
     case Algorithm::CentralStorage: return "central-storage";
+    case Algorithm::Naive: return "naive";
     case Algorithm::Auto: return "auto";
   }
   return "?";
@@ -41,7 +42,7 @@ const char* to_string(Algorithm a) {
 std::optional<Algorithm> algorithm_from_string(const std::string& s) {
   for (auto a : {Algorithm::Ring, Algorithm::Tree, Algorithm::HalvingDoubling, Algorithm::Hierarchical, Algorithm::Direct,
                  Algorithm::MasterWorker, Algorithm::RoundRobin, Algorithm::ParameterServer, Algorithm::CentralStorage,
-                 Algorithm::Auto})
+                 Algorithm::Naive, Algorithm::Auto})
     if (s == to_string(a)) return a;
   return std::nullopt;
 }

@@ -18,9 +18,10 @@ enum class Category : std::uint8_t { Compute, Optimizer, Communication, Input, C
 
 enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
 // How a collective moves data. `Auto` picks, per collective, the one the network model predicts
-// fastest among ring, tree and hierarchical, as NCCL's tuner does with its own model.
+// fastest among ring, tree and hierarchical, as NCCL's tuner does with its own model. `Naive`:
+// every rank sends its whole buffer to every other (the textbook all-to-all all-reduce).
 enum class Algorithm {
-  Ring, Tree, HalvingDoubling, Hierarchical, Direct, MasterWorker, RoundRobin, ParameterServer, CentralStorage, Auto
+  Ring, Tree, HalvingDoubling, Hierarchical, Direct, MasterWorker, RoundRobin, ParameterServer, CentralStorage, Naive, Auto
 };
 
 const char* to_string(CollectiveOp op);

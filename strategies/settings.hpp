@@ -1,0 +1,20 @@
+#pragma once
+// Names of a spec's settings, and what follows from them, as results report them.
+#include "strategies/spec.hpp"
+
+namespace dtsim::strategies {
+
+const char* to_string(Precision p);
+const char* to_string(Compression c);
+
+// Bytes per gradient the data-parallel sync reduces: the gradient's own, but DeepSpeed's pipeline
+// engine reduces the BF16 optimizer's fp32 gradients after the flush (pipe/engine.py).
+bool pipeline_reduce_after_flush(const ParallelismSpec& p);
+double reduced_grad_bytes(const ParallelismSpec& p, Precision t);
+
+// The bubble's share of the step in the uniform case, bubble / (ideal compute + bubble): what
+// Narayanan et al. 2021 and the lectures quote, (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/p for
+// the naive split, (p-1)/(v m + p-1) interleaved. (bubble_fraction is over ideal compute.)
+double bubble_share(Schedule s, int stages, int micro_batches, int chunks);
+
+}  // namespace dtsim::strategies
