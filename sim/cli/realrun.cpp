@@ -53,6 +53,36 @@ double load_average() {
 
 int online_cpus() { return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))); }
 
+// MemAvailable from /proc/meminfo in bytes: what the kernel can give without swapping; 0 when unknown.
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+// Refuses, before anything starts, a run whose workers would not fit in this machine's memory
+// by dtsim's own estimate of a worker's step (step_working_set_bytes): it would otherwise fail,
+// or bring the kernel's OOM killer, only once the workers are allocating.
+void check_memory(const Realrun::State& o, const realrun::MlpShape& shape, bool ring) {
+  const double per_worker = realrun::step_working_set_bytes(shape);
+  // The parameter server holds one gradient from every worker and its own sum.
+  const double server = ring ? 0.0 : 4.0 * static_cast<double>(shape.params()) * (o.workers + 1);
+  const double need = o.workers * per_worker + server;
+  const double available = available_memory_bytes();
+  if (available <= 0 || need <= available) return;
+  throw InputError("", o.micro_batch > 1 ? "--micro-batch" : "--model",
+                   fmt::format("{} workers of {} at micro-batch {} need about {:.1f} GB ({:.2f} GB each{}), more than the "
+                               "{:.1f} GB this machine has available (MemAvailable, /proc/meminfo); a smaller --micro-batch "
+                               "or fewer --workers would fit",
+                               o.workers, o.model, o.micro_batch, need / 1e9, per_worker / 1e9,
+                               ring ? "" : fmt::format(", the parameter server {:.2f} GB", server / 1e9), available / 1e9));
+}
+
 struct Measured {
   double step_s = 0, allreduce_s = 0, compute_s = 0;
   // What the compute's wall time was made of: CPU time the slowest worker got (the rest, other
@@ -117,6 +147,7 @@ int realrun(const Realrun::State& o) {
   const auto shape = realrun::shape_of(*spec, o.micro_batch);
   if (shape.params() > (std::int64_t{1} << 28) || shape.batch * shape.dims.front() > (std::int64_t{1} << 28))
     throw InputError("", "--model", fmt::format("{} is too large to train on this machine's CPU", o.model));
+  check_memory(o, shape, o.algorithm == "ring");
   try {
     profile::cpu_provenance();
   } catch (const std::runtime_error& e) {

@@ -148,7 +148,8 @@ int sweep(const SweepOptions& o) {
     try {
       if (closed) fill(c, closed->estimate(s));
       else {
-        fill(c, results::simulate(s));
+        // No fewest-GPUs search for a candidate that does not fit: the sweep's budget has no room for it.
+        fill(c, results::simulate(s, false));
         c.replayed = true;
       }
     } catch (const InputError& e) {  // a combination the planner cannot lay out

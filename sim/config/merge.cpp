@@ -112,10 +112,14 @@ std::string expand_preset(Document& doc, const std::string& key, const std::stri
   const Json& name = node["preset"];
   const std::string here = doc.origins->file_for(at + "/preset");
   static const std::regex safe("[A-Za-z0-9._-]+");
-  if (!name.is_string() || !std::regex_match(name.get<std::string>(), safe))
-    throw InputError(here, at + "/preset", "expected a preset name (letters, digits, '.', '_', '-')");
+  // Longer names than a file name may be would reach the file system as an error naming the
+  // install path; no preset's name comes near the limit.
+  if (!name.is_string() || name.get<std::string>().size() > kMaxNameChars || !std::regex_match(name.get<std::string>(), safe))
+    throw InputError(here, at + "/preset",
+                     fmt::format("expected a preset name (letters, digits, '.', '_', '-'; at most {} characters)", kMaxNameChars));
   const std::string file = data_dir() + "/" + sub + "/" + name.get<std::string>() + ".json";
-  if (!fs::is_regular_file(file))
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
     throw InputError(here, at + "/preset",
                      fmt::format("unknown {} preset \"{}\" (known: {})", what, name.get<std::string>(),
                                  fmt::join(list_json_stems(sub), ", ")));

@@ -28,9 +28,12 @@ cost::EfficiencyCurve curve(Reader& parent, const char* key, const char* half_ke
 
 cost::DeviceProfile load_device_profile(const std::string& name) {
   static const std::regex safe("[A-Za-z0-9._-]+");
-  if (!std::regex_match(name, safe)) throw InputError("", "", fmt::format("bad device name \"{}\"", name));
+  if (name.size() > kMaxNameChars || !std::regex_match(name, safe))
+    throw InputError("", "", fmt::format("bad device name \"{}\" (letters, digits, '.', '_', '-'; at most {} characters)",
+                                         name.substr(0, 64) + (name.size() > 64 ? "..." : ""), kMaxNameChars));
   const std::string file = data_dir() + "/hardware_profiles/" + name + ".json";
-  if (!std::filesystem::is_regular_file(file))
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
     throw InputError("", "", fmt::format("unknown device \"{}\" (known: {})", name,
                                          fmt::join(list_json_stems("hardware_profiles"), ", ")));
   Json doc = parse_json_file(file);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,7 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -71,13 +75,36 @@ std::vector<fs::path> make_folders(const fs::path& folder) {
   return made;
 }
 
+// Temporaries are named ".TARGET.PID.RANDOM.tmp": a process killed by SIGKILL cannot remove its
+// own, so the next write to the folder removes those of processes that are gone.
+std::optional<pid_t> temporary_owner(const std::string& name) {
+  static const std::regex pattern(R"(\..+\.([0-9]{1,9})\.[0-9a-f]{16}\.tmp)");
+  std::smatch m;
+  if (!std::regex_match(name, m, pattern)) return std::nullopt;
+  return static_cast<pid_t>(std::stol(m[1].str()));
+}
+
+void remove_stale_temporaries(const fs::path& folder) {
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto pid = temporary_owner(name);
+    if (!pid || *pid <= 0 || *pid == ::getpid()) continue;
+    if (::kill(*pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    struct stat st {};
+    // Only regular files of this user: never a link, and never another user's debris.
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    ::unlink(it->path().c_str());
+  }
+}
+
 // Opens a new file with a random name beside `target`: O_EXCL and O_NOFOLLOW, so a file or link
 // planted under a predictable name is never written through.
 int open_temporary(const std::string& target, std::string& tmp, int& slot) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   const fs::path t(target);
   for (int attempt = 0; attempt < 100; ++attempt) {
-    tmp = (folder_of(target) / fmt::format(".{}.{:016x}.tmp", t.filename().string(), rng())).string();
+    tmp = (folder_of(target) / fmt::format(".{}.{}.{:016x}.tmp", t.filename().string(), ::getpid(), rng())).string();
     slot = interrupt::watch_file(tmp);  // before it exists, so a signal never misses it
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd >= 0) return fd;
@@ -135,6 +162,9 @@ void OutputSet::commit() {
   for (const auto& [path, content] : files_)
     for (auto& f : make_folders(folder_of(path))) made.push_back(f);
   std::vector<Temporary> temps;
+  std::set<fs::path> folders;
+  for (const auto& [path, content] : files_) folders.insert(folder_of(path));
+  for (const auto& f : folders) remove_stale_temporaries(f);
   try {
     for (const auto& [path, content] : files_) {
       Temporary t;

@@ -1,8 +1,12 @@
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace dtsim {
+
+// The longest preset or device name: below a file name's limit (255 bytes) with ".json" added.
+inline constexpr std::size_t kMaxNameChars = 128;
 
 // Root holding models/, hardware_profiles/ and scenarios/: $DTSIM_HOME, else the source tree.
 std::string data_dir();

@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <regex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -44,8 +48,26 @@ void enter_netns(const std::string& path) {
   close(fd);
 }
 
+std::vector<std::string> stale_namespaces(const std::string& folder) {
+  static const std::regex pattern("dtsim-([0-9]{1,9})-(switch|[0-9]{1,3})");
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::smatch m;
+    if (!std::regex_match(name, m, pattern)) continue;
+    const auto pid = static_cast<pid_t>(std::stol(m[1].str()));
+    if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 ShapedNetwork::ShapedNetwork(int members, double gbps) {
   const std::string ip = "/usr/sbin/ip", tc = "/usr/sbin/tc";
+  // What a run killed by SIGKILL left: its namespaces, and with them its links.
+  for (const auto& n : stale_namespaces("/run/netns")) (void)run_program({ip, "netns", "del", n});
   const auto pid = std::to_string(getpid());
   const std::string sw = fmt::format("dtsim-{}-switch", pid);
   auto must = [&](const std::vector<std::string>& argv) {
@@ -69,9 +91,9 @@ ShapedNetwork::ShapedNetwork(int members, double gbps) {
     const std::string v = fmt::format("dr{}v{}", pid, i), p = fmt::format("dr{}p{}", pid, i);  // at most 15 characters
     names_.insert(names_.end() - 1, ns);
     must({ip, "netns", "add", ns});
-    must({ip, "link", "add", v, "type", "veth", "peer", "name", p});
-    must({ip, "link", "set", v, "netns", ns});
-    must({ip, "link", "set", p, "netns", sw});
+    // Both ends are made inside the namespaces: a SIGKILL at any point leaves no link in the
+    // host's, only namespaces, which the next run removes (stale_namespaces).
+    must({ip, "-n", ns, "link", "add", v, "type", "veth", "peer", "name", p, "netns", sw});
     must({ip, "-n", sw, "link", "set", p, "master", "br0"});
     must({ip, "-n", sw, "link", "set", p, "up"});
     must({ip, "-n", ns, "addr", "add", address(i) + "/24", "dev", v});

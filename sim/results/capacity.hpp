@@ -40,7 +40,16 @@ struct Fit {
 };
 
 CapacityPlan capacity_plan(const Result& r);
-std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus = 1 << 16);
+// Every plan the search makes is priced by the budget (budget.hpp) first; once the next would
+// pass `budget_s` (modelled seconds) or a single plan's limits, the search ends without an
+// answer and the report's `stopped` says how far it got.
+struct FitSearch {
+  std::string stopped;       // "" unless the budget ended the search
+  double spent_s = 0;        // the budget's estimate of the plans it made
+  double planned_tasks = 0;  // the tasks of those plans, as built
+};
+std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus = 1 << 16, double budget_s = 60,
+                                        FitSearch* report = nullptr);
 
 // The result's "plan" block; null when there is nothing to say.
 nlohmann::ordered_json plan_json(const Result& r);

@@ -57,6 +57,7 @@ struct Result {
   std::optional<RolesReport> roles;   // cluster.roles: chief checkpoints, evaluator
   std::optional<CapacityPlan> capacity;  // timed runs: the whole training run
   std::optional<Fit> fewest_fit;         // when the scenario's GPUs do not hold the model
+  std::string fewest_fit_stopped;        // why that search ended without an answer, if its budget did
   bool timed = true;  // false for `dtsim memory`
 
   config::Scenario scenario_spec;
@@ -68,8 +69,9 @@ struct Result {
   double wall_time_s = 0;
 };
 
-// Everything `run` does: model -> plan -> cost -> replay -> result.
-Result simulate(const config::Scenario& s);
+// Everything `run` does: model -> plan -> cost -> replay -> result. `search_fewest` false: no
+// search for the fewest GPUs that fit when the scenario does not (a sweep ranks what it has).
+Result simulate(const config::Scenario& s, bool search_fewest = true);
 // Takes the planner's plan: memory (with the scenario's reserve), fit and FLOPs.
 void adopt_plan(Result& r, strategies::Plan plan, const config::Scenario& s);
 // The memory plan alone, no time simulation.

@@ -65,7 +65,26 @@ std::map<std::string, int> gradient_sync_runs_as(const taskgraph::TaskGraph& g, 
   return out;
 }
 
-Result plan_only(const config::Scenario& s) {
+// Byte counts go out as whole numbers (result.json); past 2^63 they would saturate there, and no
+// device comes near: such a model is bad input, not a result.
+void check_byte_counts(const Result& r, const config::Scenario& s) {
+  const std::pair<const char*, double> counts[] = {
+      {"parameters", r.memory.params},        {"gradients", r.memory.gradients},
+      {"optimizer state", r.memory.optimizer}, {"activations", r.memory.activations},
+      {"other memory", r.memory.other},        {"peak memory", r.memory.peak()},
+      {"host memory", r.plan.host_bytes() * s.cluster.gpus_per_node}};
+  constexpr double kLargest = 9223372036854775807.0;  // 2^63 - 1, rounded up to 2^63 as a double
+  for (const auto& [what, bytes] : counts) {
+    if (bytes < kLargest) continue;
+    const bool batch = std::string(what) == "activations" && s.parallelism.micro_batch > 1;
+    throw InputError(s.file, batch ? "/parallelism/micro_batch_size" : "/model",
+                     fmt::format("the {} of one GPU come to {:.3g} bytes, more than a byte count holds (2^63, about 9.2 "
+                                 "EB) and far beyond any device; a smaller model{} would do",
+                                 what, bytes, batch ? " or micro-batch" : ""));
+  }
+}
+
+Result plan_only(const config::Scenario& s, bool search_fewest) {
   Result r;
   r.scenario_spec = s;
   r.scenario = s.name;
@@ -89,10 +108,17 @@ Result plan_only(const config::Scenario& s) {
   r.active_params = all.active_params();
   r.active_params_without_input_embedding = all.active_params(false);
   adopt_plan(r, strategies::plan_training(graph, s.parallelism, s.training, s.host), s);
+  check_byte_counts(r, s);
   if (!r.fits) {
     r.warnings.push_back(fmt::format("does not fit: rank {} needs {:.1f} GiB of {:.1f} GiB", r.worst_rank,
                                      r.memory.peak() / units::kGiB, r.capacity_bytes / units::kGiB));
-    r.fewest_fit = fewest_gpus_that_fit(s);
+  }
+  if (!r.fits && search_fewest) {
+    // The search shares the planning budget with the plan just made (check_budget's estimate).
+    const double planned = estimate(s, config::Backend::Analytical, false).seconds;
+    FitSearch search;
+    r.fewest_fit = fewest_gpus_that_fit(s, 1 << 16, std::max(0.0, kMaxSeconds - planned), &search);
+    r.fewest_fit_stopped = search.stopped;
   }
   // Host memory: every GPU of a node keeps its share there (ZeRO-Offload, activation offload).
   const double host = r.plan.host_bytes() * s.cluster.gpus_per_node;
@@ -106,15 +132,15 @@ Result plan_only(const config::Scenario& s) {
 
 Result memory_only(const config::Scenario& s) {
   check_budget(s, false);
-  Result r = plan_only(s);
+  Result r = plan_only(s, true);
   r.timed = false;
   return r;
 }
 
-Result simulate(const config::Scenario& s) {
+Result simulate(const config::Scenario& s, bool search_fewest) {
   auto t0 = std::chrono::steady_clock::now();
   check_budget(s);  // before anything is built
-  Result r = plan_only(s);
+  Result r = plan_only(s, search_fewest);
   const auto& g = r.plan.graph;
   check_plan_budget(s, g);
   const auto priced = cost::price_works(g, s.device, config::compute_dtype(s.training.precision));
