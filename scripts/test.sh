@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 (cd build && ctest --output-on-failure -j "$(nproc)")
 # The same suite built with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/:
-# about 15 minutes from a cold cache on 2 cores (README). DTSIM_SKIP_SANITIZE=1 leaves it out.
+# about 15 minutes from a cold cache on 2 cores (docs/safety.md). DTSIM_SKIP_SANITIZE=1 leaves it out.
 if [ "${DTSIM_SKIP_SANITIZE:-0}" != 1 ]; then scripts/sanitize.sh; fi

@@ -74,7 +74,7 @@ Scenario with(const Scenario& base, const Case& c) {
 
 // The largest relative disagreement on this grid, measured on the closed form as committed:
 // 1.02% (tp1 pp4 interleaved: 12 blocks in 8 chunks of 2 or 1, where the bubble formula is
-// least exact). The README states it; this bound keeps it from growing unnoticed.
+// least exact). docs/sweeps.md states it; this bound keeps it from growing unnoticed.
 constexpr double kBound = 0.015;
 
 TEST(ClosedForm, AgreesWithTheAnalyticalReplayOnAGrid) {

@@ -224,7 +224,7 @@ TEST(InputLimits, ProfileRefusesKernelsTooLargeToAllocate) {
   EXPECT_FALSE(std::filesystem::exists(dir.path("t.json")));
 }
 
-// What the README runs stays allowed: its bench cases, collective examples and sweep.
+// What the README and docs/ run stays allowed: its bench cases, collective examples and sweep.
 TEST(InputLimits, ReadmeCasesStayWithinTheLimits) {
   using taskgraph::Algorithm;
   using taskgraph::CollectiveOp;

@@ -19,7 +19,7 @@ using taskgraph::CollectiveOp;
 
 namespace {
 
-// Unit costs measured on this project's 2-core machine (README, "Input limits"), rounded up.
+// Unit costs measured on this project's 2-core machine (docs/safety.md, "Input limits"), rounded up.
 // Planning and replaying a task: the 1T validation row, 195k tasks, takes 1.4 s on SimGrid, 0.8 s
 // to plan alone; about 600 bytes each.
 constexpr double kTaskSeconds[] = {7e-6, 5e-6};  // simgrid, analytical

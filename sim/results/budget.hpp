@@ -8,7 +8,7 @@
 // What a simulation will cost, counted from the scenario before anything is planned or built, so
 // that an input that would exhaust the machine is refused as bad input (exit 2) instead of running
 // for hours or being killed for memory. Costs are modelled on this project's 2-core machine
-// (README, "Input limits"): a run the limits allow takes at most about a minute and 4 GB there.
+// (docs/safety.md, "Input limits"): a run the limits allow takes at most about a minute and 4 GB there.
 namespace dtsim::results {
 
 inline constexpr double kMaxSimGridGpus = 65536;  // SimGrid builds a host and links per GPU
