@@ -132,8 +132,10 @@ std::string reference_scenario(const test::TempDir& dir, const std::string& file
 
 // A scenario whose SimGrid replay runs long enough (1024 GPUs, 100 steps) to be interrupted.
 std::string slow_scenario(const test::TempDir& dir) {
+  // The ring: the budget prices auto's tree candidates too and would refuse 100 steps.
   return dir.file("slow.json", R"({"extends": ")" + scenario("gpt2-dp1024-a100.json") +
-                                   R"(", "name": "slow", "simulation": {"steps": 100}})");
+                                   R"(", "name": "slow", "simulation": {"steps": 100},
+                                        "parallelism": {"all_reduce_algorithm": "ring"}})");
 }
 
 }  // namespace

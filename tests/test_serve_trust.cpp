@@ -52,9 +52,10 @@ bool empty_folder(const std::string& dir) {
 // A simulation that runs for many seconds (18 s here): SimGrid replays 100 steps of GPT-2 on
 // 1,024 GPUs, each GPU with its own jitter, so no step or replica stands for another. Written out
 // (no "extends"), so that the tests of the child's end also run against older servers.
+// The ring: the budget prices auto's tree candidates too and would refuse 100 steps.
 const std::string kSlow = R"({"schema_version": 1, "name": "slow", "model": {"preset": "gpt2"},
   "hardware": {"device": "a100-sxm-80gb"}, "cluster": {"preset": "dgx-a100", "nodes": 128},
-  "parallelism": {"data": 1024, "micro_batch_size": 16},
+  "parallelism": {"data": 1024, "micro_batch_size": 16, "all_reduce_algorithm": "ring"},
   "training": {"global_batch_size": 16384, "precision": "bf16", "optimizer": "adam"},
   "simulation": {"backend": "simgrid", "steps": 100, "seed": 1},
   "stragglers": {"seed": 7, "jitter": {"distribution": "lognormal", "sigma": 0.05}}})";
