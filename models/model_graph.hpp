@@ -78,6 +78,17 @@ struct BuildOptions {
 
 enum class KernelKind { Gemm, Conv, Attention, Memory };
 
+// The role of a kernel in its block, for the software stack's pricing. Plain: priced as it is.
+enum class KernelRole {
+  Plain,
+  NormForward, NormBackward,          // LayerNorm or RMSNorm over tokens x hidden
+  GeluForward, GeluBackward,          // over tokens x ffn
+  SwiGluForward, SwiGluBackward,      // over tokens x ffn (the output's elements)
+  ResidualForward, ResidualBackward,  // (dropout and) residual add over tokens x hidden
+  FlashForward, FlashBackward,        // fused attention; batch = b x heads, m = queries, n = keys, k = head dim
+  BiasWeightGrad                      // a weight-gradient GEMM of a linear layer with a bias (k = tokens, n = outputs)
+};
+
 // The three passes of a convolution (see conv_kernel below).
 enum class ConvPass { Forward, Dgrad, Wgrad };
 
@@ -105,6 +116,13 @@ struct Kernel {
   ConvShape conv{};  // Conv kernels only
   ConvPass pass = ConvPass::Forward;
   bool fp8 = false;  // a GEMM on FP8 operands, priced at the device's FP8 peak
+  // What the kernel is for, so that a software stack (sim/cost/stack.hpp) can price it by its role
+  // (how many kernels its framework launches for it, which attention kernel) without matching names.
+  KernelRole role = KernelRole::Plain;
+  double elems = 0;       // element-wise roles: elements of the tensor it passes over
+  double elem_bytes = 0;  // ... and the bytes of each
+  bool causal = false;  // attention roles: the causal mask (flash kernels skip the masked blocks)
+  bool dropout = false; // ResidualForward/Backward: a dropout before the add
 };
 
 struct Op {

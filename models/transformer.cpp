@@ -74,6 +74,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     // One fused kernel (flash_attention in transformer_ops.hpp).
     Kernel f = gemm("flash_attention", bh, x.q_local, x.q, x.d, e, KernelKind::Attention);
     f.flops *= 2.0;  // QK^T and PV
+    f.causal = !s.vision();  // language models mask the future; a ViT attends over all patches
     // Q and O of this rank's tokens; K and V of every rank's (each chunk streams past, in turn).
     f.bytes = 2.0 * q_bytes + 2.0 * kv * static_cast<double>(o.context);
     Op fa = flash_attention(f, 2.0 * q_bytes + 2.0 * kv + static_cast<double>(bh * x.q_local) * 4.0);  // Q, O, K, V, log-sum-exp
@@ -102,7 +103,10 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     standard_attention(l, bh, x.q, x.d, x.d, e, q_bytes + kv, kv, s.dropout);  // saves Q and K, then V
   }
   Op out = block_linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false, x);
-  if (s.linear_bias) out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share
+  if (s.linear_bias) {
+    out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share
+    mark_bias_grad(out, x.tokens, x.h, e);
+  }
   l.ops.push_back(out);
   l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
 }
@@ -112,13 +116,20 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
   const double tf = static_cast<double>(x.tokens) * static_cast<double>(x.ffn);
   if (s.mlp == Mlp::SwiGlu) {
     l.ops.push_back(block_linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x, x.gathered_split));
-    l.ops.push_back(elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0));
+    Op act = elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0);
+    mark_role(act, KernelRole::SwiGluForward, KernelRole::SwiGluBackward, tf, e, false);
+    l.ops.push_back(act);
   } else {
     l.ops.push_back(block_linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x, x.gathered_split));
-    l.ops.push_back(elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0));
+    Op act = elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0);
+    mark_role(act, KernelRole::GeluForward, KernelRole::GeluBackward, tf, e, false);
+    l.ops.push_back(act);
   }
   Op fc2 = block_linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false, x);
-  if (s.linear_bias) fc2.params += static_cast<double>(x.h) / x.t;
+  if (s.linear_bias) {
+    fc2.params += static_cast<double>(x.h) / x.t;
+    mark_bias_grad(fc2, x.tokens, x.h, e);
+  }
   l.ops.push_back(fc2);
   l.ops.push_back(dropout_add("mlp.residual", x.th_local, e, s.dropout));
 }

@@ -55,6 +55,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   const double v_bytes = static_cast<double>(x.tokens * x.heads * dv) * e;
   if (o.attention == Attention::Flash) {
     Kernel f = gemm("flash_attention", bh, x.q, x.q, dqk, e, KernelKind::Attention);
+    f.causal = true;  // latent attention is a language model's: causal
     f.flops = 2.0 * static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q) * static_cast<double>(dqk + dv);
     f.bytes = 2.0 * q_bytes + 2.0 * v_bytes;
     l.ops.push_back(flash_attention(f, 2.0 * q_bytes + 2.0 * v_bytes + static_cast<double>(bh * x.q) * 4.0));

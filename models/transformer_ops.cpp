@@ -17,6 +17,14 @@ Kernel memory(const std::string& name, double bytes, double flops) {
   return Kernel{name, KernelKind::Memory, 1, 0, 0, 0, flops, bytes};
 }
 
+// A bias's gradient sums dY (tokens x out) over tokens: the stack decides whether that is a kernel.
+void mark_bias_grad(Op& op, I tokens, I out, double e) {
+  auto& wgrad = op.backward.back();
+  wgrad.role = KernelRole::BiasWeightGrad;
+  wgrad.elems = static_cast<double>(tokens) * static_cast<double>(out);
+  wgrad.elem_bytes = e;
+}
+
 // Y[t,out] = X[t,in] W[in,out]: backward is dX = dY W^T and dW = X^T dY; X is saved, split
 // `saved_split` ways (sequence parallelism keeps only this rank's tokens of a gathered input).
 Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, double saved_split) {
@@ -24,6 +32,7 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
   op.name = name;
   op.forward = {gemm(name, 1, tokens, out, in, e)};
   op.backward = {gemm(name + ".dgrad", 1, tokens, in, out, e), gemm(name + ".wgrad", 1, in, out, tokens, e)};
+  if (bias) mark_bias_grad(op, tokens, out, e);
   op.params = static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0);
   op.saved_bytes = op.saved_bytes_selective = static_cast<double>(tokens) * static_cast<double>(in) * e / saved_split;
   op.matmul = true;
@@ -76,6 +85,11 @@ Op elementwise(const std::string& name, double elems, double e, double reads, do
   return op;
 }
 
+void mark_role(Op& op, KernelRole forward, KernelRole backward, double elems, double e, bool dropout) {
+  for (auto& k : op.forward) k.role = forward, k.elems = elems, k.elem_bytes = e, k.dropout = dropout;
+  for (auto& k : op.backward) k.role = backward, k.elems = elems, k.elem_bytes = e, k.dropout = dropout;
+}
+
 void mark_scores(Op& op) {
   for (auto* pass : {&op.forward, &op.backward})
     for (auto& k : *pass) k.scores = true;
@@ -84,13 +98,16 @@ void mark_scores(Op& op) {
 // Under sequence parallelism `tokens_h` is already this rank's share.
 Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e) {
   Op op = elementwise(name, tokens_h, e, 1.0, tokens_h * e, 8.0);
+  mark_role(op, KernelRole::NormForward, KernelRole::NormBackward, tokens_h, e, false);
   op.params = (s.norm == Norm::LayerNorm ? 2.0 : 1.0) * static_cast<double>(s.hidden_size);
   return op;
 }
 
 // Dropout keeps a 1-byte mask per element for backward.
 Op dropout_add(const std::string& name, double elems, double e, bool dropout) {
-  return elementwise(name, elems, e, 2.0, dropout ? elems : 0.0, dropout ? 3.0 : 1.0);
+  Op op = elementwise(name, elems, e, 2.0, dropout ? elems : 0.0, dropout ? 3.0 : 1.0);
+  mark_role(op, KernelRole::ResidualForward, KernelRole::ResidualBackward, elems, e, dropout);
+  return op;
 }
 
 
@@ -130,6 +147,8 @@ Op flash_attention(const Kernel& forward, double saved_bytes) {
   bw.bytes = 2.0 * forward.bytes;
   fa.forward = {forward};
   fa.backward = {bw};
+  fa.forward.front().role = KernelRole::FlashForward;
+  fa.backward.front().role = KernelRole::FlashBackward;
   fa.saved_bytes = fa.saved_bytes_selective = saved_bytes;
   fa.matmul = true;
   return fa;

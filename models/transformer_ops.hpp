@@ -20,6 +20,10 @@ Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool cu
 // Element-wise op over `elems` elements reading `reads` tensors and keeping `saved` bytes.
 Op elementwise(const std::string& name, double elems, double e, double reads, double saved, double flops_per_elem);
 void mark_scores(Op& op);
+// Marks a linear op's weight-gradient GEMM as also yielding its bias gradient (dY of tokens x out).
+void mark_bias_grad(Op& op, I tokens, I out, double e);
+// Tags an op's kernels with their roles for the software stack's pricing (sim/cost/stack.hpp).
+void mark_role(Op& op, KernelRole forward, KernelRole backward, double elems, double e, bool dropout);
 Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e);
 Op dropout_add(const std::string& name, double elems, double e, bool dropout);
 

@@ -11,6 +11,7 @@
 #include "sim/config/model_config.hpp"
 #include "sim/config/stragglers.hpp"
 #include "sim/config/framework_config.hpp"
+#include "sim/config/stack_config.hpp"
 #include "sim/config/training_config.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/paths.hpp"
@@ -285,6 +286,7 @@ Scenario load_scenario(const std::string& path) {
   // A flush-free pipeline's first step carries its fill; later ones show the steady state.
   if (strategies::asynchronous(s.parallelism.schedule)) s.steps_simulated = 4;
   parse_training(root.object("training"), s);
+  parse_stack(root, s);
   refuse_idle_compression(s, *doc.origins);
   if (s.parallelism.context > 1 && s.training.attention != models::Attention::Flash)
     throw InputError(s.file, "/parallelism/context",

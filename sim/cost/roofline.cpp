@@ -43,6 +43,10 @@ double launch_overhead(const DeviceProfile& d, const std::string& dtype) {
 }
 
 KernelPrice quote_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  return d.stack.is_default() ? quote_unstacked(d, k, dtype) : quote_stacked(d, k, dtype);
+}
+
+KernelPrice quote_unstacked(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
   const double overhead = launch_overhead(d, dtype);
   if (d.kernels && d.kernels->dtype == dtype && !k.fp8)  // a measured table holds one dtype's GEMMs
     if (auto measured = d.kernels->quote(k)) return {measured->seconds + overhead, measured->source, measured->spread};

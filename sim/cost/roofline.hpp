@@ -6,6 +6,7 @@
 
 #include "models/model_graph.hpp"
 #include "sim/cost/kernel_table.hpp"
+#include "sim/cost/stack.hpp"
 #include "sim/taskgraph/task_graph.hpp"
 
 namespace dtsim::cost {
@@ -49,6 +50,8 @@ struct DeviceProfile {
   double comm_core_share = 0;
   // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
   std::optional<EfficiencyCurve> fp8_gemm;
+  // The software stack the scenario runs (its `stack` key): how it launches and which kernels.
+  Stack stack;
 };
 
 // The per-kernel overhead `d` prices in `dtype` (see DeviceProfile::launch_overhead_s).
@@ -69,6 +72,9 @@ struct KernelPrice {
   double spread = 0;
 };
 KernelPrice quote_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
+// The kernel alone as the device prices it, and as the device's stack runs it (sim/cost/stack.cpp).
+KernelPrice quote_unstacked(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
+KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
 
 // Seconds for each Work of the graph (a sum over its kernels), in the graph's work order, how
 // much of each came from measurements, and the measured seconds' spread (sum of seconds x

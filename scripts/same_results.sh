@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every scenario in scenarios/ with two dtsim binaries and compares their result.json byte
+# for byte (issue 30: a scenario that names no stack must give the same result as before stacks).
+# Usage: scripts/same_results.sh OLD_DTSIM NEW_DTSIM [SCENARIO_DIR]
+set -u
+old=$1 new=$2 dir=${3:-scenarios}
+work=$(mktemp -d)
+same=0 differ=0 failed=0
+while IFS= read -r f; do
+  name=$(echo "$f" | tr '/' '_')
+  "$old" run "$f" -o "$work/old/$name" >/dev/null 2>&1; a=$?
+  "$new" run "$f" -o "$work/new/$name" >/dev/null 2>&1; b=$?
+  if [ $a -ne $b ]; then echo "EXIT $f: $a vs $b"; failed=$((failed + 1)); continue; fi
+  [ -f "$work/old/$name/result.json" ] || { same=$((same + 1)); continue; }  # refused by both alike
+  if cmp -s "$work/old/$name/result.json" "$work/new/$name/result.json"; then same=$((same + 1))
+  else echo "DIFFERS $f"; differ=$((differ + 1)); fi
+done < <(find "$dir" -name '*.json' | sort)
+echo "same $same, differ $differ, exit codes differ $failed"
+rm -rf "$work"
+[ $differ -eq 0 ] && [ $failed -eq 0 ]

@@ -1,0 +1,238 @@
+#include "sim/cost/attention_rates.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "sim/core/interpolate.hpp"
+
+namespace dtsim::cost {
+
+namespace {
+
+struct Rate {
+  const char* id;  // the row of /work/shared/calibration/microbench/attention.json
+  AttentionImpl impl;
+  int head_dim;
+  bool causal;
+  int seq;
+  double tflops;
+};
+
+// Forward, H100 80GB SXM5, fp16, batch x seq = 16k, hidden 2048: the bar labels of the
+// FlashAttention-3 paper's forward figure (Dao-AILab/flash-attention assets/flash3_fp16_fwd.png
+// @7ef2484, attention.json source 0). FLOP convention: 4·b·h·s²·d, halved when causal
+// (benchmarks/benchmark_flash_attention.py, source 3).
+constexpr Rate kForward[] = {
+    {"attn-001", AttentionImpl::SdpaMath, 64, false, 512, 52},
+    {"attn-002", AttentionImpl::SdpaMath, 64, false, 1024, 63},
+    {"attn-003", AttentionImpl::SdpaMath, 64, false, 2048, 67},
+    {"attn-004", AttentionImpl::SdpaMath, 64, false, 4096, 72},
+    {"attn-005", AttentionImpl::SdpaMath, 64, false, 8192, 73},
+    {"attn-007", AttentionImpl::Flash2, 64, false, 512, 282},
+    {"attn-008", AttentionImpl::Flash2, 64, false, 1024, 306},
+    {"attn-009", AttentionImpl::Flash2, 64, false, 2048, 318},
+    {"attn-010", AttentionImpl::Flash2, 64, false, 4096, 321},
+    {"attn-011", AttentionImpl::Flash2, 64, false, 8192, 322},
+    {"attn-012", AttentionImpl::Flash2, 64, false, 16384, 324},
+    {"attn-013", AttentionImpl::Cudnn, 64, false, 512, 335},
+    {"attn-014", AttentionImpl::Cudnn, 64, false, 1024, 373},
+    {"attn-015", AttentionImpl::Cudnn, 64, false, 2048, 395},
+    {"attn-016", AttentionImpl::Cudnn, 64, false, 4096, 408},
+    {"attn-017", AttentionImpl::Cudnn, 64, false, 8192, 412},
+    {"attn-018", AttentionImpl::Cudnn, 64, false, 16384, 413},
+    {"attn-019", AttentionImpl::Flash3, 64, false, 512, 333},
+    {"attn-020", AttentionImpl::Flash3, 64, false, 1024, 392},
+    {"attn-021", AttentionImpl::Flash3, 64, false, 2048, 460},
+    {"attn-022", AttentionImpl::Flash3, 64, false, 4096, 476},
+    {"attn-023", AttentionImpl::Flash3, 64, false, 8192, 496},
+    {"attn-024", AttentionImpl::Flash3, 64, false, 16384, 497},
+    {"attn-025", AttentionImpl::SdpaMath, 64, true, 512, 16},
+    {"attn-026", AttentionImpl::SdpaMath, 64, true, 1024, 18},
+    {"attn-027", AttentionImpl::SdpaMath, 64, true, 2048, 18},
+    {"attn-028", AttentionImpl::SdpaMath, 64, true, 4096, 18},
+    {"attn-029", AttentionImpl::SdpaMath, 64, true, 8192, 18},
+    {"attn-031", AttentionImpl::Flash2, 64, true, 512, 180},
+    {"attn-032", AttentionImpl::Flash2, 64, true, 1024, 229},
+    {"attn-033", AttentionImpl::Flash2, 64, true, 2048, 262},
+    {"attn-034", AttentionImpl::Flash2, 64, true, 4096, 284},
+    {"attn-035", AttentionImpl::Flash2, 64, true, 8192, 295},
+    {"attn-036", AttentionImpl::Flash2, 64, true, 16384, 299},
+    {"attn-037", AttentionImpl::Cudnn, 64, true, 512, 225},
+    {"attn-038", AttentionImpl::Cudnn, 64, true, 1024, 288},
+    {"attn-039", AttentionImpl::Cudnn, 64, true, 2048, 334},
+    {"attn-040", AttentionImpl::Cudnn, 64, true, 4096, 363},
+    {"attn-041", AttentionImpl::Cudnn, 64, true, 8192, 379},
+    {"attn-042", AttentionImpl::Cudnn, 64, true, 16384, 388},
+    {"attn-043", AttentionImpl::Flash3, 64, true, 512, 197},
+    {"attn-044", AttentionImpl::Flash3, 64, true, 1024, 265},
+    {"attn-045", AttentionImpl::Flash3, 64, true, 2048, 371},
+    {"attn-046", AttentionImpl::Flash3, 64, true, 4096, 420},
+    {"attn-047", AttentionImpl::Flash3, 64, true, 8192, 460},
+    {"attn-048", AttentionImpl::Flash3, 64, true, 16384, 473},
+    {"attn-049", AttentionImpl::SdpaMath, 128, false, 512, 74},
+    {"attn-050", AttentionImpl::SdpaMath, 128, false, 1024, 100},
+    {"attn-051", AttentionImpl::SdpaMath, 128, false, 2048, 119},
+    {"attn-052", AttentionImpl::SdpaMath, 128, false, 4096, 133},
+    {"attn-053", AttentionImpl::SdpaMath, 128, false, 8192, 139},
+    {"attn-055", AttentionImpl::Flash2, 128, false, 512, 309},
+    {"attn-056", AttentionImpl::Flash2, 128, false, 1024, 350},
+    {"attn-057", AttentionImpl::Flash2, 128, false, 2048, 362},
+    {"attn-058", AttentionImpl::Flash2, 128, false, 4096, 368},
+    {"attn-059", AttentionImpl::Flash2, 128, false, 8192, 370},
+    {"attn-060", AttentionImpl::Flash2, 128, false, 16384, 370},
+    {"attn-061", AttentionImpl::Cudnn, 128, false, 512, 497},
+    {"attn-062", AttentionImpl::Cudnn, 128, false, 1024, 574},
+    {"attn-063", AttentionImpl::Cudnn, 128, false, 2048, 617},
+    {"attn-064", AttentionImpl::Cudnn, 128, false, 4096, 609},
+    {"attn-065", AttentionImpl::Cudnn, 128, false, 8192, 600},
+    {"attn-066", AttentionImpl::Cudnn, 128, false, 16384, 595},
+    {"attn-067", AttentionImpl::Flash3, 128, false, 512, 467},
+    {"attn-068", AttentionImpl::Flash3, 128, false, 1024, 565},
+    {"attn-069", AttentionImpl::Flash3, 128, false, 2048, 625},
+    {"attn-070", AttentionImpl::Flash3, 128, false, 4096, 638},
+    {"attn-071", AttentionImpl::Flash3, 128, false, 8192, 646},
+    {"attn-072", AttentionImpl::Flash3, 128, false, 16384, 648},
+    {"attn-073", AttentionImpl::SdpaMath, 128, true, 512, 26},
+    {"attn-074", AttentionImpl::SdpaMath, 128, true, 1024, 31},
+    {"attn-075", AttentionImpl::SdpaMath, 128, true, 2048, 34},
+    {"attn-076", AttentionImpl::SdpaMath, 128, true, 4096, 35},
+    {"attn-077", AttentionImpl::SdpaMath, 128, true, 8192, 35},
+    {"attn-079", AttentionImpl::Flash2, 128, true, 512, 191},
+    {"attn-080", AttentionImpl::Flash2, 128, true, 1024, 260},
+    {"attn-081", AttentionImpl::Flash2, 128, true, 2048, 298},
+    {"attn-082", AttentionImpl::Flash2, 128, true, 4096, 319},
+    {"attn-083", AttentionImpl::Flash2, 128, true, 8192, 333},
+    {"attn-084", AttentionImpl::Flash2, 128, true, 16384, 335},
+    {"attn-085", AttentionImpl::Cudnn, 128, true, 512, 315},
+    {"attn-086", AttentionImpl::Cudnn, 128, true, 1024, 410},
+    {"attn-087", AttentionImpl::Cudnn, 128, true, 2048, 484},
+    {"attn-088", AttentionImpl::Cudnn, 128, true, 4096, 518},
+    {"attn-089", AttentionImpl::Cudnn, 128, true, 8192, 529},
+    {"attn-090", AttentionImpl::Cudnn, 128, true, 16384, 539},
+    {"attn-091", AttentionImpl::Flash3, 128, true, 512, 292},
+    {"attn-092", AttentionImpl::Flash3, 128, true, 1024, 423},
+    {"attn-093", AttentionImpl::Flash3, 128, true, 2048, 521},
+    {"attn-094", AttentionImpl::Flash3, 128, true, 4096, 579},
+    {"attn-095", AttentionImpl::Flash3, 128, true, 8192, 602},
+    {"attn-096", AttentionImpl::Flash3, 128, true, 16384, 616},
+    {"attn-097", AttentionImpl::Flash2, 256, false, 512, 275},
+    {"attn-098", AttentionImpl::Flash2, 256, false, 1024, 313},
+    {"attn-099", AttentionImpl::Flash2, 256, false, 2048, 321},
+    {"attn-100", AttentionImpl::Flash2, 256, false, 4096, 323},
+    {"attn-101", AttentionImpl::Flash2, 256, false, 8192, 324},
+    {"attn-102", AttentionImpl::Flash2, 256, false, 16384, 326},
+    {"attn-103", AttentionImpl::Cudnn, 256, false, 512, 470},
+    {"attn-104", AttentionImpl::Cudnn, 256, false, 1024, 546},
+    {"attn-105", AttentionImpl::Cudnn, 256, false, 2048, 580},
+    {"attn-106", AttentionImpl::Cudnn, 256, false, 4096, 581},
+    {"attn-107", AttentionImpl::Cudnn, 256, false, 8192, 580},
+    {"attn-108", AttentionImpl::Cudnn, 256, false, 16384, 581},
+    {"attn-109", AttentionImpl::Flash3, 256, false, 512, 482},
+    {"attn-110", AttentionImpl::Flash3, 256, false, 2048, 707},
+    {"attn-111", AttentionImpl::Flash3, 256, false, 4096, 736},
+    {"attn-112", AttentionImpl::Flash3, 256, false, 8192, 746},
+    {"attn-113", AttentionImpl::Flash3, 256, false, 16384, 756},
+    {"attn-114", AttentionImpl::Flash2, 256, true, 512, 208},
+    {"attn-115", AttentionImpl::Flash2, 256, true, 1024, 251},
+    {"attn-116", AttentionImpl::Flash2, 256, true, 2048, 278},
+    {"attn-117", AttentionImpl::Flash2, 256, true, 4096, 293},
+    {"attn-118", AttentionImpl::Flash2, 256, true, 8192, 297},
+    {"attn-119", AttentionImpl::Flash2, 256, true, 16384, 298},
+    {"attn-120", AttentionImpl::Cudnn, 256, true, 512, 308},
+    {"attn-121", AttentionImpl::Cudnn, 256, true, 1024, 391},
+    {"attn-122", AttentionImpl::Cudnn, 256, true, 2048, 450},
+    {"attn-123", AttentionImpl::Cudnn, 256, true, 4096, 483},
+    {"attn-124", AttentionImpl::Cudnn, 256, true, 8192, 497},
+    {"attn-125", AttentionImpl::Cudnn, 256, true, 16384, 509},
+    {"attn-126", AttentionImpl::Flash3, 256, true, 512, 286},
+    {"attn-127", AttentionImpl::Flash3, 256, true, 1024, 427},
+    {"attn-128", AttentionImpl::Flash3, 256, true, 2048, 537},
+    {"attn-129", AttentionImpl::Flash3, 256, true, 4096, 612},
+    {"attn-130", AttentionImpl::Flash3, 256, true, 8192, 628},
+    {"attn-131", AttentionImpl::Flash3, 256, true, 16384, 642},
+};
+
+// Forward + backward, same machine and sweep: the FlashAttention-2 README's H100 figure
+// (assets/flash2_h100_fwd_bwd_benchmark.png @4f285b3, attention.json source 1). FLOPs 3.5x forward.
+constexpr Rate kForwardBackward[] = {
+    {"attn-138", AttentionImpl::Flash2, 64, false, 512, 215},
+    {"attn-139", AttentionImpl::Flash2, 64, false, 1024, 254},
+    {"attn-140", AttentionImpl::Flash2, 64, false, 2048, 274},
+    {"attn-141", AttentionImpl::Flash2, 64, false, 4096, 288},
+    {"attn-142", AttentionImpl::Flash2, 64, false, 8192, 294},
+    {"attn-143", AttentionImpl::Flash2, 64, false, 16384, 296},
+    {"attn-150", AttentionImpl::Flash2, 128, false, 512, 248},
+    {"attn-151", AttentionImpl::Flash2, 128, false, 1024, 294},
+    {"attn-152", AttentionImpl::Flash2, 128, false, 2048, 320},
+    {"attn-153", AttentionImpl::Flash2, 128, false, 4096, 326},
+    {"attn-154", AttentionImpl::Flash2, 128, false, 8192, 335},
+    {"attn-155", AttentionImpl::Flash2, 128, false, 16384, 338},
+    {"attn-162", AttentionImpl::Flash2, 64, true, 512, 141},
+    {"attn-163", AttentionImpl::Flash2, 64, true, 1024, 192},
+    {"attn-164", AttentionImpl::Flash2, 64, true, 2048, 232},
+    {"attn-165", AttentionImpl::Flash2, 64, true, 4096, 257},
+    {"attn-166", AttentionImpl::Flash2, 64, true, 8192, 273},
+    {"attn-167", AttentionImpl::Flash2, 64, true, 16384, 284},
+    {"attn-174", AttentionImpl::Flash2, 128, true, 512, 163},
+    {"attn-175", AttentionImpl::Flash2, 128, true, 1024, 221},
+    {"attn-176", AttentionImpl::Flash2, 128, true, 2048, 265},
+    {"attn-177", AttentionImpl::Flash2, 128, true, 4096, 294},
+    {"attn-178", AttentionImpl::Flash2, 128, true, 8192, 308},
+    {"attn-179", AttentionImpl::Flash2, 128, true, 16384, 328},
+    {"attn-132", AttentionImpl::SdpaMath, 64, false, 512, 62},
+    {"attn-133", AttentionImpl::SdpaMath, 64, false, 1024, 72},
+    {"attn-134", AttentionImpl::SdpaMath, 64, false, 2048, 81},
+    {"attn-135", AttentionImpl::SdpaMath, 64, false, 4096, 86},
+    {"attn-136", AttentionImpl::SdpaMath, 64, false, 8192, 87},
+    {"attn-144", AttentionImpl::SdpaMath, 128, false, 512, 93},
+    {"attn-145", AttentionImpl::SdpaMath, 128, false, 1024, 120},
+    {"attn-146", AttentionImpl::SdpaMath, 128, false, 2048, 145},
+    {"attn-147", AttentionImpl::SdpaMath, 128, false, 4096, 160},
+    {"attn-148", AttentionImpl::SdpaMath, 128, false, 8192, 167},
+    {"attn-156", AttentionImpl::SdpaMath, 64, true, 512, 26},
+    {"attn-157", AttentionImpl::SdpaMath, 64, true, 1024, 29},
+    {"attn-158", AttentionImpl::SdpaMath, 64, true, 2048, 31},
+    {"attn-159", AttentionImpl::SdpaMath, 64, true, 4096, 32},
+    {"attn-160", AttentionImpl::SdpaMath, 64, true, 8192, 32},
+    {"attn-168", AttentionImpl::SdpaMath, 128, true, 512, 40},
+    {"attn-169", AttentionImpl::SdpaMath, 128, true, 1024, 50},
+    {"attn-170", AttentionImpl::SdpaMath, 128, true, 2048, 57},
+    {"attn-171", AttentionImpl::SdpaMath, 128, true, 4096, 61},
+    {"attn-172", AttentionImpl::SdpaMath, 128, true, 8192, 63},
+};
+
+template <std::size_t N>
+double rate_in(const Rate (&table)[N], AttentionImpl impl, double head_dim, bool causal, double seq) {
+  std::map<int, std::vector<std::pair<double, double>>> by_dim;
+  for (const auto& r : table)
+    if (r.impl == impl && r.causal == causal) by_dim[r.head_dim].emplace_back(r.seq, r.tflops);
+  if (by_dim.empty()) return 0;
+  std::vector<std::pair<double, double>> dims;  // (head dim, rate at this seq)
+  for (auto& [d, pts] : by_dim) dims.emplace_back(d, log_interpolate(pts, seq));
+  return log_interpolate(dims, head_dim);  // linear in log s and log d, flat beyond the points
+}
+
+}  // namespace
+
+double flash_forward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq) {
+  return rate_in(kForward, impl, head_dim, causal, seq);
+}
+
+// Backward from forward and forward + backward: t_bwd = 3.5/R_fb − 1/R_fwd per forward FLOP, and
+// it does 2.5 of them. Only FlashAttention-2 and standard attention have a published H100
+// forward + backward table; FlashAttention-3's and cuDNN's backward are taken at FlashAttention-2's
+// backward / forward ratio applied to their own forward (their only backward numbers,
+// attention.json source 6, are a third-party transcription that does not state the mask).
+double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq) {
+  const AttentionImpl measured = impl == AttentionImpl::SdpaMath ? impl : AttentionImpl::Flash2;
+  const double fwd = rate_in(kForward, measured, head_dim, causal, seq);
+  const double both = rate_in(kForwardBackward, measured, std::min(head_dim, 128.0), causal, seq);
+  const double per_flop = 3.5 / both - 1.0 / fwd;
+  const double bwd = per_flop > 0 ? 2.5 / per_flop : both;
+  return bwd / fwd * flash_forward_tflops(impl, head_dim, causal, seq);
+}
+
+}  // namespace dtsim::cost

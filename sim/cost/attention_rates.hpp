@@ -1,0 +1,14 @@
+#pragma once
+// Published attention-kernel rates on H100 SXM5 by implementation, head dim, causal mask and
+// sequence length (attention.json): the stack's attention mechanism.
+#include "sim/cost/stack.hpp"
+
+namespace dtsim::cost {
+
+// TFLOP/s in FlashAttention's convention: forward 4·b·h·s²·d, halved when causal; backward 2.5x
+// forward. Linear in log sequence length between the published 512..16k points and in log head
+// dim between 64, 128 and 256; flat beyond. 0 for gemm-curve.
+double flash_forward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq);
+double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq);
+
+}  // namespace dtsim::cost

@@ -1,0 +1,62 @@
+#include "sim/cost/eager_kernels.hpp"
+
+namespace dtsim::cost {
+
+namespace {
+
+using models::KernelRole;
+
+// Bytes each kernel moves, per element of the role's tensor (e: its element size; a dropout
+// mask is 1 byte per element). PyTorch eager (ATen, the CUDA kernels of 2.x):
+// - LayerNorm/RMSNorm forward: one kernel, reads x, writes y (native_layer_norm,
+//   aten/src/ATen/native/cuda/layer_norm_kernel.cu; F.rms_norm's fused CUDA kernel, same file).
+// - their backward: the input gradient (reads x and dy, writes dx) and a second kernel summing the
+//   weight (and bias) gradients over tokens (GammaBetaBackward, reads x and dy).
+// - GELU: one kernel each way (GeluCUDAKernelImpl / GeluBackwardCUDAKernelImpl, reads 1 and 2).
+// - SwiGLU as F.silu(g) * u: silu (reads g, writes s) and mul (reads s, u, writes y); backward:
+//   mul's two gradients (dy·u, dy·s), silu_backward (reads ds, g) and chunk's backward, a cat of
+//   dg and du into the fc1 output's gradient (reads 2, writes 2).
+// - x + dropout(y): native_dropout (reads y, writes out and the bool mask), then add; backward:
+//   native_dropout_backward (reads grad and mask) and the add that sums the residual's two
+//   gradients, as autograd accumulates a tensor used twice.
+// - a linear layer's bias gradient: addmm's backward sums dY over tokens (grad.sum(0)), a
+//   reduction that reads dY.
+std::vector<double> eager_passes(const models::Kernel& k) {
+  const double e = k.elem_bytes, n = k.elems;
+  switch (k.role) {
+    case KernelRole::NormForward: return {2 * e * n};
+    case KernelRole::NormBackward: return {3 * e * n, 2 * e * n};
+    case KernelRole::GeluForward: return {2 * e * n};
+    case KernelRole::GeluBackward: return {3 * e * n};
+    case KernelRole::SwiGluForward: return {2 * e * n, 3 * e * n};
+    case KernelRole::SwiGluBackward: return {3 * e * n, 3 * e * n, 3 * e * n, 4 * e * n};
+    case KernelRole::ResidualForward:
+    case KernelRole::ResidualBackward:
+      if (k.dropout) return {(2 * e + 1) * n, 3 * e * n};
+      return {3 * e * n};
+    default: return {};
+  }
+}
+
+}  // namespace
+
+ElementPlan element_plan(Elementwise mode, const models::Kernel& k) {
+  if (mode == Elementwise::Fused) return {};
+  const bool bias = k.role == KernelRole::BiasWeightGrad;
+  const double bias_pass = k.elem_bytes * k.elems;  // reads dY once
+  if (mode == Elementwise::Eager) {
+    if (bias) return {true, {bias_pass}};
+    auto passes = eager_passes(k);
+    if (passes.empty()) return {};
+    return {false, passes};
+  }
+  // torch.compile (Inductor) fuses each chain of pointwise ops into one kernel: the model's fused
+  // kernel, as it counts it. A reduction over tokens does not fuse with row-wise kernels (the
+  // scheduler fuses nodes over the same iteration ranges), so a norm's weight gradient and a bias
+  // gradient stay kernels of their own.
+  if (bias) return {true, {bias_pass}};
+  if (k.role == KernelRole::NormBackward) return {true, {2 * k.elem_bytes * k.elems}};
+  return {};
+}
+
+}  // namespace dtsim::cost

@@ -1,0 +1,113 @@
+#include "sim/cost/stack.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "sim/cost/attention_rates.hpp"
+#include "sim/cost/eager_kernels.hpp"
+#include "sim/cost/roofline.hpp"
+
+namespace dtsim::cost {
+
+namespace {
+
+// Host time per kernel launch, /work/shared/calibration/microbench/dispatch.json:
+// - eager PyTorch: 7 us per ATen pointwise call on a tiny CUDA tensor (disp-026). This run's H100
+//   host measured 10.7 us per op (docs/gpu_check.md, "Launch overhead"): a check, not used.
+// - torch.compile: 6.8 us per Triton kernel through Inductor's CachingAutotuner.run (disp-009,
+//   GB200's host; cuLaunchKernel alone is 3.0 of it, disp-015).
+constexpr double kEagerDispatchS = 7e-6;
+constexpr double kInductorDispatchS = 6.8e-6;
+
+const std::map<std::string, Stack>& registry() {
+  static const std::map<std::string, Stack> stacks{
+      {"default", Stack{}},
+      // PyTorch's SDPA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn).
+      {"pytorch-eager", Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS}},
+      // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains.
+      {"torchtitan-compile", Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS}},
+      // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
+      // (the model's fused kernels); TE's DotProductAttention on Hopper runs cuDNN's fused attention
+      // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
+      {"megatron-te", Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS}},
+  };
+  return stacks;
+}
+
+// FLOPs as FlashAttention's benchmark counts them: the causal mask halves them.
+double attention_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  const bool backward = k.role == models::KernelRole::FlashBackward;
+  const double hd = static_cast<double>(k.k), seq = static_cast<double>(k.n);
+  const double tflops = backward ? flash_backward_tflops(d.stack.attention, hd, k.causal, seq)
+                                 : flash_forward_tflops(d.stack.attention, hd, k.causal, seq);
+  // The rates are H100 SXM5's (989.4 TFLOP/s dense 16-bit); elsewhere scaled by the device's peak.
+  const auto peak = d.peak_flops.find(dtype);
+  const double scale = peak == d.peak_flops.end() ? 1.0 : peak->second / 989.4e12;
+  const double flops = k.causal ? k.flops / 2.0 : k.flops;
+  return std::max(flops / (tflops * 1e12 * scale), d.kernel_min_s);
+}
+
+}  // namespace
+
+const char* to_string(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::GemmCurve: return "gemm-curve";
+    case AttentionImpl::Flash2: return "flash2";
+    case AttentionImpl::Flash3: return "flash3";
+    case AttentionImpl::Cudnn: return "cudnn";
+    case AttentionImpl::SdpaMath: return "sdpa-math";
+  }
+  return "?";
+}
+
+const char* to_string(Elementwise e) {
+  return e == Elementwise::Eager ? "eager" : e == Elementwise::Compiled ? "compiled" : "fused";
+}
+
+std::optional<AttentionImpl> attention_impl_from_string(const std::string& s) {
+  for (auto a : {AttentionImpl::GemmCurve, AttentionImpl::Flash2, AttentionImpl::Flash3, AttentionImpl::Cudnn,
+                 AttentionImpl::SdpaMath})
+    if (s == to_string(a)) return a;
+  return std::nullopt;
+}
+
+std::optional<Elementwise> elementwise_from_string(const std::string& s) {
+  for (auto e : {Elementwise::Fused, Elementwise::Eager, Elementwise::Compiled})
+    if (s == to_string(e)) return e;
+  return std::nullopt;
+}
+
+std::vector<std::string> stack_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, _] : registry()) out.push_back(name);
+  return out;
+}
+
+std::optional<Stack> find_stack(const std::string& name) {
+  auto it = registry().find(name);
+  if (it == registry().end()) return std::nullopt;
+  return it->second;
+}
+
+// Every kernel the stack launches for `k`: its GPU time, at least the host's dispatch time.
+KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  const double overhead = launch_overhead(d, dtype);
+  std::vector<double> gpu;
+  KernelPrice base;
+  const bool attention = k.role == models::KernelRole::FlashForward || k.role == models::KernelRole::FlashBackward;
+  if (attention && d.stack.attention != AttentionImpl::GemmCurve) {
+    gpu.push_back(attention_seconds(d, k, dtype));
+  } else {
+    const auto plan = element_plan(d.stack.elementwise, k);
+    if (plan.keep) {
+      base = quote_unstacked(d, k, dtype);
+      gpu.push_back(base.seconds - overhead);
+    }
+    for (double bytes : plan.passes) gpu.push_back(kernel_time(d, models::Kernel{"pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes}, dtype));
+  }
+  double seconds = 0;
+  for (double t : gpu) seconds += std::max(t, d.stack.dispatch_s) + overhead;
+  return {seconds, base.source, base.spread};
+}
+
+}  // namespace dtsim::cost

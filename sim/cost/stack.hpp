@@ -1,0 +1,37 @@
+#pragma once
+// The software stack a step runs on (issue 30): which attention kernel it calls and how many
+// element-wise kernels its framework launches. One registered unit per preset; each mechanism
+// lives in its own file (attention_rates.cpp, eager_kernels.cpp) and is priced here.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtsim::cost {
+
+// gemm-curve: the attention kernel at the device's GEMM curve (dtsim's behaviour before stacks).
+enum class AttentionImpl { GemmCurve, Flash2, Flash3, Cudnn, SdpaMath };
+// fused: the model's own element-wise kernels, one per op (dtsim's behaviour before stacks).
+enum class Elementwise { Fused, Eager, Compiled };
+
+struct Stack {
+  std::string name = "default";
+  AttentionImpl attention = AttentionImpl::GemmCurve;
+  Elementwise elementwise = Elementwise::Fused;
+  // Host time to launch one kernel. The GPU waits for it only when the kernel before is shorter
+  // (the host runs ahead otherwise), so each kernel takes at least this long. 0: not modelled.
+  double dispatch_s = 0;
+  bool is_default() const {
+    return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0;
+  }
+};
+
+const char* to_string(AttentionImpl a);
+const char* to_string(Elementwise e);
+std::optional<AttentionImpl> attention_impl_from_string(const std::string& s);
+std::optional<Elementwise> elementwise_from_string(const std::string& s);
+
+// The registered presets: default, pytorch-eager, torchtitan-compile, megatron-te.
+std::vector<std::string> stack_names();
+std::optional<Stack> find_stack(const std::string& name);
+
+}  // namespace dtsim::cost

@@ -1,0 +1,136 @@
+// The software stack (issue 30): each mechanism against its closed form, the default stack
+// unchanged, and the scenario key's refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "scenario_helpers.hpp"
+#include "sim/config/scenario.hpp"
+#include "sim/cost/attention_rates.hpp"
+#include "sim/cost/eager_kernels.hpp"
+#include "sim/cost/roofline.hpp"
+#include "sim/cost/stack.hpp"
+#include "sim/results/result.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+const std::string kRoot = DTSIM_SOURCE_DIR;
+
+// One H100 block of GPT-2 XL at micro-batch 8 x 1024, as the gpu_check scenario builds it.
+models::Layer gpt2_xl_block() {
+  const auto spec = config::load_model_preset("gpt2-xl");
+  models::BuildOptions o;
+  o.micro_batch = 8;
+  o.attention = models::Attention::Flash;
+  const auto g = spec.build(o);
+  for (const auto& l : g.layers)
+    if (l.kind == models::LayerKind::Block) return l;
+  throw std::runtime_error("no block");
+}
+
+}  // namespace
+
+TEST(AttentionRates, Flash3AtHeadDim128CausalSeq8kIsThePublishedRate) {
+  // attention.json attn-095: FlashAttention-3 forward, H100 SXM5, hd 128, causal, 8k: 602 TFLOP/s.
+  EXPECT_DOUBLE_EQ(cost::flash_forward_tflops(cost::AttentionImpl::Flash3, 128, true, 8192), 602.0);
+}
+
+TEST(AttentionRates, BetweenPublishedLengthsLinearInLogSeq) {
+  // FA2 hd128 causal: 2k 298, 4k 319 (attn-081, -082); halfway in log s is sqrt(2k x 4k).
+  EXPECT_NEAR(cost::flash_forward_tflops(cost::AttentionImpl::Flash2, 128, true, std::sqrt(2048.0 * 4096.0)), 308.5, 1e-9);
+  // Beyond the sweep: flat (16k: 335, attn-084).
+  EXPECT_DOUBLE_EQ(cost::flash_forward_tflops(cost::AttentionImpl::Flash2, 128, true, 65536), 335.0);
+}
+
+TEST(AttentionRates, Flash2BackwardFromForwardAndForwardBackward) {
+  // hd128 causal 8k: forward 333 (attn-083), forward + backward 308 (attn-178, 3.5x forward FLOPs).
+  const double bwd = 2.5 / (3.5 / 308.0 - 1.0 / 333.0);
+  EXPECT_NEAR(cost::flash_backward_tflops(cost::AttentionImpl::Flash2, 128, true, 8192), bwd, 1e-9);
+}
+
+TEST(Stack, FlashKernelPricedAtThePublishedRateWithCausalHalving) {
+  auto d = config::load_device_profile("h100-sxm-80gb");
+  d.stack = *cost::find_stack("default");
+  d.stack.attention = cost::AttentionImpl::Flash3;
+  models::Kernel f{"fa", models::KernelKind::Attention, 32, 8192, 8192, 128, 4.0 * 32 * 8192.0 * 8192.0 * 128, 0};
+  f.role = models::KernelRole::FlashForward;
+  f.causal = true;
+  const double expect = f.flops / 2.0 / 602e12 + cost::launch_overhead(d, "bf16");
+  EXPECT_NEAR(cost::quote_kernel(d, f, "bf16").seconds, expect, 1e-12);
+}
+
+TEST(Stack, EagerElementwiseBytesOfOneGpt2BlockAreTheHandSum) {
+  // T tokens, h hidden, f = 4h, e = 2, dropout on. Forward: norm 2eTh twice, dropout (2e+1)Th and
+  // add 3eTh twice, GELU 2eTf. Backward: norm 3eTh + 2eTh twice, dropout (2e+1)Th and the
+  // residual's gradient sum 3eTh twice, GELU 3eTf, four bias gradients reading dY:
+  // eT(3h + h + f + h). In all 82 Th + 12 Tf bytes.
+  const double T = 8 * 1024, h = 1600, f = 6400;
+  double bytes = 0;
+  int kernels = 0;
+  const auto block = gpt2_xl_block();
+  for (const auto& op : block.ops)
+    for (const auto* pass : {&op.forward, &op.backward})
+      for (const auto& k : *pass)
+        for (double b : cost::element_plan(cost::Elementwise::Eager, k).passes) bytes += b, ++kernels;
+  EXPECT_DOUBLE_EQ(bytes, 82 * T * h + 12 * T * f);
+  // Forward 2 norms + 2 x (dropout, add) + GELU = 7; backward 2 x 2 norm kernels + 2 x (dropout,
+  // sum) + GELU + 4 bias gradients = 13.
+  EXPECT_EQ(kernels, 20);
+}
+
+TEST(Stack, DispatchShowsOnlyWhenTheKernelIsShorter) {
+  auto d = config::load_device_profile("h100-sxm-80gb");
+  d.stack = *cost::find_stack("pytorch-eager");
+  const double overhead = cost::launch_overhead(d, "bf16");
+  models::Kernel tiny{"tiny", models::KernelKind::Memory, 1, 0, 0, 0, 0, 4096};
+  models::Kernel big{"big", models::KernelKind::Memory, 1, 0, 0, 0, 0, 1e9};
+  ASSERT_LT(cost::kernel_time(d, tiny, "bf16"), 7e-6);
+  ASSERT_GT(cost::kernel_time(d, big, "bf16"), 7e-6);
+  EXPECT_DOUBLE_EQ(cost::quote_kernel(d, tiny, "bf16").seconds, 7e-6 + overhead);
+  EXPECT_DOUBLE_EQ(cost::quote_kernel(d, big, "bf16").seconds, cost::kernel_time(d, big, "bf16") + overhead);
+}
+
+TEST(Stack, DefaultStackIsTheUnstackedPrice) {
+  const auto d = config::load_device_profile("h100-sxm-80gb");
+  EXPECT_TRUE(d.stack.is_default());
+  for (const auto& op : gpt2_xl_block().ops)
+    for (const auto& k : op.backward)
+      EXPECT_EQ(cost::quote_kernel(d, k, "bf16").seconds, cost::quote_unstacked(d, k, "bf16").seconds);
+}
+
+TEST(Stack, NamingTheDefaultPresetChangesNothing) {
+  const auto base = test::simulate_over_base(R"({"extends": "base.json"})");
+  const auto named = test::simulate_over_base(R"({"extends": "base.json", "stack": {"preset": "default"}})");
+  EXPECT_EQ(base.step_time_s, named.step_time_s);
+}
+
+TEST(Stack, EagerStackSlowsTheStep) {
+  const auto base = test::simulate_over_base(R"({"extends": "base.json", "training": {"attention": "flash"}})");
+  const auto eager = test::simulate_over_base(
+      R"({"extends": "base.json", "training": {"attention": "flash"}, "stack": {"preset": "pytorch-eager"}})");
+  EXPECT_GT(eager.step_time_s, base.step_time_s);
+}
+
+TEST(StackKey, RefusesAnUnknownPresetWithASuggestion) {
+  const auto e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"preset": "pytorch-eagr"}})");
+  EXPECT_NE(e.find("/stack/preset"), std::string::npos) << e;
+  EXPECT_NE(e.find("pytorch-eager"), std::string::npos) << e;
+}
+
+TEST(StackKey, RefusesAMisspeltKey) {
+  const auto e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"atention": "flash3"}})");
+  EXPECT_NE(e.find("/stack/atention"), std::string::npos) << e;
+  EXPECT_NE(e.find("attention"), std::string::npos) << e;
+}
+
+TEST(StackKey, RefusesAnUnknownAttentionAndFlashWithoutFusedAttention) {
+  auto e = test::input_error_over_base(R"({"extends": "base.json", "training": {"attention": "flash"}, "stack": {"attention": "flash4"}})");
+  EXPECT_NE(e.find("/stack/attention"), std::string::npos) << e;
+  e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"attention": "flash3"}})");
+  EXPECT_NE(e.find("/stack/attention"), std::string::npos) << e;
+  EXPECT_NE(e.find("training.attention"), std::string::npos) << e;
+  e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"elementwise": "lazy"}})");
+  EXPECT_NE(e.find("/stack/elementwise"), std::string::npos) << e;
+}
