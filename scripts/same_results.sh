@@ -2,14 +2,15 @@
 # Runs every scenario in scenarios/ with two dtsim binaries and compares their result.json byte
 # for byte (issue 30: a scenario that names no stack must give the same result as before stacks).
 # Usage: scripts/same_results.sh OLD_DTSIM NEW_DTSIM [SCENARIO_DIR]
+# (--allow-outside: an old binary built in another checkout takes this one's scenarios/ as outside.)
 set -u
 old=$1 new=$2 dir=${3:-scenarios}
 work=$(mktemp -d)
 same=0 differ=0 failed=0
 while IFS= read -r f; do
   name=$(echo "$f" | tr '/' '_')
-  "$old" run "$f" -o "$work/old/$name" >/dev/null 2>&1; a=$?
-  "$new" run "$f" -o "$work/new/$name" >/dev/null 2>&1; b=$?
+  "$old" run --allow-outside "$f" -o "$work/old/$name" >/dev/null 2>&1; a=$?
+  "$new" run --allow-outside "$f" -o "$work/new/$name" >/dev/null 2>&1; b=$?
   if [ $a -ne $b ]; then echo "EXIT $f: $a vs $b"; failed=$((failed + 1)); continue; fi
   [ -f "$work/old/$name/result.json" ] || { same=$((same + 1)); continue; }  # refused by both alike
   if cmp -s "$work/old/$name/result.json" "$work/new/$name/result.json"; then same=$((same + 1))

@@ -1,5 +1,6 @@
 // The software stack (issue 30): each mechanism against its closed form, the default stack
-// unchanged, and the scenario key's refusals.
+// unchanged, and the scenario key's refusals. Whole steps on the analytical backend: one process
+// replays SimGrid once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -101,15 +102,16 @@ TEST(Stack, DefaultStackIsTheUnstackedPrice) {
 }
 
 TEST(Stack, NamingTheDefaultPresetChangesNothing) {
-  const auto base = test::simulate_over_base(R"({"extends": "base.json"})");
-  const auto named = test::simulate_over_base(R"({"extends": "base.json", "stack": {"preset": "default"}})");
+  const auto base = test::simulate_over_base(R"({"extends": "base.json", "simulation": {"backend": "analytical"}})");
+  const auto named = test::simulate_over_base(R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "stack": {"preset": "default"}})");
   EXPECT_EQ(base.step_time_s, named.step_time_s);
 }
 
 TEST(Stack, EagerStackSlowsTheStep) {
-  const auto base = test::simulate_over_base(R"({"extends": "base.json", "training": {"attention": "flash"}})");
+  const auto base = test::simulate_over_base(R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "training": {"attention": "flash"}})");
   const auto eager = test::simulate_over_base(
-      R"({"extends": "base.json", "training": {"attention": "flash"}, "stack": {"preset": "pytorch-eager"}})");
+      R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "training": {"attention": "flash"},
+          "stack": {"preset": "pytorch-eager"}})");
   EXPECT_GT(eager.step_time_s, base.step_time_s);
 }
 

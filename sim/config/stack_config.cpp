@@ -9,15 +9,14 @@ void parse_stack(Reader& root, Scenario& s) {
   if (!r) return;
   cost::Stack& st = s.device.stack;
   st = *cost::find_stack(r->choice("preset", cost::stack_names(), "default"));
-  if (r->has("attention")) {
-    st.attention = *cost::attention_impl_from_string(
-        r->choice("attention", {"gemm-curve", "flash2", "flash3", "cudnn", "sdpa-math"}));
-    if (st.attention != cost::AttentionImpl::GemmCurve && s.training.attention != models::Attention::Flash)
-      r->fail("attention", fmt::format("\"{}\" prices fused attention kernels: set training.attention to \"flash\"",
-                                       cost::to_string(st.attention)));
-  }
-  if (r->has("elementwise"))
-    st.elementwise = *cost::elementwise_from_string(r->choice("elementwise", {"fused", "eager", "compiled"}));
+  // Read with the preset's values as fallbacks, so that finish() can suggest these keys.
+  st.attention = *cost::attention_impl_from_string(
+      r->choice("attention", {"gemm-curve", "flash2", "flash3", "cudnn", "sdpa-math"}, cost::to_string(st.attention)));
+  if (r->has("attention") && st.attention != cost::AttentionImpl::GemmCurve && s.training.attention != models::Attention::Flash)
+    r->fail("attention", fmt::format("\"{}\" prices fused attention kernels: set training.attention to \"flash\"",
+                                     cost::to_string(st.attention)));
+  st.elementwise = *cost::elementwise_from_string(
+      r->choice("elementwise", {"fused", "eager", "compiled"}, cost::to_string(st.elementwise)));
   r->finish();
 }
 
