@@ -164,7 +164,9 @@ config::Scenario on_cluster(const config::Scenario& scenario, int gpus, const co
     s.host.memory_bandwidth_per_gpu /= s.cluster.gpus_per_node;
   }
   if (device) {
+    const cost::Stack stack = s.device.stack;  // the software stack is the scenario's, not the device's
     s.device = *device;
+    s.device.stack = stack;
     s.host.pcie_bandwidth = s.device.pcie_bandwidth;
     s.cluster.pcie_bandwidth = s.device.pcie_bandwidth;
   }
