@@ -81,6 +81,24 @@ TEST(Stack, EagerElementwiseBytesOfOneGpt2BlockAreTheHandSum) {
   EXPECT_EQ(kernels, 20);
 }
 
+TEST(Stack, CompiledKeepsTheFusedKernelsAndAddsTheTokenReductions) {
+  // Inductor: the model's fused kernels stay; each norm's weight gradient (2eTh) and each bias
+  // gradient (eT x outputs: 3h + h + f + h) are kernels of their own. 2 x 4Th + 2T(5h + f).
+  const double T = 8 * 1024, h = 1600, f = 6400;
+  double bytes = 0;
+  int kept = 0, role_kernels = 0;
+  for (const auto& op : gpt2_xl_block().ops)
+    for (const auto* pass : {&op.forward, &op.backward})
+      for (const auto& k : *pass) {
+        const auto plan = cost::element_plan(cost::Elementwise::Compiled, k);
+        for (double b : plan.passes) bytes += b;
+        role_kernels += k.role != models::KernelRole::Plain;
+        kept += plan.keep && k.role != models::KernelRole::Plain;
+      }
+  EXPECT_DOUBLE_EQ(bytes, 8 * T * h + 2 * T * (5 * h + f));
+  EXPECT_EQ(kept, role_kernels);
+}
+
 TEST(Stack, DispatchShowsOnlyWhenTheKernelIsShorter) {
   auto d = config::load_device_profile("h100-sxm-80gb");
   d.stack = *cost::find_stack("pytorch-eager");
