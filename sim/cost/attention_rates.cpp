@@ -157,6 +157,8 @@ constexpr Rate kForward[] = {
 
 // Forward + backward, same machine and sweep: the FlashAttention-2 README's H100 figure
 // (assets/flash2_h100_fwd_bwd_benchmark.png @4f285b3, attention.json source 1). FLOPs 3.5x forward.
+// The figure's bottom-row captions (the causal panels) are cut off; attention.json reads them as
+// causal, as the A100 twin figure's captions (source 2) are.
 constexpr Rate kForwardBackward[] = {
     {"attn-138", AttentionImpl::Flash2, 64, false, 512, 215},
     {"attn-139", AttentionImpl::Flash2, 64, false, 1024, 254},

@@ -103,7 +103,10 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
       base = quote_unstacked(d, k, dtype);
       gpu.push_back(base.seconds - overhead);
     }
-    for (double bytes : plan.passes) gpu.push_back(kernel_time(d, models::Kernel{"pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes}, dtype));
+    for (double bytes : plan.passes) {
+      const models::Kernel pass{"elementwise_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
+      gpu.push_back(kernel_time(d, pass, dtype));  // the device's memory-bound curve, at least kernel_min
+    }
   }
   double seconds = 0;
   for (double t : gpu) seconds += std::max(t, d.stack.dispatch_s) + overhead;
