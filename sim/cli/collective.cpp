@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "sim/cli/collective_nccl.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
@@ -58,7 +59,12 @@ int collective(const CollectiveOptions& o) {
   const auto algorithm = taskgraph::algorithm_from_string(algorithm_name);
   if (!algorithm) throw InputError("", "--algorithm", fmt::format("unknown algorithm \"{}\"", o.algorithm));
   network::ClusterSpec cluster;
-  if (!o.scenario.empty()) cluster = config::load_scenario(o.scenario).cluster;
+  NcclTable table;
+  if (!o.scenario.empty()) {
+    const auto s = config::load_scenario(o.scenario);
+    cluster = s.cluster;
+    table.device = s.device.name;
+  }
   // Without --gpus, a borrowed cluster's every GPU: a torus runs its dimension-by-dimension rings
   // only over all of its chips.
   const int gpus = o.gpus > 0 ? o.gpus : !o.scenario.empty() ? cluster.num_gpus() : 8;
@@ -102,13 +108,27 @@ int collective(const CollectiveOptions& o) {
   replay::ReplayInput in{g, none, platform};
   const auto t = o.analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
 
+  const double factor = network::bus_bandwidth_factor(*op, gpus);
+  if (o.format == "nccl-tests") {
+    table.op = *op;
+    table.gpus = gpus;
+    table.gpus_per_node = cluster.gpus_per_node;
+    table.min_bytes = begin;
+    table.max_bytes = end;
+    table.factor = o.factor;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const double secs = t.end[i] - t.start[i], algbw = secs > 0 ? sizes[i] / secs / 1e9 : 0.0;
+      table.rows.push_back({sizes[i], secs * 1e6, algbw, algbw * factor});
+    }
+    std::cout << nccl_tests_table(table);
+    return 0;
+  }
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (o.format != "json")
     std::cout << fmt::format("# {} {} on {} GPUs ({} per node), {} backend\n", o.op, algorithm_name, gpus,
                              cluster.gpus_per_node, t.backend)
               << fmt::format("{:>13} {:>12} {:>6} {:>12} {:>11} {:>11}\n", "size", "count", "type", "time_us", "algbw_GBps",
                              "busbw_GBps");
-  const double factor = network::bus_bandwidth_factor(*op, gpus);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const double secs = t.end[i] - t.start[i];
     const double algbw = secs > 0 ? sizes[i] / secs / 1e9 : 0.0;

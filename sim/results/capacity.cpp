@@ -66,7 +66,9 @@ CapacityPlan capacity_plan(const Result& r) {
 
 nlohmann::ordered_json plan_json(const Result& r) {
   nlohmann::ordered_json j;
-  if (r.capacity) {
+  if (r.capacity && !r.fits) {
+    out += "\nplan: not achievable: does not fit (time to train, GPU-hours, energy and cost need a plan that fits)\n";
+  } else if (r.capacity) {
     const auto& c = *r.capacity;
     if (c.steps > 0) {
       j["steps"] = c.steps;
@@ -109,7 +111,9 @@ nlohmann::ordered_json plan_json(const Result& r) {
 
 std::string plan_text(const Result& r) {
   std::string out;
-  if (r.capacity) {
+  if (r.capacity && !r.fits) {
+    out += "\nplan: not achievable: does not fit (time to train, GPU-hours, energy and cost need a plan that fits)\n";
+  } else if (r.capacity) {
     const auto& c = *r.capacity;
     const bool priced = c.price_per_gpu_hour_usd > 0;
     if (c.steps > 0) {
