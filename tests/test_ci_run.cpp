@@ -70,8 +70,7 @@ TEST(RequireFit, WithoutItTheSummaryShowsNoRatesAsAchievable) {
 TEST(Variants, AVariantWithoutANameWritesItsOwnFolder) {
   test::TempDir dir;
   dir.file("parent.json", test::kValidScenario);  // name "test"
-  dir.file("child.json", R"({"extends": "parent.json", "parallelism": {"data": 4, "micro_batch_size": 8},
-                            "cluster": {"gpus_per_node": 4}})");
+  dir.file("child.json", R"({"extends": "parent.json", "parallelism": {"micro_batch_size": 2}})");
   dir.file("named.json", R"({"extends": "parent.json", "name": "mine"})");
   ASSERT_EQ(run_dtsim({"run", "parent.json"}, dir, dir.path()).code, 0);
   const auto child = run_dtsim({"run", "child.json"}, dir, dir.path());
@@ -80,7 +79,8 @@ TEST(Variants, AVariantWithoutANameWritesItsOwnFolder) {
   const auto parent_result = nlohmann::json::parse(test::slurp(dir.path("out/test/result.json")));
   const auto child_result = nlohmann::json::parse(test::slurp(dir.path("out/child/result.json")));
   EXPECT_EQ(parent_result["scenario"], "test") << "the child must not overwrite its parent's result";
-  EXPECT_EQ(parent_result["parallelism"]["data"], 8);
+  EXPECT_EQ(parent_result["parallelism"]["micro_batch_size"], 4);
+  EXPECT_EQ(child_result["parallelism"]["micro_batch_size"], 2);
   EXPECT_EQ(child_result["scenario"], "child");
   EXPECT_TRUE(std::filesystem::exists(dir.path("out/mine/result.json"))) << "a name the variant sets is kept";
 }
@@ -118,7 +118,7 @@ TEST(NcclTests, TheTableReadsAsNcclTestsOutput) {
     busbw.push_back(std::stod(f[7]));
     busbw.push_back(std::stod(f[11]));
   }
-  EXPECT_EQ(busbw.size(), 2u * 8);  // 8 B to 1 MiB by 4
+  EXPECT_EQ(busbw.size(), 2u * 9);  // 8 B to 512 KiB by 4: the next, 2 MiB, is past -e
   ASSERT_NE(row, lines.end());
   EXPECT_EQ(*row, "# Out of bounds values : 0 OK");
   std::smatch m;
@@ -140,4 +140,71 @@ TEST(NcclTests, GatherLikeOperationsCountPerRankAndReduceNothing) {
   EXPECT_EQ(f[1], "32768");  // 1 MiB of floats over 8 ranks, as all_gather_perf counts
   EXPECT_EQ(f[3], "none");
   EXPECT_EQ(f[4], "-1");
+}
+
+namespace {
+
+// docs/ci.md's command block, the one after <!-- ci-recipe -->.
+std::vector<std::string> recipe_lines() {
+  const std::string doc = test::slurp(test::source_dir() + "/docs/ci.md");
+  const std::string open = "<!-- ci-recipe -->\n```sh\n";
+  const auto begin = doc.find(open);
+  if (begin == std::string::npos) return {};
+  const auto end = doc.find("```", begin + open.size());
+  std::istringstream in(doc.substr(begin + open.size(), end - begin - open.size()));
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// The recipe run by sh -e as a CI job runs it, in a fresh folder, with the variables it reads.
+int run_recipe(const test::TempDir& dir, const std::string& baseline, const std::string& candidate) {
+  std::string script;
+  for (const auto& l : recipe_lines()) script += l + "\n";
+  dir.file("recipe.sh", script);
+  const std::string cmd = "cd '" + dir.path() + "' && DTSIM='" + std::string(DTSIM_BINARY) + "' BASELINE='" + baseline +
+                          "' CANDIDATE='" + candidate + "' sh -e recipe.sh 2> recipe.err";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+long count_of(const std::string& text, const std::string& word) {
+  long n = 0;
+  for (auto at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(CiRecipe, TheDocsCommandsRunAsWritten) {
+  ASSERT_GE(recipe_lines().size(), 5u) << "docs/ci.md lost its <!-- ci-recipe --> block";
+  const std::string scenarios = test::source_dir() + "/scenarios/";
+  {
+    test::TempDir dir;  // no change: exit 0, every testcase passes
+    EXPECT_EQ(run_recipe(dir, scenarios + "gpt2-dp8-a100.json", scenarios + "gpt2-dp8-a100.json"), 0)
+        << test::slurp(dir.path("recipe.err"));
+    const std::string xml = test::slurp(dir.path("ci-out/dtsim-compare.xml"));
+    EXPECT_EQ(count_of(xml, "<testcase "), 5) << xml;  // four metrics and memory.fits
+    EXPECT_EQ(count_of(xml, "<failure "), 0) << xml;
+  }
+  {
+    test::TempDir dir;  // GPUs on PCIe instead of NVSwitch: a slower step fails the job
+    EXPECT_EQ(run_recipe(dir, scenarios + "gpt2-dp8-a100.json", scenarios + "topologies/gpt2-dp8-pcie.json"), 3)
+        << test::slurp(dir.path("recipe.err"));
+    const std::string xml = test::slurp(dir.path("ci-out/dtsim-compare.xml"));
+    EXPECT_GE(count_of(xml, "<failure "), 1) << xml;
+    EXPECT_NE(xml.find("name=\"step_time_s\">\n      <failure"), std::string::npos) << xml;
+  }
+}
+
+TEST(CiRecipe, TheWorkflowsCarryTheSameCommands) {
+  const std::string doc = test::slurp(test::source_dir() + "/docs/ci.md");
+  for (const auto& l : recipe_lines()) {
+    EXPECT_NE(doc.find("\n          " + l + "\n"), std::string::npos) << "GitHub Actions step lacks: " << l;
+    std::string quoted;
+    for (char c : l) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);
+    const bool plain = doc.find("\n    - " + l + "\n") != std::string::npos;
+    const bool in_quotes = doc.find("\n    - \"" + quoted + "\"\n") != std::string::npos;
+    EXPECT_TRUE(plain || in_quotes) << "GitLab job lacks: " << l;
+  }
 }

@@ -66,9 +66,7 @@ CapacityPlan capacity_plan(const Result& r) {
 
 nlohmann::ordered_json plan_json(const Result& r) {
   nlohmann::ordered_json j;
-  if (r.capacity && !r.fits) {
-    out += "\nplan: not achievable: does not fit (time to train, GPU-hours, energy and cost need a plan that fits)\n";
-  } else if (r.capacity) {
+  if (r.capacity) {
     const auto& c = *r.capacity;
     if (c.steps > 0) {
       j["steps"] = c.steps;
