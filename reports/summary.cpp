@@ -88,8 +88,8 @@ std::string summary(const results::Result& r) {
     out += fmt::format("  {} schedule, {} virtual stages; zero stage {}, recompute {}\n", strategies::to_string(s.parallelism.schedule),
                        s.parallelism.virtual_stages, s.parallelism.zero_stage, strategies::to_string(s.parallelism.recompute));
   if (r.timed) {
-    out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows)\n", r.step_time_s, r.timeline.backend,
-                       r.plan.graph.tasks.size(), r.timeline.flows);
+    out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows){}\n", r.step_time_s, r.timeline.backend,
+                       r.plan.graph.tasks.size(), r.timeline.flows, r.fits ? "" : "; not achievable: does not fit");
     out += achievable_rates(r);
     const auto& b = r.breakdown;
     // The parts add up to the step time. Asynchronous workers keep their own pace: their time
