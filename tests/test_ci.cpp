@@ -32,6 +32,10 @@ TEST(CompareMetrics, EachMetricHasItsOwnTolerance) {
   // --rel-tol stays the tolerance of every metric not named.
   EXPECT_EQ(run_dtsim({"compare", p.a, p.b, "--rel-tol", "0.02"}, p.dir).code, 3);
   EXPECT_EQ(run_dtsim({"compare", p.a, p.b, "--rel-tol", "0.02", "--metric", "memory.peak_bytes=0.05"}, p.dir).code, 0);
+  // A metric named that the results lack is not checked, and the warning says so.
+  const auto absent = run_dtsim({"compare", p.a, p.b, "--metric", "flops.hfu=0.01"}, p.dir);
+  EXPECT_EQ(absent.code, 0);
+  EXPECT_NE(absent.err.find("warning: --metric /flops/hfu: not in both results, not compared"), std::string::npos) << absent.err;
   const auto r = run_dtsim({"compare", p.a, p.b, "--metric", "memory.peak_bytes=0.02"}, p.dir);
   EXPECT_NE(r.out.find("/memory/peak_bytes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(tol 2%)  REGRESSION"), std::string::npos) << r.out;
