@@ -13,14 +13,6 @@ const nlohmann::json* at(const nlohmann::json& j, const std::string& pointer) {
   return j.contains(p) ? &j.at(p) : nullptr;
 }
 
-// The numbers compare() reads, and what each must be.
-struct Metric {
-  const char* pointer;
-  bool higher_is_worse;
-};
-constexpr Metric kMetrics[] = {{"/step_time_s", true}, {"/throughput/samples_per_s", false}, {"/flops/mfu", false},
-                               {"/memory/peak_bytes", true}};
-
 std::string kind(const nlohmann::json& j) {
   if (j.is_array()) return "an array";
   if (j.is_string()) return "a string";
@@ -36,7 +28,7 @@ void check_result(const nlohmann::json& j, const std::string& file) {
   if (!j.is_object()) throw InputError(file, "", "not a dtsim result: expected a JSON object, found " + kind(j));
   if (!j.contains("step_time_s"))
     throw InputError(file, "/step_time_s", "missing: not a result of `dtsim run` (its result.json has it)");
-  for (const Metric& m : kMetrics)
+  for (const MetricInfo& m : known_metrics())
     if (const auto* v = at(j, m.pointer)) {
       if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0)
         throw InputError(file, m.pointer, "expected a finite number >= 0, found " + (v->is_number() ? v->dump() : kind(*v)));
@@ -66,25 +58,30 @@ std::vector<Difference> scenario_differences(const nlohmann::json& base, const n
   return out;
 }
 
-Comparison compare(const nlohmann::json& base, const nlohmann::json& cand, double rel_tol) {
+Comparison compare(const nlohmann::json& base, const nlohmann::json& cand, const Tolerances& tol) {
   Comparison c;
-  for (const Metric& m : kMetrics) {
+  for (const MetricInfo& m : known_metrics()) {
+    if (!m.compared_by_default && !tol.by_pointer.contains(m.pointer)) continue;
     const auto *b = at(base, m.pointer), *n = at(cand, m.pointer);
     if (!b || !n || !b->is_number() || !n->is_number()) continue;
-    double bv = b->get<double>(), nv = n->get<double>();
-    double change = bv != 0 ? (nv - bv) / bv : 0.0;
-    bool worse = m.higher_is_worse ? change > rel_tol : change < -rel_tol;
-    c.regression = c.regression || worse;
-    c.lines.push_back(fmt::format("{:<28} {:>14.6g} -> {:<14.6g} {:+7.2f}%  {}", m.pointer, bv, nv, 100 * change,
-                                  worse ? "REGRESSION" : "ok"));
+    MetricResult r{m.name, m.pointer, b->get<double>(), n->get<double>()};
+    r.change = r.baseline != 0 ? (r.candidate - r.baseline) / r.baseline : 0.0;
+    r.tolerance = tol.of(m.pointer);
+    r.regression = m.higher_is_worse ? r.change > r.tolerance : r.change < -r.tolerance;
+    c.lines.push_back(fmt::format("{:<28} {:>14.6g} -> {:<14.6g} {:+7.2f}% (tol {:g}%)  {}", m.pointer, r.baseline, r.candidate,
+                                  100 * r.change, 100 * r.tolerance, r.regression ? "REGRESSION" : "ok"));
+    c.metrics.push_back(r);
   }
   const auto *bf = at(base, "/memory/fits"), *nf = at(cand, "/memory/fits");
   if (bf && nf && bf->is_boolean() && nf->is_boolean()) {
-    bool worse = bf->get<bool>() && !nf->get<bool>();
-    c.regression = c.regression || worse;
-    c.lines.push_back(fmt::format("{:<28} {:>14} -> {:<14}          {}", "/memory/fits", bf->get<bool>(), nf->get<bool>(),
-                                  worse ? "REGRESSION" : "ok"));
+    MetricResult r{"memory.fits", "/memory/fits", double(bf->get<bool>()), double(nf->get<bool>())};
+    r.is_flag = true;
+    r.regression = bf->get<bool>() && !nf->get<bool>();
+    c.lines.push_back(fmt::format("{:<28} {:>14} -> {:<14}                     {}", "/memory/fits", bf->get<bool>(), nf->get<bool>(),
+                                  r.regression ? "REGRESSION" : "ok"));
+    c.metrics.push_back(r);
   }
+  for (const auto& r : c.metrics) c.regression = c.regression || r.regression;
   return c;
 }
 

@@ -65,7 +65,7 @@ std::string column(const nlohmann::json& r, const std::string& name, double long
 }  // namespace
 
 std::string html_compare(const nlohmann::json& base, const nlohmann::json& cand, const std::string& base_name,
-                         const std::string& cand_name, double rel_tol, const std::string& base_timeline,
+                         const std::string& cand_name, const Tolerances& tol, const std::string& base_timeline,
                          const std::string& cand_timeline) {
   std::string h = "<!doctype html><html><head><meta charset='utf-8'><title>dtsim compare: " + escape(text(base, "/scenario")) + " vs " +
                   escape(text(cand, "/scenario")) +
@@ -78,8 +78,8 @@ std::string html_compare(const nlohmann::json& base, const nlohmann::json& cand,
     for (const auto& d : diffs) h += fmt::format("<li>{}: {} vs {}</li>", escape(d.pointer), escape(d.baseline), escape(d.candidate));
     h += "</ul>\n";
   }
-  const Comparison c = compare(base, cand, rel_tol);
-  h += fmt::format("<p>Left is the baseline, right the candidate; change and verdict at a tolerance of {:g}%:</p><pre>", 100 * rel_tol);
+  const Comparison c = compare(base, cand, tol);
+  h += "<p>Left is the baseline, right the candidate; change, tolerance and verdict of each metric:</p><pre>";
   for (const auto& l : c.lines) h += escape(l) + "\n";
   h += "</pre>\n<div class='compare'>\n";
   const double longest = std::max({number(base, "/step_time_s"), number(cand, "/step_time_s"), 1e-12});

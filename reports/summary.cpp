@@ -47,9 +47,36 @@ std::string parallel_dimensions(const strategies::ParallelismSpec& p) {
   return out;
 }
 
+namespace {
+
+// A plan that does not fit runs out of memory: its rates are what it would do with enough memory,
+// and must not read as what it does.
+std::string achievable_rates(const results::Result& r) {
+  if (!r.fits)
+    return "throughput     not achievable: does not fit\nmodel TFLOP/s  not achievable: does not fit (MFU, HFU likewise)\n";
+  std::string out;
+  if (r.scenario_spec.model.tokens_per_sample() > 0)
+    out += fmt::format("throughput     {:10.1f} samples/s   {:.0f} tokens/s\n", r.samples_per_s, r.tokens_per_s);
+  else
+    out += fmt::format("throughput     {:10.1f} samples/s\n", r.samples_per_s);
+  return out + fmt::format("model TFLOP/s  {:10.1f} per GPU     MFU {:.1f}%   HFU {:.1f}%\n", r.model_tflops_per_gpu,
+                           100 * r.mfu, 100 * r.hfu);
+}
+
+}  // namespace
+
+std::string does_not_fit(const results::Result& r) {
+  const double peak = r.memory.peak();
+  return fmt::format("DOES NOT FIT: GPU {} needs {:.2f} GiB, the device has {:.2f} GiB ({:.2f} GiB, {:.0f}% over)",
+                     r.worst_rank, peak / units::kGiB, r.capacity_bytes / units::kGiB, (peak - r.capacity_bytes) / units::kGiB,
+                     100 * (peak / std::max(r.capacity_bytes, 1.0) - 1));
+}
+
 std::string summary(const results::Result& r) {
   const auto& s = r.scenario_spec;
   std::string out;
+  // First, where no one can miss it: every number below assumes memory the GPUs do not have.
+  if (!r.fits) out += "*** " + does_not_fit(r) + " ***\n";
   const std::string params = r.params >= 1e9 ? fmt::format("{:.2f} B", r.params / 1e9) : fmt::format("{:.2f} M", r.params / 1e6);
   out += fmt::format("{}: {} ({} parameters) on {} x {} ({} nodes x {})\n", r.scenario, s.model.name, params, r.gpus,
                      s.device.name, s.cluster.nodes, s.cluster.gpus_per_node);
@@ -61,14 +88,9 @@ std::string summary(const results::Result& r) {
     out += fmt::format("  {} schedule, {} virtual stages; zero stage {}, recompute {}\n", strategies::to_string(s.parallelism.schedule),
                        s.parallelism.virtual_stages, s.parallelism.zero_stage, strategies::to_string(s.parallelism.recompute));
   if (r.timed) {
-    out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows)\n", r.step_time_s, r.timeline.backend,
-                       r.plan.graph.tasks.size(), r.timeline.flows);
-    if (s.model.tokens_per_sample() > 0)
-      out += fmt::format("throughput     {:10.1f} samples/s   {:.0f} tokens/s\n", r.samples_per_s, r.tokens_per_s);
-    else
-      out += fmt::format("throughput     {:10.1f} samples/s\n", r.samples_per_s);
-    out += fmt::format("model TFLOP/s  {:10.1f} per GPU     MFU {:.1f}%   HFU {:.1f}%\n", r.model_tflops_per_gpu,
-                       100 * r.mfu, 100 * r.hfu);
+    out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows){}\n", r.step_time_s, r.timeline.backend,
+                       r.plan.graph.tasks.size(), r.timeline.flows, r.fits ? "" : "; not achievable: does not fit");
+    out += achievable_rates(r);
     const auto& b = r.breakdown;
     // The parts add up to the step time. Asynchronous workers keep their own pace: their time
     // while all of them ran, per step's worth of updates.

@@ -278,3 +278,13 @@ TEST(ServeTrust, ExtendsNeverReadsAProcFile) {
       << r.err;
   EXPECT_EQ(r.err.find("last read"), std::string::npos) << r.err;
 }
+
+// Issue 31: a scenario file that extends another and names nothing is named after its file; a
+// request has no file of its own ("scenario.json" in the child's folder), so it keeps its base's name.
+TEST(ServeTrust, ARequestThatExtendsAndNamesNothingKeepsItsBasesName) {
+  Server server;
+  const auto r = request(server.port(), "POST", "/api/run",
+                         R"({"extends": "gpt2-dp8-a100", "simulation": {"backend": "analytical"}})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"scenario\": \"gpt2-dp8-a100\""), std::string::npos) << r.body.substr(0, 300);
+}

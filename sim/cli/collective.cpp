@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "sim/cli/collective_nccl.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
@@ -49,6 +50,33 @@ network::ClusterSpec default_cluster(int gpus, int per_node) {
   return c;
 }
 
+struct Participants {
+  network::ClusterSpec cluster;
+  int gpus = 0;
+  std::string device = "simulated GPU";  // the scenario's, for nccl-tests' "Using devices" lines
+};
+
+// --scenario's cluster or the default one, and how many of its GPUs take part.
+Participants participants(const CollectiveOptions& o) {
+  Participants p;
+  if (!o.scenario.empty()) {
+    const auto s = config::load_scenario(o.scenario);
+    p.cluster = s.cluster;
+    p.device = s.device.name;
+  }
+  // Without --gpus, a borrowed cluster's every GPU: a torus runs its dimension-by-dimension rings
+  // only over all of its chips.
+  p.gpus = o.gpus > 0 ? o.gpus : !o.scenario.empty() ? p.cluster.num_gpus() : 8;
+  if (o.scenario.empty()) {
+    if (p.gpus % std::min(o.gpus_per_node, p.gpus) != 0)
+      throw InputError("", "--gpus", fmt::format("{} GPUs do not fill nodes of {}", p.gpus, o.gpus_per_node));
+    p.cluster = default_cluster(p.gpus, o.gpus_per_node);
+  }
+  if (p.gpus > p.cluster.num_gpus())
+    throw InputError("", "--gpus", fmt::format("{} GPUs asked, the cluster has {}", p.gpus, p.cluster.num_gpus()));
+  return p;
+}
+
 }  // namespace
 
 int collective(const CollectiveOptions& o) {
@@ -57,18 +85,7 @@ int collective(const CollectiveOptions& o) {
   const std::string algorithm_name = !o.algorithm.empty() ? o.algorithm : *op == taskgraph::CollectiveOp::AllToAll ? "direct" : "ring";
   const auto algorithm = taskgraph::algorithm_from_string(algorithm_name);
   if (!algorithm) throw InputError("", "--algorithm", fmt::format("unknown algorithm \"{}\"", o.algorithm));
-  network::ClusterSpec cluster;
-  if (!o.scenario.empty()) cluster = config::load_scenario(o.scenario).cluster;
-  // Without --gpus, a borrowed cluster's every GPU: a torus runs its dimension-by-dimension rings
-  // only over all of its chips.
-  const int gpus = o.gpus > 0 ? o.gpus : !o.scenario.empty() ? cluster.num_gpus() : 8;
-  if (o.scenario.empty()) {
-    if (gpus % std::min(o.gpus_per_node, gpus) != 0)
-      throw InputError("", "--gpus", fmt::format("{} GPUs do not fill nodes of {}", gpus, o.gpus_per_node));
-    cluster = default_cluster(gpus, o.gpus_per_node);
-  }
-  if (gpus > cluster.num_gpus())
-    throw InputError("", "--gpus", fmt::format("{} GPUs asked, the cluster has {}", gpus, cluster.num_gpus()));
+  const auto [cluster, gpus, device] = participants(o);
   const double begin = parse_size(o.min_bytes, "-b"), end = parse_size(o.max_bytes, "-e");
   if (begin > end) throw InputError("", "-b", "the smallest size is larger than the largest (-e)");
   if (!(o.factor > 1.0) || !std::isfinite(o.factor)) throw InputError("", "-f", "the size factor must be greater than 1");
@@ -102,13 +119,22 @@ int collective(const CollectiveOptions& o) {
   replay::ReplayInput in{g, none, platform};
   const auto t = o.analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
 
+  const double factor = network::bus_bandwidth_factor(*op, gpus);
+  if (o.format == "nccl-tests") {
+    NcclTable table{*op, gpus, cluster.gpus_per_node, begin, end, o.factor, device, {}};
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const double secs = t.end[i] - t.start[i], algbw = secs > 0 ? sizes[i] / secs / 1e9 : 0.0;
+      table.rows.push_back({sizes[i], secs * 1e6, algbw, algbw * factor});
+    }
+    std::cout << nccl_tests_table(table);
+    return 0;
+  }
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (o.format != "json")
     std::cout << fmt::format("# {} {} on {} GPUs ({} per node), {} backend\n", o.op, algorithm_name, gpus,
                              cluster.gpus_per_node, t.backend)
               << fmt::format("{:>13} {:>12} {:>6} {:>12} {:>11} {:>11}\n", "size", "count", "type", "time_us", "algbw_GBps",
                              "busbw_GBps");
-  const double factor = network::bus_bandwidth_factor(*op, gpus);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const double secs = t.end[i] - t.start[i];
     const double algbw = secs > 0 ? sizes[i] / secs / 1e9 : 0.0;

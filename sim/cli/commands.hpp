@@ -1,17 +1,21 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dtsim::cli {
 
 struct RunOptions {
   std::string scenario, out_dir, format = "text";
   bool trace = false, html = false;
+  bool require_fit = false;  // exit 3 when the plan does not fit in the GPUs' memory
 };
 
 struct CompareOptions {
   std::string baseline, candidate;
-  double rel_tol = 0.02;
+  double rel_tol = -1;                  // -1: not given, each metric its default (reports::known_metrics)
+  std::vector<std::string> metrics;     // "step_time_s=0.02": one metric's tolerance
+  std::string format = "text";          // text, json or junit
   bool strict = false;  // results of different scenarios: an input error rather than a warning
   std::string html;     // also write the two side by side as a page here
 };

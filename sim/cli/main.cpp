@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--format", run.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_flag("--trace", run.trace, "also write a Chrome trace (trace.json)");
   run_cmd->add_flag("--html", run.html, "also write report.html: timeline, breakdown and memory bars");
+  run_cmd->add_flag("--require-fit", run.require_fit, "exit 3 when the model does not fit in the GPUs' memory");
 
   std::string mem_scenario, mem_format = "text";
   auto* mem_cmd = app.add_subcommand("memory", "per-GPU memory breakdown only, no time simulation");
@@ -51,7 +52,12 @@ int main(int argc, char** argv) {
   auto* cmp_cmd = app.add_subcommand("compare", "compare two result.json files; exit 3 on a regression");
   cmp_cmd->add_option("baseline", cmp.baseline, "baseline result.json")->required();
   cmp_cmd->add_option("candidate", cmp.candidate, "candidate result.json")->required();
-  cmp_cmd->add_option("--rel-tol", cmp.rel_tol, "relative tolerance (share, 0.02 = 2%)")->check(CLI::Range(0.0, 10.0));
+  cmp_cmd->add_option("--rel-tol", cmp.rel_tol, "tolerance of every metric --metric does not name (share, 0.02 = 2%)")
+      ->check(CLI::Range(0.0, 10.0));
+  cmp_cmd->add_option("--metric", cmp.metrics,
+                      "one metric's tolerance, repeatable: step_time_s=0.02, memory.peak_bytes=0.05 (a path into result.json)");
+  cmp_cmd->add_option("--format", cmp.format, "stdout format: text, json, or junit (JUnit XML for CI)")
+      ->check(CLI::IsMember({"text", "json", "junit"}));
   cmp_cmd->add_option("--html", cmp.html, "also write the two results side by side as a self-contained page");
   cmp_cmd->add_flag("--strict", cmp.strict, "results of different scenarios are an error (exit 2), not a warning");
 
@@ -75,7 +81,8 @@ int main(int argc, char** argv) {
   coll_cmd->add_option("-b,--minbytes", coll.min_bytes, "smallest size (8, 64K, 128M, 8G)");
   coll_cmd->add_option("-e,--maxbytes", coll.max_bytes, "largest size");
   coll_cmd->add_option("-f,--stepfactor", coll.factor, "size multiplier between rows");
-  coll_cmd->add_option("--format", coll.format, "stdout format")->check(CLI::IsMember({"text", "json"}));
+  coll_cmd->add_option("--format", coll.format, "stdout format: text, json, or nccl-tests (its *_perf binaries' exact layout)")
+      ->check(CLI::IsMember({"text", "json", "nccl-tests"}));
   coll_cmd->add_flag("--analytical", coll.analytical, "price each size alone instead of replaying on SimGrid");
 
   cli::ProfileOptions prof;

@@ -70,6 +70,16 @@ const std::map<std::string, std::string>& shipped() {
   return names;
 }
 
+// The "name" a shipped scenario sets, else the name the request gave it.
+std::string base_name(const std::string& file, const std::string& fallback) {
+  try {
+    const Json base = parse_json_file(file);
+    if (base.is_object() && base.contains("name") && base["name"].is_string()) return base["name"].get<std::string>();
+  } catch (const std::exception&) {
+  }
+  return fallback;
+}
+
 bool loopback_name(const std::string& name, const std::string& bind) {
   if (name == "localhost" || name == "[::1]") return true;
   if (name == bind || "[" + bind + "]" == name) return true;
@@ -115,6 +125,9 @@ std::variant<std::string, Answer> prepare(const std::string& body) {
                     "a request may only extend one of the project's scenarios, by the name `dtsim list scenarios` "
                     "shows (\"gpt2-dp8-a100\"), never a file");
     j["extends"] = file;
+    // The command line would name a variant after its file, "scenario" here: the request's
+    // results are its own, so it keeps its base's name as before.
+    if (!j.contains("name")) j["name"] = base_name(file, name);
     changed = true;
   }
   const bool has_sim = j.contains("simulation");

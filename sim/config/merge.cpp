@@ -84,6 +84,9 @@ Json load_chain(const std::string& path, const fs::path& root, Origins& origins,
     merged = load_chain(base, root, origins, active, depth + 1);
     active.erase(key);
     doc.erase("extends");
+    // A variant that names itself nothing must not take its base's name: its results would go to
+    // out/<base's name>/ and overwrite the base's. Its own file's stem names it instead.
+    if (depth == 0 && !doc.contains("name")) doc["name"] = fs::path(path).stem().string();
   }
   origins.record(doc, "", path);
   deep_merge(merged, doc);

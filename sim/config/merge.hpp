@@ -13,7 +13,8 @@ struct Document {
 
 // Loads a scenario file, following `extends` (resolved relative to the file naming it) and
 // deep-merging each file over its base: objects merge key by key, null removes a key (as in
-// JSON Merge Patch), anything else replaces.
+// JSON Merge Patch), anything else replaces. A file that extends another and sets no "name" is
+// named after its own file's stem ("variant.json": "variant"), never its base's.
 // A base must lie in the first file's folder tree or in the project's scenarios/ (links resolved),
 // unless allow_extends_outside(true) (the command line's --allow-outside) was called.
 Document load_with_extends(const std::string& path);

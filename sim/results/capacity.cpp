@@ -111,6 +111,9 @@ std::string plan_text(const Result& r) {
   std::string out;
   if (r.capacity) {
     const auto& c = *r.capacity;
+    // The sizing question ("how long on one A100?") still gets its answer, marked as one no run
+    // can reach.
+    if (!r.fits) out += "\nnot achievable: does not fit; the plan below is what it would take with enough memory";
     const bool priced = c.price_per_gpu_hour_usd > 0;
     if (c.steps > 0) {
       out += fmt::format("\nplan: {} steps ({:.3g} tokens) take {}", c.steps, c.tokens, duration(c.time_s));

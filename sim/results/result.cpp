@@ -31,6 +31,9 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   nlohmann::ordered_json j;
   j["schema_version"] = 1;
   j["scenario"] = r.scenario;
+  // Only where it is false, so results that fit keep their bytes: every rate, the plan's time and
+  // cost below assume memory the GPUs do not have.
+  if (!r.fits) j["achievable"] = false;
   if (r.timed) {
     j["step_time_s"] = r.step_time_s;
     j["throughput"] = {{"samples_per_s", r.samples_per_s}};
@@ -59,6 +62,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                  {"peak_bytes", whole_bytes(r.memory.peak())},
                  {"capacity_bytes", whole_bytes(r.capacity_bytes)},
                  {"fits", r.fits}};
+  if (!r.fits) j["memory"]["shortfall_bytes"] = whole_bytes(r.memory.peak() - r.capacity_bytes);
   // Host memory as a tier of its own, per node (offload); absent when nothing lives there.
   if (r.plan.host_bytes() > 0 || r.plan.pcie_bytes_per_step > 0) {
     const int per_node = s.cluster.gpus_per_node;
