@@ -92,11 +92,13 @@ TEST(TrustNumbers, CompareReportsThePrecisionDifference) {
   test::TempDir dir;
   const auto bf16 = scenario_over_base(dir, "same", "");
   ASSERT_EQ(run_dtsim({"run", bf16, "-o", dir.path("a")}, dir).code, 0);
-  const auto fp8 = dir.file("fp8.json", R"({"extends": "same.json", "training": {"global_batch_size": 64, "precision": "fp8"}})");
+  const auto fp8 = dir.file("fp8.json", R"({"extends": "same.json", "name": "same", "training": {"global_batch_size": 64, "precision": "fp8"}})");
   ASSERT_EQ(run_dtsim({"run", fp8, "-o", dir.path("b")}, dir).code, 0);
   const std::string a = dir.path("a/result.json"), b = dir.path("b/result.json");
   auto loose = run_dtsim({"compare", a, b}, dir);
   EXPECT_NE(loose.err.find("/training/precision: \"bf16\" vs \"fp8\""), std::string::npos) << loose.err;
+  // Same scenario name (a variant without one is named after its file): --strict then refuses
+  // on the configuration itself.
   auto strict = run_dtsim({"compare", a, b, "--strict"}, dir);
   EXPECT_EQ(strict.code, 2) << strict.err;
   EXPECT_NE(strict.err.find("/training/precision"), std::string::npos) << strict.err;
