@@ -38,6 +38,16 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
+// The children of `parent` once it has any: bounded at 2,000 looks 10 ms apart.
+std::vector<pid_t> first_children_of(pid_t parent) {
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 2000 && kids.empty(); ++i) {
+    kids = children_of(parent);
+    if (kids.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return kids;
+}
+
 // Alive and not a zombie waiting for a parent to reap it.
 bool running(pid_t pid) {
   const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
@@ -201,11 +211,7 @@ TEST(ServeTrust, SigtermKillsRunningChildrenAndRemovesTheirFolders) {
   test::TempDir tmp;
   Server server({}, tmp.path());
   std::thread client([&] { request(server.port(), "POST", "/api/run", kSlow); });
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 2000 && kids.empty(); ++i) {
-    kids = children_of(server.pid());
-    if (kids.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const std::vector<pid_t> kids = first_children_of(server.pid());
   ASSERT_FALSE(kids.empty()) << "the simulation never started";
   const int st = server.stop();
   client.join();
@@ -219,11 +225,7 @@ TEST(ServeTrust, AChildDiesWithAKilledServer) {
   test::TempDir tmp;
   Server server({}, tmp.path());
   std::thread client([&] { request(server.port(), "POST", "/api/run", kSlow); });
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 2000 && kids.empty(); ++i) {
-    kids = children_of(server.pid());
-    if (kids.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const std::vector<pid_t> kids = first_children_of(server.pid());
   ASSERT_FALSE(kids.empty()) << "the simulation never started";
   kill(server.pid(), SIGKILL);
   // Bounded: the kernel delivers the parent-death signal as the server's threads end. The
