@@ -9,6 +9,9 @@ template <class... F>
 struct Overload : F... {
   using F::operator()...;
 };
+// clang 14 (the fuzz build's compiler) does not deduce an aggregate's template arguments yet.
+template <class... F>
+Overload(F...) -> Overload<F...>;
 }  // namespace
 
 const char* ModelSpec::kind() const {
