@@ -7,6 +7,7 @@
 # build-fuzz/corpus/ (build-fuzz/corpus-serve/) across runs. Inputs that crash, trip a sanitizer or
 # escape as anything but an input error land in build-fuzz/findings/; replay one with:
 # build-fuzz/tests/fuzz/dtsim_scenario_fuzzer FILE (or dtsim_serve_fuzzer FILE)
+# DTSIM_FUZZ_JOBS=N runs N independent processes (one per core) and prints the inputs tried.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 harness=scenario
@@ -46,6 +47,21 @@ if [ "$harness" = serve ]; then
   printf '"%s"\n' 'POST /api/run' 'GET /' 'Host: ' 'Origin: ' 'localhost:8080' 'http://' '"extends"' >> build-fuzz/scenario.dict
 fi
 
-"build-fuzz/tests/fuzz/dtsim_${harness}_fuzzer" "$corpus" "$seeds" \
-  -dict=build-fuzz/scenario.dict -max_total_time="$seconds" -max_len=16384 -timeout=30 -rss_limit_mb=4096 \
-  -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 "${@:2}"
+options=(-dict=build-fuzz/scenario.dict -max_total_time="$seconds" -max_len=16384 -timeout=30 -rss_limit_mb=4096
+  -artifact_prefix=build-fuzz/findings/ -print_final_stats=1)
+jobs=${DTSIM_FUZZ_JOBS:-1}
+if [ "$jobs" -le 1 ]; then
+  exec "build-fuzz/tests/fuzz/dtsim_${harness}_fuzzer" "$corpus" "$seeds" "${options[@]}" "${@:2}"
+fi
+# DTSIM_FUZZ_JOBS=N: N independent processes, each with its own corpus and -seed (no shared
+# folder to contend on), logs in build-fuzz/logs/; prints the inputs tried and the peak RSS.
+mkdir -p build-fuzz/logs
+for i in $(seq 1 "$jobs"); do
+  mkdir -p "$corpus-$i"
+  "build-fuzz/tests/fuzz/dtsim_${harness}_fuzzer" "$corpus-$i" "$seeds" "${options[@]}" -seed=$((1000 + i)) "${@:2}" \
+    > "build-fuzz/logs/$harness-$i.log" 2>&1 &
+done
+wait
+cat build-fuzz/logs/"$harness"-*.log | awk '/number_of_executed_units/ {n += $2} /peak_rss_mb/ && $2 > m {m = $2}
+  END {printf "%d processes: %d inputs, peak RSS %d MB\n", '"$jobs"', n, m}'
+ls build-fuzz/findings
