@@ -2,7 +2,8 @@
 # install_packages NAME...: installs those of the Debian packages NAME... that are missing, from
 # Debian's archive only. dtsim_packages: what dtsim builds and tests with.
 dtsim_packages=(build-essential cmake pkg-config libsimgrid-dev libeigen3-dev libboost-dev
-                nlohmann-json3-dev libfmt-dev libcli11-dev googletest libgtest-dev)
+                nlohmann-json3-dev libfmt-dev libcli11-dev googletest libgtest-dev
+                python3-jsonschema)
 
 install_packages() {
   local missing=() p

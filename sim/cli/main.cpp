@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/cli/commands.hpp"
+#include "sim/cli/describe.hpp"
 #include "sim/cli/serve.hpp"
 #include "sim/cli/realrun.hpp"
 #include "sim/config/merge.hpp"
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--max-connections", srv.max_connections, "connections open at once; more get HTTP 503 (default 64)")
       ->check(CLI::Range(1, 4096));
   cli::Realrun realrun(app);  // realrun, and its hidden realrun-worker
+  const cli::Describe describe(app);
   bool allow_outside = false;
   for (auto* c : {run_cmd, mem_cmd, sweep_cmd, coll_cmd, prof_cmd})
     c->add_flag("--allow-outside", allow_outside,
@@ -150,6 +152,7 @@ int main(int argc, char** argv) {
     if (*sweep_cmd) return cli::sweep(sw);
     if (*serve_cmd) return cli::serve(srv);
     if (const int rc = realrun.dispatch(); rc >= 0) return rc;
+    if (const int rc = describe.dispatch(); rc >= 0) return rc;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

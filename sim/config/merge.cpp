@@ -10,6 +10,7 @@
 #include <set>
 
 #include "sim/core/errors.hpp"
+#include "sim/core/key_catalog.hpp"
 #include "sim/core/paths.hpp"
 
 namespace dtsim::config {
@@ -68,6 +69,7 @@ Json load_chain(const std::string& path, const fs::path& root, Origins& origins,
   Json doc = parse_json_file(path);
   if (!doc.is_object()) throw InputError(path, "", "a scenario must be a JSON object");
   Json merged = Json::object();
+  KeyCatalog::note({"", "/extends", "string", "", "", {}, "", false});
   if (doc.contains("extends")) {
     const Json& ext = doc["extends"];
     if (!ext.is_string() || ext.get<std::string>().empty())
@@ -109,6 +111,7 @@ Document load_with_extends(const std::string& path) {
 }
 
 std::string expand_preset(Document& doc, const std::string& key, const std::string& sub, const std::string& what) {
+  KeyCatalog::note({"", "/" + key + "/preset", "string", "", "", list_json_stems(sub), "", false});
   if (!doc.json.contains(key) || !doc.json[key].is_object() || !doc.json[key].contains("preset")) return "";
   const std::string at = "/" + key;
   Json& node = doc.json[key];
@@ -129,6 +132,7 @@ std::string expand_preset(Document& doc, const std::string& key, const std::stri
   Json preset = parse_json_file(file);
   auto origins = std::make_shared<Origins>();
   origins->default_file = file;
+  const CatalogDocument kind("preset file");
   Reader top(preset, "", origins);
   top.ignore("description");
   top.ignore("source");

@@ -7,6 +7,7 @@
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/json_reader.hpp"
+#include "sim/core/key_catalog.hpp"
 #include "sim/core/paths.hpp"
 
 namespace dtsim::config {
@@ -39,6 +40,7 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   Json doc = parse_json_file(file);
   auto origins = std::make_shared<Origins>();
   origins->default_file = file;
+  const CatalogDocument kind("device profile");
   Reader r(doc, "", origins);
   cost::DeviceProfile d;
   d.file = file;

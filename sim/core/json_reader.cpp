@@ -9,6 +9,7 @@
 
 #include "sim/core/errors.hpp"
 #include "sim/core/files.hpp"
+#include "sim/core/key_catalog.hpp"
 
 namespace dtsim {
 
@@ -167,7 +168,32 @@ std::string shown(const Json& v) {
   std::string s = v.dump();
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
+std::string range_text(Range r) {
+  if (r.min == -std::numeric_limits<double>::infinity() || r.min <= -1e300) return fmt::format("<= {:g}", r.max);
+  return fmt::format("{} {:g} and <= {:g}", r.min_exclusive ? ">" : ">=", r.min, r.max);
+}
+// A default quantity in the suffix a person would write it in (the largest that keeps it >= 1).
+std::string quantity_text(std::string_view base, units::Dimension d, double si) {
+  const auto& all = units::suffixes(d);
+  const units::Suffix* best = &all.front();
+  for (const auto& s : all)
+    if (s.suffix != "min" && s.suffix != "hours" && s.suffix != "days" && s.suffix != "MB" && s.suffix != "GB" &&
+        s.suffix != "Gbps" && si != 0 && std::fabs(si) / s.to_si >= 1 && s.to_si > best->to_si)
+      best = &s;
+  return fmt::format("{}_{} = {:g}", base, best->suffix, si / best->to_si);
+}
+std::string unit_text(std::string_view base, units::Dimension d) {
+  std::vector<std::string> names;
+  for (const auto& s : units::suffixes(d)) names.push_back(std::string(base) + "_" + std::string(s.suffix));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
 }  // namespace
+
+void Reader::declare(std::string_view key, const char* type, std::string range, std::string fallback, bool required,
+                     std::vector<std::string> choices, std::string unit) const {
+  KeyCatalog::note(KeyDeclaration{"", pointer(key), type, std::move(unit), std::move(range), std::move(choices),
+                                  std::move(fallback), required});
+}
 
 Reader::Reader(const Json& object, std::string pointer, std::shared_ptr<const Origins> origins)
     : object_(object), pointer_(std::move(pointer)), origins_(std::move(origins)) {
@@ -197,7 +223,10 @@ const Json& Reader::require(std::string_view key) {
   return *v;
 }
 
-const Json& Reader::raw(std::string_view key) { return require(key); }
+const Json& Reader::raw(std::string_view key) {
+  declare(key, "any", "", "", true);
+  return require(key);
+}
 
 double Reader::to_range(std::string_view key, double value, Range r, const std::string& text) const {
   bool low = r.min_exclusive ? !(value > r.min) : !(value >= r.min);
@@ -208,6 +237,7 @@ double Reader::to_range(std::string_view key, double value, Range r, const std::
 }
 
 std::int64_t Reader::integer(std::string_view key, std::int64_t min, std::int64_t max) {
+  declare(key, "integer", fmt::format("{} to {}", min, max), "", true);
   const Json& v = require(key);
   bool integral = v.is_number_integer() || v.is_number_unsigned() ||
                   (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
@@ -226,20 +256,24 @@ std::int64_t Reader::integer(std::string_view key, std::int64_t min, std::int64_
 }
 
 std::int64_t Reader::integer(std::string_view key, std::int64_t min, std::int64_t max, std::int64_t fallback) {
+  declare(key, "integer", fmt::format("{} to {}", min, max), std::to_string(fallback), false);
   return has(key) ? integer(key, min, max) : (seen_.insert(std::string(key)), fallback);
 }
 
 double Reader::number(std::string_view key, Range r) {
+  declare(key, "number", range_text(r), "", true);
   const Json& v = require(key);
   if (!v.is_number()) fail(key, fmt::format("expected a number, got {} {}", type_name(v), shown(v)));
   return to_range(key, v.get<double>(), r, shown(v));
 }
 
 double Reader::number(std::string_view key, Range r, double fallback) {
+  declare(key, "number", range_text(r), fmt::format("{:g}", fallback), false);
   return has(key) ? number(key, r) : (seen_.insert(std::string(key)), fallback);
 }
 
 bool Reader::boolean(std::string_view key, bool fallback) {
+  declare(key, "boolean", "", fallback ? "true" : "false", false);
   const Json* v = find(key);
   if (!v) return fallback;
   if (!v->is_boolean()) fail(key, fmt::format("expected true or false, got {} {}", type_name(*v), shown(*v)));
@@ -247,16 +281,19 @@ bool Reader::boolean(std::string_view key, bool fallback) {
 }
 
 std::string Reader::text(std::string_view key) {
+  declare(key, "string", "", "", true);
   const Json& v = require(key);
   if (!v.is_string()) fail(key, fmt::format("expected a string, got {} {}", type_name(v), shown(v)));
   return v.get<std::string>();
 }
 
 std::string Reader::text(std::string_view key, const std::string& fallback) {
+  declare(key, "string", "", Json(fallback).dump(), false);
   return has(key) ? text(key) : (seen_.insert(std::string(key)), fallback);
 }
 
 std::string Reader::choice(std::string_view key, const std::vector<std::string>& allowed) {
+  declare(key, "string", "", "", true, allowed);
   std::string s = text(key);
   for (const auto& a : allowed)
     if (a == s) return s;
@@ -264,10 +301,12 @@ std::string Reader::choice(std::string_view key, const std::vector<std::string>&
 }
 
 std::string Reader::choice(std::string_view key, const std::vector<std::string>& allowed, const std::string& fallback) {
+  declare(key, "string", "", Json(fallback).dump(), false, allowed);
   return has(key) ? choice(key, allowed) : (seen_.insert(std::string(key)), fallback);
 }
 
 std::optional<double> Reader::optional_quantity(std::string_view base, units::Dimension d, Range si) {
+  declare(base, "quantity", range_text(si) + " (SI)", "", false, {}, unit_text(base, d));
   std::optional<double> out;
   std::string found;
   for (const auto& s : units::suffixes(d)) {
@@ -298,6 +337,7 @@ double Reader::number_in(std::string_view key, units::Dimension d, double to_si,
 }
 
 double Reader::quantity(std::string_view base, units::Dimension d, Range si) {
+  declare(base, "quantity", range_text(si) + " (SI)", "", true, {}, unit_text(base, d));
   if (auto v = optional_quantity(base, d, si)) return *v;
   std::vector<std::string> names;
   for (const auto& s : units::suffixes(d)) names.push_back(std::string(base) + "_" + std::string(s.suffix));
@@ -305,12 +345,17 @@ double Reader::quantity(std::string_view base, units::Dimension d, Range si) {
 }
 
 double Reader::quantity(std::string_view base, units::Dimension d, Range si, double fallback_si) {
+  declare(base, "quantity", range_text(si) + " (SI)", quantity_text(base, d, fallback_si), false, {}, unit_text(base, d));
   return optional_quantity(base, d, si).value_or(fallback_si);
 }
 
-Reader Reader::object(std::string_view key) { return Reader(require(key), pointer(key), origins_); }
+Reader Reader::object(std::string_view key) {
+  declare(key, "object", "", "", true);
+  return Reader(require(key), pointer(key), origins_);
+}
 
 std::optional<Reader> Reader::optional_object(std::string_view key) {
+  declare(key, "object", "", "", false);
   const Json* v = find(key);
   if (!v) return std::nullopt;
   return Reader(*v, pointer(key), origins_);
@@ -322,6 +367,7 @@ void Reader::finish() const {
 }
 
 std::vector<std::pair<double, double>> Reader::efficiency_points(std::string_view key) {
+  declare(key, "array", "[[size, efficiency], ...]: sizes increasing, 0 < efficiency <= 1", "", true);
   std::vector<std::pair<double, double>> out;
   const Json& pts = raw(key);
   auto bad = [&] { fail(key, "expected [[size, efficiency], ...] with sizes increasing and 0 < efficiency <= 1"); };

@@ -77,6 +77,9 @@ class Reader {
   [[noreturn]] void fail_here(const std::string& reason) const;
 
  private:
+  // Records the key for `dtsim describe` when a KeyCatalog listens (a no-op otherwise).
+  void declare(std::string_view key, const char* type, std::string range, std::string fallback, bool required,
+               std::vector<std::string> choices = {}, std::string unit = "") const;
   const Json& require(std::string_view key);
   const Json* find(std::string_view key);
   double to_range(std::string_view key, double value, Range r, const std::string& shown) const;

@@ -5,6 +5,7 @@
 
 #include "sim/core/errors.hpp"
 #include "sim/core/json_reader.hpp"
+#include "sim/core/key_catalog.hpp"
 
 namespace dtsim::cost {
 
@@ -173,6 +174,7 @@ nlohmann::json KernelTable::to_json() const {
 KernelTable KernelTable::from_json(const nlohmann::json& j, const std::string& file) {
   auto origins = std::make_shared<Origins>();
   origins->default_file = file;
+  const CatalogDocument kind("kernel table");
   Reader r(j, "", origins);
   KernelTable t;
   t.provenance = r.raw("provenance");
