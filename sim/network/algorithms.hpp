@@ -7,6 +7,28 @@
 // the root of rooted operations. Bytes follow nccl-tests: S is the full buffer.
 namespace dtsim::network::algorithms {
 
+// How many flows each lowering makes, for the budget's bound before anything is built
+// (flow_bound.cpp): in all, in its widest phase, and whether its hops run as chains. Each is beside
+// its lowering and counts one group of p ranks; `channels` is the ring channels a group leaving its
+// node runs (one per NIC), `passes` 2 for an all-reduce and 1 for a reduce-scatter or all-gather.
+struct FlowCount {
+  double flows = 0, widest = 0;
+  bool chained = false;
+};
+FlowCount ring_flows(double p, double channels);  // also the ring channels' broadcast and reduce chains
+FlowCount torus_flows(double p, double dimensions, double passes);  // added to the ring's
+FlowCount double_tree_flows(double p, double channels);
+FlowCount binomial_flows(double p);
+FlowCount halving_doubling_flows(double p, double passes);
+FlowCount hierarchical_flows(double p);
+FlowCount direct_flows(double p, double passes);  // passes 1: an all-to-all
+FlowCount naive_flows(double p);
+FlowCount round_robin_flows(double p, double passes);
+FlowCount master_worker_flows(double p);
+FlowCount parameter_server_flows(double p, double shards);
+FlowCount central_storage_flows(double p);
+FlowCount nvls_flows(double p, bool spans_nodes);  // nvls.cpp
+
 // Ring over `passes` x (p-1) steps of S/p per hop: all-reduce 2, reduce-scatter/all-gather 1.
 // Across nodes one ring per NIC (NCCL's channels), each leaving its node through another NIC.
 LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes);

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/network/algorithms.hpp"
 #include "sim/network/collectives.hpp"
 
 namespace dtsim::network {
@@ -39,66 +40,58 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
   const bool spans = p > per_node;
   const double channels = spans ? std::max(1.0, std::min<double>(c.nics_per_node, per_node)) : 1.0;
   const double log2p = std::ceil(std::log2(p));
-  auto set = [&](double flows, double widest, bool chained) {
-    b.flows = flows * groups;
-    b.widest = widest * groups;
-    b.chained = chained;
+  auto set = [&](algorithms::FlowCount n) {
+    b.flows = n.flows * groups;
+    b.widest = n.widest * groups;
+    b.chained = n.chained;
   };
   const bool reduces = op == CollectiveOp::AllReduce;
+  namespace al = algorithms;
   switch (op) {
-    case CollectiveOp::SendRecv: set(1, 1, false); return b;
+    case CollectiveOp::SendRecv: set({1, 1, false}); return b;
     case CollectiveOp::Broadcast:
     case CollectiveOp::Reduce:  // a binomial tree, or a chain per ring channel: p - 1 hops each
-      if (a == Algorithm::Tree) set(p, p, false);
-      else set(channels * p, channels * p, true);
+      set(a == Algorithm::Tree ? al::binomial_flows(p) : al::ring_flows(p, channels));
       return b;
-    case CollectiveOp::AllToAll:
-      if (a == Algorithm::RoundRobin) set(p * p, p, false);
-      else set(p * p, p * p, false);  // direct, also what Auto picks
+    case CollectiveOp::AllToAll:  // direct is also what Auto picks
+      set(a == Algorithm::RoundRobin ? al::round_robin_flows(p, 1) : al::direct_flows(p, 1));
       return b;
     default: break;
   }
   const double passes = reduces ? 2.0 : 1.0;  // all-reduce = reduce-scatter + all-gather
   switch (a) {
-    case Algorithm::Ring: set(channels * p, channels * p, true); break;
-    case Algorithm::Tree: set(4 * channels * p, 4 * channels * p, true); break;
-    case Algorithm::HalvingDoubling: set(passes * p * (log2p + 1), p, true); break;
-    case Algorithm::Hierarchical: set(3 * p, 2 * p, true); break;
-    case Algorithm::Direct: set(passes * p * p, p * p, false); break;
-    case Algorithm::Naive: set(p * p, p * p, false); break;
-    case Algorithm::RoundRobin: set(passes * p * p, p, false); break;
-    case Algorithm::MasterWorker: set(2 * p, p, false); break;
-    case Algorithm::ParameterServer: {
-      const double shards = c.ps_servers > 0 ? c.ps_servers : p;
-      set(2 * p * shards, p * shards, false);
-      break;
-    }
-    case Algorithm::CentralStorage: set(2 * p, p, false); break;
+    case Algorithm::Ring: set(al::ring_flows(p, channels)); break;
+    case Algorithm::Tree: set(al::double_tree_flows(p, channels)); break;
+    case Algorithm::HalvingDoubling: set(al::halving_doubling_flows(p, passes)); break;
+    case Algorithm::Hierarchical: set(al::hierarchical_flows(p)); break;
+    case Algorithm::Direct: set(al::direct_flows(p, passes)); break;
+    case Algorithm::Naive: set(al::naive_flows(p)); break;
+    case Algorithm::RoundRobin: set(al::round_robin_flows(p, passes)); break;
+    case Algorithm::MasterWorker: set(al::master_worker_flows(p)); break;
+    case Algorithm::ParameterServer: set(al::parameter_server_flows(p, c.ps_servers > 0 ? c.ps_servers : p)); break;
+    case Algorithm::CentralStorage: set(al::central_storage_flows(p)); break;
     case Algorithm::Auto:
       // Lowers ring, tree and hierarchical to pick one (all-reduce) and runs that one: at most the
       // tree's flows. Other operations use the ring.
-      if (reduces) set(4 * channels * p, 4 * channels * p, true);
-      else set(channels * p, channels * p, true);
+      set(reduces ? al::double_tree_flows(p, channels) : al::ring_flows(p, channels));
       break;
   }
   // On NVLink SHARP nodes NCCL may run these through the switches instead (nvls.cpp), lowered in
   // place of the ring.
-  // Each GPU to and from its switch, plus across nodes a ring per local rank (p hops in all).
-  const double nvls_flows = (spans ? 3 : 2) * p;
   if ((a == Algorithm::Ring || a == Algorithm::Auto) && runs_nvls(c, op, p, per_node, bytes)) {
+    const auto n = al::nvls_flows(p, spans);
     if (bytes > 0) {
-      set(nvls_flows, nvls_flows, false);
+      set(n);
     } else {  // size unknown: either
-      b.flows = std::max(b.flows, nvls_flows * groups);
-      b.widest = std::max(b.widest, nvls_flows * groups);
+      b.flows = std::max(b.flows, n.flows * groups);
+      b.widest = std::max(b.widest, n.widest * groups);
     }
   }
-  // On a torus a ring over every chip runs dimension by dimension (torus_rings): per pass and
-  // dimension, every line of chips sends both ways round, 2 p hops.
+  // On a torus a ring over every chip runs dimension by dimension (torus_rings).
   if (!c.torus_dims.empty() && (a == Algorithm::Ring || a == Algorithm::Auto)) {
-    const double dims = static_cast<double>(c.torus_dims.size());
-    b.flows += passes * dims * 2 * p * groups;
-    b.widest = std::max(b.widest, 2 * p * groups);
+    const auto t = al::torus_flows(p, static_cast<double>(c.torus_dims.size()), passes);
+    b.flows += t.flows * groups;
+    b.widest = std::max(b.widest, t.widest * groups);
   }
   return b;
 }

@@ -70,4 +70,10 @@ LoweredCollective nvls(const Platform& pf, taskgraph::CollectiveOp op, double by
   return out;
 }
 
+// Each GPU to and from its switch, plus across nodes a ring per local rank (p hops in all).
+FlowCount nvls_flows(double p, bool spans_nodes) {
+  const double n = (spans_nodes ? 3 : 2) * p;
+  return {n, n, false};
+}
+
 }  // namespace dtsim::network::algorithms

@@ -1,0 +1,44 @@
+// Reduce-scatter inside each node, all-reduce across nodes, all-gather inside.
+#include "sim/network/algorithms/builder.hpp"
+
+namespace dtsim::network::algorithms {
+
+using namespace detail;
+
+LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vector<int>& ranks) {
+  auto nodes = by_node(pf, ranks);
+  if (nodes.size() < 2) return ring(pf, bytes, ranks, 2.0);
+  LoweredCollective out;
+  auto append = [&](LoweredCollective part) {
+    for (auto& ph : part.phases) out.phases.push_back(std::move(ph));
+  };
+  auto inside = [&](double passes) {  // one ring per node, all nodes at once
+    LoweredCollective all;
+    for (const auto& members : nodes) {
+      auto one = ring(pf, bytes, members, passes);
+      if (all.phases.empty()) all = one;
+      else if (!one.phases.empty()) all.phases[0].add(one.phases[0]);
+    }
+    return all;
+  };
+  append(inside(1.0));
+  std::size_t g = 0;
+  for (const auto& m : nodes) g = std::max(g, m.size());
+  LoweredCollective across;
+  for (std::size_t j = 0; j < g; ++j) {  // local rank j of every node: a ring over S/g
+    std::vector<int> peers;
+    for (const auto& m : nodes)
+      if (j < m.size()) peers.push_back(m[j]);
+    auto one = ring(pf, bytes / static_cast<double>(g), peers, 2.0);
+    if (across.phases.empty()) across = one;
+    else if (!one.phases.empty()) across.phases[0].add(one.phases[0]);
+  }
+  append(across);
+  append(inside(1.0));
+  return out;
+}
+
+// A reduce-scatter and an all-gather inside each node, an all-reduce across.
+FlowCount hierarchical_flows(double p) { return {3 * p, 2 * p, true}; }
+
+}  // namespace dtsim::network::algorithms

@@ -1,0 +1,59 @@
+// NCCL's rings: all-reduce, reduce-scatter and all-gather, the ring channels' broadcast and reduce chains, and a send-receive chain.
+#include "sim/network/algorithms/builder.hpp"
+
+namespace dtsim::network::algorithms {
+
+using namespace detail;
+
+LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes) {
+  const int p = static_cast<int>(ranks.size());
+  Builder b(pf);
+  if (p < 2) return b.done();
+  const auto orders = ring_orders(pf, ranks);
+  const double per_hop = passes * (p - 1) / p * bytes / static_cast<double>(orders.size());
+  for (const auto& order : orders) {
+    std::vector<std::pair<int, int>> hops;
+    hops.reserve(static_cast<std::size_t>(p));
+    for (int i = 0; i < p; ++i)
+      hops.push_back(ring_hop(pf, b, order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>((i + 1) % p)]));
+    b.chain(hops, per_hop);
+    b.ring_hops(hops);
+  }
+  b.end_phase(passes * (p - 1));
+  return b.done();
+}
+
+LoweredCollective ring_chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root) {
+  const int p = static_cast<int>(ranks.size());
+  Builder b(pf);
+  if (p < 2) return b.done();
+  const auto orders = ring_orders(pf, ranks);
+  for (const auto& order : orders) {
+    // Around the channel's ring from the root (broadcast), or from the rank after it to the root
+    // (reduce): the ring's direction either way, p - 1 hops.
+    const auto root = static_cast<std::size_t>(std::find(order.begin(), order.end(), ranks.front()) - order.begin());
+    const std::size_t first = toward_root ? root + 1 : root;
+    std::vector<std::pair<int, int>> hops;
+    for (std::size_t i = 0; i + 1 < order.size(); ++i)
+      hops.push_back(ring_hop(pf, b, order[(first + i) % order.size()], order[(first + i + 1) % order.size()]));
+    b.chain(hops, bytes / static_cast<double>(orders.size()));
+    b.ring_hops(hops);
+  }
+  b.end_phase(p - 1.0);  // pipeline fill: a chunk crosses every hop once
+  return b.done();
+}
+
+
+LoweredCollective chain(const Platform& pf, double bytes, const std::vector<int>& ranks, bool toward_root) {
+  Builder b(pf);
+  const std::size_t p = ranks.size();
+  for (std::size_t i = 0; i + 1 < p; ++i)
+    toward_root ? b.hop(ranks[i + 1], ranks[i], bytes) : b.hop(ranks[i], ranks[i + 1], bytes);
+  b.end_phase(static_cast<double>(p) - 1.0);  // pipeline fill: one step per hop
+  return b.done();
+}
+
+// Each channel: one flow per rank, chained hop to hop.
+FlowCount ring_flows(double p, double channels) { return {channels * p, channels * p, true}; }
+
+}  // namespace dtsim::network::algorithms
