@@ -95,6 +95,22 @@ TEST(ServeTrust, ExtendsNamesOnlyAShippedScenario) {
   }
 }
 
+// A scenario file may name its own device or preset file (issue 27); a request may not.
+TEST(ServeTrust, ARequestNamesNoDeviceOrPresetFile) {
+  Server server;
+  for (const auto& [key, inner] : std::vector<std::pair<std::string, std::string>>{
+           {"hardware", R"({"device": "/etc/passwd"})"},
+           {"hardware", R"({"device": "../../hardware_profiles/h100-sxm-80gb.json"})"},
+           {"model", R"({"preset": "../../../etc/hostname.json"})"},
+           {"cluster", R"({"preset": "/proc/self/environ"})"}}) {
+    const std::string body = R"({"extends": "gpt2-dp8-a100", ")" + key + R"(": )" + inner + "}";
+    const auto r = request(server.port(), "POST", "/api/run", body);
+    EXPECT_EQ(r.status, 400) << body << ": " << r.body;
+    EXPECT_NE(r.body.find("never by a file's path"), std::string::npos) << r.body;
+    for (const char* leak : {"root", "malformed", "not found", "localhost"}) EXPECT_EQ(r.body.find(leak), std::string::npos) << r.body;
+  }
+}
+
 // N2: a page elsewhere in the user's browser (or a DNS rebinding) could post to the server.
 TEST(ServeTrust, HostAndOriginMustNameThisServer) {
   Server server;

@@ -130,6 +130,12 @@ std::variant<std::string, Answer> prepare(const std::string& body) {
     if (!j.contains("name")) j["name"] = base_name(file, name);
     changed = true;
   }
+  // A device or preset may be named, never given as a file: a request reads no file of its own.
+  for (const char* at : {"/hardware/device", "/model/preset", "/cluster/preset"}) {
+    const auto pointer = nlohmann::ordered_json::json_pointer(at);
+    if (j.contains(pointer) && j[pointer].is_string() && names_a_file(j[pointer].get<std::string>()))
+      return refuse(400, at, "a request names devices and presets as `dtsim list` shows them, never by a file's path");
+  }
   const bool has_sim = j.contains("simulation");
   if (!has_sim || (j["simulation"].is_object() && !j["simulation"].contains("backend"))) {
     j["simulation"]["backend"] = "analytical";

@@ -99,12 +99,28 @@ Json load_chain(const std::string& path, const fs::path& root, Origins& origins,
 
 void allow_extends_outside(bool allow) { g_allow_outside = allow; }
 
+std::string resolve_named_file(const Document& doc, const std::string& pointer, const std::string& value,
+                               const std::string& shipped_sub) {
+  const std::string here = doc.origins->file_for(pointer);
+  const fs::path file = fs::path(here).parent_path() / value;
+  std::error_code ec;
+  if (!g_allow_outside && !inside(file, doc.root) && !inside(file, fs::path(data_dir()) / shipped_sub))
+    throw InputError(here, pointer,
+                     fmt::format("\"{}\" is outside this scenario's folder and the project's {} folder (give "
+                                 "--allow-outside to read it)", value, shipped_sub));
+  if (kernel_file(file.string()))
+    throw InputError(here, pointer, fmt::format("\"{}\" is a file of /proc or /sys, not a regular file", value));
+  if (!fs::is_regular_file(file, ec)) throw InputError(here, pointer, fmt::format("file \"{}\" not found", value));
+  return file.string();
+}
+
 Document load_with_extends(const std::string& path) {
   Document d;
   d.origins = std::make_shared<Origins>();
   d.origins->default_file = path;
   std::set<std::string> active;
-  d.json = load_chain(path, fs::absolute(path).parent_path(), *d.origins, active, 0);
+  d.root = fs::absolute(path).parent_path().string();
+  d.json = load_chain(path, d.root, *d.origins, active, 0);
   // Pointers recorded for the root belong to the file the user named.
   d.origins->file_by_pointer[""] = path;
   return d;
@@ -118,12 +134,17 @@ std::string expand_preset(Document& doc, const std::string& key, const std::stri
   const Json& name = node["preset"];
   const std::string here = doc.origins->file_for(at + "/preset");
   static const std::regex safe("[A-Za-z0-9._-]+");
+  // A user's own preset file, by a path (issue 27): same schema as the shipped ones.
+  const bool path = name.is_string() && name.get<std::string>().size() <= kMaxPathChars && names_a_file(name.get<std::string>());
   // Longer names than a file name may be would reach the file system as an error naming the
   // install path; no preset's name comes near the limit.
-  if (!name.is_string() || name.get<std::string>().size() > kMaxNameChars || !std::regex_match(name.get<std::string>(), safe))
+  if (!path && (!name.is_string() || name.get<std::string>().size() > kMaxNameChars ||
+                !std::regex_match(name.get<std::string>(), safe)))
     throw InputError(here, at + "/preset",
-                     fmt::format("expected a preset name (letters, digits, '.', '_', '-'; at most {} characters)", kMaxNameChars));
-  const std::string file = data_dir() + "/" + sub + "/" + name.get<std::string>() + ".json";
+                     fmt::format("expected a preset name (letters, digits, '.', '_', '-'; at most {} characters) or a "
+                                 "file's path", kMaxNameChars));
+  const std::string file = path ? resolve_named_file(doc, at + "/preset", name.get<std::string>(), sub)
+                                : data_dir() + "/" + sub + "/" + name.get<std::string>() + ".json";
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
     throw InputError(here, at + "/preset",
@@ -150,7 +171,8 @@ std::string expand_preset(Document& doc, const std::string& key, const std::stri
   for (const auto& [p, f] : user) doc.origins->file_by_pointer[p] = f;
   Json merged = preset[key];
   deep_merge(merged, overrides);
-  std::string preset_name = name.get<std::string>();
+  // A user's file is named after its stem where results name the preset.
+  std::string preset_name = path ? fs::path(file).stem().string() : name.get<std::string>();
   node = merged;
   return preset_name;
 }

@@ -3,12 +3,14 @@
 #include <string>
 
 #include "sim/core/json_reader.hpp"
+#include "sim/core/paths.hpp"
 
 namespace dtsim::config {
 
 struct Document {
   Json json;
   std::shared_ptr<Origins> origins;
+  std::string root;  // the folder of the file the user named: its tree is where named files may lie
 };
 
 // Loads a scenario file, following `extends` (resolved relative to the file naming it) and
@@ -25,5 +27,11 @@ void allow_extends_outside(bool allow);
 std::string expand_preset(Document& doc, const std::string& key, const std::string& sub, const std::string& what);
 
 void deep_merge(Json& base, const Json& over);
+
+// The file `value` names, relative to the file that set `pointer`. Like an `extends`, it must lie
+// in the scenario's folder tree or data_dir()/shipped_sub unless --allow-outside, exist, and not be
+// a /proc or /sys file; otherwise an InputError at `pointer` in the file that set it.
+std::string resolve_named_file(const Document& doc, const std::string& pointer, const std::string& value,
+                               const std::string& shipped_sub);
 
 }  // namespace dtsim::config

@@ -37,6 +37,10 @@ cost::DeviceProfile load_device_profile(const std::string& name) {
   if (!std::filesystem::is_regular_file(file, ec))
     throw InputError("", "", fmt::format("unknown device \"{}\" (known: {})", name,
                                          fmt::join(list_json_stems("hardware_profiles"), ", ")));
+  return load_device_profile_file(file);
+}
+
+cost::DeviceProfile load_device_profile_file(const std::string& file) {
   Json doc = parse_json_file(file);
   auto origins = std::make_shared<Origins>();
   origins->default_file = file;

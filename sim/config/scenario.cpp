@@ -258,7 +258,8 @@ Scenario load_scenario(const std::string& path) {
   if (!hw.has("device")) hw.fail("device", no_device);
   std::string device = hw.text("device");
   try {
-    s.device = load_device_profile(device);
+    s.device = names_a_file(device) ? load_device_profile_file(resolve_named_file(doc, "/hardware/device", device, "hardware_profiles"))
+                                    : load_device_profile(device);
   } catch (const InputError& e) {
     if (!e.file().empty()) throw;
     hw.fail("device", e.reason());

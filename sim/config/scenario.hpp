@@ -61,6 +61,8 @@ models::ModelSpec load_model_preset(const std::string& name);
 
 // A device profile from hardware_profiles/NAME.json.
 cost::DeviceProfile load_device_profile(const std::string& name);
+// A device profile file as written (the presets' schema), e.g. a user's own (hardware.device "./p40.json").
+cost::DeviceProfile load_device_profile_file(const std::string& file);
 
 // The dtype whose matrix peak the precision runs at.
 std::string compute_dtype(strategies::Precision p);

@@ -6,6 +6,10 @@
 
 namespace dtsim {
 
+bool names_a_file(const std::string& value) {
+  return value.find('/') != std::string::npos || (value.size() > 5 && value.ends_with(".json"));
+}
+
 std::string data_dir() {
   if (const char* home = std::getenv("DTSIM_HOME"); home && *home) return home;
   return DTSIM_SOURCE_DIR;
