@@ -9,6 +9,7 @@
 
 #include "sim/cli/commands.hpp"
 #include "sim/cli/describe.hpp"
+#include "sim/cli/import.hpp"
 #include "sim/cli/serve.hpp"
 #include "sim/cli/realrun.hpp"
 #include "sim/config/merge.hpp"
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   cli::Realrun realrun(app);  // realrun, and its hidden realrun-worker
   const cli::Describe describe(app);
+  const cli::Import import(app);
   bool allow_outside = false;
   for (auto* c : {run_cmd, mem_cmd, sweep_cmd, coll_cmd, prof_cmd})
     c->add_flag("--allow-outside", allow_outside,
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
     if (*serve_cmd) return cli::serve(srv);
     if (const int rc = realrun.dispatch(); rc >= 0) return rc;
     if (const int rc = describe.dispatch(); rc >= 0) return rc;
+    if (const int rc = import.dispatch(); rc >= 0) return rc;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

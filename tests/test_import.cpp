@@ -1,0 +1,73 @@
+// `dtsim import hf`: a Hugging Face config.json becomes a scenario whose model is the one the
+// shipped preset of that model describes, and what could not be mapped is named.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "helpers.hpp"
+#include "run_dtsim.hpp"
+
+namespace {
+
+using dtsim::test::run_dtsim;
+using dtsim::test::slurp;
+using dtsim::test::TempDir;
+const std::string kData = std::string(DTSIM_SOURCE_DIR) + "/tests/data/hf/";
+
+double params_bytes(const std::string& scenario, const TempDir& dir) {
+  const auto r = run_dtsim({"memory", scenario, "--format", "json"}, dir);
+  EXPECT_EQ(r.code, 0) << scenario << ": " << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out)["memory"]["params_bytes"].get<double>() : -1;
+}
+
+TEST(ImportHf, EachFamilyHasTheParametersOfItsShippedPreset) {
+  TempDir dir;
+  for (const auto& [config, preset, seq] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"llama-3-8b.json", "llama-3-8b", "8192"}, {"mixtral-8x7b.json", "mixtral-8x7b", "32768"},
+           {"deepseek-v3.json", "deepseek-v3", "4096"}, {"gpt2.json", "gpt2", "1024"}}) {
+    const std::string out = dir.path(preset + ".json");
+    const auto r = run_dtsim({"import", "hf", kData + config, "-o", out, "--seq-len", seq}, dir);
+    ASSERT_EQ(r.code, 0) << config << ": " << r.err;
+    EXPECT_NE(r.out.find("wrote " + out), std::string::npos) << r.out;
+    // The same scenario with the shipped preset in place of the imported model.
+    auto s = nlohmann::json::parse(slurp(out));
+    s["model"] = {{"preset", preset}};
+    const std::string shipped = dir.file(preset + "-preset.json", s.dump());
+    EXPECT_EQ(params_bytes(out, dir), params_bytes(shipped, dir)) << config;
+  }
+}
+
+TEST(ImportHf, NamesWhatItCouldNotMapAndStillWritesARunnableScenario) {
+  TempDir dir;
+  const std::string out = dir.path("qwen.json");
+  const auto r = run_dtsim({"import", "hf", kData + "qwen2-attention-bias.json", "-o", out}, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("not mapped: attention_bias (biases on the attention projections alone are not modelled)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not mapped: some_new_switch (not read by this importer)"), std::string::npos) << r.out;
+  const auto s = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(s["model"]["num_kv_heads"], 2);
+  EXPECT_EQ(s["model"]["tied_embeddings"], true);
+  EXPECT_EQ(run_dtsim({"memory", out}, dir).code, 0);
+}
+
+TEST(ImportHf, AnUnknownFamilyOrAMissingSizeIsAnInputErrorAndWritesNothing) {
+  TempDir dir;
+  auto config = nlohmann::json::parse(slurp(kData + "llama-3-8b.json"));
+  config["model_type"] = "lama";
+  const std::string out = dir.path("x.json");
+  auto r = run_dtsim({"import", "hf", dir.file("lama.json", config.dump()), "-o", out}, dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/model_type: \"lama\" is not a family dtsim imports"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean \"llama\""), std::string::npos) << r.err;
+  config["model_type"] = "llama";
+  config.erase("hidden_size");
+  r = run_dtsim({"import", "hf", dir.file("nosize.json", config.dump()), "-o", out}, dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nosize.json:/hidden_size: required"), std::string::npos) << r.err;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find("x.json"), std::string::npos) << e.path();
+}
+
+}  // namespace
