@@ -10,6 +10,7 @@
 #include "sim/results/budget.hpp"
 #include "sim/results/capacity.hpp"
 #include "strategies/memory.hpp"
+#include "strategies/stack_memory.hpp"
 #include "strategies/plan.hpp"
 
 namespace dtsim::results {
@@ -197,8 +198,10 @@ double Search::estimated_peak(const Shape& sh, const Stages& stages, int zero) {
   double peak = 0;
   for (std::size_t si = 0; si < stages.size(); ++si) {
     const auto& st = stages[si];
-    auto mem = strategies::model_state_memory(st.params / wbytes - ex[si], tr.precision, tr.optimizer, zero, sh.data);
-    const auto em = strategies::model_state_memory(ex[si], tr.precision, tr.optimizer, zero, sh.data / E);
+    const auto fw = s_.parallelism.framework.framework;
+    auto mem = strategies::stack_state_memory(st.params / wbytes - ex[si], tr.precision, tr.optimizer, zero, sh.data, fw,
+                                              tr.memory.buffers);
+    const auto em = strategies::stack_state_memory(ex[si], tr.precision, tr.optimizer, zero, sh.data / E, fw, tr.memory.buffers);
     mem.params += em.params, mem.gradients += em.gradients, mem.optimizer += em.optimizer;
     if (s_.parallelism.offload_optimizer) mem.optimizer = 0;
     mem.activations = st.activations;

@@ -1,0 +1,114 @@
+// Memory as the software stack keeps it (issue 30, item 3; docs/memory.md): each framework's
+// optimizer buffers against the closed form its source gives, FP8 weight copies only where the
+// stack keeps them, and the allocator's reserve.
+#include <gtest/gtest.h>
+
+#include "sim/config/scenario.hpp"
+#include "sim/results/result.hpp"
+#include "strategies/stack_memory.hpp"
+
+using namespace dtsim;
+using strategies::Framework;
+using strategies::Precision;
+using strategies::StateBuffers;
+
+namespace {
+
+const std::string kRoot = DTSIM_SOURCE_DIR;
+constexpr double kB = 1e9;  // one billion parameters
+const auto kAdam = models::OptimizerKind::Adam;
+
+strategies::MemoryBreakdown from_source(Framework f, Precision p, int zero, int dp) {
+  return strategies::stack_state_memory(kB, p, kAdam, zero, dp, f, StateBuffers::Framework);
+}
+
+results::Result analytical(config::Scenario s) {
+  s.backend = config::Backend::Analytical;
+  return results::simulate(s, false);
+}
+
+}  // namespace
+
+TEST(StackMemory, DeepSpeedZero1Bf16On8GpusKeeps2Plus2Plus12Over8) {
+  // stage_1_and_2.py: bf16 weights and .grad whole; fp32 master, m and v sharded.
+  const auto m = from_source(Framework::DeepSpeed, Precision::Bf16, 1, 8);
+  EXPECT_DOUBLE_EQ(m.params, 2 * kB);
+  EXPECT_DOUBLE_EQ(m.gradients, 2 * kB);
+  EXPECT_DOUBLE_EQ(m.optimizer, 12 * kB / 8);
+}
+
+TEST(StackMemory, DeepSpeedBf16OptimizerKeepsAWholeFp32GradientBuffer) {
+  // bf16_optimizer.py: fp32_groups_gradients_flat is zeros_like the whole flat bf16 weights, in
+  // fp32; fp32 master and Adam state on this rank's partition only.
+  const auto m = from_source(Framework::DeepSpeed, Precision::Bf16, 0, 8);
+  EXPECT_DOUBLE_EQ(m.params, 2 * kB);
+  EXPECT_DOUBLE_EQ(m.gradients, 4 * kB);
+  EXPECT_DOUBLE_EQ(m.optimizer, 12 * kB / 8);
+  // fp16 without ZeRO is FP16_Optimizer: the ZeRO paper's 2 + 2 + 12, nothing sharded.
+  EXPECT_DOUBLE_EQ(from_source(Framework::DeepSpeed, Precision::Fp16, 0, 8).peak(), 16 * kB);
+}
+
+TEST(StackMemory, DeepSpeedZero2And3ShardGradientsAndKeepOneReduceBucket) {
+  EXPECT_DOUBLE_EQ(from_source(Framework::DeepSpeed, Precision::Bf16, 2, 8).gradients, 2 * kB / 8);
+  EXPECT_DOUBLE_EQ(from_source(Framework::DeepSpeed, Precision::Bf16, 3, 8).peak(), 16 * kB / 8);
+  const auto ds = strategies::framework_defaults(Framework::DeepSpeed);  // reduce_bucket_size 5e8
+  EXPECT_DOUBLE_EQ(strategies::state_bucket_bytes(Precision::Bf16, 2, ds, StateBuffers::Framework), 1e9);
+  EXPECT_DOUBLE_EQ(strategies::state_bucket_bytes(Precision::Bf16, 1, ds, StateBuffers::Framework), 0);
+  EXPECT_DOUBLE_EQ(strategies::state_bucket_bytes(Precision::Bf16, 3, ds, StateBuffers::ZeroPaper), 0);
+}
+
+TEST(StackMemory, MegatronMatchesItsDistributedOptimizerTable) {
+  // docs/user-guide/features/dist_optimizer.md: bf16 18 or 6 + 12/d; fp16 20 or 4 + 16/d;
+  // fp32 16 or 8 + 8/d bytes per parameter.
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Bf16, 0, 8).peak(), 18 * kB);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Bf16, 1, 8).peak(), 6 * kB + 12 * kB / 8);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Fp16, 0, 8).peak(), 20 * kB);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Fp16, 1, 8).peak(), 4 * kB + 16 * kB / 8);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Fp32, 0, 8).peak(), 16 * kB);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Fp32, 1, 8).peak(), 8 * kB + 8 * kB / 8);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Bf16, 1, 8).gradients, 4 * kB);  // fp32 main grads
+}
+
+TEST(StackMemory, FsdpKeepsFp32ShardsAndNoMasterCopy) {
+  const auto m = from_source(Framework::Fsdp, Precision::Bf16, 3, 8);
+  EXPECT_DOUBLE_EQ(m.params, 4 * kB / 8);
+  EXPECT_DOUBLE_EQ(m.gradients, 4 * kB / 8);
+  EXPECT_DOUBLE_EQ(m.optimizer, 8 * kB / 8);
+  EXPECT_DOUBLE_EQ(m.peak(), strategies::model_state_memory(kB, Precision::Bf16, kAdam, 3, 8).peak());
+}
+
+TEST(StackMemory, ZeroPaperIsTheDefaultForEveryFramework) {
+  EXPECT_EQ(strategies::StackMemory{}.buffers, StateBuffers::ZeroPaper);
+  for (auto f : {Framework::MegatronLM, Framework::DeepSpeed, Framework::Fsdp})
+    for (int zero = 0; zero <= 3; ++zero) {
+      const auto a = strategies::stack_state_memory(kB, Precision::Bf16, kAdam, zero, 8, f, StateBuffers::ZeroPaper);
+      const auto b = strategies::model_state_memory(kB, Precision::Bf16, kAdam, zero, 8);
+      EXPECT_EQ(a.params, b.params);
+      EXPECT_EQ(a.gradients, b.gradients);
+      EXPECT_EQ(a.optimizer, b.optimizer);
+    }
+}
+
+TEST(StackMemory, MegatronTeStackKeepsFp32MainGradients) {
+  // Llama 3 8B, ZeRO-1 (Megatron's distributed optimizer) over 16 A100s: the gradients double.
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json");
+  const auto before = analytical(s);
+  s.training.memory.buffers = StateBuffers::Framework;
+  const auto after = analytical(s);
+  EXPECT_DOUBLE_EQ(after.memory.gradients, 2 * before.memory.gradients);
+  EXPECT_DOUBLE_EQ(after.memory.params, before.memory.params);
+  EXPECT_DOUBLE_EQ(after.memory.optimizer, before.memory.optimizer);
+}
+
+TEST(StackMemory, NoFp8WeightCopiesWhereTheStackKeepsNone) {
+  // Llama 3 70B in FP8 on 64 H100s: Transformer Engine's copy and transpose are 2 bytes per FP8
+  // weight; a stack that casts per use (torchao Float8, FP8 all-gather under FSDP2) keeps none.
+  auto s = config::load_scenario(kRoot + "/scenarios/fp8/llama-3-70b-h100-fp8.json");
+  auto bf16 = s;
+  bf16.training.precision = Precision::Bf16;
+  const auto te = analytical(s);
+  s.training.memory.fp8_weight_copies = strategies::Fp8WeightCopies::None;
+  const auto none = analytical(s);
+  EXPECT_DOUBLE_EQ(none.memory.params, analytical(bf16).memory.params);
+  EXPECT_GT(te.memory.params - none.memory.params, 0.5 * none.memory.params);  // most weights are GEMMs'
+}
