@@ -23,4 +23,8 @@ double state_bucket_bytes(Precision p, int zero_stage, const FrameworkSpec& f, S
 // FP8 weight bytes resident per FP8 weight element: 2 (copy and transpose) or 0.
 double fp8_copy_bytes_per_param(Fp8WeightCopies c);
 
+// Bytes the allocator holds in its cache beyond the allocated peak, `transient_bytes` being what
+// a step allocates and frees (activations, gathered weights, buffers in flight). 0 for none.
+double allocator_slack(Allocator a, double transient_bytes);
+
 }  // namespace dtsim::strategies

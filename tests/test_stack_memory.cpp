@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "sim/config/scenario.hpp"
+#include "scenario_helpers.hpp"
 #include "sim/results/result.hpp"
+#include "reports/reports.hpp"
 #include "strategies/stack_memory.hpp"
 
 using namespace dtsim;
@@ -111,4 +113,80 @@ TEST(StackMemory, NoFp8WeightCopiesWhereTheStackKeepsNone) {
   const auto none = analytical(s);
   EXPECT_DOUBLE_EQ(none.memory.params, analytical(bf16).memory.params);
   EXPECT_GT(te.memory.params - none.memory.params, 0.5 * none.memory.params);  // most weights are GEMMs'
+}
+
+TEST(StackMemory, CachingAllocatorHoldsTheMeasuredRatioOfTheTransientBytes) {
+  // alloc-001..004: (126.97 - 60.93) / (96.61 - 60.81) of what a step allocates and frees.
+  const double ratio = (126.97 - 60.93) / (96.61 - 60.81);
+  EXPECT_NEAR(ratio, 1.8447, 1e-4);
+  EXPECT_DOUBLE_EQ(strategies::allocator_slack(strategies::Allocator::PytorchCaching, 10e9), (ratio - 1) * 10e9);
+  // Expandable segments: one partly used page per pool (20 MiB + 2 MiB), whatever the bytes.
+  EXPECT_DOUBLE_EQ(strategies::allocator_slack(strategies::Allocator::PytorchExpandable, 10e9), 22.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(strategies::allocator_slack(strategies::Allocator::None, 10e9), 0);
+}
+
+TEST(StackMemory, ReservedPeakDecidesWhetherItFits) {
+  // Llama 3 8B ZeRO-1 on 16 A100s: 71.5 GiB allocated fits in 80 GiB; with the caching
+  // allocator's cache over its 20 GiB of activations it does not.
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json");
+  s.training.memory.buffers = StateBuffers::Framework;
+  const auto plain = analytical(s);
+  EXPECT_TRUE(plain.fits);
+  EXPECT_EQ(plain.allocator_slack, 0);
+  s.training.memory.allocator = strategies::Allocator::PytorchCaching;
+  const auto cached = analytical(s);
+  EXPECT_DOUBLE_EQ(cached.memory.peak(), plain.memory.peak());  // allocated bytes unchanged
+  EXPECT_NEAR(cached.allocator_slack, 0.8447 * (cached.memory.activations + cached.memory.other - s.reserved_bytes),
+              1e-3 * cached.allocator_slack);
+  EXPECT_FALSE(cached.fits);
+  s.training.memory.allocator = strategies::Allocator::PytorchExpandable;
+  EXPECT_TRUE(analytical(s).fits);
+}
+
+TEST(StackMemoryKey, PresetsSetAndKeysOverride) {
+  const std::string flash = R"("simulation": {"backend": "analytical"}, "training": {"attention": "flash"})";
+  auto titan = test::simulate_over_base(R"({"extends": "base.json", )" + flash + R"(, "stack": {"preset": "torchtitan-compile"}})");
+  EXPECT_EQ(titan.scenario_spec.training.memory.allocator, strategies::Allocator::PytorchExpandable);
+  EXPECT_EQ(titan.scenario_spec.training.memory.fp8_weight_copies, strategies::Fp8WeightCopies::None);
+  EXPECT_EQ(titan.scenario_spec.training.memory.buffers, StateBuffers::Framework);
+  auto over = test::simulate_over_base(R"({"extends": "base.json", )" + flash +
+                                       R"(, "stack": {"preset": "pytorch-eager", "allocator": "none", "buffers": "zero-paper"}})");
+  EXPECT_EQ(over.scenario_spec.training.memory.allocator, strategies::Allocator::None);
+  EXPECT_EQ(over.scenario_spec.training.memory.buffers, StateBuffers::ZeroPaper);
+  const auto plain = test::simulate_over_base(R"({"extends": "base.json", "simulation": {"backend": "analytical"}})");
+  EXPECT_EQ(plain.scenario_spec.training.memory.allocator, strategies::Allocator::None);
+  EXPECT_EQ(plain.scenario_spec.training.memory.buffers, StateBuffers::ZeroPaper);
+}
+
+TEST(StackMemoryKey, RefusesAnUnknownAllocatorWithASuggestion) {
+  const auto e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"allocator": "pytorch-expandible"}})");
+  EXPECT_NE(e.find("/stack/allocator"), std::string::npos) << e;
+  EXPECT_NE(e.find("pytorch-expandable"), std::string::npos) << e;
+}
+
+TEST(StackMemory, ResultNamesTheAllocatorsPeaksOnlyWhereTheStackHasOne) {
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json");
+  const auto plain = results::to_json(analytical(s), false);
+  EXPECT_FALSE(plain["memory"].contains("reserved_peak_bytes"));
+  EXPECT_FALSE(plain["memory"].contains("allocator"));
+  s.training.memory.allocator = strategies::Allocator::PytorchExpandable;
+  const auto r = analytical(s);
+  const auto j = results::to_json(r, false);
+  EXPECT_EQ(j["memory"]["allocator"], "pytorch-expandable");
+  const double allocated = j["memory"]["allocated_peak_bytes"].get<double>();
+  EXPECT_NEAR(allocated, r.memory.peak() - s.reserved_bytes, 1);
+  EXPECT_NEAR(j["memory"]["reserved_peak_bytes"].get<double>(), allocated + 22.0 * 1024 * 1024, 1);
+  EXPECT_NEAR(j["memory"]["device_peak_bytes"].get<double>(), r.memory.peak() + 22.0 * 1024 * 1024, 1);
+  EXPECT_EQ(j["memory"]["peak_bytes"], plain["memory"]["peak_bytes"]);  // the allocated figure, as before
+}
+
+TEST(StackMemory, SummaryShowsTheAllocatorsCacheAndWhatPytorchReads) {
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json");
+  EXPECT_EQ(reports::summary(analytical(s)).find("allocator"), std::string::npos);
+  s.training.memory.buffers = StateBuffers::Framework;  // 71.5 GiB allocated, as above
+  s.training.memory.allocator = strategies::Allocator::PytorchCaching;
+  const auto text = reports::summary(analytical(s));
+  EXPECT_NE(text.find("allocator cache"), std::string::npos) << text;
+  EXPECT_NE(text.find("max_memory_reserved"), std::string::npos) << text;
+  EXPECT_NE(text.find("DOES NOT FIT"), std::string::npos) << text;
 }

@@ -232,7 +232,9 @@ std::optional<Fit> Search::try_shape(const Shape& sh) {
       try {
         const auto plan = strategies::plan_training(graph(sh.tensor), p, s_.training, s_.host);
         planned_tasks_ += static_cast<double>(plan.graph.tasks.size());
-        real = plan.memory.peak() + s_.reserved_bytes;
+        // What the GPU holds, the allocator's cache included: a planner asks whether it fits.
+        const double slack = strategies::allocator_slack(s_.training.memory.allocator, plan.memory.activations + plan.memory.other);
+        real = plan.memory.peak() + s_.reserved_bytes + slack;
       } catch (const std::exception&) {
         continue;
       }

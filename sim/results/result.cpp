@@ -62,7 +62,15 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                  {"peak_bytes", whole_bytes(r.memory.peak())},
                  {"capacity_bytes", whole_bytes(r.capacity_bytes)},
                  {"fits", r.fits}};
-  if (!r.fits) j["memory"]["shortfall_bytes"] = whole_bytes(r.memory.peak() - r.capacity_bytes);
+  if (!r.fits) j["memory"]["shortfall_bytes"] = whole_bytes(r.device_peak() - r.capacity_bytes);
+  // Only where the stack names an allocator, so that other results keep their bytes.
+  if (const auto a = s.training.memory.allocator; a != strategies::Allocator::None) {
+    const double allocated = r.memory.peak() - s.reserved_bytes;
+    j["memory"]["allocator"] = strategies::to_string(a);
+    j["memory"]["allocated_peak_bytes"] = whole_bytes(allocated);                      // torch.cuda.max_memory_allocated
+    j["memory"]["reserved_peak_bytes"] = whole_bytes(allocated + r.allocator_slack);   // torch.cuda.max_memory_reserved
+    j["memory"]["device_peak_bytes"] = whole_bytes(r.device_peak());                    // nvidia-smi: the CUDA context too
+  }
   // Host memory as a tier of its own, per node (offload); absent when nothing lives there.
   if (r.plan.host_bytes() > 0 || r.plan.pcie_bytes_per_step > 0) {
     const int per_node = s.cluster.gpus_per_node;
