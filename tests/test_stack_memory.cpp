@@ -190,3 +190,26 @@ TEST(StackMemory, SummaryShowsTheAllocatorsCacheAndWhatPytorchReads) {
   EXPECT_NE(text.find("max_memory_reserved"), std::string::npos) << text;
   EXPECT_NE(text.find("DOES NOT FIT"), std::string::npos) << text;
 }
+
+TEST(StackMemory, FewestGpusThatFitCountTheAllocatorsCache) {
+  // Llama 3 8B without ZeRO does not fit 16 A100s; the search for the fewest GPUs that hold it
+  // asks the same question as `fits`: with the caching allocator's cache, the answer holds it.
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero0.json");
+  s.backend = config::Backend::Analytical;
+  s.training.memory.buffers = StateBuffers::Framework;
+  const auto plain = results::simulate(s);
+  s.training.memory.allocator = strategies::Allocator::PytorchCaching;
+  const auto cached = results::simulate(s);
+  ASSERT_TRUE(plain.fewest_fit && cached.fewest_fit);
+  EXPECT_GE(cached.fewest_fit->gpus, plain.fewest_fit->gpus);
+  // The shape it found, planned in full: the device peak it holds, cache included, is the fit's.
+  const auto& fit = *cached.fewest_fit;
+  config::Scenario f = s;
+  f.cluster.nodes = fit.gpus / 8;
+  f.parallelism.data = fit.data, f.parallelism.tensor = fit.tensor, f.parallelism.pipeline = fit.pipeline;
+  f.parallelism.zero_stage = fit.zero_stage, f.parallelism.recompute = fit.recompute;
+  const auto r = results::memory_only(f);
+  EXPECT_TRUE(r.fits);
+  EXPECT_GT(r.allocator_slack, 0);
+  EXPECT_NEAR(r.device_peak(), fit.peak_bytes, 1e-6 * fit.peak_bytes);
+}
