@@ -213,3 +213,16 @@ TEST(StackMemory, FewestGpusThatFitCountTheAllocatorsCache) {
   EXPECT_GT(r.allocator_slack, 0);
   EXPECT_NEAR(r.device_peak(), fit.peak_bytes, 1e-6 * fit.peak_bytes);
 }
+
+TEST(StackMemory, WorstGpuIsTheOneThatHoldsTheMostCacheIncluded) {
+  // Pipeline stages differ in activations (1F1B: the first keeps the most micro-batches) and in
+  // weights (embedding, head): the GPU reported is the one whose device peak is highest.
+  auto s = config::load_scenario(kRoot + "/scenarios/pipeline/gpt3-175b-1f1b.json");
+  s.training.memory.allocator = strategies::Allocator::PytorchCaching;
+  const auto r = results::memory_only(s);
+  ASSERT_GT(r.plan.stage_memory.size(), 1u);
+  double most = 0;
+  for (const auto& m : r.plan.stage_memory)
+    most = std::max(most, m.peak() + s.reserved_bytes + strategies::allocator_slack(s.training.memory.allocator, m.activations + m.other));
+  EXPECT_NEAR(r.device_peak(), most, 1e-9 * most);
+}
