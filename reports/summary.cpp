@@ -63,10 +63,30 @@ std::string achievable_rates(const results::Result& r) {
                            100 * r.mfu, 100 * r.hfu);
 }
 
+// Per GPU: the parts, and where the stack names an allocator what PyTorch and nvidia-smi read.
+std::string memory_lines(const results::Result& r) {
+  const auto& m = r.memory;
+  const double whole = r.device_peak();
+  std::string out = fmt::format("\nmemory per GPU (rank {}): {} of {}  {}\n", r.worst_rank, gib(whole), gib(r.capacity_bytes),
+                                r.fits ? "fits" : "DOES NOT FIT");
+  for (auto [name, v] : {std::pair{"parameters", m.params}, {"gradients", m.gradients}, {"optimizer state", m.optimizer},
+                         {"activations", m.activations}, {"other", m.other}, {"allocator cache", r.allocator_slack}})
+    if (std::string_view(name) != "allocator cache" || v > 0)
+      out += fmt::format("  {:<22} {}  {}\n", name, gib(v), bar(v / std::max(r.capacity_bytes, whole)));
+  const auto& s = r.scenario_spec;
+  if (s.training.memory.allocator == strategies::Allocator::None) return out;
+  const double allocated = m.peak() - s.reserved_bytes;
+  auto gb = [](double b) { return fmt::format("{:.2f} GiB", b / units::kGiB); };
+  return out + fmt::format("  {} allocator: allocated peak {} (torch.cuda.max_memory_allocated), reserved peak {} "
+                           "(max_memory_reserved), {} with the CUDA context (nvidia-smi)\n",
+                           strategies::to_string(s.training.memory.allocator), gb(allocated),
+                           gb(allocated + r.allocator_slack), gb(whole));
+}
+
 }  // namespace
 
 std::string does_not_fit(const results::Result& r) {
-  const double peak = r.memory.peak();
+  const double peak = r.device_peak();
   return fmt::format("DOES NOT FIT: GPU {} needs {:.2f} GiB, the device has {:.2f} GiB ({:.2f} GiB, {:.0f}% over)",
                      r.worst_rank, peak / units::kGiB, r.capacity_bytes / units::kGiB, (peak - r.capacity_bytes) / units::kGiB,
                      100 * (peak / std::max(r.capacity_bytes, 1.0) - 1));
@@ -106,12 +126,7 @@ std::string summary(const results::Result& r) {
       out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / whole, bar(v / whole));
     }
   }
-  const auto& m = r.memory;
-  out += fmt::format("\nmemory per GPU (rank {}): {} of {}  {}\n", r.worst_rank, gib(m.peak()), gib(r.capacity_bytes),
-                     r.fits ? "fits" : "DOES NOT FIT");
-  for (auto [name, v] : {std::pair{"parameters", m.params}, {"gradients", m.gradients}, {"optimizer state", m.optimizer},
-                         {"activations", m.activations}, {"other", m.other}})
-    out += fmt::format("  {:<22} {}  {}\n", name, gib(v), bar(v / std::max(r.capacity_bytes, m.peak())));
+  out += memory_lines(r);
   if (r.steps) {
     const auto& st = *r.steps;
     out += fmt::format("\n{} steps{}: mean {:.4f} s, p50 {:.4f} s, p99 {:.4f} s, max {:.4f} s\n", st.step_times.size(),

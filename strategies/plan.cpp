@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "strategies/planner.hpp"
+#include "strategies/stack_memory.hpp"
 
 namespace dtsim::strategies {
 
@@ -352,7 +353,9 @@ Plan Planner::finish() {
     plan_.stage_memory.push_back(stage_memory(s));
     plan_.stage_weight_versions.push_back(weight_versions(p_.schedule, P, s));
     plan_.stage_staleness.push_back(weight_staleness(p_.schedule, P, s));
-    if (s == 0 || plan_.stage_memory.back().peak() > plan_.memory.peak()) {
+    // The worst GPU holds the most, the allocator's cache included where the stack names one.
+    auto held = [&](const MemoryBreakdown& m) { return m.peak() + allocator_slack(t_.memory.allocator, m.activations + m.other); };
+    if (s == 0 || held(plan_.stage_memory.back()) > held(plan_.memory)) {
       plan_.memory = plan_.stage_memory.back();
       plan_.worst_rank = rep(s);
     }

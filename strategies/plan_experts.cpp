@@ -8,6 +8,7 @@
 #include <random>
 
 #include "strategies/memory.hpp"
+#include "strategies/stack_memory.hpp"
 #include "strategies/planner.hpp"
 
 namespace dtsim::strategies {
@@ -193,11 +194,14 @@ double Planner::update_shard(const Layers& ls) const {
 
 MemoryBreakdown Planner::state_memory(const Layers& ls) const {
   const double all = layer_params(ls);
-  if (p_.expert <= 1) return model_state_memory(all, t_.precision, t_.optimizer, p_.zero_stage, grad_ranks());
+  auto states = [&](double params, int dp) {
+    return stack_state_memory(params, t_.precision, t_.optimizer, p_.zero_stage, dp, p_.framework.framework, t_.memory.buffers);
+  };
+  if (p_.expert <= 1) return states(all, grad_ranks());
   double experts = 0;
   for (const auto* l : ls) experts += l->expert_params();
-  MemoryBreakdown m = model_state_memory(all - experts, t_.precision, t_.optimizer, p_.zero_stage, grad_ranks());
-  const MemoryBreakdown e = model_state_memory(experts, t_.precision, t_.optimizer, p_.zero_stage, p_.data / p_.expert);
+  MemoryBreakdown m = states(all - experts, grad_ranks());
+  const MemoryBreakdown e = states(experts, p_.data / p_.expert);
   m.params += e.params;
   m.gradients += e.gradients;
   m.optimizer += e.optimizer;

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "strategies/planner.hpp"
+#include "strategies/stack_memory.hpp"
 
 namespace dtsim::strategies {
 
@@ -23,7 +24,9 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   if (p_.offload_optimizer && p_.zero_stage >= 2)
     m.gradients = std::min(m.gradients, 2.0 * p_.framework.reduce_bucket_params * grad_bytes_per_param(t_.precision));
   m.params *= weight_versions(p_.schedule, p_.pipeline, s);  // PipeDream's stashed versions
-  m.params += 2.0 * fp8_weight_params(mine);  // Transformer Engine's FP8 weight copy and its transpose
+  // FP8 weight copies where the stack keeps them (Transformer Engine: the copy and its transpose).
+  m.params += fp8_copy_bytes_per_param(t_.memory.fp8_weight_copies) * fp8_weight_params(mine);
+  if (!p_.offload_optimizer) m.gradients += state_bucket_bytes(t_.precision, p_.zero_stage, p_.framework, t_.memory.buffers);
   if (p_.context > 1) {
     // While a layer attends: the ring's K/V chunk in flight beside the one in use, or the whole
     // sequence's gathered K and V.

@@ -7,6 +7,7 @@
 #include "sim/taskgraph/task_graph.hpp"
 #include "strategies/framework.hpp"
 #include "strategies/schedule.hpp"
+#include "strategies/stack_memory_kinds.hpp"
 
 namespace dtsim::strategies {
 
@@ -135,6 +136,8 @@ struct TrainingSpec {
   // (DelayedScaling, TE's default), or current, from this tensor's own amax (Float8CurrentScaling,
   // what NeMo's recent performance recipes use).
   bool fp8_current_scaling = false;
+  // What the software stack keeps in memory (the scenario's `stack`; docs/memory.md).
+  StackMemory memory;
 };
 
 inline bool mixed_precision(Precision p) { return p == Precision::Bf16 || p == Precision::Fp16 || p == Precision::Fp8; }

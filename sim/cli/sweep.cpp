@@ -130,7 +130,7 @@ int sweep(const SweepOptions& o) {
     c.step = r.step_time_s;
     c.samples_per_s = r.samples_per_s;
     c.mfu = r.mfu;
-    c.peak = r.memory.peak();
+    c.peak = r.device_peak();  // the allocator's cache included, as `fits` counts it
     c.fits = r.fits;
     const auto plan = r.capacity ? *r.capacity : results::capacity_plan(r);
     c.price = plan.price_per_gpu_hour_usd;

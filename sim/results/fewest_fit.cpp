@@ -10,6 +10,7 @@
 #include "sim/results/budget.hpp"
 #include "sim/results/capacity.hpp"
 #include "strategies/memory.hpp"
+#include "strategies/stack_memory.hpp"
 #include "strategies/plan.hpp"
 
 namespace dtsim::results {
@@ -197,8 +198,10 @@ double Search::estimated_peak(const Shape& sh, const Stages& stages, int zero) {
   double peak = 0;
   for (std::size_t si = 0; si < stages.size(); ++si) {
     const auto& st = stages[si];
-    auto mem = strategies::model_state_memory(st.params / wbytes - ex[si], tr.precision, tr.optimizer, zero, sh.data);
-    const auto em = strategies::model_state_memory(ex[si], tr.precision, tr.optimizer, zero, sh.data / E);
+    const auto fw = s_.parallelism.framework.framework;
+    auto mem = strategies::stack_state_memory(st.params / wbytes - ex[si], tr.precision, tr.optimizer, zero, sh.data, fw,
+                                              tr.memory.buffers);
+    const auto em = strategies::stack_state_memory(ex[si], tr.precision, tr.optimizer, zero, sh.data / E, fw, tr.memory.buffers);
     mem.params += em.params, mem.gradients += em.gradients, mem.optimizer += em.optimizer;
     if (s_.parallelism.offload_optimizer) mem.optimizer = 0;
     mem.activations = st.activations;
@@ -229,7 +232,9 @@ std::optional<Fit> Search::try_shape(const Shape& sh) {
       try {
         const auto plan = strategies::plan_training(graph(sh.tensor), p, s_.training, s_.host);
         planned_tasks_ += static_cast<double>(plan.graph.tasks.size());
-        real = plan.memory.peak() + s_.reserved_bytes;
+        // What the GPU holds, the allocator's cache included: a planner asks whether it fits.
+        const double slack = strategies::allocator_slack(s_.training.memory.allocator, plan.memory.activations + plan.memory.other);
+        real = plan.memory.peak() + s_.reserved_bytes + slack;
       } catch (const std::exception&) {
         continue;
       }

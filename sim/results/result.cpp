@@ -26,6 +26,23 @@ void add_gradient_sync(nlohmann::ordered_json& par, const Result& r) {
 
 }  // namespace
 
+namespace {
+
+// What PyTorch and nvidia-smi read, only where the stack names an allocator, so that other
+// results keep their bytes (docs/memory.md).
+void allocator_peaks(const Result& r, nlohmann::ordered_json& memory) {
+  const auto& s = r.scenario_spec;
+  const auto a = s.training.memory.allocator;
+  if (a == strategies::Allocator::None) return;
+  const double allocated = r.memory.peak() - s.reserved_bytes;
+  memory["allocator"] = strategies::to_string(a);
+  memory["allocated_peak_bytes"] = whole_bytes(allocated);                     // torch.cuda.max_memory_allocated
+  memory["reserved_peak_bytes"] = whole_bytes(allocated + r.allocator_slack);  // torch.cuda.max_memory_reserved
+  memory["device_peak_bytes"] = whole_bytes(r.device_peak());                   // nvidia-smi: the CUDA context too
+}
+
+}  // namespace
+
 nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   const auto& s = r.scenario_spec;
   nlohmann::ordered_json j;
@@ -62,7 +79,8 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                  {"peak_bytes", whole_bytes(r.memory.peak())},
                  {"capacity_bytes", whole_bytes(r.capacity_bytes)},
                  {"fits", r.fits}};
-  if (!r.fits) j["memory"]["shortfall_bytes"] = whole_bytes(r.memory.peak() - r.capacity_bytes);
+  if (!r.fits) j["memory"]["shortfall_bytes"] = whole_bytes(r.device_peak() - r.capacity_bytes);
+  allocator_peaks(r, j["memory"]);
   // Host memory as a tier of its own, per node (offload); absent when nothing lives there.
   if (r.plan.host_bytes() > 0 || r.plan.pcie_bytes_per_step > 0) {
     const int per_node = s.cluster.gpus_per_node;

@@ -46,6 +46,11 @@ struct Result {
   int worst_rank = 0;
   double capacity_bytes = 0;
   bool fits = true;
+  // What the allocator caches beyond the allocated peak (strategies::allocator_slack; 0 when the
+  // stack names no allocator): the GPU holds memory.peak() + this, what nvidia-smi reads and
+  // what `fits` compares with the capacity.
+  double allocator_slack = 0;
+  double device_peak() const { return memory.peak() + allocator_slack; }
   std::vector<std::string> warnings;
   double measured_share = 0;
   // Relative spread of the compute time, from the kernel table's per-entry spreads; the step

@@ -16,6 +16,7 @@
 #include "sim/network/collectives.hpp"
 #include "sim/results/budget.hpp"
 #include "sim/results/result.hpp"
+#include "strategies/stack_memory.hpp"
 
 namespace dtsim::results {
 
@@ -25,7 +26,8 @@ void adopt_plan(Result& r, strategies::Plan plan, const config::Scenario& s) {
   r.memory.other += s.reserved_bytes;
   r.worst_rank = r.plan.worst_rank;
   r.capacity_bytes = s.device.memory_bytes;
-  r.fits = r.memory.peak() <= r.capacity_bytes;
+  r.allocator_slack = strategies::allocator_slack(s.training.memory.allocator, r.plan.memory.activations + r.plan.memory.other);
+  r.fits = r.device_peak() <= r.capacity_bytes;
   r.model_flops = r.plan.model_flops_per_step;
   r.hardware_flops = r.plan.hardware_flops_per_step;
 }
@@ -111,7 +113,7 @@ Result plan_only(const config::Scenario& s, bool search_fewest) {
   check_byte_counts(r, s);
   if (!r.fits) {
     r.warnings.push_back(fmt::format("does not fit: rank {} needs {:.1f} GiB of {:.1f} GiB", r.worst_rank,
-                                     r.memory.peak() / units::kGiB, r.capacity_bytes / units::kGiB));
+                                     r.device_peak() / units::kGiB, r.capacity_bytes / units::kGiB));
   }
   if (!r.fits && search_fewest) {
     // The search shares the planning budget with the plan just made (check_budget's estimate).

@@ -1,0 +1,123 @@
+#include "strategies/stack_memory.hpp"
+
+namespace dtsim::strategies {
+
+namespace {
+
+// Bytes per parameter before sharding, and from which ZeRO stage each part is sharded.
+struct PerParam {
+  double weights, grads, optimizer;
+  int weights_from = 3, grads_from = 2, optimizer_from = 1;
+};
+
+// Mixed precision (bf16, fp16; fp8 keeps bf16 weights) as each framework allocates it; `states`
+// is the optimizer's own fp32 state (Adam m and v: 8, momentum: 4).
+//
+// Megatron-Core (NVIDIA/Megatron-LM @d98e8a6): bf16 forces fp32 main gradients
+// (megatron/training/arguments.py: accumulate_allreduce_grads_in_fp32 = True "for bfloat16 data
+// type"); the grad buffer is fp32 when grad_reduce_in_fp32 (core/distributed/
+// param_and_grad_buffer.py, group_params_for_buffers); the optimizer keeps fp32 main params and
+// its states, sharded by the distributed optimizer (core/optimizer/distrib_optimizer.py). With
+// fp16 gradients stay fp16 and the optimizer adds an fp32 copy of them. Megatron's own table
+// (docs/user-guide/features/dist_optimizer.md): bf16 18 or 6 + 12/d, fp16 20 or 4 + 16/d.
+//
+// DeepSpeed (microsoft/DeepSpeed @38327e0): with bf16 and no ZeRO, runtime/engine.py
+// (get_data_types, _do_optimizer_sanity_check) accumulates gradients in fp32 and wraps the
+// optimizer in BF16_Optimizer (runtime/bf16_optimizer.py), which keeps the bf16 weights, an fp32
+// gradient buffer of the whole model (fp32_groups_gradients_flat, zeros_like the flat bf16
+// weights) and shards fp32 master weights and optimizer state over the data-parallel ranks.
+// With ZeRO 1-3 the gradients stay in the weights' dtype (runtime/zero/stage_1_and_2.py: .grad,
+// or grads_in_partition under stage 2; stage3.py: grad_partitions_flat_buffer in the
+// gradient_accumulation_dtype, the weights' by default), fp32 master weights
+// (single_partition_of_fp32_groups) and state sharded: the ZeRO paper's 2 + 2 + 12.
+//
+// PyTorch FSDP (FSDP1 MixedPrecision, FSDP2 MixedPrecisionPolicy; pytorch/pytorch @010ae4a,
+// torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, foreach_reduce): the sharded
+// parameter is the fp32 original (no separate master copy), reduced gradients are cast back to
+// it (_to_dtype_if_needed(reduce_output, orig_dtype)) and kept sharded in fp32; the optimizer
+// steps the fp32 shards. The bf16 unsharded weights and gradients live only while a unit runs.
+PerParam mixed(Framework f, Precision p, double states, int zero_stage) {
+  const bool fp16 = p == Precision::Fp16;
+  switch (f) {
+    case Framework::MegatronLM:
+      return fp16 ? PerParam{2, 2, states + 8} : PerParam{2, 4, states + 4};
+    case Framework::DeepSpeed:
+      // BF16_Optimizer shards its master weights and state even without ZeRO.
+      if (!fp16 && zero_stage == 0) return PerParam{2, 4, states + 4, 3, 4, 0};
+      return PerParam{2, 2, states + 4};
+    case Framework::Fsdp:
+      return PerParam{4, 4, states, 1, 1, 1};
+  }
+  return PerParam{2, 2, states + 4};
+}
+
+}  // namespace
+
+const char* to_string(StateBuffers b) { return b == StateBuffers::Framework ? "framework" : "zero-paper"; }
+const char* to_string(Fp8WeightCopies c) { return c == Fp8WeightCopies::None ? "none" : "copy-and-transpose"; }
+const char* to_string(Allocator a) {
+  return a == Allocator::PytorchCaching ? "pytorch-caching" : a == Allocator::PytorchExpandable ? "pytorch-expandable" : "none";
+}
+
+MemoryBreakdown stack_state_memory(double params, Precision p, models::OptimizerKind o, int zero_stage, int dp,
+                                   Framework f, StateBuffers b) {
+  // Full precision keeps no master copy in any of the three: the ZeRO paper's 4 + 4 + states.
+  if (b == StateBuffers::ZeroPaper || !mixed_precision(p)) return model_state_memory(params, p, o, zero_stage, dp);
+  const double states = optimizer_bytes_per_param(p, o) - 4.0;  // less the fp32 master copy
+  const PerParam pp = mixed(f, p, states, zero_stage);
+  const double n = static_cast<double>(dp);
+  auto part = [&](double bytes, int from) { return params * bytes / (zero_stage >= from ? n : 1.0); };
+  MemoryBreakdown m;
+  m.params = part(pp.weights, pp.weights_from);
+  m.gradients = part(pp.grads, pp.grads_from);
+  m.optimizer = part(pp.optimizer, pp.optimizer_from);
+  return m;
+}
+
+double state_bucket_bytes(Precision p, int zero_stage, const FrameworkSpec& f, StateBuffers b) {
+  if (b == StateBuffers::ZeroPaper || f.framework != Framework::DeepSpeed || zero_stage < 2) return 0;
+  // The contiguous reduce bucket (ipg buffer) of reduce_bucket_size elements in the weights'
+  // dtype: one under ZeRO-3 (stage3.py, __ipg_bucket_flat_buffer); under ZeRO-2 one, two with
+  // overlap_comm, which defaults to off below stage 3 (zero/config.py, overlap_comm_valid).
+  return f.reduce_bucket_params * weight_bytes_per_param(p);
+}
+
+double fp8_copy_bytes_per_param(Fp8WeightCopies c) { return c == Fp8WeightCopies::None ? 0.0 : 2.0; }
+
+}  // namespace dtsim::strategies
+
+namespace dtsim::strategies {
+
+// PyTorch's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp): requests round up to
+// 512 bytes (kMinBlockSize), those up to 1 MiB come from 2 MiB segments (kSmallBuffer), larger
+// ones from 20 MiB segments (kLargeBuffer) or their own rounded to 2 MiB (kRoundLarge). A freed
+// block stays cached and is split for later requests of other sizes, so the cache a step leaves
+// behind is larger than the tensors it held at any one time. The persistent state (flat weight,
+// gradient and optimizer buffers) is allocated once and fits its segments to within one rounding;
+// what fragments is what a step allocates and frees: activations and gathered weights.
+//
+// The one stated constant, reserved over allocated for those transient bytes under the caching
+// allocator: cosmos-rl PR #388 (allocator.json source 0) read the same run both ways after a
+// parameter update, when what is allocated is the persistent state: default allocator 60.93 GB
+// allocated, 126.97 GB reserved (alloc-001, -002); expandable_segments 60.81 GB and 96.61 GB
+// (alloc-003, -004). Expandable segments map physical pages into one growing segment per pool
+// and so leave no holes between blocks: its 35.80 GB above the persistent state is the transient
+// peak itself, which the default allocator held in 66.04 GB of cache, 1.845 times as much.
+// Check, not used: torchtune's QLoRA 8B peaks at 16.39 GiB by default and 10.83 GiB with
+// expandable segments (alloc-005, -007); with 4-5 GiB of persistent NF4 weights that is a
+// transient ratio of 1.8-2.0.
+constexpr double kCachingTransientRatio = (126.97 - 60.93) / (96.61 - 60.81);
+// Expandable segments: at most one partly used page per pool, a 20 MiB large-pool page and a
+// 2 MiB small-pool page.
+constexpr double kExpandablePagesBytes = 20.0 * 1024 * 1024 + 2.0 * 1024 * 1024;
+
+double allocator_slack(Allocator a, double transient_bytes) {
+  switch (a) {
+    case Allocator::None: return 0;
+    case Allocator::PytorchCaching: return (kCachingTransientRatio - 1.0) * transient_bytes;
+    case Allocator::PytorchExpandable: return kExpandablePagesBytes;
+  }
+  return 0;
+}
+
+}  // namespace dtsim::strategies

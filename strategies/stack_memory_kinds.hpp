@@ -1,0 +1,28 @@
+#pragma once
+// What a software stack keeps in GPU memory (issue 30, item 3), as TrainingSpec carries it; the
+// mechanisms are in stack_memory.cpp, the presets in sim/cost/stack_memory.cpp.
+
+namespace dtsim::strategies {
+
+// zero-paper: Rajbhandari et al. 2020, Sec. 3.1 for every framework. framework: what the
+// scenario's framework allocates (Megatron-Core, DeepSpeed, PyTorch FSDP), from its source.
+enum class StateBuffers { ZeroPaper, Framework };
+// copy-and-transpose: Transformer Engine keeps each FP8 weight and its transpose between
+// micro-batches. none: the FP8 weight is cast (or FP8-all-gathered under FSDP2) per use and
+// freed with the layer (torchao Float8Linear, torchtitan).
+enum class Fp8WeightCopies { CopyAndTranspose, None };
+// The GPU memory allocator the step runs under: none (dtsim reports allocated bytes only),
+// PyTorch's caching allocator, or the same with expandable_segments:True.
+enum class Allocator { None, PytorchCaching, PytorchExpandable };
+
+struct StackMemory {
+  StateBuffers buffers = StateBuffers::ZeroPaper;
+  Fp8WeightCopies fp8_weight_copies = Fp8WeightCopies::CopyAndTranspose;
+  Allocator allocator = Allocator::None;
+};
+
+const char* to_string(StateBuffers b);
+const char* to_string(Fp8WeightCopies c);
+const char* to_string(Allocator a);
+
+}  // namespace dtsim::strategies

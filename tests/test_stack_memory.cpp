@@ -1,0 +1,228 @@
+// Memory as the software stack keeps it (issue 30, item 3; docs/memory.md): each framework's
+// optimizer buffers against the closed form its source gives, FP8 weight copies only where the
+// stack keeps them, and the allocator's reserve.
+#include <gtest/gtest.h>
+
+#include "sim/config/scenario.hpp"
+#include "scenario_helpers.hpp"
+#include "sim/results/result.hpp"
+#include "reports/reports.hpp"
+#include "strategies/stack_memory.hpp"
+
+using namespace dtsim;
+using strategies::Framework;
+using strategies::Precision;
+using strategies::StateBuffers;
+
+namespace {
+
+const std::string kRoot = DTSIM_SOURCE_DIR;
+constexpr double kB = 1e9;  // one billion parameters
+const auto kAdam = models::OptimizerKind::Adam;
+
+strategies::MemoryBreakdown from_source(Framework f, Precision p, int zero, int dp) {
+  return strategies::stack_state_memory(kB, p, kAdam, zero, dp, f, StateBuffers::Framework);
+}
+
+results::Result analytical(config::Scenario s) {
+  s.backend = config::Backend::Analytical;
+  return results::simulate(s, false);
+}
+
+}  // namespace
+
+TEST(StackMemory, DeepSpeedZero1Bf16On8GpusKeeps2Plus2Plus12Over8) {
+  // stage_1_and_2.py: bf16 weights and .grad whole; fp32 master, m and v sharded.
+  const auto m = from_source(Framework::DeepSpeed, Precision::Bf16, 1, 8);
+  EXPECT_DOUBLE_EQ(m.params, 2 * kB);
+  EXPECT_DOUBLE_EQ(m.gradients, 2 * kB);
+  EXPECT_DOUBLE_EQ(m.optimizer, 12 * kB / 8);
+}
+
+TEST(StackMemory, DeepSpeedBf16OptimizerKeepsAWholeFp32GradientBuffer) {
+  // bf16_optimizer.py: fp32_groups_gradients_flat is zeros_like the whole flat bf16 weights, in
+  // fp32; fp32 master and Adam state on this rank's partition only.
+  const auto m = from_source(Framework::DeepSpeed, Precision::Bf16, 0, 8);
+  EXPECT_DOUBLE_EQ(m.params, 2 * kB);
+  EXPECT_DOUBLE_EQ(m.gradients, 4 * kB);
+  EXPECT_DOUBLE_EQ(m.optimizer, 12 * kB / 8);
+  // fp16 without ZeRO is FP16_Optimizer: the ZeRO paper's 2 + 2 + 12, nothing sharded.
+  EXPECT_DOUBLE_EQ(from_source(Framework::DeepSpeed, Precision::Fp16, 0, 8).peak(), 16 * kB);
+}
+
+TEST(StackMemory, DeepSpeedZero2And3ShardGradientsAndKeepOneReduceBucket) {
+  EXPECT_DOUBLE_EQ(from_source(Framework::DeepSpeed, Precision::Bf16, 2, 8).gradients, 2 * kB / 8);
+  EXPECT_DOUBLE_EQ(from_source(Framework::DeepSpeed, Precision::Bf16, 3, 8).peak(), 16 * kB / 8);
+  const auto ds = strategies::framework_defaults(Framework::DeepSpeed);  // reduce_bucket_size 5e8
+  EXPECT_DOUBLE_EQ(strategies::state_bucket_bytes(Precision::Bf16, 2, ds, StateBuffers::Framework), 1e9);
+  EXPECT_DOUBLE_EQ(strategies::state_bucket_bytes(Precision::Bf16, 1, ds, StateBuffers::Framework), 0);
+  EXPECT_DOUBLE_EQ(strategies::state_bucket_bytes(Precision::Bf16, 3, ds, StateBuffers::ZeroPaper), 0);
+}
+
+TEST(StackMemory, MegatronMatchesItsDistributedOptimizerTable) {
+  // docs/user-guide/features/dist_optimizer.md: bf16 18 or 6 + 12/d; fp16 20 or 4 + 16/d;
+  // fp32 16 or 8 + 8/d bytes per parameter.
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Bf16, 0, 8).peak(), 18 * kB);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Bf16, 1, 8).peak(), 6 * kB + 12 * kB / 8);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Fp16, 0, 8).peak(), 20 * kB);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Fp16, 1, 8).peak(), 4 * kB + 16 * kB / 8);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Fp32, 0, 8).peak(), 16 * kB);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Fp32, 1, 8).peak(), 8 * kB + 8 * kB / 8);
+  EXPECT_DOUBLE_EQ(from_source(Framework::MegatronLM, Precision::Bf16, 1, 8).gradients, 4 * kB);  // fp32 main grads
+}
+
+TEST(StackMemory, FsdpKeepsFp32ShardsAndNoMasterCopy) {
+  const auto m = from_source(Framework::Fsdp, Precision::Bf16, 3, 8);
+  EXPECT_DOUBLE_EQ(m.params, 4 * kB / 8);
+  EXPECT_DOUBLE_EQ(m.gradients, 4 * kB / 8);
+  EXPECT_DOUBLE_EQ(m.optimizer, 8 * kB / 8);
+  EXPECT_DOUBLE_EQ(m.peak(), strategies::model_state_memory(kB, Precision::Bf16, kAdam, 3, 8).peak());
+}
+
+TEST(StackMemory, ZeroPaperIsTheDefaultForEveryFramework) {
+  EXPECT_EQ(strategies::StackMemory{}.buffers, StateBuffers::ZeroPaper);
+  for (auto f : {Framework::MegatronLM, Framework::DeepSpeed, Framework::Fsdp})
+    for (int zero = 0; zero <= 3; ++zero) {
+      const auto a = strategies::stack_state_memory(kB, Precision::Bf16, kAdam, zero, 8, f, StateBuffers::ZeroPaper);
+      const auto b = strategies::model_state_memory(kB, Precision::Bf16, kAdam, zero, 8);
+      EXPECT_EQ(a.params, b.params);
+      EXPECT_EQ(a.gradients, b.gradients);
+      EXPECT_EQ(a.optimizer, b.optimizer);
+    }
+}
+
+TEST(StackMemory, MegatronTeStackKeepsFp32MainGradients) {
+  // Llama 3 8B, ZeRO-1 (Megatron's distributed optimizer) over 16 A100s: the gradients double.
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json");
+  const auto before = analytical(s);
+  s.training.memory.buffers = StateBuffers::Framework;
+  const auto after = analytical(s);
+  EXPECT_DOUBLE_EQ(after.memory.gradients, 2 * before.memory.gradients);
+  EXPECT_DOUBLE_EQ(after.memory.params, before.memory.params);
+  EXPECT_DOUBLE_EQ(after.memory.optimizer, before.memory.optimizer);
+}
+
+TEST(StackMemory, NoFp8WeightCopiesWhereTheStackKeepsNone) {
+  // Llama 3 70B in FP8 on 64 H100s: Transformer Engine's copy and transpose are 2 bytes per FP8
+  // weight; a stack that casts per use (torchao Float8, FP8 all-gather under FSDP2) keeps none.
+  auto s = config::load_scenario(kRoot + "/scenarios/fp8/llama-3-70b-h100-fp8.json");
+  auto bf16 = s;
+  bf16.training.precision = Precision::Bf16;
+  const auto te = analytical(s);
+  s.training.memory.fp8_weight_copies = strategies::Fp8WeightCopies::None;
+  const auto none = analytical(s);
+  EXPECT_DOUBLE_EQ(none.memory.params, analytical(bf16).memory.params);
+  EXPECT_GT(te.memory.params - none.memory.params, 0.5 * none.memory.params);  // most weights are GEMMs'
+}
+
+TEST(StackMemory, CachingAllocatorHoldsTheMeasuredRatioOfTheTransientBytes) {
+  // alloc-001..004: (126.97 - 60.93) / (96.61 - 60.81) of what a step allocates and frees.
+  const double ratio = (126.97 - 60.93) / (96.61 - 60.81);
+  EXPECT_NEAR(ratio, 1.8447, 1e-4);
+  EXPECT_DOUBLE_EQ(strategies::allocator_slack(strategies::Allocator::PytorchCaching, 10e9), (ratio - 1) * 10e9);
+  // Expandable segments: one partly used page per pool (20 MiB + 2 MiB), whatever the bytes.
+  EXPECT_DOUBLE_EQ(strategies::allocator_slack(strategies::Allocator::PytorchExpandable, 10e9), 22.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(strategies::allocator_slack(strategies::Allocator::None, 10e9), 0);
+}
+
+TEST(StackMemory, ReservedPeakDecidesWhetherItFits) {
+  // Llama 3 8B ZeRO-1 on 16 A100s: 71.5 GiB allocated fits in 80 GiB; with the caching
+  // allocator's cache over its 20 GiB of activations it does not.
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json");
+  s.training.memory.buffers = StateBuffers::Framework;
+  const auto plain = analytical(s);
+  EXPECT_TRUE(plain.fits);
+  EXPECT_EQ(plain.allocator_slack, 0);
+  s.training.memory.allocator = strategies::Allocator::PytorchCaching;
+  const auto cached = analytical(s);
+  EXPECT_DOUBLE_EQ(cached.memory.peak(), plain.memory.peak());  // allocated bytes unchanged
+  EXPECT_NEAR(cached.allocator_slack, 0.8447 * (cached.memory.activations + cached.memory.other - s.reserved_bytes),
+              1e-3 * cached.allocator_slack);
+  EXPECT_FALSE(cached.fits);
+  s.training.memory.allocator = strategies::Allocator::PytorchExpandable;
+  EXPECT_TRUE(analytical(s).fits);
+}
+
+TEST(StackMemoryKey, PresetsSetAndKeysOverride) {
+  const std::string flash = R"("simulation": {"backend": "analytical"}, "training": {"attention": "flash"})";
+  auto titan = test::simulate_over_base(R"({"extends": "base.json", )" + flash + R"(, "stack": {"preset": "torchtitan-compile"}})");
+  EXPECT_EQ(titan.scenario_spec.training.memory.allocator, strategies::Allocator::PytorchExpandable);
+  EXPECT_EQ(titan.scenario_spec.training.memory.fp8_weight_copies, strategies::Fp8WeightCopies::None);
+  EXPECT_EQ(titan.scenario_spec.training.memory.buffers, StateBuffers::Framework);
+  auto over = test::simulate_over_base(R"({"extends": "base.json", )" + flash +
+                                       R"(, "stack": {"preset": "pytorch-eager", "allocator": "none", "buffers": "zero-paper"}})");
+  EXPECT_EQ(over.scenario_spec.training.memory.allocator, strategies::Allocator::None);
+  EXPECT_EQ(over.scenario_spec.training.memory.buffers, StateBuffers::ZeroPaper);
+  const auto plain = test::simulate_over_base(R"({"extends": "base.json", "simulation": {"backend": "analytical"}})");
+  EXPECT_EQ(plain.scenario_spec.training.memory.allocator, strategies::Allocator::None);
+  EXPECT_EQ(plain.scenario_spec.training.memory.buffers, StateBuffers::ZeroPaper);
+}
+
+TEST(StackMemoryKey, RefusesAnUnknownAllocatorWithASuggestion) {
+  const auto e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"allocator": "pytorch-expandible"}})");
+  EXPECT_NE(e.find("/stack/allocator"), std::string::npos) << e;
+  EXPECT_NE(e.find("pytorch-expandable"), std::string::npos) << e;
+}
+
+TEST(StackMemory, ResultNamesTheAllocatorsPeaksOnlyWhereTheStackHasOne) {
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json");
+  const auto plain = results::to_json(analytical(s), false);
+  EXPECT_FALSE(plain["memory"].contains("reserved_peak_bytes"));
+  EXPECT_FALSE(plain["memory"].contains("allocator"));
+  s.training.memory.allocator = strategies::Allocator::PytorchExpandable;
+  const auto r = analytical(s);
+  const auto j = results::to_json(r, false);
+  EXPECT_EQ(j["memory"]["allocator"], "pytorch-expandable");
+  const double allocated = j["memory"]["allocated_peak_bytes"].get<double>();
+  EXPECT_NEAR(allocated, r.memory.peak() - s.reserved_bytes, 1);
+  EXPECT_NEAR(j["memory"]["reserved_peak_bytes"].get<double>(), allocated + 22.0 * 1024 * 1024, 1);
+  EXPECT_NEAR(j["memory"]["device_peak_bytes"].get<double>(), r.memory.peak() + 22.0 * 1024 * 1024, 1);
+  EXPECT_EQ(j["memory"]["peak_bytes"], plain["memory"]["peak_bytes"]);  // the allocated figure, as before
+}
+
+TEST(StackMemory, SummaryShowsTheAllocatorsCacheAndWhatPytorchReads) {
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json");
+  EXPECT_EQ(reports::summary(analytical(s)).find("allocator"), std::string::npos);
+  s.training.memory.buffers = StateBuffers::Framework;  // 71.5 GiB allocated, as above
+  s.training.memory.allocator = strategies::Allocator::PytorchCaching;
+  const auto text = reports::summary(analytical(s));
+  EXPECT_NE(text.find("allocator cache"), std::string::npos) << text;
+  EXPECT_NE(text.find("max_memory_reserved"), std::string::npos) << text;
+  EXPECT_NE(text.find("DOES NOT FIT"), std::string::npos) << text;
+}
+
+TEST(StackMemory, FewestGpusThatFitCountTheAllocatorsCache) {
+  // Llama 3 8B without ZeRO does not fit 16 A100s; the search for the fewest GPUs that hold it
+  // asks the same question as `fits`: with the caching allocator's cache, the answer holds it.
+  auto s = config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero0.json");
+  s.backend = config::Backend::Analytical;
+  s.training.memory.buffers = StateBuffers::Framework;
+  const auto plain = results::simulate(s);
+  s.training.memory.allocator = strategies::Allocator::PytorchCaching;
+  const auto cached = results::simulate(s);
+  ASSERT_TRUE(plain.fewest_fit && cached.fewest_fit);
+  EXPECT_GE(cached.fewest_fit->gpus, plain.fewest_fit->gpus);
+  // The shape it found, planned in full: the device peak it holds, cache included, is the fit's.
+  const auto& fit = *cached.fewest_fit;
+  config::Scenario f = s;
+  f.cluster.nodes = fit.gpus / 8;
+  f.parallelism.data = fit.data, f.parallelism.tensor = fit.tensor, f.parallelism.pipeline = fit.pipeline;
+  f.parallelism.zero_stage = fit.zero_stage, f.parallelism.recompute = fit.recompute;
+  const auto r = results::memory_only(f);
+  EXPECT_TRUE(r.fits);
+  EXPECT_GT(r.allocator_slack, 0);
+  EXPECT_NEAR(r.device_peak(), fit.peak_bytes, 1e-6 * fit.peak_bytes);
+}
+
+TEST(StackMemory, WorstGpuIsTheOneThatHoldsTheMostCacheIncluded) {
+  // Pipeline stages differ in activations (1F1B: the first keeps the most micro-batches) and in
+  // weights (embedding, head): the GPU reported is the one whose device peak is highest.
+  auto s = config::load_scenario(kRoot + "/scenarios/pipeline/gpt3-175b-1f1b.json");
+  s.training.memory.allocator = strategies::Allocator::PytorchCaching;
+  const auto r = results::memory_only(s);
+  ASSERT_GT(r.plan.stage_memory.size(), 1u);
+  double most = 0;
+  for (const auto& m : r.plan.stage_memory)
+    most = std::max(most, m.peak() + s.reserved_bytes + strategies::allocator_slack(s.training.memory.allocator, m.activations + m.other));
+  EXPECT_NEAR(r.device_peak(), most, 1e-9 * most);
+}
