@@ -60,9 +60,13 @@ TEST(CliList, OneLinePerEntryWithWhatTellsThemApart) {
   EXPECT_NE(d.out.find(" 312 TFLOP/s bf16, 80 GiB at 2039 GB/s, 400 W, $1.89/GPU-hour\n"), std::string::npos)
       << d.out;
   auto c = dtsim_cli("list clusters", dir);
-  EXPECT_NE(c.out.find("dgx-h100    8 GPUs per node, nvswitch 450 GBps per GPU; 8 x 50 GBps NICs per node, fat-tree; "
-                       "nodes: set cluster.nodes; sets no device (give hardware.device)\n"),
-            std::string::npos)
+  // The name column is as wide as the longest cluster preset's name.
+  const auto h100 = c.out.find("\ndgx-h100 ");
+  ASSERT_NE(h100, std::string::npos) << c.out;
+  const auto what = c.out.find_first_not_of(' ', h100 + 9);
+  EXPECT_EQ(c.out.substr(what, c.out.find('\n', what) - what),
+            "8 GPUs per node, nvswitch 450 GBps per GPU; 8 x 50 GBps NICs per node, fat-tree; "
+            "nodes: set cluster.nodes; sets no device (give hardware.device)")
       << c.out;
   auto s = dtsim_cli("list scenarios", dir);
   EXPECT_NE(s.out.find("planning/gpt3-175b-one-a100.json"), std::string::npos) << s.out;
