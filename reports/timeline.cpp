@@ -198,7 +198,7 @@ Drawing draw(const results::Result& r, int max_gpus) {
     std::atomic<std::size_t> next{0};
     auto analyse = [&] {
       for (std::size_t i; (i = next++) < gpus.size();)
-        replay::step_breakdown(g, t, r.work_seconds, r.work_comm_seconds, {.rank = gpus[i], .horizon = t.makespan, .idle = &idle[i], .comm_core_share = r.comm_core_share});
+        replay::step_breakdown(g, t, r.work_seconds, r.work_comm_seconds, {.rank = gpus[i], .horizon = t.makespan, .idle = &idle[i], .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds});
     };
     std::vector<std::thread> helpers;
     const std::size_t threads = std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()), gpus.size(), 16});

@@ -99,9 +99,14 @@ struct Breakdown {
   double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0, input_stall = 0;
   double stage_imbalance = 0;
   double checkpoint = 0;  // not replayed: the chief's synchronous saves, amortised per step (results layer)
+  // What compute (and the optimizer) lost to the SMs collectives held beside it: a software
+  // stack's communication interference (sim/cost/comm_interference.hpp), in the replay's rate and
+  // inside tensor-parallel overlap. Never set without a stack.
+  double comm_interference = 0;
   int rank = 0;  // -1: averaged over several GPUs
   double total() const {
-    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + stage_imbalance + checkpoint;
+    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + stage_imbalance + checkpoint +
+           comm_interference;
   }
   Breakdown& operator+=(const Breakdown& o);
   Breakdown& operator*=(double f);
@@ -124,6 +129,11 @@ struct BreakdownScope {
   // takes part in is in flight, this share is the collectives' progress, charged to exposed
   // communication rather than to what ran.
   double comm_core_share = 0;
+  // A GPU's SMs rather than a CPU's cores: that share goes to comm_interference instead.
+  bool sms = false;
+  // Per Work, the seconds a tensor-parallel overlap adds to it by slowing its GEMMs (booked as
+  // comm_interference, as work_comm_seconds is as exposed communication); null: none.
+  const std::vector<double>* work_interference_seconds = nullptr;
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
                          const std::vector<double>& work_comm_seconds, BreakdownScope scope = {});
