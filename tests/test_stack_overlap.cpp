@@ -290,3 +290,14 @@ TEST(TpOverlap, RefusesAnUnknownSchemeAndOverlapWithoutSequenceParallelism) {
   json.replace(json.find(R"("sequence_parallel": true)"), 25, R"("sequence_parallel": false)");
   EXPECT_EQ(error_of(json), "");
 }
+
+TEST(CommInterference, PeerStagesSlowedByItAreNotStragglerWait) {
+  // Two stages, four replicas: gradient buckets reduce beside the stages' backwards, so peer stages
+  // run late only by the interference. Without stragglers none of it is straggler wait.
+  const auto r = test::simulate_over_base(
+      R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "stack": {"preset": "megatron-te"},
+          "parallelism": {"data": 4, "pipeline": 2, "micro_batch_size": 2}})");
+  EXPECT_GT(r.breakdown.comm_interference, 0.0);
+  EXPECT_EQ(r.breakdown.straggler_wait, 0.0);
+  test::expect_parts_sum_to_step(r);
+}

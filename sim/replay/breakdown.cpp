@@ -40,6 +40,7 @@ const char* to_string(IdleCause c) {
     case IdleCause::StragglerWait: return "straggler wait";
     case IdleCause::ExposedCommunication: return "exposed communication";
     case IdleCause::InputStall: return "input stall";
+    case IdleCause::CommInterference: return "communication interference";
   }
   return "?";
 }
@@ -77,7 +78,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
   // Ties in start time keep graph order, which follows the stream (an instant task before the
   // pass that waits for it).
   std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] != t.start[y] ? t.start[x] < t.start[y] : x < y; });
-  const Waits waits(g, t, work_seconds, rank);
+  const Waits waits(g, t, work_seconds, rank, scope.slowed_by_interference);
   // Shared cores: the intervals in which a collective of this GPU is in flight, merged.
   std::vector<std::pair<double, double>> comm;
   if (scope.comm_core_share > 0) {

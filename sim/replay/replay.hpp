@@ -115,7 +115,7 @@ struct Breakdown {
 // report can colour each gap by its cause. A wait for peer stages is one stretch of time: its
 // late part (stage imbalance, then straggler wait) is put at its end, where the GPU would have
 // been released at a uniform pace; what is left of it, at its start, is pipeline bubble.
-enum class IdleCause { PipelineBubble, StageImbalance, StragglerWait, ExposedCommunication, InputStall };
+enum class IdleCause { PipelineBubble, StageImbalance, StragglerWait, ExposedCommunication, InputStall, CommInterference };
 const char* to_string(IdleCause c);  // "pipeline bubble", as the breakdown names the part
 struct IdleSpan {
   double start = 0, end = 0;
@@ -134,6 +134,9 @@ struct BreakdownScope {
   // Per Work, the seconds a tensor-parallel overlap adds to it by slowing its GEMMs (booked as
   // comm_interference, as work_comm_seconds is as exposed communication); null: none.
   const std::vector<double>* work_interference_seconds = nullptr;
+  // Peer stages ran late only because collectives held SMs beside their compute (a stack's
+  // interference, no stragglers): that lateness is comm_interference, not straggler wait.
+  bool slowed_by_interference = false;
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
                          const std::vector<double>& work_comm_seconds, BreakdownScope scope = {});

@@ -246,14 +246,14 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
       if (!t.is_collective && t.category != taskgraph::Category::Input) workers.insert(t.rank);
     r.breakdown = {};
     for (int w : workers)
-      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = w, .horizon = r.async->window_s, .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds});
+      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = w, .horizon = r.async->window_s, .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds, .slowed_by_interference = r.comm_share_is_sms && !s.stragglers.enabled});
     r.breakdown *= 1.0 / static_cast<double>(r.async->updates);
     r.breakdown.rank = -1;
   } else {
     // The GPU that ends last, up to the end of the last step (its gradient sync, with several).
     double horizon = r.timeline.makespan;
     if (r.steps) horizon = std::accumulate(r.steps->step_times.begin(), r.steps->step_times.end(), 0.0);
-    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = -1, .horizon = horizon, .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds});
+    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = -1, .horizon = horizon, .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds, .slowed_by_interference = r.comm_share_is_sms && !s.stragglers.enabled});
     r.breakdown *= 1.0 / steps;  // per step, on average
   }
   if (s.roles.chief) {
