@@ -125,6 +125,12 @@ struct Kernel {
   bool dropout = false; // ResidualForward/Backward: a dropout before the add
 };
 
+// A Megatron tensor-parallel linear layer: column-parallel (QKV, fc1: the sequence-parallel input
+// is gathered before it, its input gradient summed after) or row-parallel (the output projection
+// and fc2: its output summed after it, the output gradient gathered before its backward). A
+// software stack overlaps those collectives with the layer's GEMMs (strategies/tp_overlap.hpp).
+enum class TpLinear : std::uint8_t { None, Column, Row };
+
 struct Op {
   std::string name;
   std::vector<Kernel> forward, backward;
@@ -134,6 +140,7 @@ struct Op {
   bool selective = false;            // re-run in backward under selective recomputation
   bool matmul = false;               // counts in model FLOPs
   bool context_attention = false;    // the fused attention context parallelism overlaps its K/V exchange with
+  TpLinear tp_linear = TpLinear::None;
   // Expert weights: split over the expert-parallel ranks, their gradients summed over the
   // expert-data-parallel ones. The rest of a model is dense.
   bool expert = false;

@@ -69,6 +69,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
   const double kv = static_cast<double>(x.tokens) * static_cast<double>(x.kv_heads * x.d) * e;  // K or V
   const double q_bytes = static_cast<double>(x.tokens) * static_cast<double>(x.heads * x.d) * e;
   l.ops.push_back(block_linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x, x.gathered_split));
+  l.ops.back().tp_linear = TpLinear::Column;
   const I bh = x.b * x.heads;
   if (o.attention == Attention::Flash) {
     // One fused kernel (flash_attention in transformer_ops.hpp).
@@ -103,6 +104,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     standard_attention(l, bh, x.q, x.d, x.d, e, q_bytes + kv, kv, s.dropout);  // saves Q and K, then V
   }
   Op out = block_linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false, x);
+  out.tp_linear = TpLinear::Row;
   if (s.linear_bias) {
     out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share
     mark_bias_grad(out, x.tokens, x.h, e);
@@ -116,16 +118,19 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
   const double tf = static_cast<double>(x.tokens) * static_cast<double>(x.ffn);
   if (s.mlp == Mlp::SwiGlu) {
     l.ops.push_back(block_linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x, x.gathered_split));
+    l.ops.back().tp_linear = TpLinear::Column;
     Op act = elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0);
     mark_role(act, KernelRole::SwiGluForward, KernelRole::SwiGluBackward, tf, e, false);
     l.ops.push_back(act);
   } else {
     l.ops.push_back(block_linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x, x.gathered_split));
+    l.ops.back().tp_linear = TpLinear::Column;
     Op act = elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0);
     mark_role(act, KernelRole::GeluForward, KernelRole::GeluBackward, tf, e, false);
     l.ops.push_back(act);
   }
   Op fc2 = block_linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false, x);
+  fc2.tp_linear = TpLinear::Row;
   if (s.linear_bias) {
     fc2.params += static_cast<double>(x.h) / x.t;
     mark_bias_grad(fc2, x.tokens, x.h, e);

@@ -31,7 +31,8 @@ const char* const kParts[][2] = {{"compute", "compute"},
                                  {"optimizer", "optimizer"},
                                  {"straggler_wait", "straggler wait"},
                                  {"input_stall", "input stall"},
-                                 {"checkpoint", "checkpoint"}};
+                                 {"checkpoint", "checkpoint"},
+                                 {"comm_interference", "communication interference"}};
 
 // One result's column: what ran, where its step goes (on the shared scale) and its memory.
 std::string column(const nlohmann::json& r, const std::string& name, double longest_step, const std::string& timeline) {
@@ -49,7 +50,7 @@ std::string column(const nlohmann::json& r, const std::string& name, double long
     if (r.contains("breakdown_s") && r["breakdown_s"].contains(key)) parts.emplace_back(label, number(r, std::string("/breakdown_s/") + key));
   // Both bars are drawn to the longer step's scale: the shorter step is a shorter bar.
   h += "<h3>Where the step goes</h3>\n" +
-       svg::bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd"}, longest_step, "s", 440);
+       svg::bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd", "#e377c2"}, longest_step, "s", 440);
   const double gib = units::kGiB, capacity = number(r, "/memory/capacity_bytes") / gib, peak = number(r, "/memory/peak_bytes") / gib;
   h += fmt::format("<h3>Memory of the fullest GPU (rank {}): {:.1f} GiB{}</h3>\n", text(r, "/memory/worst_rank"), peak,
                    r.contains("/memory/fits"_json_pointer) && r["memory"]["fits"] == false ? " — does not fit" : "");

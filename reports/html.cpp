@@ -36,9 +36,10 @@ std::string html_report(const results::Result& r) {
         {"optimizer", b.optimizer},       {"straggler wait", b.straggler_wait},
         {"input stall", b.input_stall}};
     if (r.roles) parts.emplace_back("checkpoint", b.checkpoint);  // the chief's saves (cluster.roles)
+    if (r.shows_interference()) parts.emplace_back("communication interference", b.comm_interference);
     h += std::string(r.async ? "<h2>Where the step goes (every worker's time, per step's worth of updates)</h2>\n"
                              : "<h2>Where the step goes</h2>\n") +
-         svg::bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd"},
+         svg::bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd", "#e377c2"},
              r.step_time_s, "s");
     const timeline::Drawing tl = timeline::draw(r, 64);
     h += "<h2>Timeline</h2><p>Each simulated GPU: compute on top (dark blue forward, light blue backward, green optimizer), its data "

@@ -121,8 +121,9 @@ std::string summary(const results::Result& r) {
                            {"pipeline bubble", b.pipeline_bubble}, {"stage imbalance", b.stage_imbalance},
                            {"optimizer", b.optimizer},
                            {"straggler wait", b.straggler_wait}, {"input stall", b.input_stall},
-                           {"checkpoint", b.checkpoint}}) {
+                           {"checkpoint", b.checkpoint}, {"comm interference", b.comm_interference}}) {
       if (std::string_view(name) == "checkpoint" && !r.roles) continue;
+      if (std::string_view(name) == "comm interference" && !r.shows_interference()) continue;
       out += fmt::format("  {:<22} {:9.4f} s {:5.1f}%  {}\n", name, v, 100 * v / whole, bar(v / whole));
     }
   }

@@ -45,7 +45,10 @@ constexpr std::pair<replay::IdleCause, const char*> kIdleColours[] = {
     {replay::IdleCause::StragglerWait, "#ff7f0e"},        {replay::IdleCause::ExposedCommunication, "#d62728"},
     {replay::IdleCause::InputStall, "#8c564b"}};
 
+// Waiting on peer stages slowed by a stack's communication interference: the breakdown bar's
+// colour for that part. Not in the legend, which every report shares.
 const char* idle_colour(replay::IdleCause c) {
+  if (c == replay::IdleCause::CommInterference) return "#e377c2";
   for (const auto& [cause, col] : kIdleColours)
     if (cause == c) return col;
   return "#bbbbbb";
@@ -198,7 +201,8 @@ Drawing draw(const results::Result& r, int max_gpus) {
     std::atomic<std::size_t> next{0};
     auto analyse = [&] {
       for (std::size_t i; (i = next++) < gpus.size();)
-        replay::step_breakdown(g, t, r.work_seconds, r.work_comm_seconds, {.rank = gpus[i], .horizon = t.makespan, .idle = &idle[i], .comm_core_share = r.comm_core_share});
+        replay::step_breakdown(g, t, r.work_seconds, r.work_comm_seconds, {.rank = gpus[i], .horizon = t.makespan, .idle = &idle[i], .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds,
+                                         .slowed_by_interference = r.comm_share_is_sms && !r.scenario_spec.stragglers.enabled});
     };
     std::vector<std::thread> helpers;
     const std::size_t threads = std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()), gpus.size(), 16});

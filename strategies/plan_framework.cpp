@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "strategies/planner.hpp"
+#include "strategies/tp_overlap.hpp"
 
 namespace dtsim::strategies {
 
@@ -153,17 +154,21 @@ void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cros
         taskgraph::Work w;
         w.name = std::string(op.forward ? "fwd " : "bwd ") + l->name;
         if (starts.size() > 1) w.name += "." + l->ops[static_cast<std::size_t>(items[a].op)].name;
+        std::vector<TpLinearAt> linears;  // the segment's tensor-parallel GEMMs (tp_overlap.hpp)
         for (std::size_t i = a; i < b; ++i) {
           const auto& o = l->ops[static_cast<std::size_t>(items[i].op)];
-          if (op.forward || items[i].rerun) {
+          const std::size_t at = w.kernels.size();
+          const bool forward = op.forward || items[i].rerun;
+          if (forward) {
             w.kernels.insert(w.kernels.end(), o.forward.begin(), o.forward.end());
           } else {
             w.kernels.insert(w.kernels.end(), o.backward.begin(), o.backward.end());
-            if (!p_.fused_grad_accumulation && o.params > 0)
-              w.kernels.push_back(models::grad_accumulate_kernel(o.params, g_.options.activation_bytes));
           }
+          if (auto lin = find_tp_linear(o, forward, w.kernels, at)) linears.push_back(*lin);
+          if (!forward && !p_.fused_grad_accumulation && o.params > 0)
+            w.kernels.push_back(models::grad_accumulate_kernel(o.params, g_.options.activation_bytes));
         }
-        if (b == items.size()) w.comms = tensor_parallel_comms(*l, op.forward, g_, p_, tpg);
+        if (b == items.size()) w.comms = overlap_tp_comms(tensor_parallel_comms(*l, op.forward, g_, p_, tpg), linears, p_);
         wit->second = table_.get(std::move(w));
       }
       if (sg == 0 && !op.forward && p_.activation_offload) fetch_layer(s, j, op, l, cross);

@@ -63,6 +63,9 @@ struct ParallelismSpec {
   Schedule schedule = Schedule::OneFOneB;
   int virtual_stages = 1;
   bool sequence_parallel = false;
+  // How the software stack overlaps the tensor-parallel collectives with GEMMs (the scenario's
+  // stack.tp_overlap; strategies/tp_overlap.hpp). None: they block the compute stream.
+  taskgraph::TpOverlap tp_overlap = taskgraph::TpOverlap::None;
   // GPU order, fastest-varying first: tensor, then pipeline, then data (tensor groups stay inside
   // a node, pipeline neighbours next to each other); `pipeline_outer` puts data before pipeline
   // as Megatron-LM's default rank order does.

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "strategies/tp_overlap.hpp"
+
 namespace dtsim::strategies {
 
 using taskgraph::CollectiveOp;
@@ -56,6 +58,9 @@ std::uint64_t work_hash(const taskgraph::Work& w) {
     h.add(c.count);
     h.add(c.hidden_by);
     h.add(c.hidden_share);
+    h.add(static_cast<int>(c.cut));
+    h.add(c.chunks);
+    h.add(c.margin_sms);
   }
   return h.h;
 }
@@ -77,7 +82,8 @@ bool same_work(const taskgraph::Work& a, const taskgraph::Work& b) {
   for (std::size_t i = 0; i < a.comms.size(); ++i) {
     const auto &x = a.comms[i], &y = b.comms[i];
     if (x.op != y.op || x.group != y.group || !same_bits(x.bytes, y.bytes) || !same_bits(x.count, y.count) ||
-        x.hidden_by != y.hidden_by || !same_bits(x.hidden_share, y.hidden_share))
+        x.hidden_by != y.hidden_by || !same_bits(x.hidden_share, y.hidden_share) || x.cut != y.cut || x.chunks != y.chunks ||
+        x.margin_sms != y.margin_sms)
       return false;
   }
   return true;
@@ -166,10 +172,14 @@ std::vector<InlineCollective> context_parallel_comms(const models::Layer& layer,
 
 namespace {
 // Appends one pass of `op` to the work; returns where its first kernel landed when it is the
-// attention context parallelism hides its exchange behind, else `attention` unchanged.
-int append(taskgraph::Work& w, const models::Op& op, const std::vector<models::Kernel>& pass, int attention) {
-  if (op.context_attention && !pass.empty()) attention = static_cast<int>(w.kernels.size());
+// attention context parallelism hides its exchange behind, else `attention` unchanged. A
+// tensor-parallel linear's GEMMs go to `linears` (tp_overlap.hpp).
+int append(taskgraph::Work& w, const models::Op& op, const std::vector<models::Kernel>& pass, int attention,
+           std::vector<TpLinearAt>& linears) {
+  const std::size_t at = w.kernels.size();
+  if (op.context_attention && !pass.empty()) attention = static_cast<int>(at);
   w.kernels.insert(w.kernels.end(), pass.begin(), pass.end());
+  if (auto l = find_tp_linear(op, &pass == &op.forward, w.kernels, at)) linears.push_back(*l);
   return attention;
 }
 }  // namespace
@@ -180,8 +190,9 @@ taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, co
   w.name = layers.size() == 1 ? "fwd " + layers[0]->name : fmt::format("fwd {}..{}", layers.front()->name, layers.back()->name);
   for (const auto* l : layers) {
     int attention = -1;
-    for (const auto& op : l->ops) attention = append(w, op, op.forward, attention);
-    auto c = tensor_parallel_comms(*l, true, g, p, tp_group);
+    std::vector<TpLinearAt> linears;
+    for (const auto& op : l->ops) attention = append(w, op, op.forward, attention, linears);
+    auto c = overlap_tp_comms(tensor_parallel_comms(*l, true, g, p, tp_group), linears, p);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
     auto x = context_parallel_comms(*l, true, p, cp, attention);
     w.comms.insert(w.comms.end(), x.begin(), x.end());
@@ -196,19 +207,20 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     const auto& l = **it;
     int reran = -1;
+    std::vector<TpLinearAt> linears;
     for (const auto& op : l.ops)
-      if (rerun(l, op, p.recompute)) reran = append(w, op, op.forward, reran);
+      if (rerun(l, op, p.recompute)) reran = append(w, op, op.forward, reran, linears);
     if (reran >= 0) {  // recomputing attention exchanges K and V again
       auto x = context_parallel_comms(l, true, p, cp, reran);
       w.comms.insert(w.comms.end(), x.begin(), x.end());
     }
     int attention = -1;
-    for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op) attention = append(w, *op, op->backward, attention);
+    for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op) attention = append(w, *op, op->backward, attention, linears);
     auto x = context_parallel_comms(l, false, p, cp, attention);
     w.comms.insert(w.comms.end(), x.begin(), x.end());
     if (!p.fused_grad_accumulation && l.params() > 0)
       w.kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
-    auto c = tensor_parallel_comms(l, false, g, p, tp_group);
+    auto c = overlap_tp_comms(tensor_parallel_comms(l, false, g, p, tp_group), linears, p);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
   }
   return w;
@@ -235,11 +247,18 @@ taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& laye
   taskgraph::Work whole = backward_work(layers, g, p, tp_group);
   taskgraph::Work w;
   w.name = (weight ? "bwd weight " : "bwd input ") + whole.name.substr(4);
-  for (auto& k : whole.kernels) {
+  std::vector<int> kept(whole.kernels.size(), -1);
+  for (std::size_t i = 0; i < whole.kernels.size(); ++i) {
+    auto& k = whole.kernels[i];
     const bool accumulate = k.name.rfind("grad_accumulate", 0) == 0;
-    if ((weight_gradient_kernel(k) || accumulate) == weight) w.kernels.push_back(std::move(k));
+    if ((weight_gradient_kernel(k) || accumulate) != weight) continue;
+    kept[i] = static_cast<int>(w.kernels.size());
+    w.kernels.push_back(std::move(k));
   }
-  if (!weight) w.comms = std::move(whole.comms);
+  if (!weight) {
+    w.comms = std::move(whole.comms);
+    remap_tp_overlap(w.comms, kept);  // a collective beside a weight GEMM no longer has it
+  }
   return w;
 }
 

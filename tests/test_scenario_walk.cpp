@@ -58,7 +58,7 @@ std::map<std::string, double> html_parts(const std::string& html) {
 // "  compute    2.7432 s  98.7%" lines of the text summary, by part.
 std::map<std::string, double> text_parts(const std::string& text) {
   std::map<std::string, double> out;
-  const std::regex line(R"(\n  (compute|exposed communication|pipeline bubble|stage imbalance|optimizer|straggler wait|input stall|checkpoint) +([-0-9.]+) s )");
+  const std::regex line(R"(\n  (compute|exposed communication|pipeline bubble|stage imbalance|optimizer|straggler wait|input stall|checkpoint|comm interference) +([-0-9.]+) s )");
   for (std::sregex_iterator it(text.begin(), text.end(), line), stop; it != stop; ++it) out[(*it)[1]] = std::stod((*it)[2]);
   return out;
 }

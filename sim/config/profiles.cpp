@@ -71,6 +71,11 @@ cost::DeviceProfile load_device_profile_file(const std::string& file) {
     a->finish();
   }
   d.comm_core_share = r.number("comm_core_share", Range{0.0, 0.95}, 0.0);
+  // Communication interference under a software stack (sim/cost/comm_interference.hpp).
+  d.sm_count = static_cast<int>(r.integer("sm_count", 1, 100000, 0));
+  d.nccl_sms = static_cast<int>(r.integer("nccl_sms", 0, 100000, 0));
+  if (d.nccl_sms > 0 && d.nccl_sms >= d.sm_count)
+    r.fail("nccl_sms", d.sm_count > 0 ? "must be fewer than sm_count" : "needs sm_count, the device's SMs");
   d.pcie_bandwidth = r.quantity("pcie_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 16e9);
   d.power_w = r.number("power_W", Range{0.0, 1e5, true}, 0.0);
   d.price_per_gpu_hour_usd = r.number("price_per_gpu_hour_usd", Range{0.0, 1e6, true}, 0.0);

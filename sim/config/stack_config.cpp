@@ -22,6 +22,37 @@ void parse_stack_memory(Reader& r, const std::string& preset, strategies::StackM
                                             : Allocator::None;
 }
 
+// `comm_sms`: SMs the stack's collectives hold (sim/cost/comm_interference.hpp). A count needs the
+// device's SM count to mean anything, and must leave compute some SMs.
+void parse_comm_sms(Reader& r, Scenario& s) {
+  cost::Stack& st = s.device.stack;
+  if (!r.has("comm_sms")) {
+    r.ignore("comm_sms");
+    return;
+  }
+  st.comm_sms = static_cast<int>(r.integer("comm_sms", 0, 100000));
+  if (st.comm_sms > 0 && s.device.sm_count <= 0)
+    r.fail("comm_sms", fmt::format("device \"{}\" names no sm_count, so SMs held by collectives cannot be priced",
+                                   s.device.name));
+  if (st.comm_sms > 0 && st.comm_sms >= s.device.sm_count)
+    r.fail("comm_sms", fmt::format("{} SMs of device \"{}\"'s {} would leave none for compute", st.comm_sms, s.device.name,
+                                   s.device.sm_count));
+}
+
+// `tp_overlap`: Megatron-LM asserts sequence parallelism under --tp-comm-overlap
+// (megatron/training/arguments.py), and async TP decomposes the same all-gather/reduce-scatter pairs.
+void parse_tp_overlap(Reader& r, Scenario& s) {
+  cost::Stack& st = s.device.stack;
+  st.tp_overlap = *cost::tp_overlap_from_string(
+      r.choice("tp_overlap", {"none", "te-userbuffers", "async-tp"}, cost::to_string(st.tp_overlap)));
+  const auto& p = s.parallelism;
+  if (r.has("tp_overlap") && st.tp_overlap != taskgraph::TpOverlap::None && p.tensor > 1 && !p.sequence_parallel)
+    r.fail("tp_overlap", fmt::format("\"{}\" overlaps the all-gathers and reduce-scatters of sequence parallelism: set "
+                                     "parallelism.sequence_parallel to true",
+                                     cost::to_string(st.tp_overlap)));
+  s.parallelism.tp_overlap = st.tp_overlap;
+}
+
 }  // namespace
 
 void parse_stack(Reader& root, Scenario& s) {
@@ -39,6 +70,8 @@ void parse_stack(Reader& root, Scenario& s) {
                                      cost::to_string(st.attention)));
   st.elementwise = *cost::elementwise_from_string(
       r->choice("elementwise", {"fused", "eager", "compiled"}, cost::to_string(st.elementwise)));
+  parse_comm_sms(*r, s);
+  parse_tp_overlap(*r, s);
   r->finish();
 }
 

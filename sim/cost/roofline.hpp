@@ -48,6 +48,9 @@ struct DeviceProfile {
   // share of the cores they hold while any collective of the device is in flight, which compute
   // overlapping it loses. 0 for accelerators, whose communication has engines of its own.
   double comm_core_share = 0;
+  // Streaming multiprocessors, and how many of them a NCCL collective's kernels hold on this
+  // platform by default (one CTA per channel; comm_interference.cpp). 0: not stated.
+  int sm_count = 0, nccl_sms = 0;
   // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
   std::optional<EfficiencyCurve> fp8_gemm;
   // The software stack the scenario runs (its `stack` key): how it launches and which kernels.

@@ -19,17 +19,29 @@ namespace {
 constexpr double kEagerDispatchS = 7e-6;
 constexpr double kInductorDispatchS = 6.8e-6;
 
+// Every stack but the default runs its data-parallel, pipeline and expert collectives through
+// NCCL, whose kernels hold SMs while they run: kDeviceCommSms takes the device profile's count.
 const std::map<std::string, Stack>& registry() {
+  using taskgraph::TpOverlap;
   static const std::map<std::string, Stack> stacks{
       {"default", Stack{}},
       // PyTorch's SDPA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn).
-      {"pytorch-eager", Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS}},
+      {"pytorch-eager",
+       Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms, TpOverlap::None}},
       // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains.
-      {"torchtitan-compile", Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS}},
+      {"torchtitan-compile", Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS,
+                                   kDeviceCommSms, TpOverlap::None}},
+      // The same with --compile.enable_async_tensor_parallel: Inductor's micro-pipeline TP pass.
+      {"torchtitan-async-tp", Stack{"torchtitan-async-tp", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS,
+                                    kDeviceCommSms, TpOverlap::AsyncTp}},
       // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
       // (the model's fused kernels); TE's DotProductAttention on Hopper runs cuDNN's fused attention
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
-      {"megatron-te", Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS}},
+      {"megatron-te",
+       Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS, kDeviceCommSms, TpOverlap::None}},
+      // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
+      {"megatron-te-tp-overlap", Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
+                                       kDeviceCommSms, TpOverlap::TransformerEngine}},
   };
   return stacks;
 }
@@ -74,6 +86,21 @@ std::optional<AttentionImpl> attention_impl_from_string(const std::string& s) {
 std::optional<Elementwise> elementwise_from_string(const std::string& s) {
   for (auto e : {Elementwise::Fused, Elementwise::Eager, Elementwise::Compiled})
     if (s == to_string(e)) return e;
+  return std::nullopt;
+}
+
+const char* to_string(taskgraph::TpOverlap t) {
+  switch (t) {
+    case taskgraph::TpOverlap::None: return "none";
+    case taskgraph::TpOverlap::TransformerEngine: return "te-userbuffers";
+    case taskgraph::TpOverlap::AsyncTp: return "async-tp";
+  }
+  return "?";
+}
+
+std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s) {
+  for (auto t : {taskgraph::TpOverlap::None, taskgraph::TpOverlap::TransformerEngine, taskgraph::TpOverlap::AsyncTp})
+    if (s == to_string(t)) return t;
   return std::nullopt;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/taskgraph/task_graph.hpp"
+
 namespace dtsim::cost {
 
 // gemm-curve: the attention kernel at the device's GEMM curve (dtsim's behaviour before stacks).
@@ -20,17 +22,27 @@ struct Stack {
   // Host time to launch one kernel. The GPU waits for it only when the kernel before is shorter
   // (the host runs ahead otherwise), so each kernel takes at least this long. 0: not modelled.
   double dispatch_s = 0;
+  // Communication interference (comm_interference.cpp): SMs a collective's kernels hold while it
+  // is in flight, which compute on that GPU loses. kDeviceCommSms: the device profile's nccl_sms.
+  int comm_sms = 0;
+  // How tensor-parallel collectives overlap the GEMMs beside them (strategies/tp_overlap.cpp).
+  taskgraph::TpOverlap tp_overlap = taskgraph::TpOverlap::None;
   bool is_default() const {
-    return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0;
+    return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
+           tp_overlap == taskgraph::TpOverlap::None;
   }
 };
+inline constexpr int kDeviceCommSms = -1;
 
 const char* to_string(AttentionImpl a);
 const char* to_string(Elementwise e);
 std::optional<AttentionImpl> attention_impl_from_string(const std::string& s);
 std::optional<Elementwise> elementwise_from_string(const std::string& s);
+const char* to_string(taskgraph::TpOverlap t);
+std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s);
 
-// The registered presets: default, pytorch-eager, torchtitan-compile, megatron-te.
+// The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp,
+// megatron-te, megatron-te-tp-overlap.
 std::vector<std::string> stack_names();
 std::optional<Stack> find_stack(const std::string& name);
 

@@ -14,8 +14,8 @@ strategies::StackMemory stack_memory(const std::string& preset) {
   // copy between micro-batches; Transformer Engine caches the FP8 weight and its transpose on the
   // module (te/pytorch/module/linear.py, get_weight_workspace with cache_name "weight").
   if (preset == "pytorch-eager") return {StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchCaching};
-  if (preset == "torchtitan-compile") return {StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchExpandable};
-  if (preset == "megatron-te")
+  if (preset == "torchtitan-compile" || preset == "torchtitan-async-tp") return {StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchExpandable};
+  if (preset == "megatron-te" || preset == "megatron-te-tp-overlap")
     return {StateBuffers::Framework, Fp8WeightCopies::CopyAndTranspose, Allocator::PytorchCaching};
   return {};
 }

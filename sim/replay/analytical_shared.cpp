@@ -34,8 +34,11 @@ Timeline replay_analytical_shared(const ReplayInput& in) {
     }
     return it->second;
   };
-  // Compute on a GPU's own stream shares its cores; the data loader runs beside it.
-  auto shares = [&](const taskgraph::Task& t) { return !t.is_collective && t.category != taskgraph::Category::Input; };
+  // Compute on a GPU's own stream shares its cores; the data loader runs beside it, and PCIe copies
+  // on copy engines (as in SimGrid, where they are flows or timers).
+  auto shares = [&](const taskgraph::Task& t) {
+    return !t.is_collective && t.category != taskgraph::Category::Input && t.category != taskgraph::Category::Copy;
+  };
   const double slowed = 1.0 - in.comm_core_share;
   std::map<int, int> in_flight;                  // GPU -> its collectives in flight
   std::map<int, std::set<std::size_t>> running;  // GPU -> its compute tasks running

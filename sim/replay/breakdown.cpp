@@ -21,12 +21,14 @@ Breakdown& Breakdown::operator+=(const Breakdown& o) {
   input_stall += o.input_stall;
   checkpoint += o.checkpoint;
   stage_imbalance += o.stage_imbalance;
+  comm_interference += o.comm_interference;
   return *this;
 }
 
 Breakdown& Breakdown::operator*=(double f) {
   for (double* part :
-       {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall, &stage_imbalance, &checkpoint})
+       {&compute, &exposed_communication, &pipeline_bubble, &optimizer, &straggler_wait, &input_stall, &stage_imbalance, &checkpoint,
+        &comm_interference})
     *part *= f;
   return *this;
 }
@@ -38,6 +40,7 @@ const char* to_string(IdleCause c) {
     case IdleCause::StragglerWait: return "straggler wait";
     case IdleCause::ExposedCommunication: return "exposed communication";
     case IdleCause::InputStall: return "input stall";
+    case IdleCause::CommInterference: return "communication interference";
   }
   return "?";
 }
@@ -75,7 +78,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
   // Ties in start time keep graph order, which follows the stream (an instant task before the
   // pass that waits for it).
   std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] != t.start[y] ? t.start[x] < t.start[y] : x < y; });
-  const Waits waits(g, t, work_seconds, rank);
+  const Waits waits(g, t, work_seconds, rank, scope.slowed_by_interference);
   // Shared cores: the intervals in which a collective of this GPU is in flight, merged.
   std::vector<std::pair<double, double>> comm;
   if (scope.comm_core_share > 0) {
@@ -108,7 +111,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
     const auto& task = g.tasks[i];
     if (!comm.empty() && to > from && task.category != taskgraph::Category::Communication) {
       const double progress = seconds * scope.comm_core_share * overlap(from, to) / (to - from);
-      b.exposed_communication += progress;
+      (scope.sms ? b.comm_interference : b.exposed_communication) += progress;
       seconds -= progress;
     }
     if (task.category == taskgraph::Category::Optimizer) {
@@ -117,9 +120,13 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
       b.exposed_communication += seconds;
     } else {  // the inline collectives' share of a pass (tensor parallelism) is communication
       const auto w = static_cast<std::size_t>(task.work);
-      const double comm = work_seconds[w] > 0 ? seconds * work_comm_seconds[w] / work_seconds[w] : 0.0;
+      const double whole = work_seconds[w];
+      const double comm = whole > 0 ? seconds * work_comm_seconds[w] / whole : 0.0;
+      const auto* slowed = scope.work_interference_seconds;
+      const double lost = whole > 0 && slowed && w < slowed->size() ? seconds * (*slowed)[w] / whole : 0.0;
       b.exposed_communication += comm;
-      b.compute += seconds - comm;
+      b.comm_interference += lost;
+      b.compute += seconds - comm - lost;
     }
   };
   std::vector<std::size_t> running;

@@ -99,9 +99,14 @@ struct Breakdown {
   double compute = 0, exposed_communication = 0, pipeline_bubble = 0, optimizer = 0, straggler_wait = 0, input_stall = 0;
   double stage_imbalance = 0;
   double checkpoint = 0;  // not replayed: the chief's synchronous saves, amortised per step (results layer)
+  // What compute (and the optimizer) lost to the SMs collectives held beside it: a software
+  // stack's communication interference (sim/cost/comm_interference.hpp), in the replay's rate and
+  // inside tensor-parallel overlap. Never set without a stack.
+  double comm_interference = 0;
   int rank = 0;  // -1: averaged over several GPUs
   double total() const {
-    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + stage_imbalance + checkpoint;
+    return compute + exposed_communication + pipeline_bubble + optimizer + straggler_wait + input_stall + stage_imbalance + checkpoint +
+           comm_interference;
   }
   Breakdown& operator+=(const Breakdown& o);
   Breakdown& operator*=(double f);
@@ -110,7 +115,7 @@ struct Breakdown {
 // report can colour each gap by its cause. A wait for peer stages is one stretch of time: its
 // late part (stage imbalance, then straggler wait) is put at its end, where the GPU would have
 // been released at a uniform pace; what is left of it, at its start, is pipeline bubble.
-enum class IdleCause { PipelineBubble, StageImbalance, StragglerWait, ExposedCommunication, InputStall };
+enum class IdleCause { PipelineBubble, StageImbalance, StragglerWait, ExposedCommunication, InputStall, CommInterference };
 const char* to_string(IdleCause c);  // "pipeline bubble", as the breakdown names the part
 struct IdleSpan {
   double start = 0, end = 0;
@@ -124,6 +129,14 @@ struct BreakdownScope {
   // takes part in is in flight, this share is the collectives' progress, charged to exposed
   // communication rather than to what ran.
   double comm_core_share = 0;
+  // A GPU's SMs rather than a CPU's cores: that share goes to comm_interference instead.
+  bool sms = false;
+  // Per Work, the seconds a tensor-parallel overlap adds to it by slowing its GEMMs (booked as
+  // comm_interference, as work_comm_seconds is as exposed communication); null: none.
+  const std::vector<double>* work_interference_seconds = nullptr;
+  // Peer stages ran late only because collectives held SMs beside their compute (a stack's
+  // interference, no stragglers): that lateness is comm_interference, not straggler wait.
+  bool slowed_by_interference = false;
 };
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
                          const std::vector<double>& work_comm_seconds, BreakdownScope scope = {});

@@ -120,8 +120,9 @@ struct Pace {
 
 }  // namespace
 
-Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank)
-    : g_(g), t_(t), rank_(rank), in_pipeline_(pipeline_of(g, rank)) {
+Waits::Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank,
+             bool slowed_by_interference)
+    : g_(g), t_(t), rank_(rank), interference_(slowed_by_interference), in_pipeline_(pipeline_of(g, rank)) {
   const std::size_t n = g.tasks.size();
   const Pace pace(g, t, work_seconds, in_pipeline_.size(), rank);
   const bool mine_off_price = off_price(pace.ran[pace.all], pace.priced[pace.all]);
@@ -188,6 +189,7 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
     double& part = cause == IdleCause::PipelineBubble         ? b.pipeline_bubble
                    : cause == IdleCause::StageImbalance       ? b.stage_imbalance
                    : cause == IdleCause::StragglerWait        ? b.straggler_wait
+                   : cause == IdleCause::CommInterference     ? b.comm_interference
                    : cause == IdleCause::ExposedCommunication ? b.exposed_communication
                                                               : b.input_stall;
     part += hi - lo;
@@ -245,7 +247,8 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
     const double late = std::clamp(gap(late_), 0.0, peers);
     const double uneven = std::clamp(gap(uneven_), 0.0, late);
     const double slowed = std::clamp(gap(slowed_), 0.0, late - uneven);
-    b.straggler_wait += slowed;
+    const IdleCause slow_cause = interference_ ? IdleCause::CommInterference : IdleCause::StragglerWait;
+    (interference_ ? b.comm_interference : b.straggler_wait) += slowed;
     b.stage_imbalance += late - slowed;
     b.pipeline_bubble += peers - late;
     if (spans) {
@@ -258,7 +261,7 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
         const double len = p.end - p.start;
         for (const auto& [cause, limit] : {std::pair{IdleCause::PipelineBubble, bubble_until},
                                            std::pair{IdleCause::StageImbalance, imbalance_until},
-                                           std::pair{IdleCause::StragglerWait, peers}}) {
+                                           std::pair{slow_cause, peers}}) {
           const double take = std::clamp(limit - done, 0.0, p.start + len - lo);
           if (take <= 0) continue;
           const double hi = std::min(p.end, lo + take);

@@ -34,7 +34,10 @@ namespace dtsim::replay {
 // imbalance.
 class Waits {
  public:
-  Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank);
+  // `slowed_by_interference`: every slowdown is a stack's communication interference (no
+  // stragglers), so what slowdowns explain is booked as comm_interference, not straggler wait.
+  Waits(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds, int rank,
+        bool slowed_by_interference = false);
 
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   // Charges [from, to] to `b`. `waiter` is the GPU's task that starts at `to`, or later when the
@@ -53,6 +56,7 @@ class Waits {
   const taskgraph::TaskGraph& g_;
   const Timeline& t_;
   int rank_;
+  bool interference_;
   std::vector<std::size_t> binding_;
   std::vector<double> late_;           // per task: seconds later than at a uniform pace
   std::vector<double> slowed_;         // per task: the part of late_ that slowdowns explain

@@ -5,7 +5,9 @@
 #include <map>
 #include <tuple>
 
+#include "sim/cost/comm_interference.hpp"
 #include "sim/network/collectives.hpp"
+#include "sim/results/inline_comm.hpp"
 #include "strategies/buckets.hpp"
 #include "strategies/placement.hpp"
 #include "strategies/plan.hpp"
@@ -42,6 +44,9 @@ std::string closed_form_gap(const config::Scenario& s) {
   if (s.roles.chief) return "chief checkpoints";
   if (s.steps_simulated != 1) return "several simulated steps";
   if (!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty()) return "time-varying hardware";
+  // Compute beside a collective runs on the SMs it leaves (sim/cost/comm_interference.hpp): the
+  // replay follows which collectives are in flight when.
+  if (cost::comm_sm_share(s.device) > 0) return "communication interference";
   return "";
 }
 
@@ -100,14 +105,20 @@ struct ClosedForm::Impl {
     s *= w.repeat;
     for (const auto& c : w.comms) {
       // Blocks of one size and their recomputed forwards share these: lowered once.
-      auto [at, first] = inline_times.try_emplace(
-          CollectiveKey{5, static_cast<double>(c.op), c.bytes, static_cast<double>(where), static_cast<double>(p.tensor)}, 0.0);
-      if (first) {
-        std::vector<int> ranks(static_cast<std::size_t>(p.tensor));
-        for (int t = 0; t < p.tensor; ++t) ranks[static_cast<std::size_t>(t)] = tp_base + t;
-        at->second = network::inline_time(platform, {c.op, c.group, c.bytes, 1.0}, ranks);
-      }
-      s += c.count * at->second;
+      auto alone = [&](double bytes) {
+        auto [at, first] = inline_times.try_emplace(
+            CollectiveKey{5, static_cast<double>(c.op), bytes, static_cast<double>(where), static_cast<double>(p.tensor)}, 0.0);
+        if (first) {
+          std::vector<int> ranks(static_cast<std::size_t>(p.tensor));
+          for (int t = 0; t < p.tensor; ++t) ranks[static_cast<std::size_t>(t)] = tp_base + t;
+          at->second = network::inline_time(platform, {c.op, c.group, bytes, 1.0}, ranks);
+        }
+        return at->second;
+      };
+      // As simulate() prices them (inline_comm.hpp), overlap included.
+      const double kernel = c.hidden_by < 0 ? 0.0 : cost::quote_kernel(base.device, w.kernels[static_cast<std::size_t>(c.hidden_by)], dtype).seconds;
+      const auto one = inline_cost(c, c.count * alone(c.bytes), alone, kernel, cost::sm_share(base.device, c.margin_sms));
+      s += one.exposed + one.interference;
     }
     it->second = s + w.fixed_seconds;
     return it->second;

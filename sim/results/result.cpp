@@ -69,6 +69,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                         {"straggler_wait", r.breakdown.straggler_wait},
                         {"input_stall", r.breakdown.input_stall}};
     if (r.roles) j["breakdown_s"]["checkpoint"] = r.breakdown.checkpoint;
+    if (r.shows_interference()) j["breakdown_s"]["comm_interference"] = r.breakdown.comm_interference;
   }
   j["memory"] = {{"worst_rank", r.worst_rank},
                  {"params_bytes", whole_bytes(r.memory.params)},

@@ -41,7 +41,10 @@ struct Result {
   double samples_per_s = 0, tokens_per_s = 0;
   double model_flops = 0, hardware_flops = 0, model_tflops_per_gpu = 0, mfu = 0, hfu = 0;
   replay::Breakdown breakdown;
-  double comm_core_share = 0;  // the device's (shared cores), for per-GPU breakdowns drawn later
+  // The share of a GPU's speed its collectives take while in flight (shared cores, or the SMs of a
+  // stack's communication interference: comm_share_is_sms), for per-GPU breakdowns drawn later.
+  double comm_core_share = 0;
+  bool comm_share_is_sms = false;
   strategies::MemoryBreakdown memory;
   int worst_rank = 0;
   double capacity_bytes = 0;
@@ -64,11 +67,14 @@ struct Result {
   std::optional<Fit> fewest_fit;         // when the scenario's GPUs do not hold the model
   std::string fewest_fit_stopped;        // why that search ended without an answer, if its budget did
   bool timed = true;  // false for `dtsim memory`
+  // The breakdown's comm_interference part is shown (result.json, summary, report) under a
+  // software stack, and only there, so results without one keep their bytes.
+  bool shows_interference() const { return !scenario_spec.device.stack.is_default(); }
 
   config::Scenario scenario_spec;
   strategies::Plan plan;
   replay::Timeline timeline;
-  std::vector<double> work_seconds, work_comm_seconds;
+  std::vector<double> work_seconds, work_comm_seconds, work_interference_seconds;
   taskgraph::TaskGraph repeated;  // several steps, when simulated; else the plan's graph was replayed
   const taskgraph::TaskGraph& replayed() const { return steps ? repeated : plan.graph; }
   double wall_time_s = 0;

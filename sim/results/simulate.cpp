@@ -14,7 +14,9 @@
 #include "sim/core/errors.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/network/collectives.hpp"
+#include "sim/cost/comm_interference.hpp"
 #include "sim/results/budget.hpp"
+#include "sim/results/inline_comm.hpp"
 #include "sim/results/result.hpp"
 #include "strategies/stack_memory.hpp"
 
@@ -86,11 +88,32 @@ void check_byte_counts(const Result& r, const config::Scenario& s) {
   }
 }
 
+// Inline collectives (tensor and context parallelism) are priced alone on their group: what they
+// leave exposed, and what their overlap takes from the GEMMs beside them, add to the work.
+void price_inline_comms(Result& r, const config::Scenario& s, const network::Platform& platform) {
+  const auto& g = r.plan.graph;
+  const std::string dtype = config::compute_dtype(s.training.precision);
+  r.work_comm_seconds.assign(g.works.size(), 0.0);
+  r.work_interference_seconds.assign(g.works.size(), 0.0);
+  for (std::size_t w = 0; w < g.works.size(); ++w)
+    for (const auto& c : g.works[w].comms) {
+      const auto& ranks = g.groups[static_cast<std::size_t>(c.group)];
+      auto alone = [&](double bytes) { return network::inline_time(platform, {c.op, c.group, bytes, 1.0}, ranks); };
+      const double kernel = c.hidden_by < 0 ? 0.0
+          : cost::quote_kernel(s.device, g.works[w].kernels[static_cast<std::size_t>(c.hidden_by)], dtype).seconds;
+      const auto one = inline_cost(c, network::inline_time(platform, c, ranks), alone, kernel, cost::sm_share(s.device, c.margin_sms));
+      r.work_comm_seconds[w] += one.exposed;
+      r.work_interference_seconds[w] += one.interference;
+    }
+}
+
 Result plan_only(const config::Scenario& s, bool search_fewest) {
   Result r;
   r.scenario_spec = s;
   r.scenario = s.name;
-  r.comm_core_share = s.device.comm_core_share;
+  // A CPU's cores, or a GPU's SMs under a stack that models communication interference.
+  r.comm_core_share = s.device.comm_core_share > 0 ? s.device.comm_core_share : cost::comm_sm_share(s.device);
+  r.comm_share_is_sms = s.device.comm_core_share == 0 && r.comm_core_share > 0;
   r.gpus = s.cluster.num_gpus();
   models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
                             s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
@@ -149,19 +172,9 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
   r.work_seconds = priced.seconds;
   network::Platform platform(s.cluster);
   r.gradient_sync_runs_as = gradient_sync_runs_as(g, platform);
-  // Inline collectives (tensor parallelism) are priced alone on their group and add to the work.
-  r.work_comm_seconds.assign(g.works.size(), 0.0);
+  price_inline_comms(r, s, platform);
   for (std::size_t w = 0; w < g.works.size(); ++w) {
-    for (const auto& c : g.works[w].comms) {
-      double t = network::inline_time(platform, c, g.groups[static_cast<std::size_t>(c.group)]);
-      if (c.hidden_by >= 0) {  // only what outlasts the kernel beside it blocks (ring attention)
-        const auto& k = g.works[w].kernels[static_cast<std::size_t>(c.hidden_by)];
-        const double beside = c.hidden_share * cost::quote_kernel(s.device, k, config::compute_dtype(s.training.precision)).seconds;
-        t = c.count * std::max(0.0, t / c.count - beside);
-      }
-      r.work_comm_seconds[w] += t;
-    }
-    r.work_seconds[w] += r.work_comm_seconds[w] + g.works[w].fixed_seconds;
+    r.work_seconds[w] += r.work_comm_seconds[w] + r.work_interference_seconds[w] + g.works[w].fixed_seconds;
     // PCIe copies of all the GPUs the task stands for, together on the host links, and of the
     // other replicas' GPUs copying the same at the same moment (SimGrid's flows share them).
     if (const auto& wk = g.works[w]; wk.copy_bytes > 0) {
@@ -188,7 +201,7 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
   for (const auto& f : s.stragglers.flapping_links)
     variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction, f.degraded_latency_s});
   replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
-  in.comm_core_share = s.device.comm_core_share;
+  in.comm_core_share = r.comm_core_share;
   if (steps > 1) in.step_tasks = g.tasks.size() + (s.parallelism.staleness_bound >= 0 ? 1 : 0);
   std::optional<replay::StepReuse> reuse;
   if (steps > 2 && steps_alike(s) && !full_replay_forced()) {
@@ -235,14 +248,14 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
       if (!t.is_collective && t.category != taskgraph::Category::Input) workers.insert(t.rank);
     r.breakdown = {};
     for (int w : workers)
-      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = w, .horizon = r.async->window_s, .comm_core_share = s.device.comm_core_share});
+      r.breakdown += replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = w, .horizon = r.async->window_s, .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds, .slowed_by_interference = r.comm_share_is_sms && !s.stragglers.enabled});
     r.breakdown *= 1.0 / static_cast<double>(r.async->updates);
     r.breakdown.rank = -1;
   } else {
     // The GPU that ends last, up to the end of the last step (its gradient sync, with several).
     double horizon = r.timeline.makespan;
     if (r.steps) horizon = std::accumulate(r.steps->step_times.begin(), r.steps->step_times.end(), 0.0);
-    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = -1, .horizon = horizon, .comm_core_share = s.device.comm_core_share});
+    r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = -1, .horizon = horizon, .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds, .slowed_by_interference = r.comm_share_is_sms && !s.stragglers.enabled});
     r.breakdown *= 1.0 / steps;  // per step, on average
   }
   if (s.roles.chief) {

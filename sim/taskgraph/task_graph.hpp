@@ -30,6 +30,16 @@ const char* to_string(Category c);
 std::optional<Algorithm> algorithm_from_string(const std::string& s);
 std::optional<CollectiveOp> op_from_string(const std::string& s);
 
+// How a software stack overlaps tensor-parallel collectives with the GEMMs beside them
+// (strategies/tp_overlap.cpp): not at all, Transformer Engine's userbuffers (Megatron-Core's
+// --tp-comm-overlap), or PyTorch's micro-pipelined async TP (torchtitan).
+enum class TpOverlap : std::uint8_t { None, TransformerEngine, AsyncTp };
+// How one collective is cut against the kernel it overlaps (InlineCollective::hidden_by):
+// Ring: chunks - 1 point-to-point steps, each beside one of `chunks` slices of the kernel;
+// Pipeline: the kernel in `chunks` slices, each slice's share of the collective after it;
+// Bulk: the whole collective beside the whole kernel.
+enum class OverlapCut : std::uint8_t { None, Ring, Pipeline, Bulk };
+
 // A collective that blocks the compute stream (Megatron's tensor-parallel all-reduces): it is
 // priced alone on its group, without contention, and adds to the task's duration.
 struct InlineCollective {
@@ -42,6 +52,12 @@ struct InlineCollective {
   // outlasts it blocks the stream. -1: nothing hides it.
   int hidden_by = -1;
   double hidden_share = 0;
+  // Tensor-parallel overlap: the collective cut as `cut` into `chunks` against kernel `hidden_by`,
+  // which runs on all but `margin_sms` of the device's SMs while they overlap (Transformer
+  // Engine's set_sm_margin); only what the cut leaves exposed blocks the stream.
+  OverlapCut cut = OverlapCut::None;
+  int chunks = 0;
+  int margin_sms = 0;
 };
 
 // Kernels executed back to back; identical tasks on many ranks share one Work, priced once.
