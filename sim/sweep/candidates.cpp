@@ -1,4 +1,4 @@
-#include "sim/cli/sweep_candidates.hpp"
+#include "sim/sweep/candidates.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "sim/core/errors.hpp"
 #include "sim/core/units.hpp"
 
-namespace dtsim::cli::sweeping {
+namespace dtsim::sweep {
 
 namespace {
 
@@ -221,4 +221,4 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
   return doc.dump(2) + "\n";
 }
 
-}  // namespace dtsim::cli::sweeping
+}  // namespace dtsim::sweep
