@@ -33,7 +33,10 @@ int online_cpus() { return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_
 
 std::string dims_arg(const MlpShape& shape) {
   std::string dims;
-  for (auto d : shape.dims) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+  for (auto d : shape.dims) {
+    if (!dims.empty()) dims += ',';  // not "," + to_string(d): GCC 12 warns on that falsely (-Wrestrict)
+    dims += std::to_string(d);
+  }
   return dims;
 }
 

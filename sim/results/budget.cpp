@@ -128,7 +128,7 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   const double C = p.context, G = D * C;
   const double v = p.schedule == strategies::Schedule::Interleaved ? p.virtual_stages : 1;
   const double chunks = P * v;
-  const double micro = static_cast<double>(s.training.global_batch) / (D * static_cast<double>(p.micro_batch));
+  const double micro = static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch));
   const bool sync = p.updates == strategies::Updates::Sync;
   const double replicas = p.all_replicas || !sync ? D : 1;
   const double iterations = p.updates == strategies::Updates::Easgd ? p.easgd_period : 1;
@@ -270,7 +270,7 @@ namespace {
 std::string blame(const config::Scenario& s, bool per_step_ok) {
   if (s.steps_simulated > 1 && per_step_ok) return "/simulation/steps";
   const auto& p = s.parallelism;
-  const double micro = static_cast<double>(s.training.global_batch) / (static_cast<double>(p.data) * p.micro_batch);
+  const double micro = static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch));
   if (micro > 1000) return "/training/global_batch_size";
   return "/cluster/nodes";
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "sim/config/build_options.hpp"
 #include "sim/network/collectives.hpp"
 #include "strategies/buckets.hpp"
 #include "strategies/placement.hpp"
@@ -60,18 +61,15 @@ double params_of(const Layers& ls) {
 
 struct ClosedForm::Impl {
   explicit Impl(const config::Scenario& s) : base(s), platform(s.cluster), dtype(config::compute_dtype(s.training.precision)) {
-    models::BuildOptions whole{1, strategies::activation_bytes(s.training.precision), s.training.attention, 1, false};
-    params = s.model.build(whole).params();
+    params = s.model.build(config::whole_model_options(s)).params();
   }
 
   const models::ModelGraph& graph(const config::Scenario& s) {
     const auto& p = s.parallelism;
     auto& slot = graphs[{p.micro_batch, p.tensor, p.sequence_parallel}];
-    if (!slot) {
-      models::BuildOptions opts{p.micro_batch, strategies::activation_bytes(s.training.precision), s.training.attention,
-                                p.tensor, p.sequence_parallel};
-      slot = std::make_unique<models::ModelGraph>(s.model.build(opts));
-    }
+    // Keyed by what varies between the strategies the closed form knows (closed_form_gap: no
+    // context or expert parallelism, no FP8).
+    if (!slot) slot = std::make_unique<models::ModelGraph>(s.model.build(config::build_options(s)));
     return *slot;
   }
 

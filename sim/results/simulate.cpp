@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/config/build_options.hpp"
 #include "sim/core/units.hpp"
 #include "sim/network/runs_as.hpp"
 #include "sim/core/errors.hpp"
@@ -90,20 +91,8 @@ Result plan_only(const config::Scenario& s, bool search_fewest) {
   r.scenario = s.name;
   r.comm_core_share = s.device.comm_core_share;
   r.gpus = s.cluster.num_gpus();
-  models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
-                            s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
-  opts.fp8 = s.training.precision == strategies::Precision::Fp8;
-  opts.fp8_current_scaling = s.training.fp8_current_scaling;
-  opts.context = s.parallelism.context;
-  opts.context_balanced = s.parallelism.context_load_balance;
-  opts.expert = s.parallelism.expert;
-  const models::ModelGraph graph = s.model.build(opts);
-  models::BuildOptions whole = opts;
-  whole.tensor = 1;
-  whole.sequence_parallel = false;
-  whole.context = 1;
-  whole.expert = 1;
-  const models::ModelGraph all = s.model.build(whole);
+  const models::ModelGraph graph = s.model.build(config::build_options(s));
+  const models::ModelGraph all = s.model.build(config::whole_model_options(s));
   r.params = all.params();
   r.active_params = all.active_params();
   r.active_params_without_input_embedding = all.active_params(false);

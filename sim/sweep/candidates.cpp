@@ -69,7 +69,7 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
           const int dp = gpus / (tp * pp * cp);
           for (std::int64_t mb : {1, 2, 4, 8}) {
             if (s.training.global_batch % (static_cast<std::int64_t>(dp) * mb)) continue;
-            const std::int64_t micro = s.training.global_batch / (static_cast<std::int64_t>(dp) * mb);
+            const std::int64_t micro = strategies::micro_batches(s.training.global_batch, dp, mb);
             std::vector<std::pair<strategies::Schedule, int>> schedules{{strategies::Schedule::OneFOneB, 1}};
             if (pp > 1 && micro % pp == 0 && m.blocks() % (2 * pp) == 0) schedules.push_back({strategies::Schedule::Interleaved, 2});
             for (auto [sched, v] : schedules)
