@@ -143,6 +143,13 @@ struct TrainingSpec {
   StackMemory memory;
 };
 
+// Micro-batches each data-parallel replica runs per step: the global batch over data x
+// micro-batch size. Whole where the batch divides, as the scenario loader, the sweep and the
+// fewest-GPUs search require before they use it.
+inline std::int64_t micro_batches(std::int64_t global_batch, std::int64_t data, std::int64_t micro_batch) {
+  return global_batch / (data * micro_batch);
+}
+
 inline bool mixed_precision(Precision p) { return p == Precision::Bf16 || p == Precision::Fp16 || p == Precision::Fp8; }
 inline int activation_bytes(Precision p) { return mixed_precision(p) ? 2 : p == Precision::Fp64 ? 8 : 4; }
 inline models::UpdatePath update_path(Precision p) {

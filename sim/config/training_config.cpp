@@ -97,7 +97,7 @@ void parse_training(Reader r, Scenario& s) {
   if (t.global_batch % per_step != 0)
     r.fail(batch_key, fmt::format("{} is not a multiple of data ({}) x micro_batch_size ({}) = {}",
                                             t.global_batch, s.parallelism.data, s.parallelism.micro_batch, per_step));
-  const std::int64_t micro_batches = t.global_batch / per_step;
+  const std::int64_t micro_batches = strategies::micro_batches(t.global_batch, s.parallelism.data, s.parallelism.micro_batch);
   if (s.parallelism.schedule == strategies::Schedule::Interleaved && s.parallelism.virtual_stages > 1 &&
       micro_batches % s.parallelism.pipeline != 0)
     r.fail("global_batch_size", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of "

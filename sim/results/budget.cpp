@@ -119,31 +119,58 @@ SliceFacts slice_facts(const config::Scenario& s) {
 
 Estimate estimate(const config::Scenario& s, Backend backend, bool replay) { return estimate(s, backend, replay, slice_facts(s)); }
 
-Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const SliceFacts& facts) {
+namespace {
+
+// What the estimate counts with: the scenario's sizes and micro-batches, and its slice's layers,
+// buckets and gathers.
+struct Counted {
+  double gpus = 0, D = 0, T = 0, P = 0, C = 0, G = 0, chunks = 0, micro = 0;
+  bool sync = false;
+  double replicas = 0, iterations = 0, steps = 0;
+  bool zero3 = false, gathers = false, framework_zero3 = false, ep = false, edp = false, tied = false;
+  double layers = 0, buckets = 0, z3_gathers = 0, z3_reduces = 0, moe_layers = 0, expert_buckets = 0;
+};
+
+Counted counted(const config::Scenario& s, bool replay, const SliceFacts& facts) {
   const auto& p = s.parallelism;
   const auto& c = s.cluster;
-  const double gpus = static_cast<double>(c.nodes) * c.gpus_per_node;
-  const double D = p.data, T = p.tensor, P = p.pipeline;
+  Counted k;
+  k.gpus = static_cast<double>(c.nodes) * c.gpus_per_node;
+  k.D = p.data, k.T = p.tensor, k.P = p.pipeline;
   // Gradients are summed over data x context ranks (context parallelism splits sequences, not weights).
-  const double C = p.context, G = D * C;
+  k.C = p.context, k.G = k.D * k.C;
   const double v = p.schedule == strategies::Schedule::Interleaved ? p.virtual_stages : 1;
-  const double chunks = P * v;
-  const double micro = static_cast<double>(s.training.global_batch) / (D * static_cast<double>(p.micro_batch));
-  const bool sync = p.updates == strategies::Updates::Sync;
-  const double replicas = p.all_replicas || !sync ? D : 1;
-  const double iterations = p.updates == strategies::Updates::Easgd ? p.easgd_period : 1;
-  const double steps = replay ? s.steps_simulated : 1;
-  const bool zero3 = p.zero_stage == 3 && G > 1;
-  const bool gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
-
-  const double layers = facts.layers;
-  const bool tied = facts.tied;
+  k.chunks = k.P * v;
+  k.micro = static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch));
+  k.sync = p.updates == strategies::Updates::Sync;
+  k.replicas = p.all_replicas || !k.sync ? k.D : 1;
+  k.iterations = p.updates == strategies::Updates::Easgd ? p.easgd_period : 1;
+  k.steps = replay ? s.steps_simulated : 1;
+  k.zero3 = p.zero_stage == 3 && k.G > 1;
+  k.gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
+  k.layers = facts.layers;
+  k.tied = facts.tied;
   // Gradient buckets as DDP fills them over the whole model (strategies/buckets), plus what
   // splitting it into P stages adds: each stage starts its own, with a small first bucket.
-  const bool buckets_sync = sync && G > 1 && !zero3;
-  double buckets = facts.buckets + 2 * P;
-  if (!buckets_sync) buckets = 0;
+  const bool buckets_sync = k.sync && k.G > 1 && !k.zero3;
+  k.buckets = facts.buckets + 2 * k.P;
+  if (!buckets_sync) k.buckets = 0;
+  k.framework_zero3 = k.zero3 && p.framework.framework != strategies::Framework::MegatronLM;
+  k.z3_gathers = facts.z3_gathers, k.z3_reduces = facts.z3_reduces;
+  k.moe_layers = facts.moe_layers;
+  k.ep = p.expert > 1, k.edp = k.ep && p.data > p.expert;
+  if (k.ep && k.edp && !k.zero3) k.expert_buckets = facts.expert_buckets + 2 * k.P;
+  return k;
+}
 
+// Tasks of the plan, over every simulated step.
+double count_tasks(const config::Scenario& s, const Counted& k, const SliceFacts& facts) {
+  const auto& p = s.parallelism;
+  const double D = k.D, P = k.P, G = k.G, chunks = k.chunks, micro = k.micro, replicas = k.replicas;
+  const double iterations = k.iterations, steps = k.steps, layers = k.layers, buckets = k.buckets;
+  const double z3_gathers = k.z3_gathers, z3_reduces = k.z3_reduces, moe_layers = k.moe_layers;
+  const double expert_buckets = k.expert_buckets;
+  const bool sync = k.sync, zero3 = k.zero3, gathers = k.gathers, framework_zero3 = k.framework_zero3, ep = k.ep, edp = k.edp;
   // Tasks: each replica's forward and backward passes, the sends between stages (and the
   // receiving tensor group's gathers), ZeRO-2's reduces and ZeRO-3's per-layer gathers and
   // reduce-scatters, the last backward split per layer (to start the buckets), the per-layer
@@ -154,8 +181,6 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   // DeepSpeed's and FSDP's ZeRO-3 (strategies/plan_framework.cpp): per micro-batch the gathers
   // and reduce-scatters its rules issue (counted as the planner counts them), and the passes split
   // where they wait for a gather: each layer's forward and backward, plus one piece per gather.
-  const bool framework_zero3 = zero3 && p.framework.framework != strategies::Framework::MegatronLM;
-  const double z3_gathers = facts.z3_gathers, z3_reduces = facts.z3_reduces;
   if (zero3) passes += micro * (framework_zero3 ? 2 * layers + 2 * z3_gathers + z3_reduces : 5 * layers);
   // Offload: gradient buckets copied down, the host step and the parameters copied up, per stage;
   // activations down and back per pass.
@@ -175,14 +200,10 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   // skew), its forward again before backward under full recomputation; expert gradient buckets
   // and, under ZeRO-1/2, their parameter gathers; ZeRO-2's per-micro-batch reduces and ZeRO-3's
   // per-layer gathers and reduce-scatters of the experts, over their own groups.
-  const double moe_layers = facts.moe_layers;
-  double expert_buckets = 0;
-  const bool ep = p.expert > 1, edp = ep && p.data > p.expert;
   if (ep) {
     const double per_moe = 4 + (p.expert_skew > 0 ? 1 : 0);  // beyond the layer's one task
     const double again = p.recompute == strategies::Recompute::Full ? 1 + per_moe : 0;
     tasks += replicas * micro * (2 * layers + moe_layers * (2 * per_moe + again));
-    if (edp && !zero3) expert_buckets = facts.expert_buckets + 2 * P;
     tasks += expert_buckets + P;
     if (edp && p.zero_stage == 2) tasks += replicas * micro * chunks;
     if (edp && zero3) tasks += replicas * micro * 3 * moe_layers;
@@ -200,7 +221,19 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
     if (ep) tasks -= (replicas - D / p.expert) * micro * moe_layers * (4 + (p.recompute == strategies::Recompute::Full ? 2 : 0));
   }
   tasks *= steps;
+  return tasks;
+}
 
+// The collectives the replay would lower: their flows and modelled time.
+Tally collective_tally(const config::Scenario& s, Backend backend, const Counted& k) {
+  const auto& p = s.parallelism;
+  const auto& c = s.cluster;
+  const double D = k.D, T = k.T, P = k.P, C = k.C, G = k.G, chunks = k.chunks, micro = k.micro, replicas = k.replicas;
+  const double iterations = k.iterations, layers = k.layers, buckets = k.buckets;
+  const double z3_gathers = k.z3_gathers, z3_reduces = k.z3_reduces, moe_layers = k.moe_layers;
+  const double expert_buckets = k.expert_buckets;
+  const bool sync = k.sync, zero3 = k.zero3, gathers = k.gathers, framework_zero3 = k.framework_zero3, ep = k.ep, edp = k.edp;
+  const bool tied = k.tied;
   // Data-parallel groups hold every (T x C x P)-th GPU (tensor, context, then pipeline, then
   // data), or every (T x C)-th when the pipeline is outermost, and their context ranks every T-th;
   // tensor groups are contiguous.
@@ -211,46 +244,54 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const
   const double tp_per_node = std::min<double>(T, c.gpus_per_node);
   Tally tally{c, backend};
   const Algorithm a = p.algorithm;
-  if (replay) {
-    const CollectiveOp grad_op = p.compression == strategies::Compression::TopK ? CollectiveOp::AllGather
-                                 : p.zero_stage == 0                            ? CollectiveOp::AllReduce
-                                                                                : CollectiveOp::ReduceScatter;
-    tally.add(grad_op, a, G, T, dp_per_node, buckets);
-    if (sync && G > 1 && (p.zero_stage == 1 || p.zero_stage == 2)) {
-      tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, P);
-      if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, micro * chunks);
-    }
-    if (p.schedule == strategies::Schedule::PipeDream && p.data > 1)
-      tally.add(CollectiveOp::AllReduce, a, D, T, dp_per_node, micro * P);
-    if (zero3) {
-      tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
-      tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);
-    }
-    if (ep) {
-      const double E = p.expert;
-      const double ep_per_node = std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E);
-      const double a2a = micro * moe_layers * (p.recompute == strategies::Recompute::Full ? 6 : 4);
-      tally.add(CollectiveOp::AllToAll, Algorithm::Direct, E, T * D / E, ep_per_node, a2a);
-      const double edp_per_node = std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E);
-      tally.add(grad_op, a, D / E, T * E, edp_per_node, expert_buckets);
-      if (edp && (p.zero_stage == 1 || p.zero_stage == 2)) tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, P);
-      if (edp && p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, micro * chunks);
-      if (edp && zero3) {
-        tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, 2 * moe_layers * micro);
-        tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, moe_layers * micro);
-      }
-    }
-    const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
-    tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
-    if (gathers) tally.add(CollectiveOp::AllGather, a, T, 1, tp_per_node, sends);
-    if (P > 1 && tied) tally.add(CollectiveOp::AllReduce, a, 2, G * T, 1, 1);
-    if (!sync) {  // one worker's push and pull against every shard, per replica
-      const double shards = a == Algorithm::ParameterServer ? (c.ps_servers > 0 ? c.ps_servers : D) : 1;
-      network::FlowBound one{2 * shards, shards, false};
-      tally.flows += replicas * one.flows;
-      tally.seconds += collective_seconds(one, replicas, backend);
+  const CollectiveOp grad_op = p.compression == strategies::Compression::TopK ? CollectiveOp::AllGather
+                               : p.zero_stage == 0                            ? CollectiveOp::AllReduce
+                                                                              : CollectiveOp::ReduceScatter;
+  tally.add(grad_op, a, G, T, dp_per_node, buckets);
+  if (sync && G > 1 && (p.zero_stage == 1 || p.zero_stage == 2)) {
+    tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, P);
+    if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, micro * chunks);
+  }
+  if (p.schedule == strategies::Schedule::PipeDream && p.data > 1)
+    tally.add(CollectiveOp::AllReduce, a, D, T, dp_per_node, micro * P);
+  if (zero3) {
+    tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
+    tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);
+  }
+  if (ep) {
+    const double E = p.expert;
+    const double ep_per_node = std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E);
+    const double a2a = micro * moe_layers * (p.recompute == strategies::Recompute::Full ? 6 : 4);
+    tally.add(CollectiveOp::AllToAll, Algorithm::Direct, E, T * D / E, ep_per_node, a2a);
+    const double edp_per_node = std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E);
+    tally.add(grad_op, a, D / E, T * E, edp_per_node, expert_buckets);
+    if (edp && (p.zero_stage == 1 || p.zero_stage == 2)) tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, P);
+    if (edp && p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, micro * chunks);
+    if (edp && zero3) {
+      tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, 2 * moe_layers * micro);
+      tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, moe_layers * micro);
     }
   }
+  const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
+  tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
+  if (gathers) tally.add(CollectiveOp::AllGather, a, T, 1, tp_per_node, sends);
+  if (P > 1 && tied) tally.add(CollectiveOp::AllReduce, a, 2, G * T, 1, 1);
+  if (!sync) {  // one worker's push and pull against every shard, per replica
+    const double shards = a == Algorithm::ParameterServer ? (c.ps_servers > 0 ? c.ps_servers : D) : 1;
+    network::FlowBound one{2 * shards, shards, false};
+    tally.flows += replicas * one.flows;
+    tally.seconds += collective_seconds(one, replicas, backend);
+  }
+  return tally;
+}
+
+}  // namespace
+
+Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const SliceFacts& facts) {
+  const Counted k = counted(s, replay, facts);
+  const double tasks = count_tasks(s, k, facts);
+  const Tally tally = replay ? collective_tally(s, backend, k) : Tally{s.cluster, backend};
+  const double gpus = k.gpus, steps = k.steps;
 
   Estimate e;
   const int b = index(backend);
@@ -270,7 +311,7 @@ namespace {
 std::string blame(const config::Scenario& s, bool per_step_ok) {
   if (s.steps_simulated > 1 && per_step_ok) return "/simulation/steps";
   const auto& p = s.parallelism;
-  const double micro = static_cast<double>(s.training.global_batch) / (static_cast<double>(p.data) * p.micro_batch);
+  const double micro = static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch));
   if (micro > 1000) return "/training/global_batch_size";
   return "/cluster/nodes";
 }

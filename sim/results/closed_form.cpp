@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "sim/config/build_options.hpp"
 #include "sim/cost/comm_interference.hpp"
 #include "sim/network/collectives.hpp"
 #include "sim/results/inline_comm.hpp"
@@ -65,18 +66,15 @@ double params_of(const Layers& ls) {
 
 struct ClosedForm::Impl {
   explicit Impl(const config::Scenario& s) : base(s), platform(s.cluster), dtype(config::compute_dtype(s.training.precision)) {
-    models::BuildOptions whole{1, strategies::activation_bytes(s.training.precision), s.training.attention, 1, false};
-    params = s.model.build(whole).params();
+    params = s.model.build(config::whole_model_options(s)).params();
   }
 
   const models::ModelGraph& graph(const config::Scenario& s) {
     const auto& p = s.parallelism;
     auto& slot = graphs[{p.micro_batch, p.tensor, p.sequence_parallel}];
-    if (!slot) {
-      models::BuildOptions opts{p.micro_batch, strategies::activation_bytes(s.training.precision), s.training.attention,
-                                p.tensor, p.sequence_parallel};
-      slot = std::make_unique<models::ModelGraph>(s.model.build(opts));
-    }
+    // Keyed by what varies between the strategies the closed form knows (closed_form_gap: no
+    // context or expert parallelism, no FP8).
+    if (!slot) slot = std::make_unique<models::ModelGraph>(s.model.build(config::build_options(s)));
     return *slot;
   }
 
@@ -131,10 +129,249 @@ struct ClosedForm::Impl {
   std::map<std::tuple<std::int64_t, int, bool>, std::unique_ptr<models::ModelGraph>> graphs;
   std::map<LayerKey, double> layers;
   std::map<CollectiveKey, double> collectives, inline_times;
+
+  struct Step;
 };
 
 ClosedForm::ClosedForm(const config::Scenario& base) : impl_(std::make_unique<Impl>(base)) {}
 ClosedForm::~ClosedForm() = default;
+
+// One strategy's step in closed form: each chunk's passes and the hops between chunks, then the
+// pipeline (or ZeRO-3's one stage), and each stage's gradient sync and optimizer step.
+struct ClosedForm::Impl::Step {
+  Step(Impl& im, const config::Scenario& s, const models::ModelGraph& g, const strategies::Layout& layout,
+       std::int64_t micro_batches)
+      : im(im), s(s), p(s.parallelism), t(s.training), g(g), layout(layout), place(p), P(p.pipeline), T(p.tensor), D(p.data),
+        chunks(static_cast<int>(layout.chunks.size())), micro_batches(micro_batches), m(static_cast<double>(micro_batches)),
+        gbytes(strategies::grad_bytes_per_param(t.precision)), wbytes(strategies::weight_bytes_per_param(t.precision)) {}
+
+  Impl& im;
+  const config::Scenario& s;
+  const strategies::ParallelismSpec& p;
+  const strategies::TrainingSpec& t;
+  const models::ModelGraph& g;
+  const strategies::Layout& layout;
+  const strategies::Placement place;
+  const int P, T, D, chunks;
+  const std::int64_t micro_batches;
+  const double m, gbytes, wbytes;
+  // Each chunk's forward and backward of one micro-batch, and each of its layers' backward.
+  std::vector<double> F, B;
+  std::vector<std::vector<double>> layer_bwd;
+  std::vector<double> hop;  // between chunk j and j + 1
+  std::vector<double> f, b;  // per stage
+  double sum = 0, worst = 0, worst_f = 0, worst_b = 0, hops = 0;
+
+  int rep(int stage) const { return place.gpu(0, stage, 0); }
+
+  void price_passes() {
+    F.assign(static_cast<std::size_t>(chunks), 0.0);
+    B = F;
+    layer_bwd.assign(static_cast<std::size_t>(chunks), {});
+    for (int j = 0; j < chunks; ++j) {
+      const int stage = j % P;
+      for (const auto* l : layout.chunks[static_cast<std::size_t>(j)]) {
+        F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, rep(stage));
+        const double b = im.layer_seconds(*l, false, g, p, rep(stage));
+        B[static_cast<std::size_t>(j)] += b;
+        layer_bwd[static_cast<std::size_t>(j)].push_back(b);
+      }
+    }
+  }
+
+  // Transfer between chunk j and j + 1 (activations forward, their gradients back): the
+  // send of one rank's share, then the receiving group's all-gather without sequence parallelism.
+  void price_hops() {
+    hop.assign(static_cast<std::size_t>(std::max(0, chunks - 1)), 0.0);
+    for (int j = 0; j + 1 < chunks; ++j) {
+      const int a = rep(j % P), b = rep((j + 1) % P);
+      const double tensor = layout.chunks[static_cast<std::size_t>(j)].back()->output_bytes;
+      const double bytes = tensor / T;
+      taskgraph::Collective send{CollectiveOp::SendRecv, p.algorithm, {0}, bytes};
+      double h = im.collective({1, static_cast<double>(p.algorithm), bytes, static_cast<double>(a), static_cast<double>(b)}, send,
+                               [&] { return std::vector<std::vector<int>>{{a, b}}; });
+      if (T > 1 && !p.sequence_parallel) {
+        const int first = place.gpu(0, (j + 1) % P, 0);
+        taskgraph::Collective gather{CollectiveOp::AllGather, p.algorithm, {0}, tensor};
+        h += im.collective({2, static_cast<double>(p.algorithm), tensor, static_cast<double>(first), static_cast<double>(T)}, gather,
+                           [&] { return std::vector<std::vector<int>>{place.tensor_group(0, (j + 1) % P)}; });
+      }
+      hop[static_cast<std::size_t>(j)] = h;
+    }
+  }
+
+  // Each stage's forward and backward over its chunks, their sum and the slowest stage's.
+  void stage_totals() {
+    f.assign(static_cast<std::size_t>(P), 0.0);
+    b = f;
+    for (int j = 0; j < chunks; ++j) {
+      f[static_cast<std::size_t>(j % P)] += F[static_cast<std::size_t>(j)];
+      b[static_cast<std::size_t>(j % P)] += B[static_cast<std::size_t>(j)];
+    }
+    for (int st = 0; st < P; ++st) {
+      const auto i = static_cast<std::size_t>(st);
+      sum += f[i] + b[i];
+      worst = std::max(worst, f[i] + b[i]);
+      worst_f = std::max(worst_f, f[i]);
+      worst_b = std::max(worst_b, b[i]);
+    }
+    for (double h : hop) hops += 2 * h;
+  }
+
+  // Data-parallel collectives of stage `st`, all tensor ranks' groups at once.
+  double data_collective(CollectiveOp op, double bytes, int st) {
+    taskgraph::Collective c{op, p.algorithm, {}, bytes};
+    // With whole nodes per pipeline step (T x P a multiple of the node), stage st's groups are
+    // stage 0's moved by whole nodes, except for where they sit in the node (rails): keyed so.
+    const int gpn = s.cluster.gpus_per_node;
+    const double where = !p.pipeline_outer && (T * P) % gpn == 0 ? (T * st) % gpn : st;
+    return im.collective({3, static_cast<double>(op) * 16 + static_cast<double>(p.algorithm), bytes, where,
+                          static_cast<double>(T), static_cast<double>(P), static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0},
+                         c, [&] {
+                           std::vector<std::vector<int>> groups;
+                           for (int k = 0; k < T; ++k) groups.push_back(place.data_group(st, k));
+                           return groups;
+                         });
+  }
+
+  double optimizer_seconds(double shard) const {
+    return cost::quote_kernel(s.device, models::optimizer_kernel(t.optimizer, shard, strategies::update_path(t.precision)), im.dtype)
+        .seconds;
+  }
+
+  // One stage, every layer's parameters gathered before its forward and backward; the
+  // gathers of a forward run ahead on the communication stream, a backward's gather waits
+  // for the previous layer's gradient reduce-scatter.
+  double zero3_step() {
+    const Layers& ls = layout.chunks[0];
+    double comm = 0, comp = 0;
+    std::vector<double> ag(ls.size()), rs(ls.size()), fw(ls.size());
+    for (std::size_t i = 0; i < ls.size(); ++i) {
+      ag[i] = data_collective(CollectiveOp::AllGather, ls[i]->params() * wbytes, 0);
+      rs[i] = data_collective(CollectiveOp::ReduceScatter, ls[i]->params() * gbytes, 0);
+      fw[i] = im.layer_seconds(*ls[i], true, g, p, rep(0));
+    }
+    for (std::int64_t k = 0; k < micro_batches; ++k) {
+      for (std::size_t i = 0; i < ls.size(); ++i) {
+        comm += ag[i];
+        comp = std::max(comp, comm) + fw[i];
+      }
+      for (std::size_t i = ls.size(); i-- > 0;) {
+        comm += ag[i];
+        comp = std::max(comp, comm) + layer_bwd[0][i];
+        comm = comp + rs[i];
+      }
+    }
+    return std::max(comm, comp) + optimizer_seconds(params_of(ls) / D);
+  }
+
+  // The passes of every micro-batch through the pipeline, up to the last backward on stage 0.
+  double pipeline_time() const {
+    switch (p.schedule) {
+      case Schedule::GPipe: return sum + (m - 1) * (worst_f + worst_b) + hops;
+      case Schedule::Interleaved: {
+        // The fill and the drain pass through each stage's first chunk (chunks 0..p-1): for
+        // equal chunks (p - 1)/v micro-batch times.
+        double first = 0, first_worst = 0;
+        for (int j = 0; j < P; ++j) {
+          first += F[static_cast<std::size_t>(j)] + B[static_cast<std::size_t>(j)];
+          first_worst = std::max(first_worst, F[static_cast<std::size_t>(j)] + B[static_cast<std::size_t>(j)]);
+        }
+        return m * worst + first - first_worst + hops;
+      }
+      default: {
+        // After the first micro-batch's round trip, stage k runs m - 1 more backwards and the
+        // forwards its warm-up (min(p - k - 1, m - 1) of them) did not already run; the slowest
+        // stage sets the pace. For equal stages: (m + p - 1) micro-batch times.
+        double cycle = 0;
+        for (int st = 0; st < P; ++st) {
+          const auto i = static_cast<std::size_t>(st);
+          const double warm = std::min<double>(P - st - 1, m - 1);
+          cycle = std::max(cycle, (m - 1) * b[i] + (m - 1 - warm) * f[i]);
+        }
+        return sum + cycle + hops;
+      }
+    }
+  }
+
+  // Tied embeddings on different stages: the first and last stage sum the table's gradients.
+  double embedding_sync(const std::vector<double>& last) {
+    if (!(P > 1 && g.tied_params > 0)) return 0;
+    auto groups = [&] {
+      std::vector<std::vector<int>> out;
+      for (int d = 0; d < D; ++d)
+        for (int k = 0; k < T; ++k) out.push_back({place.gpu(d, 0, k), place.gpu(d, P - 1, k)});
+      return out;
+    };
+    const double bytes = g.tied_params * gbytes;
+    taskgraph::Collective c{CollectiveOp::AllReduce, p.algorithm, {}, bytes};
+    return std::max(last[0], last[static_cast<std::size_t>(P - 1)]) +
+           im.collective({4, static_cast<double>(p.algorithm), bytes, static_cast<double>(T), static_cast<double>(P),
+                          static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0},
+                         c, groups);
+  }
+
+  // Stage st's gradient buckets: they go as the final backward produces them (in reverse layer
+  // order, ending at `last`), one after another; without overlap, after the whole backward.
+  // Returns when the last has been summed.
+  double gradient_sync(int st, const Layers& mine, const std::vector<double>& bwd, double last) {
+    std::vector<double> done(mine.size(), last);
+    if (p.overlap_grad_reduce) {
+      // Within a chunk, layer k's backward ends after the ones above it. Interleaved, local
+      // chunk c's last backward comes p passes of each lower chunk before chunk c - 1's
+      // (Megatron's cool-down runs each chunk's last p micro-batches in turn).
+      std::size_t k = 0;
+      double chunk_end = last;
+      for (int j = st; j < chunks; j += P) {
+        double at = chunk_end;
+        for (std::size_t n = 0; n < layout.chunks[static_cast<std::size_t>(j)].size(); ++n, ++k) {
+          done[k] = at;
+          at -= bwd[k];
+        }
+        chunk_end -= P * B[static_cast<std::size_t>(j)];
+      }
+    }
+    const auto buckets = strategies::make_buckets(mine, gbytes, p.bucket_bytes, p.first_bucket_bytes);
+    const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+    double comm = 0;
+    for (const auto& bk : buckets)
+      comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + data_collective(op, bk.bytes, st);
+    return comm;
+  }
+
+  // When stage st's optimizer step (and ZeRO-1's parameter gather) ends.
+  double stage_end(int st, const std::vector<double>& last, double embedding) {
+    const auto i = static_cast<std::size_t>(st);
+    Layers mine;
+    std::vector<double> bwd;  // each layer's backward, in model order
+    for (int j = st; j < chunks; j += P) {
+      const auto& ls = layout.chunks[static_cast<std::size_t>(j)];
+      mine.insert(mine.end(), ls.begin(), ls.end());
+      bwd.insert(bwd.end(), layer_bwd[static_cast<std::size_t>(j)].begin(), layer_bwd[static_cast<std::size_t>(j)].end());
+    }
+    const double comm = D > 1 ? gradient_sync(st, mine, bwd, last[i]) : 0;
+    double start = std::max(comm, last[i]);
+    if (st == 0 || st == P - 1) start = std::max(start, embedding);
+    const double shard = params_of(mine) / (p.zero_stage >= 1 ? D : 1);
+    double end = start + optimizer_seconds(shard);
+    if (p.zero_stage == 1 && D > 1)
+      end += data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st);
+    return end;
+  }
+
+  double pipeline_step() {
+    const double pipe = pipeline_time();
+    // Each stage's last backward ends as the final micro-batch's gradient travels down to stage 0.
+    std::vector<double> last(static_cast<std::size_t>(P), pipe);
+    for (int st = 1; st < P; ++st)
+      last[static_cast<std::size_t>(st)] =
+          last[static_cast<std::size_t>(st - 1)] - B[static_cast<std::size_t>(st - 1)] - hop[static_cast<std::size_t>(st - 1)];
+    const double embedding = embedding_sync(last);
+    double step = 0;
+    for (int st = 0; st < P; ++st) step = std::max(step, stage_end(st, last, embedding));
+    return step;
+  }
+};
 
 Result ClosedForm::estimate(const config::Scenario& s) {
   auto& im = *impl_;
@@ -149,199 +386,12 @@ Result ClosedForm::estimate(const config::Scenario& s) {
   auto layout = strategies::plan_layout(g, p, t, s.host);
   adopt_plan(r, std::move(layout.plan), s);
 
-  const strategies::Placement place(p);
-  const int P = p.pipeline, T = p.tensor, D = p.data;
-  const int chunks = static_cast<int>(layout.chunks.size());
-  const double m = static_cast<double>(r.plan.micro_batches);
-  const double gbytes = strategies::grad_bytes_per_param(t.precision), wbytes = strategies::weight_bytes_per_param(t.precision);
-  auto rep = [&](int stage) { return place.gpu(0, stage, 0); };
-
-  // Each chunk's forward and backward of one micro-batch, and each of its layers' backward.
-  std::vector<double> F(static_cast<std::size_t>(chunks), 0.0), B = F;
-  std::vector<std::vector<double>> layer_bwd(static_cast<std::size_t>(chunks));
-  for (int j = 0; j < chunks; ++j) {
-    const int stage = j % P;
-    for (const auto* l : layout.chunks[static_cast<std::size_t>(j)]) {
-      F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, rep(stage));
-      const double b = im.layer_seconds(*l, false, g, p, rep(stage));
-      B[static_cast<std::size_t>(j)] += b;
-      layer_bwd[static_cast<std::size_t>(j)].push_back(b);
-    }
-  }
-  // Transfer between chunk j and j + 1 (activations forward, their gradients back): the
-  // send of one rank's share, then the receiving group's all-gather without sequence parallelism.
-  std::vector<double> hop(static_cast<std::size_t>(std::max(0, chunks - 1)), 0.0);
-  for (int j = 0; j + 1 < chunks; ++j) {
-    const int a = rep(j % P), b = rep((j + 1) % P);
-    const double tensor = layout.chunks[static_cast<std::size_t>(j)].back()->output_bytes;
-    const double bytes = tensor / T;
-    taskgraph::Collective send{CollectiveOp::SendRecv, p.algorithm, {0}, bytes};
-    double h = im.collective({1, static_cast<double>(p.algorithm), bytes, static_cast<double>(a), static_cast<double>(b)}, send,
-                             [&] { return std::vector<std::vector<int>>{{a, b}}; });
-    if (T > 1 && !p.sequence_parallel) {
-      const int first = place.gpu(0, (j + 1) % P, 0);
-      taskgraph::Collective gather{CollectiveOp::AllGather, p.algorithm, {0}, tensor};
-      h += im.collective({2, static_cast<double>(p.algorithm), tensor, static_cast<double>(first), static_cast<double>(T)}, gather,
-                         [&] { return std::vector<std::vector<int>>{place.tensor_group(0, (j + 1) % P)}; });
-    }
-    hop[static_cast<std::size_t>(j)] = h;
-  }
-  std::vector<double> f(static_cast<std::size_t>(P), 0.0), b = f;
-  for (int j = 0; j < chunks; ++j) {
-    f[static_cast<std::size_t>(j % P)] += F[static_cast<std::size_t>(j)];
-    b[static_cast<std::size_t>(j % P)] += B[static_cast<std::size_t>(j)];
-  }
-  double sum = 0, worst = 0, worst_f = 0, worst_b = 0, hops = 0;
-  for (int st = 0; st < P; ++st) {
-    const auto i = static_cast<std::size_t>(st);
-    sum += f[i] + b[i];
-    worst = std::max(worst, f[i] + b[i]);
-    worst_f = std::max(worst_f, f[i]);
-    worst_b = std::max(worst_b, b[i]);
-  }
-  for (double h : hop) hops += 2 * h;
-
-  // Data-parallel collectives of stage `st`, all tensor ranks' groups at once.
-  auto data_collective = [&](CollectiveOp op, double bytes, int st) {
-    taskgraph::Collective c{op, p.algorithm, {}, bytes};
-    // With whole nodes per pipeline step (T x P a multiple of the node), stage st's groups are
-    // stage 0's moved by whole nodes, except for where they sit in the node (rails): keyed so.
-    const int gpn = s.cluster.gpus_per_node;
-    const double where = !p.pipeline_outer && (T * P) % gpn == 0 ? (T * st) % gpn : st;
-    return im.collective({3, static_cast<double>(op) * 16 + static_cast<double>(p.algorithm), bytes, where,
-                          static_cast<double>(T), static_cast<double>(P), static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0},
-                         c, [&] {
-                           std::vector<std::vector<int>> groups;
-                           for (int k = 0; k < T; ++k) groups.push_back(place.data_group(st, k));
-                           return groups;
-                         });
-  };
-  auto optimizer_seconds = [&](double shard) {
-    return cost::quote_kernel(s.device, models::optimizer_kernel(t.optimizer, shard, strategies::update_path(t.precision)), im.dtype)
-        .seconds;
-  };
-  const bool zero3 = p.zero_stage == 3 && D > 1;
-
-  double step = 0;
-  if (zero3) {
-    // One stage, every layer's parameters gathered before its forward and backward; the
-    // gathers of a forward run ahead on the communication stream, a backward's gather waits
-    // for the previous layer's gradient reduce-scatter.
-    const Layers& ls = layout.chunks[0];
-    double comm = 0, comp = 0;
-    std::vector<double> ag(ls.size()), rs(ls.size()), fw(ls.size());
-    for (std::size_t i = 0; i < ls.size(); ++i) {
-      ag[i] = data_collective(CollectiveOp::AllGather, ls[i]->params() * wbytes, 0);
-      rs[i] = data_collective(CollectiveOp::ReduceScatter, ls[i]->params() * gbytes, 0);
-      fw[i] = im.layer_seconds(*ls[i], true, g, p, rep(0));
-    }
-    for (std::int64_t k = 0; k < r.plan.micro_batches; ++k) {
-      for (std::size_t i = 0; i < ls.size(); ++i) {
-        comm += ag[i];
-        comp = std::max(comp, comm) + fw[i];
-      }
-      for (std::size_t i = ls.size(); i-- > 0;) {
-        comm += ag[i];
-        comp = std::max(comp, comm) + layer_bwd[0][i];
-        comm = comp + rs[i];
-      }
-    }
-    step = std::max(comm, comp) + optimizer_seconds(params_of(ls) / D);
-  } else {
-    double pipe = 0;
-    switch (p.schedule) {
-      case Schedule::GPipe: pipe = sum + (m - 1) * (worst_f + worst_b) + hops; break;
-      case Schedule::Interleaved: {
-        // The fill and the drain pass through each stage's first chunk (chunks 0..p-1): for
-        // equal chunks (p - 1)/v micro-batch times.
-        double first = 0, first_worst = 0;
-        for (int j = 0; j < P; ++j) {
-          first += F[static_cast<std::size_t>(j)] + B[static_cast<std::size_t>(j)];
-          first_worst = std::max(first_worst, F[static_cast<std::size_t>(j)] + B[static_cast<std::size_t>(j)]);
-        }
-        pipe = m * worst + first - first_worst + hops;
-        break;
-      }
-      default: {
-        // After the first micro-batch's round trip, stage k runs m - 1 more backwards and the
-        // forwards its warm-up (min(p - k - 1, m - 1) of them) did not already run; the slowest
-        // stage sets the pace. For equal stages: (m + p - 1) micro-batch times.
-        double cycle = 0;
-        for (int st = 0; st < P; ++st) {
-          const auto i = static_cast<std::size_t>(st);
-          const double warm = std::min<double>(P - st - 1, m - 1);
-          cycle = std::max(cycle, (m - 1) * b[i] + (m - 1 - warm) * f[i]);
-        }
-        pipe = sum + cycle + hops;
-        break;
-      }
-    }
-    // Each stage's last backward ends as the final micro-batch's gradient travels down to stage 0.
-    std::vector<double> last(static_cast<std::size_t>(P), pipe);
-    for (int st = 1; st < P; ++st)
-      last[static_cast<std::size_t>(st)] =
-          last[static_cast<std::size_t>(st - 1)] - B[static_cast<std::size_t>(st - 1)] - hop[static_cast<std::size_t>(st - 1)];
-    // Tied embeddings on different stages: the first and last stage sum the table's gradients.
-    double embedding = 0;
-    if (P > 1 && g.tied_params > 0) {
-      auto groups = [&] {
-        std::vector<std::vector<int>> out;
-        for (int d = 0; d < D; ++d)
-          for (int k = 0; k < T; ++k) out.push_back({place.gpu(d, 0, k), place.gpu(d, P - 1, k)});
-        return out;
-      };
-      const double bytes = g.tied_params * gbytes;
-      taskgraph::Collective c{CollectiveOp::AllReduce, p.algorithm, {}, bytes};
-      embedding = std::max(last[0], last[static_cast<std::size_t>(P - 1)]) +
-                  im.collective({4, static_cast<double>(p.algorithm), bytes, static_cast<double>(T), static_cast<double>(P),
-                                 static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0},
-                                c, groups);
-    }
-    for (int st = 0; st < P; ++st) {
-      const auto i = static_cast<std::size_t>(st);
-      Layers mine;
-      std::vector<double> bwd;  // each layer's backward, in model order
-      for (int j = st; j < chunks; j += P) {
-        const auto& ls = layout.chunks[static_cast<std::size_t>(j)];
-        mine.insert(mine.end(), ls.begin(), ls.end());
-        bwd.insert(bwd.end(), layer_bwd[static_cast<std::size_t>(j)].begin(), layer_bwd[static_cast<std::size_t>(j)].end());
-      }
-      double comm = 0;
-      if (D > 1) {
-        // Buckets go as the final backward produces them (in reverse layer order, ending at
-        // last[st]), one after another; without overlap, after the whole backward.
-        std::vector<double> done(mine.size(), last[i]);
-        if (p.overlap_grad_reduce) {
-          // Within a chunk, layer k's backward ends after the ones above it. Interleaved, local
-          // chunk c's last backward comes p passes of each lower chunk before chunk c - 1's
-          // (Megatron's cool-down runs each chunk's last p micro-batches in turn).
-          std::size_t k = 0;
-          double chunk_end = last[i];
-          for (int j = st; j < chunks; j += P) {
-            double at = chunk_end;
-            for (std::size_t n = 0; n < layout.chunks[static_cast<std::size_t>(j)].size(); ++n, ++k) {
-              done[k] = at;
-              at -= bwd[k];
-            }
-            chunk_end -= P * B[static_cast<std::size_t>(j)];
-          }
-        }
-        const auto buckets = strategies::make_buckets(mine, gbytes, p.bucket_bytes, p.first_bucket_bytes);
-        const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
-        for (const auto& bk : buckets)
-          comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + data_collective(op, bk.bytes, st);
-      }
-      double start = std::max(comm, last[i]);
-      if (st == 0 || st == P - 1) start = std::max(start, embedding);
-      const double shard = params_of(mine) / (p.zero_stage >= 1 ? D : 1);
-      double end = start + optimizer_seconds(shard);
-      if (p.zero_stage == 1 && D > 1)
-        end += data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st);
-      step = std::max(step, end);
-    }
-  }
-
-  r.step_time_s = step;
+  Impl::Step step(im, s, g, layout, r.plan.micro_batches);
+  step.price_passes();
+  step.price_hops();
+  step.stage_totals();
+  const bool zero3 = p.zero_stage == 3 && p.data > 1;
+  r.step_time_s = zero3 ? step.zero3_step() : step.pipeline_step();
   const double samples = static_cast<double>(t.global_batch) * r.plan.iterations_per_step;
   r.samples_per_s = samples / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.tokens_per_sample());

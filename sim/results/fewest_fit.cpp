@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "sim/config/build_options.hpp"
 #include "sim/results/budget.hpp"
 #include "sim/results/capacity.hpp"
 #include "strategies/memory.hpp"
@@ -46,7 +47,7 @@ std::vector<Shape> candidate_shapes(const config::Scenario& s, int max_gpus) {
       if (!sync && pp > 1) break;
       for (int d = 1; static_cast<std::int64_t>(t) * pp * d <= max_gpus; ++d) {
         if (gbs % (d * mb) != 0 || d % E != 0) continue;
-        const std::int64_t micro = gbs / (d * mb);
+        const std::int64_t micro = strategies::micro_batches(gbs, d, mb);
         if (v > 1 && micro % pp != 0) continue;
         shapes.push_back({t, pp, d});
       }
@@ -118,12 +119,13 @@ bool Search::afford(const strategies::ParallelismSpec& p, std::int64_t global_ba
 const models::ModelGraph& Search::graph(int tensor) {
   auto it = graphs_.find(tensor);
   if (it != graphs_.end()) return it->second;
-  const auto& p0 = s_.parallelism;
-  models::BuildOptions opts{p0.micro_batch, strategies::activation_bytes(s_.training.precision), s_.training.attention, tensor,
-                            p0.sequence_parallel && tensor > 1};
-  opts.fp8 = s_.training.precision == strategies::Precision::Fp8;
-  opts.fp8_current_scaling = s_.training.fp8_current_scaling;
-  opts.expert = p0.expert;
+  // The scenario's slice at the search's tensor size, without context parallelism (the search's
+  // shapes are data x tensor x pipeline).
+  models::BuildOptions opts = config::build_options(s_);
+  opts.tensor = tensor;
+  opts.sequence_parallel = opts.sequence_parallel && tensor > 1;
+  opts.context = 1;
+  opts.context_balanced = true;
   return graphs_.emplace(tensor, s_.model.build(opts)).first->second;
 }
 
@@ -216,7 +218,7 @@ std::optional<Fit> Search::try_shape(const Shape& sh) {
   const double capacity = s_.device.memory_bytes;
   std::vector<strategies::Recompute> recomputes{p0.recompute};
   if (p0.recompute != strategies::Recompute::Full) recomputes.push_back(strategies::Recompute::Full);
-  const std::int64_t micro = s_.training.global_batch / (sh.data * p0.micro_batch);
+  const std::int64_t micro = strategies::micro_batches(s_.training.global_batch, sh.data, p0.micro_batch);
   for (auto rc : recomputes) {
     const Stages* st = stages(sh, rc, micro);
     if (!st) return std::nullopt;
@@ -246,8 +248,7 @@ std::optional<Fit> Search::try_shape(const Shape& sh) {
 
 std::optional<Fit> Search::run(const std::vector<Shape>& shapes) {
   const auto& tr = s_.training;
-  models::BuildOptions whole{s_.parallelism.micro_batch, strategies::activation_bytes(tr.precision), tr.attention, 1, false};
-  const double total_params = s_.model.build(whole).params();
+  const double total_params = s_.model.build(config::whole_model_options(s_)).params();
   for (const auto& sh : shapes) {
     // Model states spread evenly over every GPU are a lower bound: skip shapes below it unplanned.
     auto spread = strategies::model_state_memory(total_params, tr.precision, tr.optimizer, 3, sh.gpus());

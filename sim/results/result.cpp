@@ -24,33 +24,9 @@ void add_gradient_sync(nlohmann::ordered_json& par, const Result& r) {
   par["gradient_buckets_ran_as"] = as;
 }
 
-}  // namespace
 
-namespace {
-
-// What PyTorch and nvidia-smi read, only where the stack names an allocator, so that other
-// results keep their bytes (docs/memory.md).
-void allocator_peaks(const Result& r, nlohmann::ordered_json& memory) {
-  const auto& s = r.scenario_spec;
-  const auto a = s.training.memory.allocator;
-  if (a == strategies::Allocator::None) return;
-  const double allocated = r.memory.peak() - s.reserved_bytes;
-  memory["allocator"] = strategies::to_string(a);
-  memory["allocated_peak_bytes"] = whole_bytes(allocated);                     // torch.cuda.max_memory_allocated
-  memory["reserved_peak_bytes"] = whole_bytes(allocated + r.allocator_slack);  // torch.cuda.max_memory_reserved
-  memory["device_peak_bytes"] = whole_bytes(r.device_peak());                   // nvidia-smi: the CUDA context too
-}
-
-}  // namespace
-
-nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
-  const auto& s = r.scenario_spec;
-  nlohmann::ordered_json j;
-  j["schema_version"] = 1;
-  j["scenario"] = r.scenario;
-  // Only where it is false, so results that fit keep their bytes: every rate, the plan's time and
-  // cost below assume memory the GPUs do not have.
-  if (!r.fits) j["achievable"] = false;
+// Step time, throughput, FLOPs and the step's breakdown (when timed).
+void add_step(nlohmann::ordered_json& j, const Result& r) {
   if (r.timed) {
     j["step_time_s"] = r.step_time_s;
     j["throughput"] = {{"samples_per_s", r.samples_per_s}};
@@ -71,6 +47,24 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
     if (r.roles) j["breakdown_s"]["checkpoint"] = r.breakdown.checkpoint;
     if (r.shows_interference()) j["breakdown_s"]["comm_interference"] = r.breakdown.comm_interference;
   }
+}
+
+// What PyTorch and nvidia-smi read, only where the stack names an allocator, so that other
+// results keep their bytes (docs/memory.md).
+void allocator_peaks(const Result& r, nlohmann::ordered_json& memory) {
+  const auto& s = r.scenario_spec;
+  const auto a = s.training.memory.allocator;
+  if (a == strategies::Allocator::None) return;
+  const double allocated = r.memory.peak() - s.reserved_bytes;
+  memory["allocator"] = strategies::to_string(a);
+  memory["allocated_peak_bytes"] = whole_bytes(allocated);                     // torch.cuda.max_memory_allocated
+  memory["reserved_peak_bytes"] = whole_bytes(allocated + r.allocator_slack);  // torch.cuda.max_memory_reserved
+  memory["device_peak_bytes"] = whole_bytes(r.device_peak());                   // nvidia-smi: the CUDA context too
+}
+
+// One GPU's memory, and host memory as a tier of its own.
+void add_memory(nlohmann::ordered_json& j, const Result& r) {
+  const auto& s = r.scenario_spec;
   j["memory"] = {{"worst_rank", r.worst_rank},
                  {"params_bytes", whole_bytes(r.memory.params)},
                  {"gradients_bytes", whole_bytes(r.memory.gradients)},
@@ -94,7 +88,11 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                         {"fits", node <= s.host.memory_bytes_per_node},
                         {"pcie_bytes_per_gpu_per_step", whole_bytes(r.plan.pcie_bytes_per_step)}};
   }
-  j["warnings"] = r.warnings;
+}
+
+// What several steps, asynchronous updates, the chief's checkpoints and failures add.
+void add_step_reports(nlohmann::ordered_json& j, const Result& r) {
+  const auto& s = r.scenario_spec;
   if (r.steps) {
     const auto& st = *r.steps;
     nlohmann::ordered_json crit = nlohmann::ordered_json::array();
@@ -139,15 +137,11 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                    {"expected_failures", f.expected_failures}, {"ideal_time_to_train_s", f.ideal_time_s},
                    {"expected_time_to_train_s", f.expected_time_s}};
   }
-  if (auto plan = plan_json(r); !plan.is_null()) j["plan"] = plan;
-  j["model"] = {{"name", s.model.name}, {"params", r.params}};
-  if (r.active_params < r.params) {  // a mixture of experts
-    j["model"]["active_params"] = r.active_params;
-    j["model"]["active_params_without_input_embedding"] = r.active_params_without_input_embedding;
-  }
-  for (const auto& [key, value] : s.model.sizes()) j["model"][key] = value;
-  j["training"] = {{"precision", strategies::to_string(s.training.precision)},
-                   {"global_batch_size", s.training.global_batch}};
+}
+
+// The parallelism that ran, with what the planner derived from it.
+void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
+  const auto& s = r.scenario_spec;
   j["parallelism"] = {{"gpus", r.gpus},
                       {"data", s.parallelism.data},
                       {"tensor", s.parallelism.tensor},
@@ -191,6 +185,11 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
       j["parallelism"]["weight_staleness_updates"] = r.plan.stage_staleness;
     }
   }
+}
+
+// Where compute prices came from, and how the step was simulated.
+void add_sources(nlohmann::ordered_json& j, const Result& r) {
+  const auto& s = r.scenario_spec;
   j["compute_source"] = {{"measured_share", r.measured_share},
                          {"kernel_table", s.device.kernels ? "measured" : "none"},
                          {"device", s.device.name}};
@@ -210,6 +209,33 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
                        {"flows", r.timeline.flows},
                        {"seed", s.seed}};
   if (r.timed && r.steps) j["simulation"]["steps_replayed"] = r.timeline.steps_replayed;
+}
+
+}  // namespace
+
+nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
+  const auto& s = r.scenario_spec;
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["scenario"] = r.scenario;
+  // Only where it is false, so results that fit keep their bytes: every rate, the plan's time and
+  // cost below assume memory the GPUs do not have.
+  if (!r.fits) j["achievable"] = false;
+  add_step(j, r);
+  add_memory(j, r);
+  j["warnings"] = r.warnings;
+  add_step_reports(j, r);
+  if (auto plan = plan_json(r); !plan.is_null()) j["plan"] = plan;
+  j["model"] = {{"name", s.model.name}, {"params", r.params}};
+  if (r.active_params < r.params) {  // a mixture of experts
+    j["model"]["active_params"] = r.active_params;
+    j["model"]["active_params_without_input_embedding"] = r.active_params_without_input_embedding;
+  }
+  for (const auto& [key, value] : s.model.sizes()) j["model"][key] = value;
+  j["training"] = {{"precision", strategies::to_string(s.training.precision)},
+                   {"global_batch_size", s.training.global_batch}};
+  add_parallelism(j, r);
+  add_sources(j, r);
   // Not the scenario's path: spelled another way it would change the bytes of result.json.
   j["provenance"] = {{"dtsim_version", DTSIM_VERSION}};
   if (with_wall_time) j["provenance"]["wall_time_s"] = r.wall_time_s;

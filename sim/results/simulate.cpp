@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/config/build_options.hpp"
 #include "sim/core/units.hpp"
 #include "sim/network/runs_as.hpp"
 #include "sim/core/errors.hpp"
@@ -115,20 +116,8 @@ Result plan_only(const config::Scenario& s, bool search_fewest) {
   r.comm_core_share = s.device.comm_core_share > 0 ? s.device.comm_core_share : cost::comm_sm_share(s.device);
   r.comm_share_is_sms = s.device.comm_core_share == 0 && r.comm_core_share > 0;
   r.gpus = s.cluster.num_gpus();
-  models::BuildOptions opts{s.parallelism.micro_batch, strategies::activation_bytes(s.training.precision),
-                            s.training.attention, s.parallelism.tensor, s.parallelism.sequence_parallel};
-  opts.fp8 = s.training.precision == strategies::Precision::Fp8;
-  opts.fp8_current_scaling = s.training.fp8_current_scaling;
-  opts.context = s.parallelism.context;
-  opts.context_balanced = s.parallelism.context_load_balance;
-  opts.expert = s.parallelism.expert;
-  const models::ModelGraph graph = s.model.build(opts);
-  models::BuildOptions whole = opts;
-  whole.tensor = 1;
-  whole.sequence_parallel = false;
-  whole.context = 1;
-  whole.expert = 1;
-  const models::ModelGraph all = s.model.build(whole);
+  const models::ModelGraph graph = s.model.build(config::build_options(s));
+  const models::ModelGraph all = s.model.build(config::whole_model_options(s));
   r.params = all.params();
   r.active_params = all.active_params();
   r.active_params_without_input_embedding = all.active_params(false);
@@ -162,15 +151,17 @@ Result memory_only(const config::Scenario& s) {
   return r;
 }
 
-Result simulate(const config::Scenario& s, bool search_fewest) {
-  auto t0 = std::chrono::steady_clock::now();
-  check_budget(s);  // before anything is built
-  Result r = plan_only(s, search_fewest);
+namespace {
+
+// A simulated step is the global batch once per local iteration (EASGD runs several).
+double samples_per_step(const Result& r, const config::Scenario& s) {
+  return static_cast<double>(s.training.global_batch) * r.plan.iterations_per_step;
+}
+
+// Inline collectives (tensor parallelism) are priced alone on their group and add to the work,
+// as do the host copies; and each gradient bucket's collective as it runs.
+void add_communication(Result& r, const config::Scenario& s, const network::Platform& platform) {
   const auto& g = r.plan.graph;
-  check_plan_budget(s, g);
-  const auto priced = cost::price_works(g, s.device, config::compute_dtype(s.training.precision));
-  r.work_seconds = priced.seconds;
-  network::Platform platform(s.cluster);
   r.gradient_sync_runs_as = gradient_sync_runs_as(g, platform);
   price_inline_comms(r, s, platform);
   for (std::size_t w = 0; w < g.works.size(); ++w) {
@@ -183,24 +174,37 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
           platform, network::lower_host_copy(platform, wk.copy_bytes, g.groups[static_cast<std::size_t>(together)], wk.copy_to_host));
     }
   }
-  const int steps = s.steps_simulated;
+}
+
+// What the replay ran: the step repeated `steps` times, each task's step, and the stragglers'
+// scales of the compute tasks, which run on each tensor x context group's first GPU at the
+// slowest member's pace.
+struct Replayed {
+  int steps = 1;
+  std::vector<int> step_of;  // each task's step; with one step, none needed
+  int group = 1;
+  replay::TaskScales scales;
+  const replay::TaskScales* scaled = nullptr;  // &scales with stragglers
+};
+
+void replay_steps(Result& r, const config::Scenario& s, const network::Platform& platform, Replayed& rp) {
+  const auto& g = r.plan.graph;
+  const int steps = rp.steps = s.steps_simulated;
   if (static_cast<double>(g.tasks.size()) * steps > kMaxTasks)  // check_budget's estimate is meant to catch it first
     throw InputError(s.file, "/simulation/steps",
                      fmt::format("{} steps of {} tasks is more than {:.0f} million tasks to replay", steps, g.tasks.size(),
                                  kMaxTasks / 1e6));
-  std::vector<int> step_of;  // each task's step; with one step, none needed
-  if (steps > 1) r.repeated = repeat_steps(g, steps, step_of, s.parallelism.staleness_bound);
+  if (steps > 1) r.repeated = repeat_steps(g, steps, rp.step_of, s.parallelism.staleness_bound);
   const taskgraph::TaskGraph& replayed = steps > 1 ? r.repeated : g;
-  replay::TaskScales scales;
-  // Compute tasks run on each tensor x context group's first GPU, at the slowest member's pace.
-  const int group = s.parallelism.tensor * s.parallelism.context;
-  if (s.stragglers.enabled) scales = task_scales(replayed, step_of, steps, s.stragglers, group);
+  rp.group = s.parallelism.tensor * s.parallelism.context;
+  if (s.stragglers.enabled) rp.scales = task_scales(replayed, rp.step_of, steps, s.stragglers, rp.group);
+  rp.scaled = s.stragglers.enabled ? &rp.scales : nullptr;
   replay::Variability variability;
-  variability.throttles = group_throttles(s.stragglers, group);
+  variability.throttles = group_throttles(s.stragglers, rp.group);
   // A flap stays on the NIC of the GPU given: every member's flows cross its own NIC.
   for (const auto& f : s.stragglers.flapping_links)
     variability.flaps.push_back({f.gpu, f.period_s, f.degraded_s, f.bandwidth_fraction, f.degraded_latency_s});
-  replay::ReplayInput in{replayed, r.work_seconds, platform, s.stragglers.enabled ? &scales : nullptr, &variability};
+  replay::ReplayInput in{replayed, r.work_seconds, platform, rp.scaled, &variability};
   in.comm_core_share = r.comm_core_share;
   if (steps > 1) in.step_tasks = g.tasks.size() + (s.parallelism.staleness_bound >= 0 ? 1 : 0);
   std::optional<replay::StepReuse> reuse;
@@ -208,18 +212,21 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
     const bool streamed_root = std::any_of(g.tasks.begin(), g.tasks.end(), [](const taskgraph::Task& t) {
       return t.deps.empty() && t.any_deps.empty() && t.stream >= 0;
     });
-    reuse.emplace(step_of, g.tasks.size(), steps, !streamed_root);
+    reuse.emplace(rp.step_of, g.tasks.size(), steps, !streamed_root);
     in.reuse = &*reuse;
   }
   r.timeline = s.backend == config::Backend::Analytical ? replay::replay_analytical(in) : replay::replay_simgrid(in);
   if (r.timeline.steps_replayed == 0) r.timeline.steps_replayed = steps;
   if (steps > 1) {
-    r.steps = report_steps(replayed, r.timeline, step_of, steps, s.stragglers.enabled ? &scales : nullptr, &s.stragglers, group);
+    r.steps = report_steps(replayed, r.timeline, rp.step_of, steps, rp.scaled, &s.stragglers, rp.group);
     r.step_time_s = r.steps->mean;
   }
-  // Share of compute time priced from measurements, over the compute tasks the replay ran.
+}
+
+// Share of compute time priced from measurements, over the compute tasks the replay ran.
+void measured_share(Result& r, const cost::Priced& priced) {
   double all = 0, measured = 0, spread = 0;
-  for (const auto& t : g.tasks)
+  for (const auto& t : r.plan.graph.tasks)
     if (!t.is_collective) {
       all += priced.seconds[static_cast<std::size_t>(t.work)];
       measured += priced.measured_seconds[static_cast<std::size_t>(t.work)];
@@ -227,18 +234,22 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
     }
   r.measured_share = all > 0 ? measured / all : 0.0;
   r.compute_spread = all > 0 ? spread / all : 0.0;
+}
 
+// Step time, all-to-all time and the breakdown from the timeline. Asynchronous workers do not
+// step together: the step time is how long the cluster takes per step's worth of samples at the
+// throughput measured while all of them ran.
+void step_time_and_breakdown(Result& r, const config::Scenario& s, const Replayed& rp) {
+  const taskgraph::TaskGraph& replayed = rp.steps > 1 ? r.repeated : r.plan.graph;
+  const int steps = rp.steps;
   if (steps == 1) r.step_time_s = r.timeline.makespan;
   // All-to-alls block the layers that wait for them: their time per step and stage.
   for (std::size_t i = 0; i < replayed.tasks.size(); ++i)
     if (replayed.tasks[i].is_collective && replayed.tasks[i].collective().op == taskgraph::CollectiveOp::AllToAll)
       r.all_to_all_s += r.timeline.end[i] - r.timeline.start[i];
   r.all_to_all_s /= static_cast<double>(steps) * s.parallelism.pipeline;
-  // A simulated step is the global batch once per local iteration (EASGD runs several).
-  const double samples = static_cast<double>(s.training.global_batch) * r.plan.iterations_per_step;
+  const double samples = samples_per_step(r, s);
   if (s.parallelism.updates != strategies::Updates::Sync) {
-    // Workers do not step together: the step time is how long the cluster takes per step's worth
-    // of samples at the throughput measured while all of them ran.
     r.async = report_async(replayed, r.timeline, samples / s.parallelism.data);
     r.step_time_s = samples / r.async->samples_per_s;
     // Every worker's time while all of them ran, per update, times the updates in a step's worth
@@ -258,29 +269,34 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
     r.breakdown = replay::step_breakdown(replayed, r.timeline, r.work_seconds, r.work_comm_seconds, {.rank = -1, .horizon = horizon, .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds, .slowed_by_interference = r.comm_share_is_sms && !s.stragglers.enabled});
     r.breakdown *= 1.0 / steps;  // per step, on average
   }
-  if (s.roles.chief) {
-    // Synchronous training: every worker waits at the next step for the chief's save. The
-    // evaluator reads each checkpoint once it is written; the storage serves one stream at a
-    // time, so when the read outlasts the steps between saves the next save waits for it.
-    const auto& ro = s.roles;
-    RolesReport rep;
-    rep.every_steps = ro.checkpoint_every_steps;
-    rep.checkpoint_bytes = ro.checkpoint_bytes > 0 ? ro.checkpoint_bytes : r.memory.params + r.memory.optimizer;
-    rep.save_s = rep.checkpoint_bytes / ro.storage_bandwidth;
-    const double training = ro.checkpoint_every_steps * r.step_time_s;  // between saves
-    if (ro.evaluator) {
-      rep.evaluator_read_s = rep.checkpoint_bytes / ro.storage_bandwidth;
-      if (ro.evaluator_shares_storage) rep.wait_for_storage_s = std::max(0.0, rep.evaluator_read_s - training);
-    }
-    rep.stall_per_step_s = (rep.save_s + rep.wait_for_storage_s) / ro.checkpoint_every_steps;
-    r.step_time_s += rep.stall_per_step_s;
-    r.breakdown.checkpoint = rep.stall_per_step_s;
-    const double period = ro.checkpoint_every_steps * r.step_time_s;
-    rep.storage_write_GBps = rep.checkpoint_bytes / period / 1e9;
-    rep.storage_read_GBps = ro.evaluator ? rep.checkpoint_bytes / period / 1e9 : 0.0;
-    r.roles = rep;
+}
+
+// Synchronous training: every worker waits at the next step for the chief's save. The evaluator
+// reads each checkpoint once it is written; the storage serves one stream at a time, so when the
+// read outlasts the steps between saves the next save waits for it.
+void chief_checkpoints(Result& r, const config::Scenario& s) {
+  const auto& ro = s.roles;
+  RolesReport rep;
+  rep.every_steps = ro.checkpoint_every_steps;
+  rep.checkpoint_bytes = ro.checkpoint_bytes > 0 ? ro.checkpoint_bytes : r.memory.params + r.memory.optimizer;
+  rep.save_s = rep.checkpoint_bytes / ro.storage_bandwidth;
+  const double training = ro.checkpoint_every_steps * r.step_time_s;  // between saves
+  if (ro.evaluator) {
+    rep.evaluator_read_s = rep.checkpoint_bytes / ro.storage_bandwidth;
+    if (ro.evaluator_shares_storage) rep.wait_for_storage_s = std::max(0.0, rep.evaluator_read_s - training);
   }
-  r.samples_per_s = samples / r.step_time_s;
+  rep.stall_per_step_s = (rep.save_s + rep.wait_for_storage_s) / ro.checkpoint_every_steps;
+  r.step_time_s += rep.stall_per_step_s;
+  r.breakdown.checkpoint = rep.stall_per_step_s;
+  const double period = ro.checkpoint_every_steps * r.step_time_s;
+  rep.storage_write_GBps = rep.checkpoint_bytes / period / 1e9;
+  rep.storage_read_GBps = ro.evaluator ? rep.checkpoint_bytes / period / 1e9 : 0.0;
+  r.roles = rep;
+}
+
+// Throughput, FLOP utilisation, warnings, failures and the capacity plan, from the step time.
+void rates_and_warnings(Result& r, const config::Scenario& s) {
+  r.samples_per_s = samples_per_step(r, s) / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.tokens_per_sample());
   const double peak = s.device.peak_flops.at(config::compute_dtype(s.training.precision));
   r.model_tflops_per_gpu = r.model_flops / (r.step_time_s * r.gpus) / 1e12;
@@ -300,6 +316,26 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
       r.warnings.push_back(fmt::format("failures and checkpoints leave {:.0f}% goodput", 100 * r.faults->goodput));
   }
   r.capacity = capacity_plan(r);
+}
+
+}  // namespace
+
+// The pipeline: scenario -> model -> plan -> price -> replay -> result.
+Result simulate(const config::Scenario& s, bool search_fewest) {
+  auto t0 = std::chrono::steady_clock::now();
+  check_budget(s);  // before anything is built
+  Result r = plan_only(s, search_fewest);  // the model built and planned
+  check_plan_budget(s, r.plan.graph);
+  const auto priced = cost::price_works(r.plan.graph, s.device, config::compute_dtype(s.training.precision));
+  r.work_seconds = priced.seconds;
+  network::Platform platform(s.cluster);
+  add_communication(r, s, platform);
+  Replayed rp;
+  replay_steps(r, s, platform, rp);
+  measured_share(r, priced);
+  step_time_and_breakdown(r, s, rp);
+  if (s.roles.chief) chief_checkpoints(r, s);
+  rates_and_warnings(r, s);
   r.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -1,4 +1,4 @@
-#include "sim/cli/sweep_candidates.hpp"
+#include "sim/sweep/candidates.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "sim/core/errors.hpp"
 #include "sim/core/units.hpp"
 
-namespace dtsim::cli::sweeping {
+namespace dtsim::sweep {
 
 namespace {
 
@@ -69,7 +69,7 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
           const int dp = gpus / (tp * pp * cp);
           for (std::int64_t mb : {1, 2, 4, 8}) {
             if (s.training.global_batch % (static_cast<std::int64_t>(dp) * mb)) continue;
-            const std::int64_t micro = s.training.global_batch / (static_cast<std::int64_t>(dp) * mb);
+            const std::int64_t micro = strategies::micro_batches(s.training.global_batch, dp, mb);
             std::vector<std::pair<strategies::Schedule, int>> schedules{{strategies::Schedule::OneFOneB, 1}};
             if (pp > 1 && micro % pp == 0 && m.blocks() % (2 * pp) == 0) schedules.push_back({strategies::Schedule::Interleaved, 2});
             for (auto [sched, v] : schedules)
@@ -221,4 +221,4 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
   return doc.dump(2) + "\n";
 }
 
-}  // namespace dtsim::cli::sweeping
+}  // namespace dtsim::sweep

@@ -6,7 +6,7 @@
 
 #include "sim/config/scenario.hpp"
 
-namespace dtsim::cli::sweeping {
+namespace dtsim::sweep {
 
 // One cluster the sweep plans for: a GPU count on one device.
 struct Cluster {
@@ -44,4 +44,4 @@ std::string device_stem(const cost::DeviceProfile& d);
 std::string best_scenario(const std::string& path, const Cluster& c, const strategies::ParallelismSpec& p,
                           strategies::Precision precision);
 
-}  // namespace dtsim::cli::sweeping
+}  // namespace dtsim::sweep
