@@ -19,6 +19,21 @@ const char* to_string(Schedule s) {
   return "?";
 }
 
+std::vector<std::string> schedule_names() {
+  std::vector<std::string> out;
+  for (Schedule s : {Schedule::Naive, Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved, Schedule::PipeDream,
+                     Schedule::PipeDream2BW, Schedule::ZeroBubbleH1})
+    out.emplace_back(to_string(s));
+  return out;
+}
+
+std::optional<Schedule> schedule_from_string(const std::string& name) {
+  for (Schedule s : {Schedule::Naive, Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved, Schedule::PipeDream,
+                     Schedule::PipeDream2BW, Schedule::ZeroBubbleH1})
+    if (name == to_string(s)) return s;
+  return std::nullopt;
+}
+
 namespace {
 
 std::vector<PipeOp> interleaved(int p, int stage, int m, int v) {

@@ -1,10 +1,16 @@
 #pragma once
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace dtsim::strategies {
 
 enum class Schedule { Naive, GPipe, OneFOneB, Interleaved, PipeDream, PipeDream2BW, ZeroBubbleH1 };
 const char* to_string(Schedule s);
+// The names a scenario may give, in the order `dtsim describe` lists them; and back. Every
+// reader and writer of a schedule's name goes through these (config, sweep --write-best).
+std::vector<std::string> schedule_names();
+std::optional<Schedule> schedule_from_string(const std::string& name);
 
 // One forward or backward pass of one micro-batch through one of a stage's model chunks.
 struct PipeOp {

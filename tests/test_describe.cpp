@@ -10,6 +10,7 @@
 #include "helpers.hpp"
 #include "run_dtsim.hpp"
 #include "sim/config/describe.hpp"
+#include "strategies/schedule.hpp"
 
 namespace {
 
@@ -142,6 +143,25 @@ TEST(Schemas, ResultsMatchTheResultSchema) {
   j["breakdown_s"]["compute"] = -1.0;
   std::ofstream(dir.path("negative.json")) << j.dump();
   EXPECT_EQ(check_schema("result.schema.json", {dir.path("negative.json")}, dir).code, 1);
+}
+
+}  // namespace
+
+namespace {
+
+// One name table per open set: what the loader accepts is what describe lists and what the sweep
+// writes back (it once wrote any schedule but three as "1f1b").
+TEST(Registries, ScheduleNamesRoundTripAndAreWhatTheLoaderAccepts) {
+  const auto names = dtsim::strategies::schedule_names();
+  ASSERT_EQ(names.size(), 7u);
+  for (const auto& n : names) {
+    const auto s = dtsim::strategies::schedule_from_string(n);
+    ASSERT_TRUE(s.has_value()) << n;
+    EXPECT_EQ(dtsim::strategies::to_string(*s), n);
+  }
+  EXPECT_FALSE(dtsim::strategies::schedule_from_string("1F1B").has_value());
+  for (const auto& k : dtsim::config::declared_keys())
+    if (k.key.pointer == "/parallelism/pipeline_schedule") EXPECT_EQ(k.key.choices, names);
 }
 
 }  // namespace

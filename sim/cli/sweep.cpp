@@ -44,7 +44,7 @@ void print_csv(const Outcome& r) {
     const auto& c = r.ranked[i];
     std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", i + 1,
                              r.clusters[c.cluster].gpus, csv_field(r.clusters[c.cluster].device), csv_field(sweep::describe(c.p, c.precision)),
-                             c.p.tensor, c.p.pipeline, c.p.data, c.p.micro_batch, sweep::schedule_key(c.p.schedule),
+                             c.p.tensor, c.p.pipeline, c.p.data, c.p.micro_batch, strategies::to_string(c.p.schedule),
                              c.p.virtual_stages, c.p.zero_stage, strategies::to_string(c.p.recompute),
                              c.p.sequence_parallel, c.step, c.samples_per_s, c.samples_per_s / r.gpus_of(c), c.mfu, c.peak,
                              c.fits, c.price, c.cost_per_million_tokens, opt(c.time_to_train), opt(c.gpu_hours), opt(c.cost),

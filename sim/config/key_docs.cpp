@@ -3,10 +3,14 @@
 // layers share the top level's lines (/model/layers/*/...).
 #include "sim/config/describe.hpp"
 
+#include <iterator>
+#include <utility>
+
 namespace dtsim::config {
 
-const std::vector<std::pair<std::string, std::string>>& key_docs() {
-  static const std::vector<std::pair<std::string, std::string>> docs{
+namespace {
+// "document pointer" -> the line describe shows.
+constexpr std::pair<const char*, const char*> kDocs[] = {
       {"device profile /name", "the device's name as results show it"},
       {"device profile /description", "one line on what the device is"},
       {"device profile /peak_tflops", "dense peak compute per precision, TFLOP/s (datasheet)"},
@@ -268,7 +272,11 @@ const std::vector<std::pair<std::string, std::string>>& key_docs() {
       {"scenario /reference/step_time_s", "the measured step time, s"},
       {"scenario /reference/tflops_per_gpu", "the measured model TFLOP/s per GPU"},
       {"scenario /reference/flops_per_step", "the model FLOPs per step the source counts"},
-  };
+};
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& key_docs() {
+  static const std::vector<std::pair<std::string, std::string>> docs(std::begin(kDocs), std::end(kDocs));
   return docs;
 }
 

@@ -110,15 +110,7 @@ void parse_parallelism(Reader r, Scenario& s) {
   parse_context(r, s);
   if (const std::string why = m.tensor_split_error(p.tensor); !why.empty()) r.fail("tensor", why);
   p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
-  const std::string sched = r.choice("pipeline_schedule", {"naive", "gpipe", "1f1b", "interleaved-1f1b", "pipedream",
-                                                           "pipedream-2bw", "zero-bubble-h1"}, "1f1b");
-  p.schedule = sched == "naive"           ? strategies::Schedule::Naive
-               : sched == "gpipe"         ? strategies::Schedule::GPipe
-               : sched == "1f1b"          ? strategies::Schedule::OneFOneB
-               : sched == "pipedream"     ? strategies::Schedule::PipeDream
-               : sched == "pipedream-2bw" ? strategies::Schedule::PipeDream2BW
-               : sched == "zero-bubble-h1" ? strategies::Schedule::ZeroBubbleH1
-                                          : strategies::Schedule::Interleaved;
+  p.schedule = *strategies::schedule_from_string(r.choice("pipeline_schedule", strategies::schedule_names(), "1f1b"));
   if (p.schedule == strategies::Schedule::ZeroBubbleH1 && p.context > 1)  // its B/W split has no K/V exchange
     r.fail("pipeline_schedule", "zero-bubble-h1 with context parallelism is not modelled");
   p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1024, 1));

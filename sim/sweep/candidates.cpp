@@ -175,15 +175,6 @@ config::Scenario on_cluster(const config::Scenario& scenario, int gpus, const co
 
 std::string device_stem(const cost::DeviceProfile& d) { return std::filesystem::path(d.file).stem().string(); }
 
-const char* schedule_key(strategies::Schedule s) {
-  switch (s) {
-    case strategies::Schedule::Naive: return "naive";
-    case strategies::Schedule::GPipe: return "gpipe";
-    case strategies::Schedule::Interleaved: return "interleaved-1f1b";
-    default: return "1f1b";
-  }
-}
-
 // The scenario file as written (its `extends` merged in, so it runs from anywhere), with the
 // winner's device, cluster size and parallelism set.
 std::string best_scenario(const std::string& path, const Cluster& c, const strategies::ParallelismSpec& p,
@@ -198,7 +189,7 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
   par["pipeline"] = p.pipeline;
   par["data"] = p.data;
   par["micro_batch_size"] = p.micro_batch;
-  par["pipeline_schedule"] = schedule_key(p.schedule);
+  par["pipeline_schedule"] = strategies::to_string(p.schedule);
   par["virtual_stages"] = p.virtual_stages;
   par["zero_stage"] = p.zero_stage;
   par["recompute"] = strategies::to_string(p.recompute);

@@ -30,8 +30,6 @@ struct Candidate {
 
 std::string describe(const strategies::ParallelismSpec& p, strategies::Precision precision);
 std::string precision_name(strategies::Precision p);
-// The scenario key's spelling of a schedule.
-const char* schedule_key(strategies::Schedule s);
 std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<strategies::Precision>& precisions);
 // `flag`'s comma-separated list; an empty item is an input error naming the flag.
 std::vector<std::string> split_list(const std::string& text, const std::string& flag);
