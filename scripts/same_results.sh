@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # Runs every scenario in scenarios/ with two dtsim binaries and compares their result.json byte
-# for byte (issue 30: a scenario that names no stack must give the same result as before stacks).
-# Usage: scripts/same_results.sh OLD_DTSIM NEW_DTSIM [SCENARIO_DIR]
+# for byte (a change meant to keep results must say "differ 0, exit codes differ 0").
+# Usage: [OLD_TREE=DIR] scripts/same_results.sh OLD_DTSIM NEW_DTSIM [SCENARIO_DIR]
+# OLD_TREE: a checkout of the old binary's commit (git worktree add --detach DIR COMMIT). The old
+# binary then reads its own presets and profiles (DTSIM_HOME) and its own copy of each scenario;
+# without it, profiles that gained keys since would make the old binary refuse them. Scenarios
+# the old tree lacks are listed as NEW.
 # (--allow-outside: an old binary built in another checkout takes this one's scenarios/ as outside.)
 set -u
 old=$1 new=$2 dir=${3:-scenarios}
+tree=${OLD_TREE:-}
 work=$(mktemp -d)
 same=0 differ=0 failed=0
 while IFS= read -r f; do
   name=$(echo "$f" | tr '/' '_')
-  "$old" run --allow-outside "$f" -o "$work/old/$name" >/dev/null 2>&1; a=$?
+  if [ -n "$tree" ]; then
+    [ -f "$tree/$f" ] || { echo "NEW $f"; continue; }
+    DTSIM_HOME="$tree" "$old" run --allow-outside "$tree/$f" -o "$work/old/$name" >/dev/null 2>&1; a=$?
+  else
+    "$old" run --allow-outside "$f" -o "$work/old/$name" >/dev/null 2>&1; a=$?
+  fi
   "$new" run --allow-outside "$f" -o "$work/new/$name" >/dev/null 2>&1; b=$?
   if [ $a -ne $b ]; then echo "EXIT $f: $a vs $b"; failed=$((failed + 1)); continue; fi
   [ -f "$work/old/$name/result.json" ] || { same=$((same + 1)); continue; }  # refused by both alike
