@@ -125,6 +125,20 @@ std::string scenario_with(const std::string& model, const std::string& device, c
 
 }  // namespace
 
+// What we show must add up: the page draws every part of the step a result carries (the parts
+// sum to the step), those it knows by name and colour and, after them, any it does not.
+TEST(Serve, PageDrawsEveryPartOfTheStep) {
+  Server server;
+  const auto r = request(server.port(), "GET", "/");
+  ASSERT_EQ(r.status, 200);
+  for (const char* part : {"compute", "exposed_communication", "pipeline_bubble", "stage_imbalance", "optimizer",
+                           "straggler_wait", "input_stall", "checkpoint", "comm_interference"}) {
+    EXPECT_NE(r.body.find(std::string("\"") + part + "\""), std::string::npos) << part;
+    EXPECT_NE(r.body.find(std::string(".") + part + "{background:"), std::string::npos) << part;
+  }
+  EXPECT_NE(r.body.find("Object.keys(b).filter(n=>n!==\"worst_rank\"&&!parts.includes(n))"), std::string::npos);
+}
+
 TEST(Serve, PageOffersTheNewStrategies) {
   Server server;
   const auto r = request(server.port(), "GET", "/");

@@ -23,6 +23,7 @@ input[type=number]{width:6em}
 .big{font-size:1.4em;font-weight:600}
 .compute{background:#4c78a8}.exposed_communication{background:#f58518}.pipeline_bubble{background:#e45756}
 .optimizer{background:#72b7b2}.straggler_wait{background:#eeca3b}.input_stall{background:#b279a2}
+.stage_imbalance{background:#ff9da6}.checkpoint{background:#9d755d}.comm_interference{background:#bab0ac}
 .params{background:#4c78a8}.gradients{background:#72b7b2}.optimizer_m{background:#54a24b}.activations{background:#f58518}.other{background:#999}
 .cap{border-left:2px solid #000;height:20px;display:inline-block;vertical-align:middle}
 </style></head><body>
@@ -57,7 +58,10 @@ input[type=number]{width:6em}
 </div></template>
 <script>
 "use strict";
-const parts=["compute","exposed_communication","pipeline_bubble","optimizer","straggler_wait","input_stall"];
+const parts=["compute","exposed_communication","pipeline_bubble","stage_imbalance","optimizer","straggler_wait",
+  "input_stall","checkpoint","comm_interference"];
+// Every part the result has (they sum to the step), in the order above, then any part this page does not know yet.
+function stepParts(b){return parts.filter(n=>n in b).concat(Object.keys(b).filter(n=>n!=="worst_rank"&&!parts.includes(n)));}
 const mems=["params","gradients","optimizer","activations","other"];
 function field(p,n){return p.querySelector('[name="'+n+'"]');}
 function scenario(p,id){
@@ -116,7 +120,8 @@ async function run(p,id){
   field(p,"facts").textContent="MFU "+(100*j.flops.mfu).toFixed(1)+"%, "+Math.round(j.throughput.tokens_per_s)+" tokens/s; pipeline bubble "+
     b.pipeline_bubble.toFixed(4)+" s"+(j.parallelism.expected_bubble_fraction!==undefined?" (the schedule's bubble with equal stages: "+(100*j.parallelism.expected_bubble_fraction).toFixed(1)+"% of the step)":"")+
     (j.parallelism.all_to_all_share!==undefined?"; expert all-to-all "+(100*j.parallelism.all_to_all_share).toFixed(1)+"% of the step":"");
-  bars(field(p,"breakdown"),parts,parts.map(n=>b[n]),j.step_time_s,n=>n);
+  const shown=stepParts(b);
+  bars(field(p,"breakdown"),shown,shown.map(n=>b[n]),j.step_time_s,n=>n);
   const m=j.memory;
   bars(field(p,"memory"),mems,mems.map(n=>m[n+"_bytes"]),m.peak_bytes,n=>n==="optimizer"?"optimizer_m":n,m.capacity_bytes);
 }
