@@ -1,6 +1,6 @@
 #pragma once
 // What a software stack keeps in GPU memory (issue 30, item 3), as TrainingSpec carries it; the
-// mechanisms are in stack_memory.cpp, the presets in sim/cost/stack_memory.cpp.
+// mechanisms are in stack_memory.cpp, the presets with the other stack settings in sim/cost/stack.cpp.
 
 namespace dtsim::strategies {
 

@@ -127,7 +127,8 @@ Document load_with_extends(const std::string& path) {
 }
 
 std::string expand_preset(Document& doc, const std::string& key, const std::string& sub, const std::string& what) {
-  KeyCatalog::note({"", "/" + key + "/preset", "string", "", "", list_json_stems(sub), "", false});
+  if (KeyCatalog::listening())  // the choices list a folder: only for `dtsim describe`
+    KeyCatalog::note({"", "/" + key + "/preset", "string", "", "", list_json_stems(sub), "", false});
   if (!doc.json.contains(key) || !doc.json[key].is_object() || !doc.json[key].contains("preset")) return "";
   const std::string at = "/" + key;
   Json& node = doc.json[key];

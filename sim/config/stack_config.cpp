@@ -2,16 +2,14 @@
 
 #include <fmt/format.h>
 
-#include "sim/cost/stack_memory.hpp"
 
 namespace dtsim::config {
 
 namespace {
 
-// The preset's memory (sim/cost/stack_memory.cpp), then the keys that override it one by one.
-void parse_stack_memory(Reader& r, const std::string& preset, strategies::StackMemory& m) {
+// The keys that override the preset's memory (sim/cost/stack.cpp) one by one.
+void parse_stack_memory(Reader& r, strategies::StackMemory& m) {
   using namespace strategies;
-  m = cost::stack_memory(preset);
   const std::string b = r.choice("buffers", {"zero-paper", "framework"}, to_string(m.buffers));
   m.buffers = b == "framework" ? StateBuffers::Framework : StateBuffers::ZeroPaper;
   const std::string c = r.choice("fp8_weight_copies", {"copy-and-transpose", "none"}, to_string(m.fp8_weight_copies));
@@ -61,7 +59,8 @@ void parse_stack(Reader& root, Scenario& s) {
   cost::Stack& st = s.device.stack;
   const std::string preset = r->choice("preset", cost::stack_names(), "default");
   st = *cost::find_stack(preset);
-  parse_stack_memory(*r, preset, s.training.memory);
+  parse_stack_memory(*r, st.memory);
+  s.training.memory = st.memory;  // the planner reads it with the rest of the training settings
   // Read with the preset's values as fallbacks, so that finish() can suggest these keys.
   st.attention = *cost::attention_impl_from_string(
       r->choice("attention", {"gemm-curve", "flash2", "flash3", "cudnn", "sdpa-math"}, cost::to_string(st.attention)));

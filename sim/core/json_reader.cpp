@@ -224,7 +224,7 @@ const Json& Reader::require(std::string_view key) {
 }
 
 const Json& Reader::raw(std::string_view key) {
-  declare(key, "any", "", "", true);
+  if (KeyCatalog::listening()) declare(key, "any", "", "", true);
   return require(key);
 }
 
@@ -237,7 +237,7 @@ double Reader::to_range(std::string_view key, double value, Range r, const std::
 }
 
 std::int64_t Reader::integer(std::string_view key, std::int64_t min, std::int64_t max) {
-  declare(key, "integer", fmt::format("{} to {}", min, max), "", true);
+  if (KeyCatalog::listening()) declare(key, "integer", fmt::format("{} to {}", min, max), "", true);
   const Json& v = require(key);
   bool integral = v.is_number_integer() || v.is_number_unsigned() ||
                   (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
@@ -256,24 +256,24 @@ std::int64_t Reader::integer(std::string_view key, std::int64_t min, std::int64_
 }
 
 std::int64_t Reader::integer(std::string_view key, std::int64_t min, std::int64_t max, std::int64_t fallback) {
-  declare(key, "integer", fmt::format("{} to {}", min, max), std::to_string(fallback), false);
+  if (KeyCatalog::listening()) declare(key, "integer", fmt::format("{} to {}", min, max), std::to_string(fallback), false);
   return has(key) ? integer(key, min, max) : (seen_.insert(std::string(key)), fallback);
 }
 
 double Reader::number(std::string_view key, Range r) {
-  declare(key, "number", range_text(r), "", true);
+  if (KeyCatalog::listening()) declare(key, "number", range_text(r), "", true);
   const Json& v = require(key);
   if (!v.is_number()) fail(key, fmt::format("expected a number, got {} {}", type_name(v), shown(v)));
   return to_range(key, v.get<double>(), r, shown(v));
 }
 
 double Reader::number(std::string_view key, Range r, double fallback) {
-  declare(key, "number", range_text(r), fmt::format("{:g}", fallback), false);
+  if (KeyCatalog::listening()) declare(key, "number", range_text(r), fmt::format("{:g}", fallback), false);
   return has(key) ? number(key, r) : (seen_.insert(std::string(key)), fallback);
 }
 
 bool Reader::boolean(std::string_view key, bool fallback) {
-  declare(key, "boolean", "", fallback ? "true" : "false", false);
+  if (KeyCatalog::listening()) declare(key, "boolean", "", fallback ? "true" : "false", false);
   const Json* v = find(key);
   if (!v) return fallback;
   if (!v->is_boolean()) fail(key, fmt::format("expected true or false, got {} {}", type_name(*v), shown(*v)));
@@ -281,19 +281,19 @@ bool Reader::boolean(std::string_view key, bool fallback) {
 }
 
 std::string Reader::text(std::string_view key) {
-  declare(key, "string", "", "", true);
+  if (KeyCatalog::listening()) declare(key, "string", "", "", true);
   const Json& v = require(key);
   if (!v.is_string()) fail(key, fmt::format("expected a string, got {} {}", type_name(v), shown(v)));
   return v.get<std::string>();
 }
 
 std::string Reader::text(std::string_view key, const std::string& fallback) {
-  declare(key, "string", "", Json(fallback).dump(), false);
+  if (KeyCatalog::listening()) declare(key, "string", "", Json(fallback).dump(), false);
   return has(key) ? text(key) : (seen_.insert(std::string(key)), fallback);
 }
 
 std::string Reader::choice(std::string_view key, const std::vector<std::string>& allowed) {
-  declare(key, "string", "", "", true, allowed);
+  if (KeyCatalog::listening()) declare(key, "string", "", "", true, allowed);
   std::string s = text(key);
   for (const auto& a : allowed)
     if (a == s) return s;
@@ -301,12 +301,12 @@ std::string Reader::choice(std::string_view key, const std::vector<std::string>&
 }
 
 std::string Reader::choice(std::string_view key, const std::vector<std::string>& allowed, const std::string& fallback) {
-  declare(key, "string", "", Json(fallback).dump(), false, allowed);
+  if (KeyCatalog::listening()) declare(key, "string", "", Json(fallback).dump(), false, allowed);
   return has(key) ? choice(key, allowed) : (seen_.insert(std::string(key)), fallback);
 }
 
 std::optional<double> Reader::optional_quantity(std::string_view base, units::Dimension d, Range si) {
-  declare(base, "quantity", range_text(si) + " (SI)", "", false, {}, unit_text(base, d));
+  if (KeyCatalog::listening()) declare(base, "quantity", range_text(si) + " (SI)", "", false, {}, unit_text(base, d));
   std::optional<double> out;
   std::string found;
   for (const auto& s : units::suffixes(d)) {
@@ -337,7 +337,7 @@ double Reader::number_in(std::string_view key, units::Dimension d, double to_si,
 }
 
 double Reader::quantity(std::string_view base, units::Dimension d, Range si) {
-  declare(base, "quantity", range_text(si) + " (SI)", "", true, {}, unit_text(base, d));
+  if (KeyCatalog::listening()) declare(base, "quantity", range_text(si) + " (SI)", "", true, {}, unit_text(base, d));
   if (auto v = optional_quantity(base, d, si)) return *v;
   std::vector<std::string> names;
   for (const auto& s : units::suffixes(d)) names.push_back(std::string(base) + "_" + std::string(s.suffix));
@@ -345,17 +345,17 @@ double Reader::quantity(std::string_view base, units::Dimension d, Range si) {
 }
 
 double Reader::quantity(std::string_view base, units::Dimension d, Range si, double fallback_si) {
-  declare(base, "quantity", range_text(si) + " (SI)", quantity_text(base, d, fallback_si), false, {}, unit_text(base, d));
+  if (KeyCatalog::listening()) declare(base, "quantity", range_text(si) + " (SI)", quantity_text(base, d, fallback_si), false, {}, unit_text(base, d));
   return optional_quantity(base, d, si).value_or(fallback_si);
 }
 
 Reader Reader::object(std::string_view key) {
-  declare(key, "object", "", "", true);
+  if (KeyCatalog::listening()) declare(key, "object", "", "", true);
   return Reader(require(key), pointer(key), origins_);
 }
 
 std::optional<Reader> Reader::optional_object(std::string_view key) {
-  declare(key, "object", "", "", false);
+  if (KeyCatalog::listening()) declare(key, "object", "", "", false);
   const Json* v = find(key);
   if (!v) return std::nullopt;
   return Reader(*v, pointer(key), origins_);
@@ -367,7 +367,7 @@ void Reader::finish() const {
 }
 
 std::vector<std::pair<double, double>> Reader::efficiency_points(std::string_view key) {
-  declare(key, "array", "[[size, efficiency], ...]: sizes increasing, 0 < efficiency <= 1", "", true);
+  if (KeyCatalog::listening()) declare(key, "array", "[[size, efficiency], ...]: sizes increasing, 0 < efficiency <= 1", "", true);
   std::vector<std::pair<double, double>> out;
   const Json& pts = raw(key);
   auto bad = [&] { fail(key, "expected [[size, efficiency], ...] with sizes increasing and 0 < efficiency <= 1"); };

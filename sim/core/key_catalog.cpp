@@ -5,7 +5,7 @@
 namespace dtsim {
 
 namespace {
-thread_local KeyCatalog* listening = nullptr;
+thread_local KeyCatalog* active_catalog = nullptr;
 thread_local std::string document = "scenario";
 
 bool all_digits(const std::string& s) {
@@ -30,15 +30,17 @@ void merge(KeyDeclaration& into, const KeyDeclaration& d) {
 }
 }  // namespace
 
-KeyCatalog::KeyCatalog() : previous_(listening) { listening = this; }
-KeyCatalog::~KeyCatalog() { listening = previous_; }
+KeyCatalog::KeyCatalog() : previous_(active_catalog) { active_catalog = this; }
+KeyCatalog::~KeyCatalog() { active_catalog = previous_; }
+
+bool KeyCatalog::listening() { return active_catalog != nullptr; }
 
 void KeyCatalog::note(KeyDeclaration d) {
-  if (!listening) return;
+  if (!active_catalog) return;
   d.document = document;
   d.pointer = pointer_pattern(d.pointer);
   const std::string id = d.document + " " + d.pointer;
-  auto [it, added] = listening->keys_.emplace(id, d);
+  auto [it, added] = active_catalog->keys_.emplace(id, d);
   if (!added) merge(it->second, d);
 }
 

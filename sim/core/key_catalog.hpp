@@ -27,6 +27,8 @@ class KeyCatalog {
   KeyCatalog(const KeyCatalog&) = delete;
   KeyCatalog& operator=(const KeyCatalog&) = delete;
 
+  // Whether anyone listens on this thread: a load that is not `describe` builds no declarations.
+  static bool listening();
   // Called by the Reader: records a key of the document being read, if anyone listens.
   static void note(KeyDeclaration d);
   const std::map<std::string, KeyDeclaration>& keys() const { return keys_; }

@@ -21,27 +21,37 @@ constexpr double kInductorDispatchS = 6.8e-6;
 
 // Every stack but the default runs its data-parallel, pipeline and expert collectives through
 // NCCL, whose kernels hold SMs while they run: kDeviceCommSms takes the device profile's count.
+// Memory: PyTorch runs on its caching allocator unless PYTORCH_ALLOC_CONF says otherwise;
+// torchtitan's run_train.sh (pytorch/torchtitan @0168bd5) sets "expandable_segments:True".
+// torchtitan's Float8 (torchao Float8Linear) casts each weight per use, FP8-all-gathered under FSDP2
+// (torchao float8/fsdp_utils.py, fsdp_pre_all_gather casts the shard), and keeps no FP8 copy
+// between micro-batches; Transformer Engine caches the FP8 weight and its transpose on the module
+// (te/pytorch/module/linear.py, get_weight_workspace with cache_name "weight").
 const std::map<std::string, Stack>& registry() {
   using taskgraph::TpOverlap;
+  using strategies::Allocator, strategies::Fp8WeightCopies, strategies::StateBuffers;
+  constexpr strategies::StackMemory kEager{StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchCaching};
+  constexpr strategies::StackMemory kTitan{StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchExpandable};
+  constexpr strategies::StackMemory kTe{StateBuffers::Framework, Fp8WeightCopies::CopyAndTranspose, Allocator::PytorchCaching};
   static const std::map<std::string, Stack> stacks{
       {"default", Stack{}},
       // PyTorch's SDPA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn).
-      {"pytorch-eager",
-       Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms, TpOverlap::None}},
+      {"pytorch-eager", Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms,
+                              TpOverlap::None, kEager}},
       // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains.
       {"torchtitan-compile", Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS,
-                                   kDeviceCommSms, TpOverlap::None}},
+                                   kDeviceCommSms, TpOverlap::None, kTitan}},
       // The same with --compile.enable_async_tensor_parallel: Inductor's micro-pipeline TP pass.
       {"torchtitan-async-tp", Stack{"torchtitan-async-tp", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS,
-                                    kDeviceCommSms, TpOverlap::AsyncTp}},
+                                    kDeviceCommSms, TpOverlap::AsyncTp, kTitan}},
       // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
       // (the model's fused kernels); TE's DotProductAttention on Hopper runs cuDNN's fused attention
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
-      {"megatron-te",
-       Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS, kDeviceCommSms, TpOverlap::None}},
+      {"megatron-te", Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS, kDeviceCommSms,
+                            TpOverlap::None, kTe}},
       // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
       {"megatron-te-tp-overlap", Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
-                                       kDeviceCommSms, TpOverlap::TransformerEngine}},
+                                       kDeviceCommSms, TpOverlap::TransformerEngine, kTe}},
   };
   return stacks;
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "strategies/stack_memory_kinds.hpp"
+
 #include "sim/taskgraph/task_graph.hpp"
 
 namespace dtsim::cost {
@@ -27,6 +29,9 @@ struct Stack {
   int comm_sms = 0;
   // How tensor-parallel collectives overlap the GEMMs beside them (strategies/tp_overlap.cpp).
   taskgraph::TpOverlap tp_overlap = taskgraph::TpOverlap::None;
+  // What the stack keeps in GPU memory: optimizer buffers, FP8 weight copies, allocator
+  // (strategies/stack_memory.hpp; docs/memory.md).
+  strategies::StackMemory memory;
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
            tp_overlap == taskgraph::TpOverlap::None;
