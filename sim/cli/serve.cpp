@@ -18,6 +18,7 @@
 
 #include "sim/cli/serve_api.hpp"
 #include "sim/cli/serve_child.hpp"
+#include "sim/cli/serve_lessons.hpp"
 #include "sim/core/errors.hpp"
 
 namespace dtsim::cli {
@@ -145,6 +146,7 @@ void accept(tcp::acceptor& acceptor, const ServeOptions& o, unsigned short port)
 }  // namespace
 
 int serve(const ServeOptions& o) {
+  lessons::all();  // a bad lesson file is an error now (exit 2), not a page that cannot open it
   asio::io_context ioc;
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(o.bind, ec);

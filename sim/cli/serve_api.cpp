@@ -12,6 +12,7 @@
 #include <optional>
 #include <variant>
 
+#include "sim/cli/serve_lessons.hpp"
 #include "sim/core/json_reader.hpp"
 #include "sim/core/paths.hpp"
 
@@ -178,7 +179,11 @@ Answer handle(const ServeOptions& o, unsigned short port, const Request& r, cons
       return {200, serve_page(), "text/html; charset=utf-8"};
     }
     if (target == "/api/run") return run_api(o, r, run);
-    return text(404, "not found: try / or POST /api/run\n");
+    if (target == "/api/lessons") {
+      if (r.method != "GET" && r.method != "HEAD") return text(405, "GET only\n");
+      return {200, lessons::all()};
+    }
+    return text(404, "not found: try /, GET /api/lessons or POST /api/run\n");
   } catch (const std::exception& e) {
     return text(500, fmt::format("error: {}\n", e.what()));
   }
