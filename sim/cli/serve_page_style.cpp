@@ -25,8 +25,8 @@ p{max-width:60em;line-height:1.4}
 select,input,button{font:inherit;max-width:100%;min-width:0}
 input[type=number]{width:7em}
 .key{background:#fff6d5}
-.brow{display:grid;grid-template-columns:minmax(0,10.5em) minmax(0,1fr) minmax(0,auto);gap:.5em;align-items:center;margin:2px 0}
-.bname{overflow-wrap:anywhere}.bval{white-space:nowrap;font-variant-numeric:tabular-nums}
+.brow{display:grid;grid-template-columns:minmax(0,10.5em) minmax(0,1fr) 9em;gap:.5em;align-items:center;margin:2px 0}
+.bname,.bval{overflow-wrap:anywhere}.bval{font-variant-numeric:tabular-nums}
 .track{position:relative;height:16px;background:#f3f3f3}
 .bar{position:absolute;left:0;top:0;height:16px}
 .stack{display:flex;height:22px;margin:.3em 0;background:none}.stack span{height:100%}
@@ -35,7 +35,8 @@ input[type=number]{width:7em}
 .err{white-space:pre-wrap;color:#a00;font-family:monospace;overflow-wrap:anywhere}
 .big{font-size:1.3em;font-weight:600}
 .compare,.predict,.tries{border:1px solid #ccc;border-radius:6px;padding:.6em .8em;margin:.8em 0;background:#fafafa}
-.compare .brow{grid-template-columns:minmax(0,8em) minmax(0,1fr) minmax(0,auto)}
+.compare .brow{grid-template-columns:minmax(0,9em) minmax(0,1fr) 9em}
+@media (max-width:600px){.brow,.compare .brow{grid-template-columns:minmax(0,6.5em) minmax(0,1fr) 7em;gap:.3em}}
 .delta{font-weight:600}
 fieldset{border:1px solid #ddd;margin:.4em 0;padding:.3em .6em}
 fieldset label{margin-right:1em;white-space:nowrap;display:inline-block}
