@@ -17,6 +17,8 @@ const char* body() {
 machine. Guess which does better before the figures are shown, then change the controls and watch the figure move.</p>
 <ol class="lessons" id="lesson-list"></ol>
 <p>Or <a href="/?explore=1">explore freely</a>: any model, GPU, cluster and strategy, side by side.</p></section>
+<section id="explore" hidden><p>Pick a model, a cluster and a strategy for A and for B; each change runs <code>dtsim run</code>
+on this machine (the analytical backend unless you pick SimGrid).</p></section>
 <section id="lesson" hidden><h2 id="lesson-title"></h2><p class="lecture" id="lesson-lecture"></p>
 <p id="lesson-text"></p><p>The figure to look at: <b id="lesson-figure"></b>.</p>
 <div class="predict" id="predict"><p id="question"></p>

@@ -67,7 +67,8 @@ function onResults(){
   const f=lesson.figure,a=at(A,f.at),b=at(B,f.at),ans=answerOf(a,b);
   const right=pick("which")===ans.which&&(ans.which==="same"||pick("much")===ans.much);
   out.dataset.which=ans.which;out.dataset.much=ans.much||"";out.className="answer "+(right?"right":"wrong");
-  out.textContent=(right?"Right. ":"Not quite. ")+(ans.which==="same"?"About the same: ":ans.which+"'s "+f.label+" is "+ans.ratio.toFixed(2)+
+  const said=pick("which")==="same"?"about the same":pick("which")+(pick("much")?", "+document.querySelector('label[for="g-'+pick("much")+'"]').textContent.trim():"");
+  out.textContent=(right?"Right. ":"Not quite (you said "+said+"). ")+(ans.which==="same"?"About the same: ":ans.which+"'s "+f.label+" is "+ans.ratio.toFixed(2)+
     "\u00d7 "+(f.better==="lower"?"lower":"higher")+" than "+(ans.which==="A"?"B":"A")+"'s: ")+"A "+show(a,f.unit)+", B "+show(b,f.unit)+".";
   revealed=true;wantReveal=false;guessing();}
 )JS";
@@ -76,7 +77,7 @@ function onResults(){
 const char* script_boot() {
   return R"JS(
 const query=new URLSearchParams(location.search);
-function showSection(what){for(const s of ["list","lesson"])document.getElementById(s).hidden=s!==what;
+function showSection(what){for(const s of ["list","lesson","explore"])document.getElementById(s).hidden=s!==what;
   document.getElementById("tries").hidden=true;document.getElementById("compare").hidden=true;
   document.getElementById("cols").innerHTML="";guessing();}
 function makePanel(id,title){

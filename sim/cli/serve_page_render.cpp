@@ -43,10 +43,10 @@ function drawBreakdown(p,j,scale){
     '<span class="'+n+'" data-part="'+n+'" title="'+n.replace(/_/g," ")+': '+b[n].toFixed(4)+' s" style="width:'+
     (100*b[n]/(j.step_time_s||1)).toFixed(3)+'%"></span>').join("")+'</div>';
   box.appendChild(track);
-  shown.forEach(n=>box.appendChild(row(n,term(n.replace(/_/g," "),n),b[n],scale,n,b[n].toFixed(4)+" s ("+(100*b[n]/j.step_time_s).toFixed(1)+"%)")));}
+  shown.forEach(n=>box.appendChild(row(n,term(n.replace(/_/g," "),n),b[n],scale,n+(figure().at==="/breakdown_s/"+n?" focus":""),b[n].toFixed(4)+" s ("+(100*b[n]/j.step_time_s).toFixed(1)+"%)")));}
 function drawMemory(p,j,scale){
   const m=j.memory,box=field(p,"memory");box.innerHTML="";
-  mems.forEach(n=>box.appendChild(row(n,term(n,n==="optimizer"?"optimizer_m":n),m[n+"_bytes"],scale,"m-"+n,show(m[n+"_bytes"],"bytes"))));
+  mems.forEach(n=>box.appendChild(row(n,term(n==="params"?"parameters":n,n==="optimizer"?"optimizer_m":n),m[n+"_bytes"],scale,"m-"+n,show(m[n+"_bytes"],"bytes"))));
   const peak=row("peak","peak / capacity",m.peak_bytes,scale,"m-peak",show(m.peak_bytes,"bytes")+" of "+show(m.capacity_bytes,"bytes")+(m.fits===false?" (does not fit)":""));
   peak.querySelector(".track").insertAdjacentHTML("beforeend",'<span class="cap" title="capacity" style="left:'+(100*m.capacity_bytes/scale).toFixed(3)+'%"></span>');
   box.appendChild(peak);}
@@ -76,8 +76,9 @@ function compareRows(box,fig,a,b){
   box.appendChild(row("A","A: "+fig.label,a,max,"fig-A",show(a,fig.unit)));
   box.appendChild(row("B","B: "+fig.label,b,max,"fig-B",show(b,fig.unit)));
   const d=document.createElement("p");d.className="delta";
-  const rel=a?(100*(b-a)/a).toFixed(1)+"%":"n/a",ratio=Math.min(a,b)>0?(Math.max(a,b)/Math.min(a,b)).toFixed(2)+"\u00d7":"";
-  d.textContent="B \u2212 A: "+(b>=a?"+":"\u2212")+show(Math.abs(b-a),fig.unit)+" ("+(b>=a?"+":"")+rel+(ratio?"; the larger is "+ratio+" the smaller":"")+")";
+  const sign=b>=a?"+":"\u2212",rel=a?sign+Math.abs(100*(b-a)/a).toFixed(1)+"%":"n/a",r=Math.max(a,b)/Math.min(a,b);
+  d.textContent=Math.abs(b-a)<=5e-5*Math.max(Math.abs(a),Math.abs(b))?"A and B: the same":"B \u2212 A: "+sign+show(Math.abs(b-a),fig.unit)+" ("+rel+
+    (Math.min(a,b)>0?"; "+(a>b?"A":"B")+" is "+r.toFixed(2)+"\u00d7 "+(a>b?"B":"A"):"")+")";
   box.appendChild(d);}
 function renderCompare(){
   const box=document.getElementById("compare"),A=panels.A&&panels.A.result,B=panels.B&&panels.B.result;

@@ -26,7 +26,7 @@ select,input,button{font:inherit;max-width:100%;min-width:0}
 input[type=number]{width:7em}
 .key{background:#fff6d5}
 .brow{display:grid;grid-template-columns:minmax(0,10.5em) minmax(0,1fr) 9em;gap:.5em;align-items:center;margin:2px 0}
-.bname,.bval{overflow-wrap:anywhere}.bval{font-variant-numeric:tabular-nums}
+.bname,.bval{overflow-wrap:break-word;min-width:0}.bval{font-variant-numeric:tabular-nums}
 .track{position:relative;height:16px;background:#f3f3f3}
 .bar{position:absolute;left:0;top:0;height:16px}
 .stack{display:flex;height:22px;margin:.3em 0;background:none}.stack span{height:100%}
@@ -36,7 +36,8 @@ input[type=number]{width:7em}
 .big{font-size:1.3em;font-weight:600}
 .compare,.predict,.tries{border:1px solid #ccc;border-radius:6px;padding:.6em .8em;margin:.8em 0;background:#fafafa}
 .compare .brow{grid-template-columns:minmax(0,9em) minmax(0,1fr) 9em}
-@media (max-width:600px){.brow,.compare .brow{grid-template-columns:minmax(0,6.5em) minmax(0,1fr) 7em;gap:.3em}}
+@media (max-width:600px){.brow,.compare .brow{grid-template-columns:minmax(0,7.5em) minmax(0,1fr) 6.5em;gap:.3em}}
+.brow:has(.focus) .bname{font-weight:700}.focus{outline:2px solid #000}
 .delta{font-weight:600}
 fieldset{border:1px solid #ddd;margin:.4em 0;padding:.3em .6em}
 fieldset label{margin-right:1em;white-space:nowrap;display:inline-block}

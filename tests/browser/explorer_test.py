@@ -364,13 +364,12 @@ def run_screenshots(d, server, out):
     wait_results(d)
     click(d, "g-B")
     click(d, "g-mid")
-    full_page(d, os.path.join(out, "explorer-predict.png"), 1100, 560)
     click(d, "reveal")
     wait_for(d, "return !!document.getElementById('answer').dataset.which", "the revealed answer")
     full_page(d, os.path.join(out, "explorer-reveal.png"), 1100, 900)
     d.get(server.url + "?lesson=zero-and-offload&predict=0")
     wait_results(d)
-    full_page(d, os.path.join(out, "explorer-phone.png"), 412)
+    full_page(d, os.path.join(out, "explorer-phone.png"), 412, 1500)
 
 
 def our_chromium_pids(profile):
