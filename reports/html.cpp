@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "reports/html_marks.hpp"
 #include "reports/palette.hpp"
 #include "reports/reports.hpp"
 #include "strategies/settings.hpp"
@@ -45,7 +46,8 @@ std::string html_report(const results::Result& r) {
     const timeline::Drawing tl = timeline::draw(r, 64);
     h += "<h2>Timeline</h2><p>Each simulated GPU: compute on top (dark blue forward, light blue backward, green optimizer), its data "
          "loader below it (brown), then its collectives (red; purple for stage-to-stage transfers). Where the GPU sat idle, the gap is "
-         "coloured by what it waited for. Hover for names.</p>\n<p class='legend'>" + timeline::legend() + "</p>\n<p class='sampling'>" + escape(tl.note) + "</p>\n" + tl.svg;
+         "coloured by what it waited for. Hover for names.</p>\n" + std::string(kTimelineBegin) + "<p class='legend'>" + timeline::legend() +
+         "</p>\n<p class='sampling'>" + escape(tl.note) + "</p>\n" + tl.svg + kTimelineEnd + "\n";
   }
   h += fmt::format("<h2>Memory per GPU</h2><p>Capacity {:.1f} GiB.</p>\n", r.capacity_bytes / units::kGiB);
   const auto& stages = r.plan.stage_memory;

@@ -40,7 +40,10 @@ on this machine (the analytical backend unless you pick SimGrid).</p></section>
 <div class="cols" id="cols"></div>
 <template id="panel"><div class="panel"><h2 class="ptitle"></h2><div class="controls"></div>
 <div class="results"><hr><div class="big" name="step">&nbsp;</div><div name="facts"></div>
-<h3>where the step goes</h3><div name="breakdown"></div><h3>memory of the fullest GPU</h3><div name="memory"></div></div>
+<h3>where the step goes</h3><div name="breakdown"></div><h3>memory of the fullest GPU</h3><div name="memory"></div>
+<details class="tlbox"><summary>timeline of each GPU, as report.html draws it (A and B to one time scale)</summary>
+<div class="row"><label>zoom</label><select name="zoom"><option value="1">1&times;</option><option value="2">2&times;</option><option value="4">4&times;</option><option value="8">8&times;</option></select></div>
+<div class="tl" name="timeline"></div></details></div>
 <div class="err" name="error"></div></div></template>
 <template id="explore-controls"><div>
 <div class="row"><label>model</label><select name="model"><option>gpt2</option><option>gpt2-xl</option><option selected>llama-3-8b</option><option>llama-3-70b</option><option>gpt3-175b</option><option>tiny-gpt</option><option>mixtral-8x7b</option><option>qwen3-30b-a3b</option><option>gpt-oss-120b</option><option>deepseek-v3</option></select></div>

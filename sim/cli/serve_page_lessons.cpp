@@ -46,7 +46,7 @@ function openLesson(name){
     const li=document.createElement("li");li.innerHTML='<button type="button" id="try-'+i+'">try it</button> ';
     li.appendChild(document.createTextNode((t.side==="both"?"A and B":t.side)+": set \u201c"+c.label+"\u201d to "+optLabel(o)+". "+t.says));
     li.querySelector("button").onclick=()=>(t.side==="both"?["A","B"]:[t.side]).forEach(id=>{field(panels[id],c.id).value=String(t.value);
-      panels[id].dispatchEvent(new Event("change"));});
+      field(panels[id],c.id).dispatchEvent(new Event("change",{bubbles:true}));});
     ol.appendChild(li);});
   const mode=document.getElementById("predict-mode");mode.checked=query.get("predict")!=="0";
   mode.onchange=()=>{revealed=!mode.checked;wantReveal=false;document.getElementById("answer").textContent="";guessing();syncURL();};
@@ -84,7 +84,10 @@ function makePanel(id,title){
   const p=document.getElementById("panel").content.firstElementChild.cloneNode(true);
   p.id="panel"+id;p.querySelector(".ptitle").textContent=title;panels[id]=p;
   document.getElementById("cols").appendChild(p);
-  p.addEventListener("change",()=>{syncURL();run(p);});
+  p.querySelector(".controls").addEventListener("change",()=>{syncURL();run(p);});
+  const zoom=field(p,"zoom"),tl=p.querySelector(".tlbox");zoom.id=id+"-zoom";zoom.previousElementSibling.htmlFor=zoom.id;
+  zoom.addEventListener("change",zoomTimelines);
+  tl.addEventListener("toggle",()=>{if(tl.open&&p.tlSeq!==p.seq)loadTimeline(p);});
   return p;}
 // Every control's label names it (<label for>), with ids unique to the side.
 function tieLabels(p,id){p.querySelectorAll(".controls .row").forEach(r=>{const c=r.querySelector("[name]"),l=r.querySelector("label");

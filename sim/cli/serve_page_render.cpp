@@ -70,7 +70,7 @@ function renderAll(){
   const scale=Math.max(...rs.map(j=>j.step_time_s),1e-12);
   const memScale=Math.max(...rs.map(j=>Math.max(j.memory.peak_bytes,j.memory.capacity_bytes)),1);
   ["A","B"].forEach(id=>panels[id]&&renderPanel(panels[id],scale,memScale));
-  renderCompare();}
+  renderCompare();zoomTimelines();}
 function compareRows(box,fig,a,b){
   const max=Math.max(a,b)||1;
   box.appendChild(row("A","A: "+fig.label,a,max,"fig-A",show(a,fig.unit)));
@@ -89,11 +89,17 @@ function renderCompare(){
   if(figs[0].at!=="/memory/peak_bytes")figs.push({at:"/memory/peak_bytes",label:"peak memory",unit:"bytes"});
   figs.forEach((f,i)=>{const g=document.createElement("div");g.className="fig";g.dataset.at=f.at;
     const a=at(A,f.at),b=at(B,f.at);g.dataset.a=a;g.dataset.b=b;compareRows(g,f,a,b);box.appendChild(g);});}
+// A POST to the server; while it runs its most simulations at once (503), asked again a little later.
+async function post(url,s){
+  for(let i=0;;i++){
+    const r=await fetch(url,{method:"POST",headers:{"Content-Type":"application/json"},body:JSON.stringify(s)});
+    if(r.status!==503||i>=40)return r;
+    await new Promise(ok=>setTimeout(ok,100+50*i));}}
 async function run(p){
   const s=p.build(),seq=(p.seq=(p.seq||0)+1);
   field(p,"error").textContent="running...";p.dataset.state="running";
   let r;
-  try{r=await fetch("/api/run",{method:"POST",headers:{"Content-Type":"application/json"},body:JSON.stringify(s)});}
+  try{r=await post("/api/run",s);}
   catch(e){field(p,"error").textContent=String(e);p.dataset.state="error";return;}
   const body=await r.text();
   if(seq!==p.seq)return;  // a newer change is on its way
@@ -102,7 +108,26 @@ async function run(p){
     for(const n of ["facts","breakdown","memory"])field(p,n).textContent="";
     delete p.dataset.bubble;delete p.dataset.step;p.dataset.state="error";p.dataset.done=seq;renderAll();return;}
   p.result=JSON.parse(body);p.dataset.state="done";p.dataset.done=seq;
-  renderAll();onResults();}
+  renderAll();onResults();
+  if(p.querySelector(".tlbox").open)loadTimeline(p);}
+// report.html's timeline of the same set-up (POST /api/timeline), fetched when its box is open.
+async function loadTimeline(p){
+  const box=field(p,"timeline"),seq=p.seq;box.textContent="drawing\u2026";p.dataset.timeline="running";
+  let r;
+  try{r=await post("/api/timeline",p.build());}
+  catch(e){box.textContent=String(e);p.dataset.timeline="error";return;}
+  const body=await r.text();
+  if(seq!==p.seq)return;
+  if(!r.ok){box.textContent=body;p.dataset.timeline="error";return;}
+  box.innerHTML=body;p.tlSeq=seq;p.dataset.timeline=seq;zoomTimelines();}
+// The pictures scale with the box; A's and B's widths follow their step times, so a second spans as
+// many pixels on both; zoom widens them inside a box that scrolls.
+function zoomTimelines(){
+  const steps=["A","B"].map(id=>panels[id]&&panels[id].result?panels[id].result.step_time_s:0),top=Math.max(...steps);
+  ["A","B"].forEach((id,i)=>{const p=panels[id],svg=p&&p.querySelector('[name="timeline"] svg');if(!svg)return;
+    if(!svg.getAttribute("viewBox")){svg.setAttribute("viewBox","0 0 "+svg.getAttribute("width")+" "+svg.getAttribute("height"));
+      svg.removeAttribute("width");svg.removeAttribute("height");}
+    svg.style.width=(100*(+field(p,"zoom").value)*(top&&steps[i]?steps[i]/top:1)).toFixed(3)+"%";});}
 )JS";
 }
 

@@ -267,6 +267,26 @@ def try_each(d, lesson):
         print(f"  {what}: {lesson['figure']['label']} A {f0['a']:g} -> {f1['a']:g}, B {f0['b']:g} -> {f1['b']:g}: ok")
 
 
+def check_timelines(d, zoom=None):
+    """Each side's timeline (report.html's picture) is there for its latest set-up, A's and B's to one time scale."""
+    wait_for(d, "return ['A','B'].every(id=>{const p=document.getElementById('panel'+id);"
+                "return p.dataset.timeline===p.dataset.done&&p.querySelector('[name=timeline] svg rect');})",
+             "both sides' timelines of their latest set-ups")
+    got = d.execute_script("""return ['A','B'].map(id=>{const p=document.getElementById('panel'+id),
+        svg=p.querySelector('[name=timeline] svg');return {w:svg.getBoundingClientRect().width,
+        box:p.querySelector('[name=timeline]').clientWidth,step:+p.dataset.step,zoom:+p.querySelector('[name=zoom]').value,
+        rects:svg.querySelectorAll('rect').length};});""")
+    top = max(g["step"] for g in got)
+    for side, g in zip("AB", got):
+        want = g["box"] * g["zoom"] * g["step"] / top
+        if abs(g["w"] - want) > 2:
+            raise Failure(f"{side}'s timeline is {g['w']:.1f} px wide; at {g['zoom']}x on one time scale it would be {want:.1f} px")
+    over = d.execute_script("return document.documentElement.scrollWidth-document.documentElement.clientWidth")
+    if over > 0:
+        raise Failure(f"the timelines make the page {over} px wider than the window; their box should scroll")
+    return got
+
+
 def run_lesson(d, server, name):
     lessons = {l["name"]: l for l in server.lessons()}
     if name not in lessons:
@@ -283,7 +303,14 @@ def run_lesson(d, server, name):
     check_picture(f, "A against B")
     check_breakdown_sums(d)
     print(f"{name}: {lesson['figure']['label']} A {f['a']:g}, B {f['b']:g}: ok")
+    for side in "AB":  # open both timelines, then zoom A's
+        d.find_element("css selector", f"#panel{side} .tlbox summary").click()
+    check_timelines(d)
+    choose(d, "A-zoom", 4)
+    got = check_timelines(d)
+    print(f"  timelines: {got[0]['rects']} and {got[1]['rects']} shapes, one time scale, A zoomed 4x inside its box: ok")
     try_each(d, lesson)
+    check_timelines(d)
 
 
 def controls(d):
@@ -359,6 +386,9 @@ def run_screenshots(d, server, out):
     os.makedirs(out, exist_ok=True)
     d.get(server.url + "?lesson=pipeline-bubble&predict=0")
     wait_results(d)
+    for side in "AB":
+        d.find_element("css selector", f"#panel{side} .tlbox summary").click()
+    check_timelines(d)
     full_page(d, os.path.join(out, "explorer-lesson.png"), 1100)
     d.get(server.url + "?lesson=all-reduce-vs-parameter-server")
     wait_results(d)
