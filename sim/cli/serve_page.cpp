@@ -74,7 +74,7 @@ const char* serve_page() {
   static const std::string html =
       std::string("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>dtsim explorer</title>\n"
                   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<link rel=\"icon\" href=\"data:,\">\n<style>") +
-      page::style() + "</style></head><body>\n" + page::body() + "<script>\n\"use strict\";\n" + page::script_render() +
+      page::style() + "</style></head><body>\n" + page::body() + "<script>\n\"use strict\";\n" + page::script_render() + page::script_run() +
       page::script_lessons() + page::script_explore() + page::script_boot() + "</script></body></html>\n";
   return html.c_str();
 }

@@ -71,6 +71,13 @@ function renderAll(){
   const memScale=Math.max(...rs.map(j=>Math.max(j.memory.peak_bytes,j.memory.capacity_bytes)),1);
   ["A","B"].forEach(id=>panels[id]&&renderPanel(panels[id],scale,memScale));
   renderCompare();zoomTimelines();}
+)JS";
+}
+
+// The comparison of A and B in the figures that matter; asking the server for a side's result, then
+// for its timeline when its box is open.
+const char* script_run() {
+  return R"JS(
 function compareRows(box,fig,a,b){
   const max=Math.max(a,b)||1;
   box.appendChild(row("A","A: "+fig.label,a,max,"fig-A",show(a,fig.unit)));
