@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "reports/palette.hpp"
 #include "reports/reports.hpp"
 #include "reports/svg.hpp"
 #include "sim/core/units.hpp"
@@ -23,17 +24,6 @@ std::string text(const nlohmann::json& j, const std::string& pointer) {
   return j.at(p).is_string() ? j.at(p).get<std::string>() : j.at(p).dump();
 }
 
-// The breakdown parts in the order report.html draws them; the checkpoint only where present.
-const char* const kParts[][2] = {{"compute", "compute"},
-                                 {"exposed_communication", "exposed communication"},
-                                 {"pipeline_bubble", "pipeline bubble"},
-                                 {"stage_imbalance", "stage imbalance"},
-                                 {"optimizer", "optimizer"},
-                                 {"straggler_wait", "straggler wait"},
-                                 {"input_stall", "input stall"},
-                                 {"checkpoint", "checkpoint"},
-                                 {"comm_interference", "communication interference"}};
-
 // One result's column: what ran, where its step goes (on the shared scale) and its memory.
 std::string column(const nlohmann::json& r, const std::string& name, double longest_step, const std::string& timeline) {
   std::string h = fmt::format("<div class='side'><h2>{}</h2><p class='file'>{}</p>\n", escape(text(r, "/scenario")), escape(name));
@@ -46,11 +36,12 @@ std::string column(const nlohmann::json& r, const std::string& name, double long
     if (const std::string v = text(r, key); !v.empty()) h += fmt::format("<tr><td>{}</td><td>{}</td></tr>", key + 1, escape(v));
   h += fmt::format("<tr><td>step time</td><td>{:.4g} s</td></tr></table>\n", number(r, "/step_time_s"));
   std::vector<std::pair<std::string, double>> parts;
-  for (const auto& [key, label] : kParts)
-    if (r.contains("breakdown_s") && r["breakdown_s"].contains(key)) parts.emplace_back(label, number(r, std::string("/breakdown_s/") + key));
+  // The parts in the order report.html draws them; the checkpoint only where present.
+  for (const auto& p : palette::kStep)
+    if (r.contains("breakdown_s") && r["breakdown_s"].contains(p.key)) parts.emplace_back(p.label, number(r, std::string("/breakdown_s/") + p.key));
   // Both bars are drawn to the longer step's scale: the shorter step is a shorter bar.
   h += "<h3>Where the step goes</h3>\n" +
-       svg::bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd", "#e377c2"}, longest_step, "s", 440);
+       svg::bar(parts, palette::colours(palette::kStep), longest_step, "s", 440);
   const double gib = units::kGiB, capacity = number(r, "/memory/capacity_bytes") / gib, peak = number(r, "/memory/peak_bytes") / gib;
   h += fmt::format("<h3>Memory of the fullest GPU (rank {}): {:.1f} GiB{}</h3>\n", text(r, "/memory/worst_rank"), peak,
                    r.contains("/memory/fits"_json_pointer) && r["memory"]["fits"] == false ? " — does not fit" : "");
@@ -59,7 +50,7 @@ std::string column(const nlohmann::json& r, const std::string& name, double long
                  {"optimizer", number(r, "/memory/optimizer_bytes") / gib},
                  {"activations", number(r, "/memory/activations_bytes") / gib},
                  {"other", number(r, "/memory/other_bytes") / gib}},
-                {"#1f77b4", "#6baed6", "#2ca02c", "#ff7f0e", "#bbbbbb"}, std::max(capacity, peak), "GiB", 440, capacity);
+                palette::colours(palette::kMemory), std::max(capacity, peak), "GiB", 440, capacity);
   return h + "</div>\n";
 }
 

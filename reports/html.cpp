@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "reports/html_marks.hpp"
+#include "reports/palette.hpp"
 #include "reports/reports.hpp"
 #include "strategies/settings.hpp"
 #include "reports/svg.hpp"
@@ -39,12 +41,13 @@ std::string html_report(const results::Result& r) {
     if (r.shows_interference()) parts.emplace_back("communication interference", b.comm_interference);
     h += std::string(r.async ? "<h2>Where the step goes (every worker's time, per step's worth of updates)</h2>\n"
                              : "<h2>Where the step goes</h2>\n") +
-         svg::bar(parts, {"#1f77b4", "#d62728", "#bbbbbb", "#bcbd22", "#2ca02c", "#ff7f0e", "#8c564b", "#9467bd", "#e377c2"},
+         svg::bar(parts, palette::colours(palette::kStep),
              r.step_time_s, "s");
     const timeline::Drawing tl = timeline::draw(r, 64);
     h += "<h2>Timeline</h2><p>Each simulated GPU: compute on top (dark blue forward, light blue backward, green optimizer), its data "
          "loader below it (brown), then its collectives (red; purple for stage-to-stage transfers). Where the GPU sat idle, the gap is "
-         "coloured by what it waited for. Hover for names.</p>\n<p class='legend'>" + timeline::legend() + "</p>\n<p class='sampling'>" + escape(tl.note) + "</p>\n" + tl.svg;
+         "coloured by what it waited for. Hover for names.</p>\n" + std::string(kTimelineBegin) + "<p class='legend'>" + timeline::legend() +
+         "</p>\n<p class='sampling'>" + escape(tl.note) + "</p>\n" + tl.svg + kTimelineEnd + "\n";
   }
   h += fmt::format("<h2>Memory per GPU</h2><p>Capacity {:.1f} GiB.</p>\n", r.capacity_bytes / units::kGiB);
   const auto& stages = r.plan.stage_memory;
@@ -58,7 +61,7 @@ std::string html_report(const results::Result& r) {
     std::vector<std::pair<std::string, double>> parts{{"parameters", m.params / units::kGiB}, {"gradients", m.gradients / units::kGiB},
               {"optimizer", m.optimizer / units::kGiB}, {"activations", m.activations / units::kGiB},
               {"other", (m.other + s.reserved_bytes) / units::kGiB}};
-    std::vector<const char*> colours{"#1f77b4", "#6baed6", "#2ca02c", "#ff7f0e", "#bbbbbb"};
+    std::vector<const char*> colours = palette::colours(palette::kMemory);
     if (cache > 0) parts.emplace_back("allocator cache", cache / units::kGiB), colours.emplace_back("#dddddd");
     h += svg::bar(parts, colours, std::max(r.capacity_bytes, whole) / units::kGiB, "GiB", 900, r.capacity_bytes / units::kGiB);
   }

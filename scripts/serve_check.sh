@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
-# Headless Chromium check of `dtsim serve` (issue 16 item 5), not part of ctest: it needs Debian's
-# `chromium`. Loads the page twice with strategy A's pipeline schedule set to 1F1B and then interleaved 1F1B,
-# checks that the bubble the page shows changes, and takes a screenshot.
-#   scripts/serve_check.sh [build dir, default build] [screenshot, default docs/serve.png]
+# The explorer (`dtsim serve`) in Debian's headless Chromium, outside ctest: every browser test
+# (tests/browser/explorer_test.py; ctest runs the same ones under the label `system`), then the
+# pictures in docs/img/ (a lesson, predict-then-reveal, a phone's width), 256 colours each.
+#   scripts/serve_check.sh [build dir, default build] [picture folder, default docs/img]
 set -euo pipefail
+cd "$(dirname "$0")/.."
 build=${1:-build}
-shot=${2:-docs/serve.png}
-browser=$(command -v chromium || command -v chromium-browser || true)
-[ -n "$browser" ] || { echo "serve_check: no chromium (apt-get install chromium)"; exit 77; }
-work=$(mktemp -d)
-"$build/dtsim" serve --port 0 > "$work/serve.out" &
-server=$!
-trap 'kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 100); do grep -q http "$work/serve.out" && break; sleep 0.1; done
-url=$(grep -o 'http://[^ ]*' "$work/serve.out")
-common="nodes=1&tensor=2&pipeline=4&gbs=64&model=llama-3-8b&B.nodes=1&B.tensor=2&B.pipeline=4&B.gbs=64&B.model=llama-3-8b&B.recompute=full"
-chrome() { "$browser" --headless --no-sandbox --disable-gpu --virtual-time-budget=20000 "$@" 2> /dev/null; }
-bubble() { chrome --dump-dom "${url}?schedule=$1&$common" | grep -o 'id="panelA"[^>]*data-bubble="[^"]*"' | grep -o '[0-9.e-]*"$' | tr -d '"'; }
-one=$(bubble 1f1b)
-interleaved=$(bubble interleaved-1f1b)
-echo "page's bubble with 1F1B: ${one:-none} s; with interleaved 1F1B: ${interleaved:-none} s"
-[ -n "$one" ] && [ -n "$interleaved" ] || { echo "serve_check: FAIL: the page showed no result"; exit 1; }
-[ "$one" != "$interleaved" ] || { echo "serve_check: FAIL: the bubble did not change with the schedule"; exit 1; }
-mkdir -p "$(dirname "$shot")"
-chrome --screenshot="$shot" --window-size=1400,1150 --hide-scrollbars "${url}?schedule=interleaved-1f1b&$common"
-echo "serve_check: ok; screenshot in $shot"
+out=${2:-docs/img}
+python=/usr/bin/python3
+[ -x "$python" ] || python=python3
+command -v chromium > /dev/null || { echo "serve_check: no chromium (scripts/packages.sh lists chromium, chromium-driver, python3-selenium)"; exit 77; }
+test=tests/browser/explorer_test.py
+for lesson in reports/lessons/*.json; do
+  "$python" "$test" --dtsim "$build/dtsim" lesson "$(basename "$lesson" .json)"
+done
+"$python" "$test" --dtsim "$build/dtsim" url
+"$python" "$test" --dtsim "$build/dtsim" phone
+raw=$(mktemp -d)
+trap 'rm -rf "$raw"' EXIT
+"$python" "$test" --dtsim "$build/dtsim" screenshots "$raw"
+mkdir -p "$out"
+# A page of text and flat colours: 256 colours lose nothing visible and a third of the bytes.
+"$python" - "$raw" "$out" <<'PY'
+import os, shutil, sys
+raw, out = sys.argv[1:]
+try:
+    from PIL import Image  # Debian's python3-pil; without it the pictures are copied as taken
+except ImportError:
+    Image = None
+for name in sorted(os.listdir(raw)):
+    if Image is None:
+        shutil.copy(os.path.join(raw, name), os.path.join(out, name))
+    else:
+        img = Image.open(os.path.join(raw, name)).convert("RGB")
+        img.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(os.path.join(out, name), optimize=True)
+    print(f"{out}/{name}: {os.path.getsize(os.path.join(out, name))} bytes")
+PY
+echo "serve_check: ok"

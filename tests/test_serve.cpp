@@ -94,7 +94,7 @@ TEST(Serve, PageIsSelfContained) {
   const auto r = request(server.port(), "GET", "/");
   ASSERT_EQ(r.status, 200);
   EXPECT_NE(r.head.find("text/html"), std::string::npos);
-  EXPECT_NE(r.body.find("fetch(\"/api/run\""), std::string::npos);
+  EXPECT_NE(r.body.find("post(\"/api/run\""), std::string::npos);
   for (const char* control : {"name=\"schedule\"", "name=\"zero\"", "name=\"recompute\"", "name=\"algorithm\"",
                               "name=\"tensor\"", "name=\"pipeline\"", "name=\"sigma\""})
     EXPECT_NE(r.body.find(control), std::string::npos) << control;
@@ -224,4 +224,22 @@ TEST(Serve, RefusedNewCombinationsAre400WithTheCliErrorText) {
     EXPECT_EQ(r.body, cli.err);
     EXPECT_NE(r.body.find("error: scenario.json:" + why), std::string::npos) << r.body;
   }
+}
+
+// Issue 31 item 3: POST /api/timeline answers report.html's timeline of the same scenario (its
+// legend, sampling note and picture), within the same limits as /api/run.
+TEST(Serve, TimelineIsTheReportsPicture) {
+  Server server;
+  const auto r = request(server.port(), "POST", "/api/timeline", kScenario);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.head.find("text/html"), std::string::npos) << r.head;
+  EXPECT_EQ(r.body.rfind("<!-- dtsim:timeline -->", 0), 0u) << r.body.substr(0, 200);
+  EXPECT_NE(r.body.find("<svg"), std::string::npos);
+  EXPECT_NE(r.body.find("pipeline bubble"), std::string::npos);  // the legend, idle causes included
+  EXPECT_NE(r.body.find("GPU 3"), std::string::npos);            // one row per simulated GPU (pipeline 4)
+  EXPECT_EQ(r.body.find("<h2>"), std::string::npos);             // the picture only, not the report around it
+  EXPECT_EQ(request(server.port(), "GET", "/api/timeline").status, 405);
+  const auto bad = request(server.port(), "POST", "/api/timeline", R"({"schema_version": 1, "name": )");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.body.rfind("error: scenario.json", 0), 0u) << bad.body;
 }

@@ -18,6 +18,7 @@
 
 #include "sim/cli/serve_api.hpp"
 #include "sim/cli/serve_child.hpp"
+#include "sim/cli/serve_lessons.hpp"
 #include "sim/core/errors.hpp"
 
 namespace dtsim::cli {
@@ -93,7 +94,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // a simulation has its own time limit
     const unsigned version = parser_->get().version();
     std::thread([self = shared_from_this(), r = request_of(parser_->get()), version] {
-      const auto run = [&self](const std::string& s) { return run_child(self->o_, s); };
+      const auto run = [&self](const std::string& s, bool report) { return run_child(self->o_, s, report); };
       api::Answer a = api::handle(self->o_, self->port_, r, run);
       asio::post(self->stream_.get_executor(), [self, a = std::move(a), version] { self->send(a, version); });
     }).detach();
@@ -145,6 +146,7 @@ void accept(tcp::acceptor& acceptor, const ServeOptions& o, unsigned short port)
 }  // namespace
 
 int serve(const ServeOptions& o) {
+  lessons::all();  // a bad lesson file is an error now (exit 2), not a page that cannot open it
   asio::io_context ioc;
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(o.bind, ec);

@@ -12,6 +12,8 @@
 #include <optional>
 #include <variant>
 
+#include "reports/html_marks.hpp"
+#include "sim/cli/serve_lessons.hpp"
 #include "sim/core/json_reader.hpp"
 #include "sim/core/paths.hpp"
 
@@ -146,7 +148,17 @@ std::variant<std::string, Answer> prepare(const std::string& body) {
 
 std::atomic<int> running{0};
 
-Answer run_api(const ServeOptions& o, const Request& r, const Runner& run) {
+// report.html's timeline (its legend, note and picture), as POST /api/timeline answers it.
+Answer timeline_of(Answer report) {
+  if (report.status != 200) return report;
+  const auto begin = report.body.find(reports::kTimelineBegin), end = report.body.find(reports::kTimelineEnd);
+  if (begin == std::string::npos || end == std::string::npos || end < begin)
+    return text(500, "error: this run's report has no timeline\n");
+  return {200, report.body.substr(begin, end + std::string(reports::kTimelineEnd).size() - begin), report.type};
+}
+
+// A simulation: its result (/api/run) or its timeline (/api/timeline), within the server's limits.
+Answer run_api(const ServeOptions& o, const Request& r, const Runner& run, bool timeline) {
   if (r.method != "POST") return text(405, "POST a scenario JSON\n");
   if (auto refused = gate(r.body)) return *refused;
   auto prepared = prepare(r.body);
@@ -158,7 +170,8 @@ Answer run_api(const ServeOptions& o, const Request& r, const Runner& run) {
   struct Release {
     ~Release() { running.fetch_sub(1); }
   } release;
-  return run(std::get<std::string>(prepared));
+  const std::string& scenario = std::get<std::string>(prepared);
+  return timeline ? timeline_of(run(scenario, true)) : run(scenario, false);
 }
 
 }  // namespace
@@ -177,8 +190,12 @@ Answer handle(const ServeOptions& o, unsigned short port, const Request& r, cons
       if (r.method != "GET" && r.method != "HEAD") return text(405, "GET only\n");
       return {200, serve_page(), "text/html; charset=utf-8"};
     }
-    if (target == "/api/run") return run_api(o, r, run);
-    return text(404, "not found: try / or POST /api/run\n");
+    if (target == "/api/run" || target == "/api/timeline") return run_api(o, r, run, target == "/api/timeline");
+    if (target == "/api/lessons") {
+      if (r.method != "GET" && r.method != "HEAD") return text(405, "GET only\n");
+      return {200, lessons::all()};
+    }
+    return text(404, "not found: try /, GET /api/lessons, POST /api/run or POST /api/timeline\n");
   } catch (const std::exception& e) {
     return text(500, fmt::format("error: {}\n", e.what()));
   }

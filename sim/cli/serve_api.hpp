@@ -20,8 +20,9 @@ struct Answer {
 
 Answer text(int status, std::string body);
 
-// Runs a scenario text that handle() has checked, as `dtsim run scenario.json --format json` would.
-using Runner = std::function<Answer(const std::string& scenario)>;
+// Runs a scenario text that handle() has checked, as `dtsim run scenario.json --format json` would;
+// with `report` true, as `... --html` would, answering report.html.
+using Runner = std::function<Answer(const std::string& scenario, bool report)>;
 
 // Limits on a request's scenario, checked on its bytes before anything parses it: deeper nesting
 // or more keys cost the parser (and the server) memory or CPU far beyond what the bytes suggest.

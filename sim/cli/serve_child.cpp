@@ -51,9 +51,10 @@ struct Folder {
 // The child leads its own process group, so that killing the group also ends anything it started;
 // DTSIM_SERVE_CHILD (the server's pid) makes it die with the thread that waits for it, should the
 // server be killed.
-pid_t spawn(const fs::path& dir) {
+pid_t spawn(const fs::path& dir, bool report) {
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   std::vector<std::string> args{exe, "run", "scenario.json", "-o", "out", "--format", "json"};
+  if (report) args.emplace_back("--html");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -100,7 +101,7 @@ bool wait_for(pid_t pid, double limit_s, int& status) {
 
 }  // namespace
 
-api::Answer run_child(const ServeOptions& o, const std::string& scenario) {
+api::Answer run_child(const ServeOptions& o, const std::string& scenario, bool report) {
   // Declared before the folder, so that stop_children() sees the child gone only once the folder is.
   struct Count {
     bool on = false;
@@ -120,7 +121,7 @@ api::Answer run_child(const ServeOptions& o, const std::string& scenario) {
     out << scenario;
     out.close();
     if (!out) return api::text(500, "error: cannot write the scenario to a temporary folder\n");
-    pid = spawn(folder.dir);
+    pid = spawn(folder.dir, report);
     if (pid < 0) return api::text(500, "error: cannot start dtsim run\n");
     g_children.fetch_add(1);
     count.on = true;
@@ -132,6 +133,7 @@ api::Answer run_child(const ServeOptions& o, const std::string& scenario) {
     return api::text(504, "error: the simulation ran past the server's time limit (" + std::to_string(o.time_limit_s) +
                               " s)\n");
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 0 && report) return {200, slurp(folder.dir / "out" / "report.html"), "text/html; charset=utf-8"};
   if (code == 0) return {200, slurp(folder.dir / "stdout.txt")};
   return api::text(code == 2 ? 400 : 500, slurp(folder.dir / "stderr.txt"));
 }

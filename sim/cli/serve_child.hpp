@@ -7,8 +7,9 @@ namespace dtsim::cli {
 
 // `dtsim run scenario.json -o out --format json` in a fresh temporary folder, as a child in its own
 // process group: 200 with its stdout, 400 (exit 2) or 500 with its stderr, 504 past the time limit.
+// With `report`, the run also writes report.html (--html), and a 200 answers that file instead.
 // The child is reaped and the folder removed on every way out.
-api::Answer run_child(const ServeOptions& o, const std::string& scenario);
+api::Answer run_child(const ServeOptions& o, const std::string& scenario, bool report = false);
 
 // Refuses new children, kills the running ones' groups and returns once each is reaped and its
 // folder removed: the server's way out on SIGINT or SIGTERM.

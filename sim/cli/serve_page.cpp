@@ -1,43 +1,58 @@
 // The explorer page `dtsim serve` answers at /: plain HTML, CSS and JavaScript in one string, so
 // it works with no network beyond the loopback connection to dtsim.
+#include "sim/cli/serve_page.hpp"
+
 #include "sim/cli/serve.hpp"
 
 namespace dtsim::cli {
 
-const char* serve_page() {
-  return R"PAGE(<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>dtsim explorer</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-body{font:14px system-ui,sans-serif;margin:1em;color:#222}
-h1{font-size:1.3em;margin:0 0 .3em}
-.cols{display:flex;gap:1.5em;flex-wrap:wrap}
-.panel{flex:1;min-width:340px;border:1px solid #ccc;border-radius:6px;padding:.8em}
-label{display:inline-block;width:11em}
-.row{margin:.25em 0}
-input[type=number]{width:6em}
-.bar{height:16px;display:inline-block;vertical-align:middle}
-.brow{margin:2px 0;white-space:nowrap}
-.bname{display:inline-block;width:13.5em}
-.err{white-space:pre-wrap;color:#a00;font-family:monospace}
-.big{font-size:1.4em;font-weight:600}
-.compute{background:#4c78a8}.exposed_communication{background:#f58518}.pipeline_bubble{background:#e45756}
-.optimizer{background:#72b7b2}.straggler_wait{background:#eeca3b}.input_stall{background:#b279a2}
-.stage_imbalance{background:#ff9da6}.checkpoint{background:#9d755d}.comm_interference{background:#bab0ac}
-.params{background:#4c78a8}.gradients{background:#72b7b2}.optimizer_m{background:#54a24b}.activations{background:#f58518}.other{background:#999}
-.cap{border-left:2px solid #000;height:20px;display:inline-block;vertical-align:middle}
-</style></head><body>
-<h1>dtsim explorer</h1>
-<p>Pick a model, a cluster and a strategy; each change runs <code>dtsim run</code> on this machine (analytical backend unless you pick SimGrid). Two strategies side by side.</p>
+namespace page {
+
+// The lesson list, one lesson (its text, the guess, the comparison, what to try), the two panels,
+// and the free explorer's controls, cloned for A and B.
+const char* body() {
+  return R"PAGE(<header><h1><a href="/">dtsim explorer</a></h1>
+<nav><a href="/" id="to-lessons">lessons</a> &middot; <a href="/?explore=1" id="to-explore">explore freely</a></nav></header>
+<section id="list" hidden><p>Each lesson follows a lecture: two set-ups, A and B, simulated by <code>dtsim run</code> on this
+machine. Guess which does better before the figures are shown, then change the controls and watch the figure move.</p>
+<ol class="lessons" id="lesson-list"></ol>
+<p>Or <a href="/?explore=1">explore freely</a>: any model, GPU, cluster and strategy, side by side.</p></section>
+<section id="explore" hidden><p>Pick a model, a cluster and a strategy for A and for B; each change runs <code>dtsim run</code>
+on this machine (the analytical backend unless you pick SimGrid).</p></section>
+<section id="lesson" hidden><h2 id="lesson-title"></h2><p class="lecture" id="lesson-lecture"></p>
+<p id="lesson-text"></p><p>The figure to look at: <b id="lesson-figure"></b>.</p>
+<div class="predict" id="predict"><p id="question"></p>
+<div id="guess"><fieldset><legend id="which-legend">Which is better?</legend>
+<label for="g-A"><input type="radio" name="which" id="g-A" value="A"> A</label>
+<label for="g-same"><input type="radio" name="which" id="g-same" value="same"> about the same (within 5%)</label>
+<label for="g-B"><input type="radio" name="which" id="g-B" value="B"> B</label></fieldset>
+<fieldset><legend>By how much?</legend>
+<label for="g-small"><input type="radio" name="much" id="g-small" value="small"> less than 1.5&times;</label>
+<label for="g-mid"><input type="radio" name="much" id="g-mid" value="mid"> 1.5&times; to 3&times;</label>
+<label for="g-big"><input type="radio" name="much" id="g-big" value="big"> more than 3&times;</label></fieldset>
+<button type="button" id="reveal">Reveal the answer</button></div>
+<p class="answer" id="answer"></p>
+<p><input type="checkbox" id="predict-mode" checked> <label for="predict-mode">predict before the figures are shown</label></p></div>
+</section>
+<p class="hiddennote" id="hidden-note">The figures are hidden until you answer.</p>
+<div class="compare" id="compare" hidden></div>
+<div class="tries" id="tries" hidden><h3>Try this</h3><ol id="try-list"></ol></div>
 <div class="cols" id="cols"></div>
-<template id="panel"><div class="panel">
+<template id="panel"><div class="panel"><h2 class="ptitle"></h2><div class="controls"></div>
+<div class="results"><hr><div class="big" name="step">&nbsp;</div><div name="facts"></div>
+<h3>where the step goes</h3><div name="breakdown"></div><h3>memory of the fullest GPU</h3><div name="memory"></div>
+<details class="tlbox"><summary>timeline of each GPU, as report.html draws it (A and B to one time scale)</summary>
+<div class="row"><label>zoom</label><select name="zoom"><option value="1">1&times;</option><option value="2">2&times;</option><option value="4">4&times;</option><option value="8">8&times;</option></select></div>
+<div class="tl" name="timeline"></div></details></div>
+<div class="err" name="error"></div></div></template>
+<template id="explore-controls"><div>
 <div class="row"><label>model</label><select name="model"><option>gpt2</option><option>gpt2-xl</option><option selected>llama-3-8b</option><option>llama-3-70b</option><option>gpt3-175b</option><option>tiny-gpt</option><option>mixtral-8x7b</option><option>qwen3-30b-a3b</option><option>gpt-oss-120b</option><option>deepseek-v3</option></select></div>
 <div class="row"><label>device (nodes)</label><select name="device"><option value="a100-sxm-80gb|dgx-a100">A100 80GB, DGX nodes of 8</option><option value="h100-sxm-80gb|dgx-h100|8|fp8" selected>H100 80GB, DGX nodes of 8</option><option value="h200-sxm-141gb|dgx-h200|8|fp8">H200 141GB, DGX nodes of 8</option><option value="b200|dgx-b200|8|fp8">B200, DGX nodes of 8</option><option value="gb200|nvl72|72|fp8">GB200, NVL72 racks of 72</option></select></div>
 <div class="row"><label>nodes</label><input type="number" name="nodes" min="1" value="4"></div>
 <div class="row"><label>tensor</label><input type="number" name="tensor" min="1" value="8"></div>
 <div class="row"><label>pipeline</label><input type="number" name="pipeline" min="1" value="2"></div>
 <div class="row"><label>context</label><input type="number" name="context" min="1" value="1"></div>
-<div class="row"><label>data</label><span name="data"></span></div>
+<div class="row"><label>data (GPUs / tensor / pipeline / context)</label><output name="data"></output></div>
 <div class="row"><label>expert (divides data; MoE models)</label><input type="number" name="expert" min="1" value="1"></div>
 <div class="row"><label>micro-batch size</label><input type="number" name="micro" min="1" value="1"></div>
 <div class="row"><label>global batch size</label><input type="number" name="gbs" min="1" value="64"></div>
@@ -49,99 +64,19 @@ input[type=number]{width:6em}
 <div class="row"><label>all-reduce algorithm</label><select name="algorithm"><option>ring</option><option>tree</option><option>halving-doubling</option><option>hierarchical</option><option>auto</option></select></div>
 <div class="row"><label>stragglers (lognormal &sigma;)</label><input type="number" name="sigma" min="0" step="0.01" value="0"></div>
 <div class="row"><label>backend</label><select name="backend"><option>analytical</option><option>simgrid</option></select></div>
-<hr>
-<div class="big" name="step">&nbsp;</div>
-<div name="facts"></div>
-<h3>where the step goes</h3><div name="breakdown"></div>
-<h3>memory per GPU</h3><div name="memory"></div>
-<div class="err" name="error"></div>
 </div></template>
-<script>
-"use strict";
-const parts=["compute","exposed_communication","pipeline_bubble","stage_imbalance","optimizer","straggler_wait",
-  "input_stall","checkpoint","comm_interference"];
-// Every part the result has (they sum to the step), in the order above, then any part this page does not know yet.
-function stepParts(b){return parts.filter(n=>n in b).concat(Object.keys(b).filter(n=>n!=="worst_rank"&&!parts.includes(n)));}
-const mems=["params","gradients","optimizer","activations","other"];
-function field(p,n){return p.querySelector('[name="'+n+'"]');}
-function scenario(p,id){
-  const [device,cluster,per,fp8]=field(p,"device").value.split("|");
-  field(p,"precision").querySelector('[value="fp8"]').disabled=fp8!=="fp8";  // the server would refuse it
-  const nodes=+field(p,"nodes").value,t=+field(p,"tensor").value,pp=+field(p,"pipeline").value;
-  const cp=+field(p,"context").value,ep=+field(p,"expert").value;
-  const gpus=nodes*(+per||8),data=gpus/(t*pp*cp);
-  field(p,"data").textContent=Number.isInteger(data)?data:"(not whole: "+gpus+" GPUs / tensor / pipeline / context)";
-  const sched=field(p,"schedule").value;
-  const par={data:Number.isInteger(data)?data:1,tensor:t,pipeline:pp,micro_batch_size:+field(p,"micro").value,
-    pipeline_schedule:sched,zero_stage:+field(p,"zero").value,recompute:field(p,"recompute").value,
-    all_reduce_algorithm:field(p,"algorithm").value,framework:field(p,"framework").value};
-  if(cp>1)par.context=cp;
-  if(ep>1)par.expert=ep;
-  if(sched==="interleaved-1f1b")par.virtual_stages=2;
-  if(t>1)par.sequence_parallel=true;
-  const s={schema_version:1,name:"explorer-"+id,model:{preset:field(p,"model").value},hardware:{device:device},
-    cluster:{preset:cluster,nodes:nodes},parallelism:par,
-    training:{global_batch_size:+field(p,"gbs").value,precision:field(p,"precision").value,attention:"flash"},
-    simulation:{backend:field(p,"backend").value}};
-  const sigma=+field(p,"sigma").value;
-  if(sigma>0){s.stragglers={jitter:{distribution:"lognormal",sigma:sigma}};s.simulation.steps=4;}
-  return s;
-}
-function bars(parent,names,values,total,cls,cap){
-  parent.innerHTML="";
-  const scale=Math.max(total,cap||0)||1;
-  names.forEach((n,i)=>{
-    const v=values[i],d=document.createElement("div");d.className="brow";
-    d.innerHTML='<span class="bname">'+n.replace(/_/g," ")+'</span><span class="bar '+cls(n)+'" style="width:'+(260*v/scale).toFixed(1)+'px"></span> '+
-      (cap?(v/2**30).toFixed(2)+" GiB":v.toFixed(4)+" s ("+(100*v/total).toFixed(1)+"%)");
-    parent.appendChild(d);
-  });
-  if(cap){const d=document.createElement("div");d.className="brow";
-    d.innerHTML='<span class="bname">peak / capacity</span><span class="bar params" style="width:'+(260*total/scale).toFixed(1)+'px"></span><span class="cap" style="margin-left:'+(260*(cap-total)/scale).toFixed(1)+'px"></span> '+(total/2**30).toFixed(1)+" of "+(cap/2**30).toFixed(1)+" GiB";
-    parent.appendChild(d);}
-}
-async function run(p,id){
-  const s=scenario(p,id),seq=(p.seq=(p.seq||0)+1);
-  field(p,"error").textContent="running...";
-  let r;
-  try{r=await fetch("/api/run",{method:"POST",headers:{"Content-Type":"application/json"},body:JSON.stringify(s)});}
-  catch(e){field(p,"error").textContent=String(e);return;}
-  const body=await r.text();
-  if(seq!==p.seq)return;  // a newer change is on its way
-  if(!r.ok){  // the command line's error text, and no stale result beside it
-    field(p,"error").textContent=body;field(p,"step").textContent="no result";
-    for(const n of ["facts","breakdown","memory"])field(p,n).textContent="";
-    delete p.dataset.bubble;delete p.dataset.step;return;}
-  const j=JSON.parse(body);
-  field(p,"error").textContent=(j.warnings||[]).map(w=>"warning: "+w).join("\n");
-  field(p,"step").textContent="step "+j.step_time_s.toFixed(4)+" s";
-  const b=j.breakdown_s;
-  p.dataset.bubble=b.pipeline_bubble;p.dataset.step=j.step_time_s;  // for scripts/serve_check.sh
-  field(p,"facts").textContent="MFU "+(100*j.flops.mfu).toFixed(1)+"%, "+Math.round(j.throughput.tokens_per_s)+" tokens/s; pipeline bubble "+
-    b.pipeline_bubble.toFixed(4)+" s"+(j.parallelism.expected_bubble_fraction!==undefined?" (the schedule's bubble with equal stages: "+(100*j.parallelism.expected_bubble_fraction).toFixed(1)+"% of the step)":"")+
-    (j.parallelism.all_to_all_share!==undefined?"; expert all-to-all "+(100*j.parallelism.all_to_all_share).toFixed(1)+"% of the step":"");
-  const shown=stepParts(b);
-  bars(field(p,"breakdown"),shown,shown.map(n=>b[n]),j.step_time_s,n=>n);
-  const m=j.memory;
-  bars(field(p,"memory"),mems,mems.map(n=>m[n+"_bytes"]),m.peak_bytes,n=>n==="optimizer"?"optimizer_m":n,m.capacity_bytes);
-}
-// Controls may be set from the address: ?schedule=gpipe sets strategy A's, ?B.schedule=1f1b B's.
-const query=new URLSearchParams(location.search);
-function preset(p,id){for(const [k,v] of query){const [who,n]=k.includes(".")?k.split("."):["A",k];
-  if(who===id&&field(p,n))field(p,n).value=v;}}
-const cols=document.getElementById("cols");
-["A","B"].forEach((id,i)=>{
-  const p=document.getElementById("panel").content.firstElementChild.cloneNode(true);
-  p.id="panel"+id;
-  p.insertAdjacentHTML("afterbegin","<h2>strategy "+id+"</h2>");
-  if(i===1)field(p,"schedule").value="gpipe";
-  preset(p,id);
-  cols.appendChild(p);
-  p.addEventListener("change",()=>run(p,id));
-  run(p,id);
-});
-</script></body></html>
 )PAGE";
+}
+
+}  // namespace page
+
+const char* serve_page() {
+  static const std::string html =
+      std::string("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>dtsim explorer</title>\n"
+                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<link rel=\"icon\" href=\"data:,\">\n<style>") +
+      page::style() + "</style></head><body>\n" + page::body() + "<script>\n\"use strict\";\n" + page::script_render() + page::script_run() +
+      page::script_lessons() + page::script_explore() + page::script_boot() + "</script></body></html>\n";
+  return html.c_str();
 }
 
 }  // namespace dtsim::cli
