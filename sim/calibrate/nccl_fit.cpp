@@ -120,12 +120,17 @@ Linearised linearise(const network::ClusterSpec& c, Tier t, const std::array<dou
   return out;
 }
 
+// As the profile writes them (6 significant digits), so that every point tried is one a profile
+// can hold: rounding the answer afterwards could cross a step of the model (NCCL's link count).
+std::array<double, 2> representable(const std::array<double, 2>& x) { return {rounded(x[0]), 1.0 / rounded(1.0 / x[1])}; }
+
 // From x toward the solve's answer, halving the step while the true model fits worse.
 std::array<double, 2> damped(const network::ClusterSpec& c, Tier t, const std::array<double, 2>& x, std::array<double, 2> next,
                              const std::vector<Observation>& obs) {
   const double now = relative_ss(times(c, t, x, obs), obs);
   for (int k = 0; k < 30; ++k) {
-    if (relative_ss(times(c, t, next, obs), obs) <= now) return next;
+    const auto candidate = representable(next);
+    if (relative_ss(times(c, t, candidate, obs), obs) <= now) return candidate;
     for (int j = 0; j < 2; ++j) next[j] = 0.5 * (next[j] + x[j]);
   }
   return x;
@@ -138,6 +143,7 @@ TierFit fit_tier(network::ClusterSpec& c, Tier t, const std::vector<Observation>
   auto x = unknowns(c, t);
   fit.base_latency_s = x[0];
   fit.base_bandwidth = 1.0 / x[1];
+  x = representable(x);
   const std::array<double, 2> held = x;
   for (fit.solves = 1; fit.solves <= 50; ++fit.solves) {
     const Linearised lin = linearise(c, t, x, obs);
@@ -155,8 +161,6 @@ TierFit fit_tier(network::ClusterSpec& c, Tier t, const std::vector<Observation>
     x = step;
     if (still) break;
   }
-  // As the profile will write them (6 significant digits), so that the report prices what it holds.
-  x = {rounded(x[0]), 1.0 / rounded(1.0 / x[1])};
   set_unknowns(c, t, x);
   fit.latency_s = x[0];
   fit.bandwidth = 1.0 / x[1];
@@ -178,37 +182,51 @@ void explain(TierFit& f, const std::vector<Observation>& obs) {
 
 }  // namespace
 
+namespace {
+// What the file's largest row runs as in dtsim on `cluster`, in words (network::runs_as).
+std::string runs_as(const network::ClusterSpec& cluster, const NcclTestsFile& f, const Placement& p) {
+  if (f.op == CollectiveOp::SendRecv) return "a chain from each rank to the next";
+  network::ClusterSpec c = cluster;
+  c.nodes = p.nodes;
+  const network::Platform pf(c);
+  double largest = 0;
+  for (const auto& r : f.rows) largest = std::max(largest, r.size);
+  return network::runs_as(pf, f.op, algorithm_for(f.op), largest, p.gpus);
+}
+}  // namespace
+
 CollectiveFit fit_collectives(const network::ClusterSpec& base, const std::vector<NcclTestsFile>& files) {
   if (!base.torus_dims.empty())
     throw InputError("", "--base-cluster", fmt::format("\"{}\" is a torus: its chip-to-chip links are not the node and NIC tiers "
                                                        "calibrate fits", base.name));
   std::vector<Placement> placed;
-  for (const auto& f : files) placed.push_back(place(base, f));
   CollectiveFit out;
   out.cluster = base;
+  for (const auto& f : files) {
+    placed.push_back(place(base, f));
+    out.runs_as.push_back(runs_as(base, f, placed.back()));
+  }
   for (Tier t : {Tier::IntraNode, Tier::InterNode}) {
     std::vector<Observation> obs;
-    for (std::size_t i = 0; i < files.size(); ++i)
-      if ((placed[i].nodes > 1) == (t == Tier::InterNode))
-        for (const auto& r : files[i].rows) obs.push_back({&files[i], &placed[i], r.size, r.time_us * 1e-6});
+    bool nccl_priced = false;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      if ((placed[i].nodes > 1) != (t == Tier::InterNode)) continue;
+      for (const auto& r : files[i].rows) obs.push_back({&files[i], &placed[i], r.size, r.time_us * 1e-6});
+      nccl_priced = nccl_priced || out.runs_as[i].find("nvls") != std::string::npos || out.runs_as[i].find("NCCL") != std::string::npos;
+    }
     if (obs.empty()) continue;
     TierFit fit = fit_tier(out.cluster, t, obs);
     explain(fit, obs);
+    if (nccl_priced)
+      fit.note += std::string(fit.note.empty() ? "" : "; ") +
+                  "some rows are priced by NCCL's tuning model (NVLS, or its floor under a collective across nodes), which reads "
+                  "the bandwidth only through its link count: read this tier's values as bounds, not measurements";
     out.tiers.push_back(fit);
   }
-  for (std::size_t i = 0; i < files.size(); ++i) {
+  for (std::size_t i = 0; i < files.size(); ++i)
     for (const auto& r : files[i].rows)
       out.rows.push_back({i, r.line, r.size, r.time_us * 1e-6, collective_seconds(base, files[i], placed[i], r.size),
                           collective_seconds(out.cluster, files[i], placed[i], r.size)});
-    network::ClusterSpec c = out.cluster;
-    c.nodes = placed[i].nodes;
-    const network::Platform pf(c);
-    double largest = 0;
-    for (const auto& r : files[i].rows) largest = std::max(largest, r.size);
-    out.runs_as.push_back(files[i].op == CollectiveOp::SendRecv
-                              ? "a chain from each rank to the next"
-                              : network::runs_as(pf, files[i].op, algorithm_for(files[i].op), largest, placed[i].gpus));
-  }
   return out;
 }
 

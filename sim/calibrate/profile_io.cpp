@@ -109,7 +109,8 @@ std::string calibrated_name(const std::string& base_file) {
   return std::filesystem::path(base_file).stem().string() + "-calibrated";
 }
 
-std::string calibrated_device(const BaseDevice& base, const KernelFit& fit, const std::string& name, const std::string& note) {
+std::string calibrated_device(const BaseDevice& base, const KernelFit& fit, const std::string& name,
+                              const std::map<std::string, std::string>& notes) {
   nlohmann::ordered_json doc = base.doc;
   doc["name"] = name;
   const std::string was = doc.contains("description") && doc["description"].is_string() ? doc["description"].get<std::string>() : "";
@@ -118,14 +119,14 @@ std::string calibrated_device(const BaseDevice& base, const KernelFit& fit, cons
     if (!c.fitted) continue;
     if (c.key == "attention.flash_efficiency") {
       doc["attention"]["flash_efficiency"] = c.max;
-      doc["sources"]["attention"] = note;
+      doc["sources"]["attention"] = notes.at(c.key);
       continue;
     }
     auto& curve = doc[c.key];
     curve["max"] = c.max;
     curve["half_flops"] = c.half;
     curve.erase("points");
-    doc["sources"][c.key] = note;
+    doc["sources"][c.key] = notes.at(c.key);
   }
   // It must load as any device profile does: written beside nothing, read back from text.
   const std::string text = doc.dump(2) + "\n";

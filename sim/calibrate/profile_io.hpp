@@ -3,6 +3,7 @@
 // `hardware.device` and `cluster.preset` take them) and the calibrated files written from them:
 // the base's own JSON, key order kept, with only the fitted values (and their sources) changed.
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
 
 #include "sim/calibrate/kernel_fit.hpp"
@@ -42,8 +43,9 @@ std::string calibrated_cluster(const BaseCluster& base, const CollectiveFit& fit
 
 // The device profile text with the curves `fit` fitted (a fitted curve's measured "points" are
 // dropped: its max and half_flops now describe every size), each fitted key's "sources" entry
-// set to `note`, and `name` as its name; it loads as a device profile (checked).
-std::string calibrated_device(const BaseDevice& base, const KernelFit& fit, const std::string& name, const std::string& note);
+// set to its note (by CurveFit::key), and `name` as its name; it loads as a device profile (checked).
+std::string calibrated_device(const BaseDevice& base, const KernelFit& fit, const std::string& name,
+                              const std::map<std::string, std::string>& notes);
 
 // "h100-sxm-80gb-calibrated.json": the file name a calibrated profile is written under.
 std::string calibrated_name(const std::string& base_file);

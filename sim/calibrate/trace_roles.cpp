@@ -43,14 +43,14 @@ TraceRole role_of_kernel(const std::string& name) {
   std::string n(name.size(), ' ');
   std::transform(name.begin(), name.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   static constexpr std::string_view attention[] = {"flash", "fmha", "attention", "sdpa", "_mha", "mha_"};
-  static constexpr std::string_view optimizer[] = {"adam", "sgd", "lamb", "adagrad", "rmsprop", "lion"};
+  // Not "lamb" alone: every C++ lambda in a kernel's template arguments would match it.
+  static constexpr std::string_view optimizer[] = {"adam", "sgd", "adagrad", "rmsprop", "multi_tensor_lamb", "lion"};
   static constexpr std::string_view gemm[] = {"gemm", "xmma", "nvjet", "cutlass", "cublas", "triton_tem", "_mm_", "matmul"};
   static constexpr std::string_view elementwise[] = {"elementwise", "vectorized", "unrolled", "reduce", "norm",   "softmax",
                                                      "dropout",     "triton_",    "copy",     "fill",   "cat",    "index",
                                                      "gelu",        "silu",       "relu",     "embedding", "loss", "multi_tensor"};
   if (n.starts_with("nccl")) return TraceRole::Nccl;
   if (has_any(n, attention)) return TraceRole::Attention;
-  if (has(n, "multi_tensor") && has_any(n, optimizer)) return TraceRole::Optimizer;
   if (has_any(n, optimizer)) return TraceRole::Optimizer;
   if (has_any(n, gemm)) return TraceRole::Gemm;
   if (has_any(n, elementwise)) return TraceRole::Elementwise;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "sim/calibrate/fit_report.hpp"
 #include "sim/calibrate/profile_io.hpp"
@@ -82,10 +84,18 @@ void calibrate_kernels(Calibration& c, const BaseDevice& base, const Inputs& in,
   c.kernels = fit_kernels(base.profile, in.gemm, in.attention);
   for (const auto& [file, rows] : in.gemm) c.kernel_files.push_back(file);
   for (const auto& [file, rows] : in.attention) c.kernel_files.push_back(file);
-  std::vector<std::pair<double, double>> b, f;
-  for (const auto& r : c.kernels->rows)
-    if (r.used) b.emplace_back(r.base_s, r.measured_s), f.emplace_back(r.fitted_s, r.measured_s);
-  text = calibrated_device(base, *c.kernels, name, note(c.kernel_files, b.size(), rms_relative(b), rms_relative(f)));
+  std::map<std::string, std::string> notes;
+  for (const auto& curve : c.kernels->curves) {
+    std::vector<std::pair<double, double>> b, f;
+    std::vector<std::string> names;
+    for (const auto& r : c.kernels->rows) {
+      if (r.curve != curve.key || !r.used) continue;
+      b.emplace_back(r.base_s, r.measured_s), f.emplace_back(r.fitted_s, r.measured_s);
+      if (std::find(names.begin(), names.end(), r.file) == names.end()) names.push_back(r.file);
+    }
+    notes[curve.key] = note(names, b.size(), rms_relative(b), rms_relative(f));
+  }
+  text = calibrated_device(base, *c.kernels, name, notes);
 }
 
 Inputs read_inputs(const std::vector<std::string>& nccl, const std::vector<std::string>& gemm, const std::vector<std::string>& attention,
