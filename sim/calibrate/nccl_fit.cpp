@@ -56,6 +56,9 @@ double collective_seconds(const network::ClusterSpec& cluster, const NcclTestsFi
 
 namespace {
 
+// Enough for every fit seen (alpha-beta prices take 2 solves, NCCL's steps about 10).
+constexpr int kMaxSolves = 30;
+
 // The tier's two unknowns as least squares sees them: latency (s) and 1/bandwidth (s/B).
 std::array<double, 2> unknowns(const network::ClusterSpec& c, Tier t) {
   return t == Tier::IntraNode ? std::array<double, 2>{c.intra_latency, 1.0 / c.intra_bandwidth}
@@ -128,7 +131,7 @@ std::array<double, 2> representable(const std::array<double, 2>& x) { return {ro
 std::array<double, 2> damped(const network::ClusterSpec& c, Tier t, const std::array<double, 2>& x, std::array<double, 2> next,
                              const std::vector<Observation>& obs) {
   const double now = relative_ss(times(c, t, x, obs), obs);
-  for (int k = 0; k < 30; ++k) {
+  for (int k = 0; k < 20; ++k) {
     const auto candidate = representable(next);
     if (relative_ss(times(c, t, candidate, obs), obs) <= now) return candidate;
     for (int j = 0; j < 2; ++j) next[j] = 0.5 * (next[j] + x[j]);
@@ -145,7 +148,7 @@ TierFit fit_tier(network::ClusterSpec& c, Tier t, const std::vector<Observation>
   fit.base_bandwidth = 1.0 / x[1];
   x = representable(x);
   const std::array<double, 2> held = x;
-  for (fit.solves = 1; fit.solves <= 50; ++fit.solves) {
+  for (fit.solves = 1; fit.solves <= kMaxSolves; ++fit.solves) {
     const Linearised lin = linearise(c, t, x, obs);
     Bounds b;
     b.min = {0.0, 1e-15};  // bandwidth up to 1 PB/s, units::physical_span
@@ -164,7 +167,7 @@ TierFit fit_tier(network::ClusterSpec& c, Tier t, const std::vector<Observation>
   set_unknowns(c, t, x);
   fit.latency_s = x[0];
   fit.bandwidth = 1.0 / x[1];
-  fit.solves = std::min(fit.solves, 50);
+  fit.solves = std::min(fit.solves, kMaxSolves);
   return fit;
 }
 

@@ -13,6 +13,7 @@
 #include "sim/core/files.hpp"
 #include "sim/core/suggest.hpp"
 #include "sim/cost/stack.hpp"
+#include "sim/results/budget.hpp"
 #include "sim/results/result.hpp"
 
 namespace dtsim::cli {
@@ -67,9 +68,24 @@ std::string note(const std::vector<std::string>& files, std::size_t rows, double
 
 namespace {
 
+// A fit prices each row about a hundred times (three per closed-form solve, a few solves, the
+// halvings between them): a table too large for the analytical backend's budget is refused
+// before any of it runs, as `dtsim collective --analytical` would refuse it.
+void check_budget(const network::ClusterSpec& base, const NcclTestsFile& f) {
+  network::ClusterSpec c = base;
+  c.nodes = place(base, f).nodes;
+  const auto a = f.op == taskgraph::CollectiveOp::AllToAll ? taskgraph::Algorithm::Direct : taskgraph::Algorithm::Ring;
+  try {
+    results::check_collective_budget(c, f.op, a, f.ranks(), 100.0 * static_cast<double>(f.rows.size()), true);
+  } catch (const InputError& e) {
+    throw InputError(f.path, "", fmt::format("too large to fit: {}", e.reason()));
+  }
+}
+
 // The collectives: the cluster profile and its rows; the written file's text in `text`.
 void calibrate_links(Calibration& c, const BaseCluster& base, std::vector<NcclTestsFile> files, std::string& text) {
   c.base_cluster = base.file;
+  for (const auto& f : files) check_budget(base.spec, f);
   c.collectives = fit_collectives(base.spec, files);
   std::vector<std::pair<double, double>> b, f;
   for (const auto& r : c.collectives->rows) b.emplace_back(r.base_s, r.measured_s), f.emplace_back(r.fitted_s, r.measured_s);
