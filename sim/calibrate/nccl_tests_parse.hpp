@@ -1,5 +1,6 @@
 #pragma once
-// nccl-tests' stdout (NVIDIA/nccl-tests, src/util.cu at v2.19.6: writeDeviceReport prints the
+// nccl-tests' stdout (NVIDIA/nccl-tests, src/util.cu at v2.19.6, commit a0b82b2; src/common.cu
+// in versions before the JSON report moved it there: writeDeviceReport prints the
 // "# nThread" line and one "#  Rank  r Group g Pid p on HOST device d [bus] NAME" line per rank,
 // writeResultHeader the column names, writeBenchmarkLinePreamble/Body each row: size, count, type,
 // redop, root, then time, algbw, busbw, #wrong out of place and again in place; writeResultFooter

@@ -97,7 +97,11 @@ std::string calibrated_cluster(const BaseCluster& base, const CollectiveFit& fit
   }
   const std::string was = doc.contains("source") && doc["source"].is_string() ? doc["source"].get<std::string>() + " " : "";
   doc["source"] = was + note;
-  (void)cluster_of(doc, "the calibrated cluster", "calibrated");  // it must load as a preset does
+  try {
+    (void)cluster_of(doc, "the calibrated cluster", "calibrated");  // it must load as a preset does
+  } catch (const InputError& e) {
+    throw std::runtime_error("the calibrated cluster profile does not load: " + std::string(e.what()));
+  }
   return doc.dump(2) + "\n";
 }
 
