@@ -44,9 +44,11 @@ std::string nccl_tests_table(const NcclTable& t) {
       "# nThread 1 nGpus %d minBytes %.0f maxBytes %.0f step: %s(factor) warmup iters: 0 iters: 1 agg iters: 1 validation: 0 graph: 0\n",
       t.gpus, t.min_bytes, t.max_bytes, step_text(t.factor));
   out += "#\n# Using devices\n";
+  // One host name per node, as ranks on different machines print theirs: `dtsim calibrate` reads
+  // the nodes from them.
   for (int r = 0; r < t.gpus; ++r)
-    out += fmt::sprintf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [0x%02x] %s\n", r, 0, 0, "dtsim", r % t.gpus_per_node, 0,
-                        t.device);
+    out += fmt::sprintf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [0x%02x] %s\n", r, 0, 0,
+                        fmt::sprintf("dtsim-%d", r / t.gpus_per_node), r % t.gpus_per_node, 0, t.device);
   out += "#\n";
   out += fmt::sprintf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
   out += fmt::sprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop", "root",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/calibrate.hpp"
 #include "sim/cli/commands.hpp"
 #include "sim/cli/describe.hpp"
 #include "sim/cli/import.hpp"
@@ -196,6 +197,7 @@ int main(int argc, char** argv) {
   cli::Realrun realrun(app);  // realrun, and its hidden realrun-worker
   const cli::Describe describe(app);
   const cli::Import import(app);
+  const cli::Calibrate calibrate(app);
   bool allow_outside = false;
   for (const auto& c : commands)
     if (c.reads_scenarios)
@@ -209,5 +211,5 @@ int main(int argc, char** argv) {
   }
   config::allow_extends_outside(allow_outside);
   return dispatch(commands, {[&] { return realrun.dispatch(); }, [&] { return describe.dispatch(); },
-                            [&] { return import.dispatch(); }});
+                            [&] { return import.dispatch(); }, [&] { return calibrate.dispatch(); }});
 }
