@@ -39,7 +39,8 @@ std::string human_money(double usd) {
 std::string human_days(double seconds) {
   if (seconds >= 86400) return fmt::format("{:.1f} days", seconds / 86400);
   if (seconds >= 3600) return fmt::format("{:.1f} hours", seconds / 3600);
-  return fmt::format("{:.0f} min", seconds / 60);
+  if (seconds >= 59.5) return fmt::format("{:.0f} min", seconds / 60);
+  return fmt::format("{:.0f} s", seconds);
 }
 
 std::string human_energy(double kwh) {
