@@ -128,6 +128,22 @@ namespace dtsim::sweep {
 
 namespace {
 
+// What every part of one sweep has the same.
+constexpr const char* kSweepKeys[] = {"scenario", "fingerprint", "options", "shards", "candidates"};
+
+SearchOptions options_from(const Json& j) {
+  SearchOptions o;
+  o.gpus = j.at("gpus");
+  o.devices = j.at("devices");
+  o.precisions = j.at("precisions");
+  o.rank_by = j.at("rank_by");
+  o.confirm = j.at("confirm");
+  o.exact = j.at("exact");
+  o.by_cluster = j.at("by_cluster");
+  o.limits = {j.at("max_days"), j.at("max_cost"), j.at("min_headroom_gib")};
+  return o;
+}
+
 // One part file as read, with the file's name for errors.
 struct Part {
   std::string file;
@@ -143,6 +159,15 @@ Part read_part(const std::string& file) {
   }
   if (!p.doc.is_object() || p.doc.value("dtsim_sweep_part", 0) != kPartVersion)
     throw InputError(file, "/dtsim_sweep_part", "not a sweep part of this dtsim (dtsim sweep --shard K/N writes them)");
+  try {  // every field the merge reads, of its type
+    for (const char* key : kSweepKeys) (void)p.doc.at(key);
+    (void)p.doc.at("shard").get<int>(), (void)p.doc.at("shards").get<int>(), (void)p.doc.at("candidates").get<std::size_t>();
+    (void)p.doc.at("scenario").get<std::string>(), (void)options_from(p.doc.at("options"));
+    for (const auto& [reason, count] : p.doc.at("replayed_because").items()) (void)count.get<int>();
+    if (!p.doc.at("rows").is_array()) throw std::invalid_argument("its rows are not a list");
+  } catch (const std::exception& e) {
+    throw InputError(file, "", fmt::format("not a whole sweep part (dtsim sweep --shard K/N writes them): {}", e.what()));
+  }
   if (p.doc.value("dtsim_version", "") != std::string(DTSIM_VERSION))
     throw InputError(file, "/dtsim_version",
                      fmt::format("made by dtsim {}, this is {}: run every shard and the merge with one build",
@@ -150,39 +175,19 @@ Part read_part(const std::string& file) {
   return p;
 }
 
-// Every part of one sweep, each shard once: the parts sorted by shard.
-std::vector<Part> check_parts(std::vector<Part> parts) {
-  const auto& first = parts.front();
-  for (const char* key : {"scenario", "fingerprint", "options", "shards", "candidates"})
-    for (const auto& p : parts)
-      if (p.doc[key] != first.doc[key])
-        throw InputError(p.file, std::string("/") + key,
-                         fmt::format("{} differs from {}'s: the parts are of different sweeps", p.doc[key].dump(), first.file));
-  const int n = first.doc["shards"].get<int>();
-  std::map<int, std::string> seen;
-  for (const auto& p : parts) {
-    const int k = p.doc["shard"].get<int>();
-    if (!seen.emplace(k, p.file).second)
-      throw InputError(p.file, "/shard", fmt::format("shard {}/{} is also {}: give each part once", k, n, seen[k]));
-  }
-  for (int k = 1; k <= n; ++k)
-    if (!seen.contains(k))
-      throw InputError("", "", fmt::format("shard {}/{} is missing: merge needs all {} parts of the sweep", k, n, n));
-  std::sort(parts.begin(), parts.end(), [](const Part& a, const Part& b) { return a.doc["shard"] < b.doc["shard"]; });
-  return parts;
+// What every part of one sweep has the same, from its first part.
+
+Json sweep_of(const Part& p) {
+  Json head = Json::object();
+  for (const char* key : kSweepKeys) head[key] = p.doc.at(key);
+  return head;
 }
 
-SearchOptions options_from(const Json& j) {
-  SearchOptions o;
-  o.gpus = j.at("gpus");
-  o.devices = j.at("devices");
-  o.precisions = j.at("precisions");
-  o.rank_by = j.at("rank_by");
-  o.confirm = j.at("confirm");
-  o.exact = j.at("exact");
-  o.by_cluster = j.at("by_cluster");
-  o.limits = {j.at("max_days"), j.at("max_cost"), j.at("min_headroom_gib")};
-  return o;
+void check_same_sweep(const Part& p, const Json& head, const std::string& first_file) {
+  for (const char* key : kSweepKeys)
+    if (p.doc[key] != head[key])
+      throw InputError(p.file, std::string("/") + key,
+                       fmt::format("{} differs from {}'s: the parts are of different sweeps", p.doc[key].dump(), first_file));
 }
 
 // The prices a part holds, onto the candidate the merge enumerated.
@@ -227,30 +232,51 @@ void read_rows(const Part& p, Outcome& out, std::map<std::size_t, Candidate>& co
 
 }  // namespace
 
-Merged merge_parts(const std::vector<std::string>& files) {
-  if (files.empty()) throw InputError("", "", "merge needs the part files of a sharded sweep");
-  std::vector<Part> parts;
-  for (const auto& f : files) parts.push_back(read_part(f));
-  parts = check_parts(std::move(parts));
-  const Json& head = parts.front().doc;
+namespace {
+
+// The sweep the parts come from, enumerated again from the scenario they name, unpriced.
+Merged open_sweep(const Json& head) {
   Merged m{head.at("scenario"), options_from(head.at("options")), {}};
   try {
     m.out = enumerate_sweep(m.path, m.options, false);
   } catch (const InputError& e) {
-    throw InputError(e.file(), e.pointer(), e.reason() + " (merge reads the scenario the shards ran, by the path they were given: run it in their folder)");
+    throw InputError(e.file(), e.pointer(),
+                     e.reason() + " (merge reads the scenario the shards ran, by the path they were given: run it in their folder)");
   }
   if (fingerprint(m.path, m.out) != head.at("fingerprint") || m.out.candidates.size() != head.at("candidates"))
     throw InputError(m.path, "", "changed since the shards ran (its contents, a base or a device profile): run the shards again");
+  return m;
+}
+
+}  // namespace
+
+Merged merge_parts(const std::vector<std::string>& files) {
+  if (files.empty()) throw InputError("", "", "merge needs the part files of a sharded sweep");
+  // One part in memory at a time: a million candidates' parts are large.
+  Part first = read_part(files.front());
+  const Json head = sweep_of(first);
+  Merged m = open_sweep(head);
+  const int n = head.at("shards").get<int>();
+  std::map<int, std::string> shard_files;
   std::map<std::size_t, Candidate> confirmed;
   std::vector<char> seen(m.out.candidates.size(), 0);
-  for (const auto& p : parts) read_rows(p, m.out, confirmed, seen);
-  if (const auto gap = std::find(seen.begin(), seen.end(), 0); gap != seen.end())
-    throw InputError("", "", fmt::format("no part holds candidate {}: a part is cut short (its shard may have failed)", gap - seen.begin()));
-  for (const auto& p : parts)
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const Part p = f == 0 ? std::move(first) : read_part(files[f]);
+    check_same_sweep(p, head, files.front());
+    const int k = p.doc.at("shard").get<int>();
+    if (!shard_files.emplace(k, p.file).second)
+      throw InputError(p.file, "/shard", fmt::format("shard {}/{} is also {}: give each part once", k, n, shard_files[k]));
+    read_rows(p, m.out, confirmed, seen);
     for (const auto& [reason, count] : p.doc.at("replayed_because").items()) {
       m.out.replayed_because[reason] += count.get<int>();
       m.out.replayed += count.get<std::size_t>();
     }
+  }
+  for (int k = 1; k <= n; ++k)
+    if (!shard_files.contains(k))
+      throw InputError("", "", fmt::format("shard {}/{} is missing: merge needs all {} parts of the sweep", k, n, n));
+  if (const auto gap = std::find(seen.begin(), seen.end(), 0); gap != seen.end())
+    throw InputError("", "", fmt::format("no part holds candidate {}: a part is cut short (its shard may have failed)", gap - seen.begin()));
   m.out.closed_form = m.out.candidates.size() - m.out.replayed;
   rank(m.out, m.options, [&](const std::vector<std::size_t>& which) {
     for (auto i : which) {
