@@ -127,6 +127,13 @@ TEST(SweepShard, MergeRefusesMissingRepeatedOrForeignParts) {
   const auto short_part = merge({parts[0], cut, parts[2]}, {}, dir);
   EXPECT_EQ(short_part.code, 2);
   EXPECT_NE(short_part.err.find("a part is cut short"), std::string::npos) << short_part.err;
+  // A part priced by another build of dtsim.
+  auto other_build = slurp(parts[1]);
+  const auto at = other_build.find("\"dtsim_build\": \"") + 16;
+  other_build[at] = other_build[at] == '0' ? '1' : '0';
+  const auto rebuilt = merge({parts[0], dir.file("rebuilt.json", other_build), parts[2]}, {}, dir);
+  EXPECT_EQ(rebuilt.code, 2);
+  EXPECT_NE(rebuilt.err.find("rebuilt.json:/dtsim_build: made by another dtsim build"), std::string::npos) << rebuilt.err;
   // The scenario edited after the shards ran.
   std::ofstream(base) << R"({"extends": ")" + scenario("gpt2-dp8-a100.json") + R"(", "training": {"global_batch_size": 256}})";
   const auto changed = merge(parts, {}, dir);
