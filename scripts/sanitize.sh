@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source scripts/packages.sh
-install_packages "${dtsim_packages[@]}"
+install_packages "${dtsim_packages[@]}" "${dtsim_test_packages[@]}"
 
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

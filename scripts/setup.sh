@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 source scripts/packages.sh
 install_packages "${dtsim_packages[@]}"
+[ "${DTSIM_BUILD_TESTS:-ON}" = OFF ] || install_packages "${dtsim_test_packages[@]}"
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDTSIM_BUILD_TESTS="${DTSIM_BUILD_TESTS:-ON}"
 cmake --build build -j "$(nproc)"

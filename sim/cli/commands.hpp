@@ -54,6 +54,20 @@ struct SweepOptions {
   int confirm = 5;
   bool exact = false;
   std::string precisions;  // comma-separated: bf16,fp8; empty: the scenario's
+  // The planner's answer (docs/sweeps.md): the best `per_cluster` of each cluster, within limits
+  // (0: none) on the days and cost to train and on the memory left free per GPU (GiB).
+  bool by_cluster = false;
+  int per_cluster = 1;
+  double max_days = 0, max_cost = 0, min_headroom = 0;
+  // "K/N": price shard K of N and write its part file (to `part_out`, else stdout) for `merge`.
+  std::string shard, part_out;
+};
+
+// `dtsim merge PART...`: the parts of a sharded sweep joined, printed as the whole sweep would be.
+struct MergeOptions {
+  std::vector<std::string> parts;
+  std::string format = "text", write_best;
+  int top = 15, per_cluster = 1;
 };
 
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.
@@ -69,5 +83,6 @@ int collective(const CollectiveOptions& o);
 int profile(const ProfileOptions& o);
 // Enumerates parallel strategies for the scenario's model and cluster and ranks them.
 int sweep(const SweepOptions& o);
+int merge(const MergeOptions& o);
 
 }  // namespace dtsim::cli

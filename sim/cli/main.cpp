@@ -122,6 +122,21 @@ Command add_profile(CLI::App& app) {
   return {c, [o] { return cli::profile(*o); }, true};
 }
 
+// The planner's answer: the best per cluster, within days, money and memory headroom.
+void add_planner_flags(CLI::App* c, cli::SweepOptions& o) {
+  auto* by_cluster = c->add_flag("--by-cluster", o.by_cluster,
+                                 "the best strategy of each cluster size and device, with days, GPU-hours, energy and cost");
+  c->add_option("--per-cluster", o.per_cluster, "rows per cluster with --by-cluster (default 1)")
+      ->check(CLI::Range(1, 1000))
+      ->needs(by_cluster);
+  c->add_option("--max-days", o.max_days, "only plans that train within this many days (needs training.tokens or .steps)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-cost", o.max_cost, "only plans that cost at most this many USD to train (needs training.tokens or .steps)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--min-headroom", o.min_headroom, "only plans that leave at least this many GiB of device memory free per GPU")
+      ->check(CLI::PositiveNumber);
+}
+
 Command add_sweep(CLI::App& app) {
   auto o = std::make_shared<cli::SweepOptions>();
   auto* c = app.add_subcommand("sweep", "enumerate parallel strategies for a model and cluster, rank them");
@@ -141,7 +156,22 @@ Command add_sweep(CLI::App& app) {
   c->add_option("--precisions", o->precisions,
                 "training precisions to try, comma-separated: bf16,fp8 (default: the scenario's; fp8 only on "
                 "devices with an FP8 peak)");
+  add_planner_flags(c, *o);
+  auto* shard = c->add_option("--shard", o->shard, "price shard K of N (K/N, from 1) and write its part file for `dtsim merge`");
+  c->add_option("-o,--out", o->part_out, "the shard's part file (default: stdout), written whole or not at all")->needs(shard);
+  for (const char* output : {"--format", "--top", "--write-best", "--per-cluster"}) shard->excludes(output);
   return {c, [o] { return cli::sweep(*o); }, true};
+}
+
+Command add_merge(CLI::App& app) {
+  auto o = std::make_shared<cli::MergeOptions>();
+  auto* c = app.add_subcommand("merge", "join the part files of a sweep run as shards (sweep --shard K/N); print it as the whole sweep");
+  c->add_option("parts", o->parts, "every shard's part file")->required();
+  c->add_option("--format", o->format, "stdout format")->check(CLI::IsMember({"text", "json", "csv"}));
+  c->add_option("--top", o->top, "rows to show")->check(CLI::Range(1, 100000));
+  c->add_option("--per-cluster", o->per_cluster, "rows per cluster of a --by-cluster sweep (default 1)")->check(CLI::Range(1, 1000));
+  c->add_option("--write-best", o->write_best, "write the best strategy within the limits as a runnable scenario");
+  return {c, [o] { return cli::merge(*o); }, true};
 }
 
 Command add_serve(CLI::App& app) {
@@ -193,7 +223,8 @@ int main(int argc, char** argv) {
   // In the order `dtsim --help` lists them.
   const std::vector<Command> commands{add_run(app),        add_memory(app),  add_list(app),
                                       add_compare(app),    add_validate(app), add_collective(app),
-                                      add_profile(app),    add_sweep(app),   add_serve(app)};
+                                      add_profile(app),    add_sweep(app),   add_merge(app),
+                                      add_serve(app)};
   cli::Realrun realrun(app);  // realrun, and its hidden realrun-worker
   const cli::Describe describe(app);
   const cli::Import import(app);

@@ -17,11 +17,14 @@ struct Cluster {
 
 struct Candidate {
   std::size_t cluster = 0;  // index into the clusters
+  std::size_t index = 0;    // in the whole sweep's enumeration (duplicates dropped), shard or not
   strategies::ParallelismSpec p;
   strategies::Precision precision = strategies::Precision::Bf16;
   double step = 0, samples_per_s = 0, mfu = 0, peak = 0;
   double price = 0, cost_per_million_tokens = 0;  // USD; 0: no price known
   double time_to_train = 0, gpu_hours = 0, cost = 0;  // 0: the scenario gives no training length
+  double energy_kwh = 0;                              // 0: no training length
+  double capacity = 0;                                // the device memory `fits` is checked against, bytes
   bool fits = false, valid = false;
   bool replayed = false;  // priced by the analytical replay; else by the closed form
   double estimate = 0;    // the closed form's step time, for a candidate replayed to confirm it

@@ -57,13 +57,16 @@ std::vector<Cluster> make_clusters(const config::Scenario& scenario, const std::
   return clusters;
 }
 
-// Every candidate of every cluster; the same strategy on the same cluster and device once. The
-// sweep's budget is checked on all of them together before any is priced.
+// Every candidate of every cluster; the same strategy on the same cluster and device once. A
+// shard keeps every `shards`-th of them (round robin, so each shard gets every cluster's share).
+// The sweep's budget is checked on all that are kept together before any is priced.
 std::vector<Candidate> enumerate_all(const std::vector<Cluster>& clusters, const std::vector<strategies::Precision>& precisions,
-                                     const std::string& gpus_flag, std::size_t& duplicates) {
+                                     const SearchOptions& o, bool check_budget, std::size_t& duplicates,
+                                     std::size_t& enumerated) {
   std::vector<Candidate> cands;
   std::vector<results::SweepGroup> groups;
   std::set<std::string> seen;
+  std::size_t index = 0;
   for (std::size_t ci = 0; ci < clusters.size(); ++ci) {
     results::SweepGroup g{clusters[ci].base, {}};
     for (auto& c : enumerate(clusters[ci].base, precisions)) {
@@ -74,13 +77,16 @@ std::vector<Candidate> enumerate_all(const std::vector<Cluster>& clusters, const
         ++duplicates;
         continue;
       }
+      c.index = index++;
+      if (o.shards > 0 && c.index % static_cast<std::size_t>(o.shards) != static_cast<std::size_t>(o.shard - 1)) continue;
       c.cluster = ci;
       g.candidates.push_back(c.p);
       cands.push_back(std::move(c));
     }
     groups.push_back(std::move(g));
   }
-  results::check_sweep_budget(groups, gpus_flag);
+  enumerated = index;
+  if (check_budget) results::check_sweep_budget(groups, o.gpus.empty() ? "" : "--gpus");
   return cands;
 }
 
@@ -104,6 +110,8 @@ void fill(Candidate& c, const results::Result& r) {
   c.time_to_train = plan.time_s;
   c.gpu_hours = plan.gpu_hours;
   c.cost = plan.cost_usd;
+  c.energy_kwh = plan.energy_kwh;
+  c.capacity = r.capacity_bytes;
   c.valid = true;
   c.error.clear();
 }
@@ -184,6 +192,7 @@ class Pricer {
 struct Ranking {
   const Outcome& out;
   const std::string& rank_by;
+  const Limits& limits;
 
   double key(const Candidate& c) const {
     if (rank_by == "cost") return out.has_length ? c.cost : out.gpus_of(c) * c.step * c.price;
@@ -191,13 +200,16 @@ struct Ranking {
     return out.has_length ? c.time_to_train : c.step;
   }
 
-  // The candidates that could be simulated, those that fit first, then by key.
+  // The candidates that could be simulated: those within the limits first, then those that fit,
+  // then by key; ties in enumeration order (a shard's slice keeps that order).
   std::vector<std::size_t> order(const std::vector<Candidate>& cands) const {
     std::vector<std::size_t> order;
+    std::vector<char> ok(cands.size());
     for (std::size_t i = 0; i < cands.size(); ++i)
-      if (cands[i].valid) order.push_back(i);
+      if (cands[i].valid) order.push_back(i), ok[i] = within(cands[i], limits);
     std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       const auto &a = cands[x], &b = cands[y];
+      if (ok[x] != ok[y]) return ok[x] > ok[y];
       if (a.fits != b.fits) return a.fits;
       return key(a) < key(b);
     });
@@ -205,18 +217,23 @@ struct Ranking {
   }
 };
 
-// The best `confirm` of the ranking are replayed and ranked again, until the first `confirm`
-// rows are all replayed. Returns how many were replayed to confirm.
-std::size_t confirm_best(const Ranking& ranking, Pricer& pricer, std::vector<Candidate>& cands, int confirm) {
+// The best `confirm` of the ranking (of each cluster's, by cluster) are replayed and ranked
+// again, until those rows are all replayed. Which candidates that replays depends only on each
+// one's two prices, so a shard's confirmations hold every one the whole sweep makes in its slice
+// (docs/sweeps.md). Returns how many were replayed to confirm.
+std::size_t confirm_best(const Ranking& ranking, const Replay& replay, std::vector<Candidate>& cands, int confirm,
+                         bool by_cluster) {
   std::size_t confirmed = 0;
   for (;;) {
     std::vector<std::size_t> top_estimates;
-    const auto order = ranking.order(cands);
-    for (std::size_t r = 0; r < order.size() && r < static_cast<std::size_t>(confirm); ++r)
-      if (!cands[order[r]].replayed) top_estimates.push_back(order[r]);
+    // Rows seen so far, per cluster (one group unless by cluster).
+    std::vector<std::size_t> ranked(by_cluster ? ranking.out.clusters.size() : 1, 0);
+    for (auto i : ranking.order(cands))
+      if (ranked[by_cluster ? cands[i].cluster : 0]++ < static_cast<std::size_t>(confirm) && !cands[i].replayed)
+        top_estimates.push_back(i);
     if (top_estimates.empty()) break;
     for (auto i : top_estimates) cands[i].estimate = cands[i].step;
-    pricer.replay_all(top_estimates, false);
+    replay(top_estimates);
     confirmed += top_estimates.size();
   }
   return confirmed;
@@ -236,25 +253,36 @@ void summarise(Outcome& out, const Ranking& ranking) {
 
 }  // namespace
 
-Outcome search(const std::string& path, const SearchOptions& o) {
+Outcome enumerate_sweep(const std::string& path, const SearchOptions& o, bool check_budget) {
   Outcome out;
   out.scenario = config::load_scenario(path);
+  out.has_length = out.scenario.steps > 0;
+  if (o.limits.need_length() && !out.has_length)
+    throw InputError("", o.limits.max_days > 0 ? "--max-days" : "--max-cost",
+                     "needs the run's length: set training.tokens or training.steps in the scenario");
   const auto precisions = parse_precisions(o.precisions, out.scenario.training.precision);
   const std::vector<int> gpu_list = o.gpus.empty() ? std::vector<int>{0} : parse_gpus(o.gpus);
   out.devices = load_devices(out.scenario, o.devices);
   out.clusters = make_clusters(out.scenario, gpu_list, out.devices, !o.devices.empty());
-  out.candidates = enumerate_all(out.clusters, precisions, o.gpus.empty() ? "" : "--gpus", out.duplicates);
+  out.candidates = enumerate_all(out.clusters, precisions, o, check_budget, out.duplicates, out.enumerated);
+  return out;
+}
 
+void rank(Outcome& out, const SearchOptions& o, const Replay& replay) {
+  const Ranking ranking{out, o.rank_by, o.limits};
+  out.confirmed = confirm_best(ranking, replay, out.candidates, o.confirm, o.by_cluster);
+  summarise(out, ranking);
+}
+
+Outcome search(const std::string& path, const SearchOptions& o) {
+  Outcome out = enumerate_sweep(path, o, true);
   Progress progress(o.progress || ::isatty(2), out.candidates.size());
   const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   Pricer pricer(out.clusters, out.candidates, jobs, progress);
   out.replayed = pricer.price_all(o.exact, out.replayed_because);
   out.closed_form = out.candidates.size() - out.replayed;
-
-  out.has_length = out.scenario.steps > 0;
-  const Ranking ranking{out, o.rank_by};
-  out.confirmed = confirm_best(ranking, pricer, out.candidates, o.confirm);
-  summarise(out, ranking);
+  if (o.shards > 0) out.first_priced = out.candidates;
+  rank(out, o, [&](const std::vector<std::size_t>& which) { pricer.replay_all(which, false); });
   return out;
 }
 
