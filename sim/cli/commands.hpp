@@ -21,9 +21,10 @@ struct CompareOptions {
 };
 
 struct ValidateOptions {
-  std::string directory, json_out;
+  std::string directory, suite, json_out;  // suite: searched in sub-folders, summarised by group
   int jobs = 0;
   double max_mean_error = -1, max_error = -1;  // percent; exceeded -> exit 3
+  bool strict = false;                         // a row outside its tolerance -> exit 3
 };
 
 struct CollectiveOptions {

@@ -272,6 +272,11 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /reference/step_time_s", "the measured step time, s"},
       {"scenario /reference/tflops_per_gpu", "the measured model TFLOP/s per GPU"},
       {"scenario /reference/flops_per_step", "the model FLOPs per step the source counts"},
+      {"scenario /reference/group", "validate --suite summarises rows by this group (a stack, a paper)"},
+      {"scenario /reference/ranking", "rows naming the same set are ranked against each other (Kendall tau, top-1)"},
+      {"scenario /reference/tolerance_percent", "the step-time error the row may have and still pass, percent"},
+      {"scenario /reference/peak_memory", "the published peak memory per GPU"},
+      {"scenario /reference/memory_reading", "which reading peak_memory is: allocated, reserved, or device (nvidia-smi)"},
 };
 }  // namespace
 
