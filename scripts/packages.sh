@@ -3,7 +3,7 @@
 # Debian's archive only. dtsim_packages: what dtsim builds and tests with.
 dtsim_packages=(build-essential cmake pkg-config libsimgrid-dev libeigen3-dev libboost-dev
                 nlohmann-json3-dev libfmt-dev libcli11-dev googletest libgtest-dev
-                python3-jsonschema)
+                python3-jsonschema libtomlplusplus-dev)
 
 install_packages() {
   local missing=() p
