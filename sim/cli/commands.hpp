@@ -60,7 +60,7 @@ struct SweepOptions {
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.
 int run(const RunOptions& o);
 int memory(const std::string& scenario, const std::string& format);
-int list(const std::string& what);
+int list(const std::string& what, bool files = false);
 int compare(const CompareOptions& o);
 // Published measurements (scenarios with a "reference") against predictions.
 int validate(const ValidateOptions& o);

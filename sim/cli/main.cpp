@@ -57,7 +57,9 @@ Command add_list(CLI::App& app) {
   c->add_option("what", *what, "models|devices|clusters|scenarios")
       ->required()
       ->check(CLI::IsMember({"models", "devices", "clusters", "scenarios"}));
-  return {c, [what] { return cli::list(*what); }};
+  auto files = std::make_shared<bool>(false);
+  c->add_flag("--files", *files, "also the file each entry is read from (under the data folder)");
+  return {c, [what, files] { return cli::list(*what, *files); }};
 }
 
 Command add_compare(CLI::App& app) {
