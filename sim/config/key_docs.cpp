@@ -221,6 +221,8 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /training/train_samples", "samples to train on, instead of tokens"},
       {"scenario /training/steps", "optimizer steps to train for, instead of tokens"},
       {"scenario /training/price_per_gpu_hour_usd", "price per GPU-hour for the cost figures, USD"},
+      {"scenario /training/deadline_days", "the plan gives the probability of finishing within this many days"},
+      {"scenario /training/budget_usd", "the plan gives the probability of costing at most this, USD"},
       {"scenario /training/grad_accumulation", "separate (a gradient buffer per micro-batch sum) or fused into the wgrad GEMM"},
       {"scenario /input_pipeline", "the data loader: storage reads and CPU preprocessing per sample"},
       {"scenario /input_pipeline/sample", "bytes one sample reads from storage"},

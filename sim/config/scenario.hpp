@@ -59,6 +59,9 @@ struct Scenario {
   std::int64_t steps = 0;  // training.steps: a whole run, for time to train
   double tokens = 0;       // training.tokens when the run was given in tokens (steps then rounds up)
   double price_per_gpu_hour_usd = 0;  // training.price_per_gpu_hour_usd; 0: the device's
+  // training.deadline_days / budget_usd: the plan says how likely the run is to finish by the
+  // deadline or under the budget (results/ranges.hpp). 0: not asked.
+  double deadline_days = 0, budget_usd = 0;
 };
 
 // Reads and validates a scenario (SPEC.md). Throws InputError naming file and JSON pointer.
