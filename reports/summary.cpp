@@ -158,6 +158,10 @@ std::string summary(const results::Result& r) {
     out += "\n";
   }
   out += results::plan_text(r);
+  if (r.range) {
+    out += '\n';
+    out += results::range_text(*r.range);
+  }
   for (const auto& w : r.warnings) out += "\nwarning: " + w + "\n";
   return out;
 }

@@ -68,6 +68,8 @@ for row in table["rows"]:
             "tflops_per_gpu": row["achieved_tflops_per_gpu"],
             "flops_per_step": flops,
             "step_time_s": flops / (gpus * row["achieved_tflops_per_gpu"] * 1e12),
+            "group": "megatron-sc21",
+            "tolerance_percent": 10,
         },
     }
     (out / f"{name}.json").write_text(json.dumps(scenario, indent=2) + "\n")

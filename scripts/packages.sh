@@ -5,7 +5,7 @@
 # tests/browser/; a single-node Slurm for the sharded sweep's system test, scripts/slurm/).
 dtsim_packages=(build-essential cmake pkg-config libsimgrid-dev libeigen3-dev libboost-dev
                 nlohmann-json3-dev libfmt-dev libcli11-dev googletest libgtest-dev
-                python3-jsonschema)
+                python3-jsonschema libtomlplusplus-dev)
 dtsim_test_packages=(chromium chromium-driver python3-selenium slurm-wlm munge)
 
 install_packages() {

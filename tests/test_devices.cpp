@@ -42,6 +42,17 @@ TEST(Devices, BlackwellProfilesCarryDatasheetPeaks) {
   for (const char* name : {"b200", "gb200", "h100-sxm-80gb", "h200-sxm-141gb"}) expect_every_number_cited(name);
 }
 
+TEST(Devices, BlackwellGemmCeilingsAreTheirOwnMamf) {
+  // Best-shape torch.mm TFLOP/s (ml-engineering's MAMF table, gemm.json rows gemm-005/014/007/016):
+  // B200 1745.0 bf16, 3432.5 fp8; GB200 1822.0, 3615.6. Within the profiles' three digits.
+  const auto b200 = dtsim::config::load_device_profile("b200");
+  EXPECT_NEAR(b200.gemm.max * 2250, 1745.0, 2.0);
+  EXPECT_NEAR(b200.fp8_gemm->max * 4500, 3432.5, 3.0);
+  const auto gb200 = dtsim::config::load_device_profile("gb200");
+  EXPECT_NEAR(gb200.gemm.max * 2500, 1822.0, 2.0);
+  EXPECT_NEAR(gb200.fp8_gemm->max * 5000, 3615.6, 3.0);
+}
+
 TEST(Devices, HopperHasFp8PeaksAndAmpereNone) {
   EXPECT_DOUBLE_EQ(dtsim::config::load_device_profile("h100-sxm-80gb").peak_flops.at("fp8"), 1978.9e12);
   EXPECT_DOUBLE_EQ(dtsim::config::load_device_profile("h200-sxm-141gb").peak_flops.at("fp8"), 1979e12);

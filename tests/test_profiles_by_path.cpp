@@ -84,3 +84,14 @@ TEST(ProfilesByPath, AClusterPresetFileGivesTheShippedPresetsResult) {
 }
 
 }  // namespace
+
+TEST(ProfilesByPath, ListFilesNamesTheFileEachPresetIsReadFrom) {
+  dtsim::test::TempDir dir;
+  const auto r = dtsim::test::run_dtsim({"list", "devices", "--files"}, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string file = std::string(DTSIM_SOURCE_DIR) + "/hardware_profiles/b200.json";
+  EXPECT_NE(r.out.find("[" + file + "]"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(file));
+  // Without the flag the listing is as before: no paths.
+  EXPECT_EQ(dtsim::test::run_dtsim({"list", "devices"}, dir).out.find("hardware_profiles/"), std::string::npos);
+}

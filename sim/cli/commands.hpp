@@ -21,9 +21,10 @@ struct CompareOptions {
 };
 
 struct ValidateOptions {
-  std::string directory, json_out;
+  std::string directory, suite, json_out;  // suite: searched in sub-folders, summarised by group
   int jobs = 0;
   double max_mean_error = -1, max_error = -1;  // percent; exceeded -> exit 3
+  bool strict = false;                         // a row outside its tolerance -> exit 3
 };
 
 struct CollectiveOptions {
@@ -73,7 +74,7 @@ struct MergeOptions {
 // Each returns the process exit code (SPEC.md): 0 ok, 1 runtime failure, 2 bad input, 3 regression.
 int run(const RunOptions& o);
 int memory(const std::string& scenario, const std::string& format);
-int list(const std::string& what);
+int list(const std::string& what, bool files = false);
 int compare(const CompareOptions& o);
 // Published measurements (scenarios with a "reference") against predictions.
 int validate(const ValidateOptions& o);

@@ -73,8 +73,10 @@ std::string scenario_line(const std::string& path) {
 }
 
 // "name  description", or the reason it cannot be described: one bad file spoils no listing.
+// `files`: each entry's file follows, so a user can see which preset a name reads and copy it.
 template <class Describe>
-void print(const std::vector<std::string>& names, const std::vector<std::string>& shown, Describe describe) {
+void print(const std::vector<std::string>& names, const std::vector<std::string>& shown, Describe describe,
+           const std::vector<std::string>& files = {}) {
   std::size_t width = 0;
   for (const auto& n : shown) width = std::max(width, n.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -84,22 +86,30 @@ void print(const std::vector<std::string>& names, const std::vector<std::string>
     } catch (const std::exception& e) {
       what = fmt::format("(cannot be read: {})", e.what());
     }
-    std::cout << fmt::format("{:<{}}  {}\n", shown[i], width, what);
+    std::cout << fmt::format("{:<{}}  {}", shown[i], width, what);
+    if (i < files.size()) std::cout << fmt::format("  [{}]", files[i]);
+    std::cout << "\n";
   }
 }
 
 }  // namespace
 
-int list(const std::string& what) {
+int list(const std::string& what, bool files) {
+  const auto where = [&](const std::vector<std::string>& names, const std::string& dir) {
+    std::vector<std::string> out;
+    if (files)
+      for (const auto& n : names) out.push_back((std::filesystem::path(data_dir()) / dir / (n + ".json")).string());
+    return out;
+  };
   if (what == "models") {
     const auto names = list_json_stems("models/presets");
-    print(names, names, model_line);
+    print(names, names, model_line, where(names, "models/presets"));
   } else if (what == "devices") {
     const auto names = list_json_stems("hardware_profiles");
-    print(names, names, device_line);
+    print(names, names, device_line, where(names, "hardware_profiles"));
   } else if (what == "clusters") {
     const auto names = list_json_stems("hardware_profiles/clusters");
-    print(names, names, cluster_line);
+    print(names, names, cluster_line, where(names, "hardware_profiles/clusters"));
   } else {
     namespace fs = std::filesystem;
     const fs::path root = fs::path(data_dir()) / "scenarios";
@@ -109,7 +119,7 @@ int list(const std::string& what) {
       if (it->is_regular_file() && it->path().extension() == ".json") paths.push_back(it->path().string());
     std::sort(paths.begin(), paths.end());
     for (const auto& p : paths) shown.push_back(fs::relative(p, root).string());
-    print(paths, shown, scenario_line);
+    print(paths, shown, scenario_line, files ? paths : std::vector<std::string>{});
   }
   return 0;
 }

@@ -58,7 +58,9 @@ Command add_list(CLI::App& app) {
   c->add_option("what", *what, "models|devices|clusters|scenarios")
       ->required()
       ->check(CLI::IsMember({"models", "devices", "clusters", "scenarios"}));
-  return {c, [what] { return cli::list(*what); }};
+  auto files = std::make_shared<bool>(false);
+  c->add_flag("--files", *files, "also the file each entry is read from (under the data folder)");
+  return {c, [what, files] { return cli::list(*what, *files); }};
 }
 
 Command add_compare(CLI::App& app) {
@@ -81,6 +83,8 @@ Command add_validate(CLI::App& app) {
   auto o = std::make_shared<cli::ValidateOptions>();
   auto* c = app.add_subcommand("validate", "published measurements vs predictions, error table");
   c->add_option("--dir", o->directory, "scenarios with a \"reference\" (default scenarios/validation)");
+  c->add_option("--suite", o->suite, "a folder of validation scenarios, sub-folders too: error by group, ranking agreement");
+  c->add_flag("--strict", o->strict, "exit 3 if any row is outside its reference's tolerance_percent");
   c->add_option("-j,--jobs", o->jobs, "simulations at once (default: cores)")->check(CLI::Range(1, 256));
   c->add_option("--max-mean-error", o->max_mean_error, "exit 3 if the mean |error| exceeds this percent");
   c->add_option("--max-error", o->max_error, "exit 3 if any |error| exceeds this percent");

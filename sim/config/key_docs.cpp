@@ -221,6 +221,8 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /training/train_samples", "samples to train on, instead of tokens"},
       {"scenario /training/steps", "optimizer steps to train for, instead of tokens"},
       {"scenario /training/price_per_gpu_hour_usd", "price per GPU-hour for the cost figures, USD"},
+      {"scenario /training/deadline_days", "the plan gives the probability of finishing within this many days"},
+      {"scenario /training/budget_usd", "the plan gives the probability of costing at most this, USD"},
       {"scenario /training/grad_accumulation", "separate (a gradient buffer per micro-batch sum) or fused into the wgrad GEMM"},
       {"scenario /input_pipeline", "the data loader: storage reads and CPU preprocessing per sample"},
       {"scenario /input_pipeline/sample", "bytes one sample reads from storage"},
@@ -272,6 +274,11 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /reference/step_time_s", "the measured step time, s"},
       {"scenario /reference/tflops_per_gpu", "the measured model TFLOP/s per GPU"},
       {"scenario /reference/flops_per_step", "the model FLOPs per step the source counts"},
+      {"scenario /reference/group", "validate --suite summarises rows by this group (a stack, a paper)"},
+      {"scenario /reference/ranking", "rows naming the same set are ranked against each other (Kendall tau, top-1)"},
+      {"scenario /reference/tolerance_percent", "the step-time error the row may have and still pass, percent"},
+      {"scenario /reference/peak_memory", "the published peak memory per GPU"},
+      {"scenario /reference/memory_reading", "which reading peak_memory is: allocated, reserved, or device (nvidia-smi)"},
 };
 }  // namespace
 

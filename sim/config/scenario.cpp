@@ -223,6 +223,30 @@ models::ModelSpec load_model_preset(const std::string& name) {
   return parse_model(root.object("model"), preset, doc.origins);
 }
 
+
+namespace {
+// A published measurement of the scenario (dtsim validate), with what `validate --suite`
+// summarises it under.
+Reference parse_reference(Reader& ref) {
+  Reference r;
+  r.source = ref.text("source");
+  r.step_time_s = ref.number_in("step_time_s", Dimension::Time, 1.0, Range{0.0, 1e9, true});
+  // A paper gives its throughput; a step we timed ourselves has none to quote (0: none).
+  r.tflops_per_gpu = ref.number("tflops_per_gpu", Range{0.0, 1e6, true}, 0.0);
+  r.flops_per_step = ref.number("flops_per_step", Range{0.0, 1e30, true}, 0.0);
+  r.group = ref.text("group", "");
+  r.ranking = ref.text("ranking", "");
+  r.tolerance_percent = ref.number("tolerance_percent", Range{0.0, 1000.0, true}, 10.0);
+  const auto peak = ref.optional_quantity("peak_memory", Dimension::Bytes, Range{0.0, 1e18, true});
+  r.peak_memory_bytes = peak.value_or(0.0);
+  r.memory_reading = ref.choice("memory_reading", {"allocated", "reserved", "device"}, "allocated");
+  if (ref.has("memory_reading") && !peak)
+    ref.fail("memory_reading", "says which reading peak_memory is: give peak_memory (e.g. peak_memory_gib) too");
+  ref.finish();
+  return r;
+}
+}  // namespace
+
 Scenario load_scenario(const std::string& path) {
   Document doc = load_with_extends(path);
   const std::string model_preset = expand_preset(doc, "model", "models/presets", "model");
@@ -346,15 +370,7 @@ Scenario load_scenario(const std::string& path) {
     throw InputError(s.file, "/simulation/backend",
                      "on a torus of more than 256 chips the simgrid backend routes only data-parallel all-reduces: "
                      "use \"backend\": \"analytical\"");
-  if (auto ref = root.optional_object("reference")) {
-    Reference r;
-    r.source = ref->text("source");
-    r.step_time_s = ref->number_in("step_time_s", Dimension::Time, 1.0, Range{0.0, 1e9, true});
-    r.tflops_per_gpu = ref->number_in("tflops_per_gpu", Dimension::FlopRate, 1e12, Range{0.0, 1e6, true}) / 1e12;
-    r.flops_per_step = ref->number("flops_per_step", Range{0.0, 1e30, true});
-    ref->finish();
-    s.reference = r;
-  }
+  if (auto ref = root.optional_object("reference")) s.reference = parse_reference(*ref);
   root.finish();
   return s;
 }

@@ -17,6 +17,14 @@ enum class Backend { SimGrid, Analytical };
 struct Reference {
   std::string source;
   double step_time_s = 0, tflops_per_gpu = 0, flops_per_step = 0;
+  // For `validate --suite`: the group the row's error is summarised in (a stack, a paper), the
+  // error it may have and still pass, and the set of rows whose order is compared (Kendall's tau).
+  std::string group, ranking;
+  double tolerance_percent = 10;
+  // A published memory peak and which reading it is: what PyTorch's allocator counts
+  // ("allocated"), what it holds ("reserved") or what nvidia-smi shows ("device"). 0: none.
+  double peak_memory_bytes = 0;
+  std::string memory_reading = "allocated";
 };
 
 // TensorFlow's cluster roles beside the workers (cluster.roles). The chief is worker 0 and also
@@ -51,6 +59,9 @@ struct Scenario {
   std::int64_t steps = 0;  // training.steps: a whole run, for time to train
   double tokens = 0;       // training.tokens when the run was given in tokens (steps then rounds up)
   double price_per_gpu_hour_usd = 0;  // training.price_per_gpu_hour_usd; 0: the device's
+  // training.deadline_days / budget_usd: the plan says how likely the run is to finish by the
+  // deadline or under the budget (results/ranges.hpp). 0: not asked.
+  double deadline_days = 0, budget_usd = 0;
 };
 
 // Reads and validates a scenario (SPEC.md). Throws InputError naming file and JSON pointer.

@@ -80,6 +80,10 @@ void parse_training(Reader r, Scenario& s) {
     s.steps = r.integer(steps_key, 0, std::int64_t{1} << 40);
   }
   s.price_per_gpu_hour_usd = r.number("price_per_gpu_hour_usd", Range{0.0, 1e6, true}, 0.0);
+  s.deadline_days = r.number("deadline_days", Range{0.0, 1e6, true}, 0.0);
+  s.budget_usd = r.number("budget_usd", Range{0.0, 1e15, true}, 0.0);
+  if ((s.deadline_days > 0 || s.budget_usd > 0) && s.steps == 0)
+    r.fail(s.deadline_days > 0 ? "deadline_days" : "budget_usd", "needs the run's length: give steps, tokens or train_samples");
   // Names DeepSpeed, Hugging Face and Megatron users write here for settings dtsim keeps elsewhere.
   static const std::vector<std::pair<std::string, std::string>> elsewhere{
       {"train_micro_batch_size_per_gpu", "is parallelism.micro_batch_size in dtsim"},

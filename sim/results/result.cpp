@@ -226,6 +226,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   j["warnings"] = r.warnings;
   add_step_reports(j, r);
   if (auto plan = plan_json(r); !plan.is_null()) j["plan"] = plan;
+  if (r.range) j["range"] = range_json(*r.range);
   j["model"] = {{"name", s.model.name}, {"params", r.params}};
   if (r.active_params < r.params) {  // a mixture of experts
     j["model"]["active_params"] = r.active_params;

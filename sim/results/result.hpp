@@ -9,6 +9,7 @@
 #include "sim/faults/faults.hpp"
 #include "sim/results/steps.hpp"
 #include "sim/results/capacity.hpp"
+#include "sim/results/ranges.hpp"
 
 #include <map>
 #include <optional>
@@ -64,6 +65,7 @@ struct Result {
   std::optional<AsyncReport> async;  // asynchronous data parallelism
   std::optional<RolesReport> roles;   // cluster.roles: chief checkpoints, evaluator
   std::optional<CapacityPlan> capacity;  // timed runs: the whole training run
+  std::optional<RangeReport> range;      // `run`: the step and the run as P10/P50/P90 (ranges.hpp)
   std::optional<Fit> fewest_fit;         // when the scenario's GPUs do not hold the model
   std::string fewest_fit_stopped;        // why that search ended without an answer, if its budget did
   bool timed = true;  // false for `dtsim memory`

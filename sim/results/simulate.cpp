@@ -316,6 +316,7 @@ void rates_and_warnings(Result& r, const config::Scenario& s) {
       r.warnings.push_back(fmt::format("failures and checkpoints leave {:.0f}% goodput", 100 * r.faults->goodput));
   }
   r.capacity = capacity_plan(r);
+  if (r.timed && r.step_time_s > 0) r.range = range_report(r);
 }
 
 }  // namespace

@@ -1,0 +1,201 @@
+// Megatron-LM's arguments (megatron/training/arguments.py) as dtsim scenario keys.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "sim/config/import_run.hpp"
+#include "sim/core/errors.hpp"
+
+namespace dtsim::config {
+
+namespace {
+
+using Args = std::vector<std::pair<std::string, std::string>>;  // flag, value ("" for a switch)
+
+// NAME=value and NAME=${OTHER:-value} lines, as the launch scripts set their sizes.
+std::map<std::string, std::string> shell_assignments(const std::string& text) {
+  std::map<std::string, std::string> vars;
+  static const std::regex assign(R"(^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*))");
+  static const std::regex fallback(R"(^"?\$\{[A-Za-z_][A-Za-z0-9_]*:-\"?([^}"]*)\"?\}"?$)");
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, assign)) continue;
+    std::string v = m[2];
+    std::smatch f;
+    if (std::regex_match(v, f, fallback)) v = f[1];
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+    vars[m[1]] = v;
+  }
+  return vars;
+}
+
+std::string substitute(std::string token, const std::map<std::string, std::string>& vars) {
+  static const std::regex ref(R"(\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?)");
+  std::smatch m;
+  if (std::regex_match(token, m, ref)) {
+    auto it = vars.find(m[1]);
+    return it != vars.end() ? it->second : token;
+  }
+  return token;
+}
+
+// Every "--flag [value]" in the text, quoted groups split as the shell would split them. A value
+// sits on its flag's line: what follows on the next line is shell syntax, not a value.
+Args parse_args(const std::string& text) {
+  const auto vars = shell_assignments(text);
+  Args args;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (const auto hash = line.find('#'); hash != std::string::npos && line.find("--") > hash) continue;
+    if (const auto hash = line.find(" #"); hash != std::string::npos) line.erase(hash);
+    std::vector<std::string> tokens;
+    std::istringstream words(line);
+    for (std::string w; words >> w;) {
+      std::erase_if(w, [](char c) { return c == '"' || c == '\\' || c == '(' || c == ')'; });
+      if (!w.empty()) tokens.push_back(substitute(w, vars));
+    }
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i].rfind("--", 0) != 0 || tokens[i].size() < 3) continue;
+      const bool value = i + 1 < tokens.size() && tokens[i + 1].rfind("--", 0) != 0;
+      args.emplace_back(tokens[i], value ? tokens[i + 1] : "");
+    }
+  }
+  return args;
+}
+
+struct Mapper {
+  ImportedRun& run;
+  const std::string& file;
+  bool number(const std::string& flag, const std::string& v, nlohmann::ordered_json& obj, const char* key) {
+    try {
+      std::size_t used = 0;
+      const long long n = std::stoll(v, &used);
+      if (used != v.size()) throw std::invalid_argument(v);
+      obj[key] = n;
+      run.mapped.push_back(flag);
+      return true;
+    } catch (const std::exception&) {
+      run.unmapped.push_back(fmt::format("{} {} (not a number: a shell value dtsim does not evaluate?)", flag, v));
+      return false;
+    }
+  }
+};
+
+void map_model(const std::string& f, const std::string& v, Mapper& m) {
+  auto& model = m.run.model;
+  static const std::map<std::string, const char*> sizes{
+      {"--num-layers", "num_layers"},          {"--hidden-size", "hidden_size"},   {"--ffn-hidden-size", "ffn_hidden_size"},
+      {"--num-attention-heads", "num_heads"}, {"--num-query-groups", "num_kv_heads"}, {"--seq-length", "seq_len"},
+      {"--vocab-size", "vocab_size"},          {"--kv-channels", "head_dim"},      {"--num-experts", "num_experts"},
+      {"--moe-router-topk", "experts_per_token"}, {"--moe-ffn-hidden-size", "expert_ffn_hidden_size"}};
+  if (auto it = sizes.find(f); it != sizes.end()) {
+    m.number(f, v, model, it->second);
+  } else if (f == "--group-query-attention") {
+    m.run.mapped.push_back(f);  // num_kv_heads comes from --num-query-groups
+  } else if (f == "--swiglu") {
+    model["mlp"] = "swiglu", m.run.mapped.push_back(f);
+  } else if (f == "--normalization") {
+    model["norm"] = v == "RMSNorm" ? "rmsnorm" : "layernorm", m.run.mapped.push_back(f);
+  } else if (f == "--position-embedding-type") {
+    model["position_embedding"] = v == "rope" ? "rotary" : "learned", m.run.mapped.push_back(f);
+  } else if (f == "--untie-embeddings-and-output-weights") {
+    model["tied_embeddings"] = false, m.run.mapped.push_back(f);
+  } else if (f == "--disable-bias-linear") {
+    model["linear_bias"] = false, m.run.mapped.push_back(f);
+  }
+}
+
+void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
+  auto& p = m.run.parallelism;
+  static const std::map<std::string, const char*> degrees{{"--tensor-model-parallel-size", "tensor"},
+                                                         {"--pipeline-model-parallel-size", "pipeline"},
+                                                         {"--context-parallel-size", "context"},
+                                                         {"--expert-model-parallel-size", "expert"},
+                                                         {"--micro-batch-size", "micro_batch_size"}};
+  if (auto it = degrees.find(f); it != degrees.end()) {
+    m.number(f, v, p, it->second);
+  } else if (f == "--num-layers-per-virtual-pipeline-stage") {
+    // dtsim counts chunks per GPU: num_layers / (pipeline x this), resolved once the model is known.
+    m.run.unmapped.push_back(fmt::format("{} {} (give parallelism.virtual_stages = layers / (pipeline x {}))", f, v, v));
+  } else if (f == "--sequence-parallel") {
+    p["sequence_parallel"] = true, m.run.mapped.push_back(f);
+  } else if (f == "--use-distributed-optimizer") {
+    p["zero_stage"] = 1, m.run.mapped.push_back(f);
+  } else if (f == "--overlap-grad-reduce") {
+    p["overlap_grad_reduce"] = true, m.run.mapped.push_back(f);
+  } else if (f == "--recompute-granularity") {
+    p["recompute"] = v == "selective" ? "selective" : "full", m.run.mapped.push_back(f);
+  } else if (f == "--recompute-activations") {
+    p["recompute"] = "selective", m.run.mapped.push_back(f);
+  }
+}
+
+void map_training(const std::string& f, const std::string& v, Mapper& m) {
+  auto& t = m.run.training;
+  if (f == "--global-batch-size") m.number(f, v, t, "global_batch_size");
+  else if (f == "--train-iters") m.number(f, v, t, "steps");
+  else if (f == "--train-samples") m.number(f, v, t, "train_samples");
+  else if (f == "--bf16") t["precision"] = "bf16", m.run.mapped.push_back(f);
+  else if (f == "--fp16") t["precision"] = "fp16", m.run.mapped.push_back(f);
+  else if (f == "--fp8-format") t["precision"] = "fp8", m.run.mapped.push_back(f);
+  else if (f == "--use-flash-attn" || (f == "--attention-backend" && (v == "flash" || v == "fused")))
+    t["attention"] = "flash", m.run.mapped.push_back(f);
+  else if (f == "--transformer-impl" && v == "transformer_engine") m.run.stack["preset"] = "megatron-te", m.run.mapped.push_back(f);
+  else if (f == "--tp-comm-overlap") m.run.stack["preset"] = "megatron-te-tp-overlap", m.run.mapped.push_back(f);
+}
+
+// Flags that set neither time nor memory in dtsim's model: learning rates, data, logging, I/O.
+bool no_effect(const std::string& f) {
+  static const std::regex pattern(
+      R"(^--(lr.*|min-lr|decoupled.*|weight-decay|adam-.*|clip-grad|init-method-std|seed|split|data-.*|tokenizer-.*|vocab-file|merge-file|tiktoken-.*|mock-data|log-.*|eval-.*|save.*|load|tensorboard-.*|wandb-.*|exit-.*|profile.*|ckpt-.*|distributed-timeout-minutes|num-workers|no-mmap-bin-files|no-create-attention-mask-in-dataloader|manual-gc|calculate-per-token-loss|use-mcore-models|max-position-embeddings|rotary-.*|attention-dropout|hidden-dropout|node_rank|master_addr|master_port|apply-layernorm-1p|fp8-amax-.*|empty-unused-memory-level)$)");
+  return std::regex_match(f, pattern);
+}
+
+}  // namespace
+
+ImportedRun import_megatron_args(const std::string& text, const std::string& file) {
+  ImportedRun run;
+  run.framework = "megatron";
+  run.model["kind"] = "transformer";
+  run.parallelism["framework"] = "megatron-lm";
+  const Args args = parse_args(text);
+  if (args.empty()) throw InputError(file, "", "no --arguments found: give Megatron-LM's command line or launch script");
+  Mapper m{run, file};
+  nlohmann::ordered_json launch = nlohmann::ordered_json::object();
+  for (const auto& [flag, value] : args) {
+    if (flag == "--nproc_per_node" || flag == "--nproc-per-node" || flag == "--nnodes") {
+      m.number(flag, value, launch, flag == "--nnodes" ? "nodes" : "per_node");
+      continue;
+    }
+    const std::size_t before = run.mapped.size() + run.unmapped.size();
+    map_model(flag, value, m);
+    map_parallelism(flag, value, m);
+    map_training(flag, value, m);
+    if (run.mapped.size() + run.unmapped.size() != before) continue;
+    if (no_effect(flag)) run.ignored.push_back(flag);
+    else run.unmapped.push_back(fmt::format("{}{} (not modelled)", flag, value.empty() ? "" : " " + value));
+  }
+  if (run.model.contains("num_experts") && !run.model.contains("experts_per_token")) run.model["experts_per_token"] = 2;
+  // Megatron turns sequence parallelism off without tensor parallelism (arguments.py, validate_args).
+  if (run.parallelism.value("sequence_parallel", false) && run.parallelism.value("tensor", 1) <= 1) {
+    run.parallelism.erase("sequence_parallel");
+    std::erase(run.mapped, std::string("--sequence-parallel"));
+    run.ignored.push_back("--sequence-parallel (Megatron disables it at tensor-model-parallel-size 1)");
+  }
+  if (launch.contains("nodes") && launch.contains("per_node"))
+    run.gpus = static_cast<int>(launch["nodes"].get<long long>() * launch["per_node"].get<long long>());
+  // A launch script sets some flags in two branches (mock and real data): name each once.
+  for (auto* list : {&run.mapped, &run.ignored, &run.unmapped}) {
+    std::vector<std::string> once;
+    for (const auto& x : *list)
+      if (std::find(once.begin(), once.end(), x) == once.end()) once.push_back(x);
+    *list = std::move(once);
+  }
+  return run;
+}
+
+}  // namespace dtsim::config
