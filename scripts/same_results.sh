@@ -6,10 +6,24 @@
 # binary then reads its own presets and profiles (DTSIM_HOME) and its own copy of each scenario;
 # without it, profiles that gained keys since would make the old binary refuse them. Scenarios
 # the old tree lacks are listed as NEW.
+# IGNORE_KEYS="a b": top-level keys of result.json left out of the comparison, for a change that
+# adds a key on purpose (e.g. IGNORE_KEYS=range when the old binary has no ranges).
 # (--allow-outside: an old binary built in another checkout takes this one's scenarios/ as outside.)
 set -u
 old=$1 new=$2 dir=${3:-scenarios}
 tree=${OLD_TREE:-}
+ignore=${IGNORE_KEYS:-}
+# Same bytes, or (with IGNORE_KEYS) the same JSON once those keys are dropped from both.
+same_json() {
+  if [ -z "$ignore" ]; then cmp -s "$1" "$2"; return; fi
+  python3 - "$1" "$2" $ignore <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in sys.argv[3:]:
+    a.pop(k, None); b.pop(k, None)
+sys.exit(0 if a == b else 1)
+PY
+}
 work=$(mktemp -d)
 same=0 differ=0 failed=0
 while IFS= read -r f; do
@@ -23,7 +37,7 @@ while IFS= read -r f; do
   "$new" run --allow-outside "$f" -o "$work/new/$name" >/dev/null 2>&1; b=$?
   if [ $a -ne $b ]; then echo "EXIT $f: $a vs $b"; failed=$((failed + 1)); continue; fi
   [ -f "$work/old/$name/result.json" ] || { same=$((same + 1)); continue; }  # refused by both alike
-  if cmp -s "$work/old/$name/result.json" "$work/new/$name/result.json"; then same=$((same + 1))
+  if same_json "$work/old/$name/result.json" "$work/new/$name/result.json"; then same=$((same + 1))
   else echo "DIFFERS $f"; differ=$((differ + 1)); fi
 done < <(find "$dir" -name '*.json' | sort)
 echo "same $same, differ $differ, exit codes differ $failed"
