@@ -15,13 +15,6 @@ double layer_params(const Layers& ls) {
   return p;
 }
 
-Layers Planner::stage_layers(int s) const {
-  Layers out;
-  for (int j = s; j < chunks_; j += p_.pipeline)
-    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) out.push_back(l);
-  return out;
-}
-
 // Keyed by GPU, not by stage: with every replica simulated, each replica's transfers leave from
 // its own GPUs (keyed by stage, all of them crossed replica 0's NICs).
 int Planner::p2p_group(int from, int to) {
@@ -63,7 +56,7 @@ int Planner::pass_work(bool forward, int chunk, const models::Layer* layer, int 
   auto [it, fresh] = pass_works_.try_emplace({forward, chunk, layer, tpg}, -1);
   if (fresh) {
     const Layers one{layer};
-    const Layers& layers = layer ? one : chunk_layers_[static_cast<std::size_t>(chunk)];
+    const Layers& layers = layer ? one : k_.chunk_layers[static_cast<std::size_t>(chunk)];
     const ContextGroups& cp = cp_groups_[static_cast<std::size_t>(stage_of(chunk))];
     it->second = table_.get(forward ? forward_work(layers, g_, p_, tpg, cp) : backward_work(layers, g_, p_, tpg, cp));
   }
@@ -99,7 +92,7 @@ bool Planner::ready(int s, const PipeOp& op) const {
   const int j = op.chunk * p_.pipeline + s;
   const auto mb = static_cast<std::size_t>(op.micro_batch);
   if (op.forward) return j == 0 || fwd_out_[static_cast<std::size_t>(j - 1)][mb] >= 0;
-  if (op.part == PipeOp::Part::Weight || j == chunks_ - 1) return true;
+  if (op.part == PipeOp::Part::Weight || j == k_.chunks - 1) return true;
   const int u = upstream_grad(j, op);
   return u >= 0 || u == kInPreviousStep;
 }
@@ -107,7 +100,7 @@ bool Planner::ready(int s, const PipeOp& op) const {
 void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   const int j = op.chunk * p_.pipeline + s;
   const auto mb = static_cast<std::size_t>(op.micro_batch);
-  const Layers& layers = chunk_layers_[static_cast<std::size_t>(j)];
+  const Layers& layers = k_.chunk_layers[static_cast<std::size_t>(j)];
   const int tpg = tp_group_[static_cast<std::size_t>(s)];
   const std::string tag = " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch) + (op.previous_step ? " of previous step" : "");
   if (op.part == PipeOp::Part::Weight) return emit_weight_pass(s, index, op);
@@ -133,7 +126,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     cross.push_back(last_load_);
   }
   bool waits_previous_step = false;  // for a gradient the previous step's window sent
-  if (!op.forward && j < chunks_ - 1) {
+  if (!op.forward && j < k_.chunks - 1) {
     const int u = upstream_grad(j, op);
     if (u >= 0) cross.push_back(u);
     else waits_previous_step = true;
@@ -174,7 +167,7 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
     } else {
       last = compute(s, pass_work(true, j, nullptr, tpg), cross, "fwd" + tag);
     }
-    if (j < chunks_ - 1)
+    if (j < k_.chunks - 1)
       fwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j + 1), last, layers.back()->output_bytes, "send act" + tag);
     return;
   }
@@ -221,14 +214,14 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   if (waits_previous_step) after_previous_.emplace_back(first, j + 1, op.micro_batch);
   if (j > 0)
     grad_out(j, op) =
-        send(s, stage_of(j - 1), last, chunk_layers_[static_cast<std::size_t>(j - 1)].back()->output_bytes, "send grad" + tag);
+        send(s, stage_of(j - 1), last, k_.chunk_layers[static_cast<std::size_t>(j - 1)].back()->output_bytes, "send grad" + tag);
   update_after_backward(s, last);
 }
 
 // One replica's forward and backward passes of one step.
 void Planner::emit_passes() {
   const auto S = static_cast<std::size_t>(p_.pipeline);
-  fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
+  fwd_out_.assign(static_cast<std::size_t>(k_.chunks), std::vector<int>(static_cast<std::size_t>(k_.micro_batches), -1));
   bwd_out_ = fwd_out_;
   bwd_prev_out_ = fwd_out_;
   final_backward_.clear();
@@ -263,7 +256,7 @@ Plan Planner::run() {
   last_backward_.resize(S);
   last_comm_.assign(S, -1);
   for (int s = 0; s < P; ++s) {
-    seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(m_), v_);
+    seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(k_.micro_batches), k_.virtual_stages);
     const auto& q = seq_[static_cast<std::size_t>(s)];
     for (std::size_t i = 0; i < q.size(); ++i)
       if (!q[i].forward) last_backward_[static_cast<std::size_t>(s)][q[i].chunk] = i;
@@ -278,12 +271,10 @@ Plan Planner::run() {
     plan_.stage_layers.push_back(static_cast<int>(
         std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
   }
-  const bool sync = p_.updates == Updates::Sync;
+  const bool sync = k_.sync;
   if (!sync && (P > 1 || p_.tensor > 1 || p_.zero_stage > 0))
     throw std::invalid_argument("asynchronous updates are modelled for pure data parallelism only");
-  // Every asynchronous worker runs on its own, so each gets its own tasks.
-  const int replicas = p_.all_replicas || !sync ? p_.data : 1;
-  const int iterations = p_.updates == Updates::Easgd ? p_.easgd_period : 1;
+  const int replicas = k_.replicas, iterations = k_.iterations;
   plan_.replicas = replicas;
   plan_.iterations_per_step = iterations;
   int previous_exchange = -1;  // EASGD's workers take turns with the centre
@@ -378,7 +369,7 @@ Plan Planner::finish() {
       plan_.host_activation_bytes = act;
     }
   }
-  const double micro_batches = static_cast<double>(m_) * p_.data * plan_.iterations_per_step;
+  const double micro_batches = static_cast<double>(k_.micro_batches) * p_.data * plan_.iterations_per_step;
   double recompute = 0;
   for (const auto& l : g_.layers) recompute += recompute_flops(l, p_.recompute);
   // Each tensor and context rank computes its share of every micro-batch.
@@ -390,7 +381,12 @@ Plan Planner::finish() {
 }
 
 Plan plan_training(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host) {
-  return Planner(g, p, t, host).run();
+  return Planner(g, layout_of(g, p, t), p, t, host).run();
+}
+
+Plan plan_training(const models::ModelGraph& g, const Layout& k, const ParallelismSpec& p, const TrainingSpec& t,
+                   const HostSpec& host) {
+  return Planner(g, k, p, t, host).run();
 }
 
 }  // namespace dtsim::strategies

@@ -40,7 +40,7 @@ int Planner::sharded_collective(int s, CollectiveOp op, double bytes, std::vecto
 void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cross, const std::string& tag) {
   const auto& f = p_.framework;
   const auto S = static_cast<std::size_t>(s);
-  const Layers& layers = chunk_layers_[static_cast<std::size_t>(j)];
+  const Layers& layers = k_.chunk_layers[static_cast<std::size_t>(j)];
   const bool rc = full_rerun(p_.recompute);
   if (z3_uses_.empty()) {
     z3_uses_ = param_uses(layers, f, rc);
@@ -48,7 +48,7 @@ void Planner::emit_sharded(int s, int j, const PipeOp& op, std::vector<int> cros
     z3_forward_uses_ = static_cast<std::size_t>(
         std::count_if(z3_uses_.begin(), z3_uses_.end(), [](const ParamUse& u) { return !u.backward; }));
   }
-  const std::int64_t key = static_cast<std::int64_t>(d_) * m_ + op.micro_batch;
+  const std::int64_t key = static_cast<std::int64_t>(d_) * k_.micro_batches + op.micro_batch;
   auto& gtask = z3_gather_task_[key];
   auto& gpred = z3_gather_pred_[key];
   if (gtask.empty()) {

@@ -30,7 +30,7 @@ int Planner::part_work(PipeOp::Part part, int chunk, int tpg) {
   auto [it, fresh] = part_works_.try_emplace({static_cast<int>(part), chunk, tpg}, -1);
   if (fresh)
     it->second = table_.get(
-        backward_part_work(chunk_layers_[static_cast<std::size_t>(chunk)], g_, p_, tpg, part == PipeOp::Part::Weight));
+        backward_part_work(k_.chunk_layers[static_cast<std::size_t>(chunk)], g_, p_, tpg, part == PipeOp::Part::Weight));
   return it->second;
 }
 
@@ -38,7 +38,7 @@ int Planner::part_work(PipeOp::Part part, int chunk, int tpg) {
 // synchronisation; its B ran earlier on the same stream.
 void Planner::emit_weight_pass(int s, std::size_t index, const PipeOp& op) {
   const int j = op.chunk * p_.pipeline + s;
-  const Layers& layers = chunk_layers_[static_cast<std::size_t>(j)];
+  const Layers& layers = k_.chunk_layers[static_cast<std::size_t>(j)];
   const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
   const int last = compute(s, part_work(op.part, j, tp_group_[static_cast<std::size_t>(s)]), {},
                            "bwd weight c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
@@ -91,7 +91,7 @@ void Planner::link_previous_step() {
 double Planner::activation_change(int s, const PipeOp& op, double a) const {
   if (op.forward) return a;
   if (op.part == PipeOp::Part::Whole) return -a;
-  const Layers& layers = chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)];
+  const Layers& layers = k_.chunk_layers[static_cast<std::size_t>(op.chunk * p_.pipeline + s)];
   const double kept = std::min(weight_pass_bytes(layers, g_.options.activation_bytes), a);  // recomputation rebuilds them within the backward
   return op.part == PipeOp::Part::Input ? -(a - kept) : -kept;
 }

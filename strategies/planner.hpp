@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "strategies/layout.hpp"
 #include "strategies/placement.hpp"
 #include "strategies/plan.hpp"
 #include "strategies/schedule.hpp"
@@ -20,7 +21,6 @@ namespace dtsim::strategies {
 
 using taskgraph::Category;
 using taskgraph::CollectiveOp;
-using Layers = std::vector<const models::Layer*>;
 // upstream_grad: the gradient this backward waits for was sent in the previous step's window.
 inline constexpr int kInPreviousStep = -3;
 
@@ -28,20 +28,21 @@ double layer_params(const Layers& ls);
 
 class Planner {
  public:
-  Planner(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host)
-      : g_(g), p_(p), t_(t), host_(host), place_(p), table_(plan_.graph) {}
+  // `k`: layout_of(g, p, t), laid out over `g`.
+  Planner(const models::ModelGraph& g, Layout k, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host)
+      : g_(g), k_(std::move(k)), p_(p), t_(t), host_(host), place_(k_.place), table_(plan_.graph) {}
 
   Plan run();
   // run() without the task graph: micro-batches, chunks, memory and FLOPs (plan_layout.cpp).
-  Layout layout();
+  PlanLayout layout();
 
  private:
   void start_layout();
   int rep(int s) const { return place_.gpu(d_, s, 0); }
   // Ranks that hold the same parameters and sum their gradients: data x context.
-  int grad_ranks() const { return p_.data * p_.context; }
-  int stage_of(int chunk) const { return chunk % p_.pipeline; }
-  Layers stage_layers(int s) const;  // all of a stage's chunks, in model order
+  int grad_ranks() const { return k_.grad_ranks; }
+  int stage_of(int chunk) const { return k_.stage_of(chunk); }
+  Layers stage_layers(int s) const { return k_.stage_layers(s); }
   int p2p_group(int from, int to);
   int replica_tp_group(int s);
   std::vector<int> data_groups(int s);
@@ -104,16 +105,14 @@ class Planner {
   double slowest_expert_load(const models::Layer& l) const;
 
   const models::ModelGraph& g_;
+  const Layout k_;
   const ParallelismSpec& p_;
   const TrainingSpec& t_;
   const HostSpec& host_;
-  Placement place_;
+  const Placement& place_;
   Plan plan_;
   WorkTable table_;
 
-  int chunks_ = 1, v_ = 1;
-  std::int64_t m_ = 1;
-  std::vector<Layers> chunk_layers_;
   // Each chunk's kept activations: the memory walks ask for them at every pass of the schedule.
   std::vector<double> chunk_kept_;
   double chunk_kept(int chunk, int s) const { return chunk_kept_[static_cast<std::size_t>(chunk * p_.pipeline + s)]; }

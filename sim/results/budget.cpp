@@ -10,6 +10,7 @@
 #include "sim/core/errors.hpp"
 #include "sim/replay/dispatch.hpp"
 #include "strategies/buckets.hpp"
+#include "strategies/layout.hpp"
 
 namespace dtsim::results {
 
@@ -134,17 +135,16 @@ struct Counted {
 Counted counted(const config::Scenario& s, bool replay, const SliceFacts& facts) {
   const auto& p = s.parallelism;
   const auto& c = s.cluster;
+  const strategies::Layout lay = strategies::layout_of(p, s.training);
   Counted k;
   k.gpus = static_cast<double>(c.nodes) * c.gpus_per_node;
-  k.D = p.data, k.T = p.tensor, k.P = p.pipeline;
-  // Gradients are summed over data x context ranks (context parallelism splits sequences, not weights).
-  k.C = p.context, k.G = k.D * k.C;
-  const double v = p.schedule == strategies::Schedule::Interleaved ? p.virtual_stages : 1;
-  k.chunks = k.P * v;
-  k.micro = static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch));
-  k.sync = p.updates == strategies::Updates::Sync;
-  k.replicas = p.all_replicas || !k.sync ? k.D : 1;
-  k.iterations = p.updates == strategies::Updates::Easgd ? p.easgd_period : 1;
+  k.D = lay.data, k.T = lay.tensor, k.P = lay.pipeline;
+  k.C = lay.context, k.G = lay.grad_ranks;
+  k.chunks = lay.chunks;
+  k.micro = static_cast<double>(lay.micro_batches);
+  k.sync = lay.sync;
+  k.replicas = lay.replicas;
+  k.iterations = lay.iterations;
   k.steps = replay ? s.steps_simulated : 1;
   k.zero3 = p.zero_stage == 3 && k.G > 1;
   k.gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
@@ -310,8 +310,7 @@ namespace {
 // The key a user would change to bring the cost down.
 std::string blame(const config::Scenario& s, bool per_step_ok) {
   if (s.steps_simulated > 1 && per_step_ok) return "/simulation/steps";
-  const auto& p = s.parallelism;
-  const double micro = static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch));
+  const double micro = static_cast<double>(strategies::layout_of(s.parallelism, s.training).micro_batches);
   if (micro > 1000) return "/training/global_batch_size";
   return "/cluster/nodes";
 }

@@ -139,10 +139,10 @@ ClosedForm::~ClosedForm() = default;
 // One strategy's step in closed form: each chunk's passes and the hops between chunks, then the
 // pipeline (or ZeRO-3's one stage), and each stage's gradient sync and optimizer step.
 struct ClosedForm::Impl::Step {
-  Step(Impl& im, const config::Scenario& s, const models::ModelGraph& g, const strategies::Layout& layout,
-       std::int64_t micro_batches)
-      : im(im), s(s), p(s.parallelism), t(s.training), g(g), layout(layout), place(p), P(p.pipeline), T(p.tensor), D(p.data),
-        chunks(static_cast<int>(layout.chunks.size())), micro_batches(micro_batches), m(static_cast<double>(micro_batches)),
+  Step(Impl& im, const config::Scenario& s, const models::ModelGraph& g, const strategies::Layout& layout)
+      : im(im), s(s), p(s.parallelism), t(s.training), g(g), layout(layout), place(layout.place), P(layout.pipeline),
+        T(layout.tensor), D(layout.data), chunks(layout.chunks), micro_batches(layout.micro_batches),
+        m(static_cast<double>(micro_batches)),
         gbytes(strategies::grad_bytes_per_param(t.precision)), wbytes(strategies::weight_bytes_per_param(t.precision)) {}
 
   Impl& im;
@@ -151,7 +151,7 @@ struct ClosedForm::Impl::Step {
   const strategies::TrainingSpec& t;
   const models::ModelGraph& g;
   const strategies::Layout& layout;
-  const strategies::Placement place;
+  const strategies::Placement& place;
   const int P, T, D, chunks;
   const std::int64_t micro_batches;
   const double m, gbytes, wbytes;
@@ -170,7 +170,7 @@ struct ClosedForm::Impl::Step {
     layer_bwd.assign(static_cast<std::size_t>(chunks), {});
     for (int j = 0; j < chunks; ++j) {
       const int stage = j % P;
-      for (const auto* l : layout.chunks[static_cast<std::size_t>(j)]) {
+      for (const auto* l : layout.chunk_layers[static_cast<std::size_t>(j)]) {
         F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, rep(stage));
         const double b = im.layer_seconds(*l, false, g, p, rep(stage));
         B[static_cast<std::size_t>(j)] += b;
@@ -185,7 +185,7 @@ struct ClosedForm::Impl::Step {
     hop.assign(static_cast<std::size_t>(std::max(0, chunks - 1)), 0.0);
     for (int j = 0; j + 1 < chunks; ++j) {
       const int a = rep(j % P), b = rep((j + 1) % P);
-      const double tensor = layout.chunks[static_cast<std::size_t>(j)].back()->output_bytes;
+      const double tensor = layout.chunk_layers[static_cast<std::size_t>(j)].back()->output_bytes;
       const double bytes = tensor / T;
       taskgraph::Collective send{CollectiveOp::SendRecv, p.algorithm, {0}, bytes};
       double h = im.collective({1, static_cast<double>(p.algorithm), bytes, static_cast<double>(a), static_cast<double>(b)}, send,
@@ -243,7 +243,7 @@ struct ClosedForm::Impl::Step {
   // gathers of a forward run ahead on the communication stream, a backward's gather waits
   // for the previous layer's gradient reduce-scatter.
   double zero3_step() {
-    const Layers& ls = layout.chunks[0];
+    const Layers& ls = layout.chunk_layers[0];
     double comm = 0, comp = 0;
     std::vector<double> ag(ls.size()), rs(ls.size()), fw(ls.size());
     for (std::size_t i = 0; i < ls.size(); ++i) {
@@ -324,7 +324,7 @@ struct ClosedForm::Impl::Step {
       double chunk_end = last;
       for (int j = st; j < chunks; j += P) {
         double at = chunk_end;
-        for (std::size_t n = 0; n < layout.chunks[static_cast<std::size_t>(j)].size(); ++n, ++k) {
+        for (std::size_t n = 0; n < layout.chunk_layers[static_cast<std::size_t>(j)].size(); ++n, ++k) {
           done[k] = at;
           at -= bwd[k];
         }
@@ -345,7 +345,7 @@ struct ClosedForm::Impl::Step {
     Layers mine;
     std::vector<double> bwd;  // each layer's backward, in model order
     for (int j = st; j < chunks; j += P) {
-      const auto& ls = layout.chunks[static_cast<std::size_t>(j)];
+      const auto& ls = layout.chunk_layers[static_cast<std::size_t>(j)];
       mine.insert(mine.end(), ls.begin(), ls.end());
       bwd.insert(bwd.end(), layer_bwd[static_cast<std::size_t>(j)].begin(), layer_bwd[static_cast<std::size_t>(j)].end());
     }
@@ -383,14 +383,14 @@ Result ClosedForm::estimate(const config::Scenario& s) {
   r.gpus = s.cluster.num_gpus();
   r.params = im.params;
   const models::ModelGraph& g = im.graph(s);
-  auto layout = strategies::plan_layout(g, p, t, s.host);
-  adopt_plan(r, std::move(layout.plan), s);
+  auto laid = strategies::plan_layout(g, p, t, s.host);
+  adopt_plan(r, std::move(laid.plan), s);
 
-  Impl::Step step(im, s, g, layout, r.plan.micro_batches);
+  Impl::Step step(im, s, g, laid.layout);
   step.price_passes();
   step.price_hops();
   step.stage_totals();
-  const bool zero3 = p.zero_stage == 3 && p.data > 1;
+  const bool zero3 = p.zero_stage == 3 && step.D > 1;
   r.step_time_s = zero3 ? step.zero3_step() : step.pipeline_step();
   const double samples = static_cast<double>(t.global_batch) * r.plan.iterations_per_step;
   r.samples_per_s = samples / r.step_time_s;
