@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct Plan {
   // Per pipeline stage: weight versions kept, and how many updates behind sequential SGD the
   // weights its gradients are computed on are (PipeDream, PipeDream-2BW; 1 and 0 otherwise).
   std::vector<int> stage_weight_versions, stage_staleness;
+  // Tasks each mechanism unit emitted (strategies/unit.hpp), by its name: what its count must equal.
+  std::map<std::string, std::size_t> unit_tasks;
 };
 
 // Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice

@@ -108,17 +108,14 @@ void Planner::step_optimizer(int s, int embedding_sync) {
     last_compute_[static_cast<std::size_t>(s)] = replica_last_[d][static_cast<std::size_t>(s)];
     step_optimizer_one(s, embedding_sync);
   }
-  if ((p_.zero_stage == 1 || p_.zero_stage == 2) && grad_ranks() > 1) {
-    const Layers mine = stage_layers(s);
-    std::vector<int> deps;
-    for (const auto& last : replica_last_) deps.push_back(last[static_cast<std::size_t>(s)]);
-    double experts = 0;
-    if (p_.expert > 1)
-      for (const auto* l : mine) experts += l->expert_params();
-    collective(CollectiveOp::AllGather, data_groups(s), (layer_params(mine) - experts) * weight_bytes_per_param(t_.precision), deps,
-               "zero gather params");
-    if (p_.expert > 1) gather_expert_params(s, deps);
-  }
+  std::vector<int> deps;
+  for (const auto& last : replica_last_) deps.push_back(last[static_cast<std::size_t>(s)]);
+  for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.after_optimizer(*this, s, deps); });  // ZeRO's gathers
+}
+
+void Planner::unit_step_waits(std::vector<int>& deps) const {
+  for (const auto& u : units_)
+    if (const int t = u->step_waits_for(); t >= 0) deps.push_back(t);
 }
 
 void Planner::step_optimizer_one(int s, int embedding_sync) {
@@ -131,7 +128,7 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
   w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};
   if (const double fp8 = fp8_weight_params(mine); fp8 > 0) w.kernels.push_back(fp8_weight_cast_kernel(fp8));
   std::vector<int> deps;
-  if (z3_last_rs_ >= 0) deps.push_back(z3_last_rs_);
+  unit_step_waits(deps);
   if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
   if (embedding_sync >= 0) deps.push_back(embedding_sync);
   if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);

@@ -11,6 +11,7 @@
 #include "sim/replay/dispatch.hpp"
 #include "strategies/buckets.hpp"
 #include "strategies/layout.hpp"
+#include "strategies/unit.hpp"
 
 namespace dtsim::results {
 
@@ -92,8 +93,9 @@ SliceFacts slice_facts(const config::Scenario& s) {
   slice.tensor = p.tensor;
   slice.sequence_parallel = p.sequence_parallel;
   slice.expert = p.expert;
-  const models::ModelGraph graph = s.model.build(slice);
   SliceFacts f;
+  f.graph = std::make_shared<const models::ModelGraph>(s.model.build(slice));
+  const models::ModelGraph& graph = *f.graph;
   f.layers = static_cast<double>(graph.layers.size());
   f.tied = graph.tied_params > 0;
   const double gbytes = strategies::grad_bytes_per_param(s.training.precision);
@@ -163,63 +165,59 @@ Counted counted(const config::Scenario& s, bool replay, const SliceFacts& facts)
   return k;
 }
 
+// The layout laid out over the slice, as the planner lays it out (an impossible split leaves the
+// chunks empty: planning refuses it).
+strategies::Layout laid_out(const config::Scenario& s, const SliceFacts& facts) {
+  strategies::Layout lay = strategies::layout_of(s.parallelism, s.training);
+  try {
+    lay.chunk_layers = strategies::split_chunks(*facts.graph, lay.chunks, s.parallelism.stage_blocks);
+  } catch (const std::exception&) {
+    lay.chunk_layers.assign(static_cast<std::size_t>(lay.chunks), {});
+  }
+  return lay;
+}
+
 // Tasks of the plan, over every simulated step.
 double count_tasks(const config::Scenario& s, const Counted& k, const SliceFacts& facts) {
   const auto& p = s.parallelism;
-  const double D = k.D, P = k.P, G = k.G, chunks = k.chunks, micro = k.micro, replicas = k.replicas;
-  const double iterations = k.iterations, steps = k.steps, layers = k.layers, buckets = k.buckets;
-  const double z3_gathers = k.z3_gathers, z3_reduces = k.z3_reduces, moe_layers = k.moe_layers;
-  const double expert_buckets = k.expert_buckets;
-  const bool sync = k.sync, zero3 = k.zero3, gathers = k.gathers, framework_zero3 = k.framework_zero3, ep = k.ep, edp = k.edp;
-  // Tasks: each replica's forward and backward passes, the sends between stages (and the
-  // receiving tensor group's gathers), ZeRO-2's reduces and ZeRO-3's per-layer gathers and
-  // reduce-scatters, the last backward split per layer (to start the buckets), the per-layer
-  // forwards of priority order, loads, EASGD's local steps; then buckets, compression, optimizer
-  // steps, parameter gathers, the embedding sync and asynchronous exchanges.
-  double passes = micro * chunks * 2 + micro * (chunks - 1) * 2 * (gathers ? 2 : 1);
-  if (p.zero_stage == 2 && G > 1) passes += micro * chunks;
-  // DeepSpeed's and FSDP's ZeRO-3 (strategies/plan_framework.cpp): per micro-batch the gathers
-  // and reduce-scatters its rules issue (counted as the planner counts them), and the passes split
-  // where they wait for a gather: each layer's forward and backward, plus one piece per gather.
-  if (zero3) passes += micro * (framework_zero3 ? 2 * layers + 2 * z3_gathers + z3_reduces : 5 * layers);
-  // Offload: gradient buckets copied down, the host step and the parameters copied up, per stage;
-  // activations down and back per pass.
+  const double D = k.D, P = k.P, micro = k.micro, replicas = k.replicas;
+  const double iterations = k.iterations, steps = k.steps, buckets = k.buckets;
+  const double moe_layers = k.moe_layers, expert_buckets = k.expert_buckets;
+  const bool sync = k.sync, ep = k.ep;
+  // The passes as the planner's emitter and its mechanism units emit them, each counted by its
+  // own code (strategies/unit.hpp): every pass, split per layer where a unit asks, the sends
+  // between stages (and the receiving tensor group's gathers), zero-bubble's W passes,
+  // PipeDream's updates, and each unit's tasks (ZeRO's collectives, a framework's ZeRO-3,
+  // activation offload's copies).
+  const strategies::Layout lay = laid_out(s, facts);
+  const auto units = strategies::make_units(p);
+  strategies::Count count{lay, p, s.training, {}, strategies::replicas_join(lay, p)};
+  for (const auto& u : units) count.units.push_back(u.get());
+  double tasks = strategies::pass_tasks(count);
+  for (const auto* u : count.units) tasks += u->tasks(count);
+  // Per replica and local step: loads, EASGD's local steps, ZeRO-Offload's gradient copies, host
+  // step and parameter copy per stage; then buckets, compression, optimizer steps, the embedding
+  // sync and asynchronous exchanges.
+  double passes = (p.input.enabled ? micro : 0) + (p.updates == strategies::Updates::Easgd ? P : 0);
   if (p.offload_optimizer) passes += facts.offload_buckets + 3 * P;
-  if (p.activation_offload) passes += 4 * micro * layers;  // per layer: its passes split, two copies
-  // Zero-bubble's W passes; PipeDream's update (after a data-parallel all-reduce) per backward.
-  if (p.schedule == strategies::Schedule::ZeroBubbleH1) passes += micro * chunks;
-  if (p.schedule == strategies::Schedule::PipeDream) passes += micro * P * (p.data > 1 ? 2 : 1);
-  passes += layers * (1 + (p.priority_buckets ? 1 : 0)) + (p.input.enabled ? micro : 0) +
-            (p.updates == strategies::Updates::Easgd ? P : 0);
-  double tasks = replicas * iterations * passes;
+  tasks += replicas * iterations * passes;
   const double per_bucket =
       1 + (p.compression != strategies::Compression::None ? replicas : 0) + (p.priority_buckets ? replicas : 0);
   tasks += buckets * per_bucket + P * (replicas + 1) + 1 + (sync ? 0 : 2 * replicas);
-  // Expert parallelism (strategies/plan_experts.cpp): every layer's pass is a task of its own, an
-  // MoE layer's three with two all-to-alls between them (and the most loaded GPU's experts under
-  // skew), its forward again before backward under full recomputation; expert gradient buckets
-  // and, under ZeRO-1/2, their parameter gathers; ZeRO-2's per-micro-batch reduces and ZeRO-3's
-  // per-layer gathers and reduce-scatters of the experts, over their own groups.
+  // Expert parallelism (strategies/plan_experts.cpp): beyond the one task per layer counted above,
+  // an MoE layer's two more pieces with two all-to-alls between them (and the most loaded GPU's
+  // experts under skew), its forward again before backward under full recomputation; expert
+  // gradient buckets and their parameter gathers.
   if (ep) {
-    const double per_moe = 4 + (p.expert_skew > 0 ? 1 : 0);  // beyond the layer's one task
+    const double per_moe = 4 + (p.expert_skew > 0 ? 1 : 0);
     const double again = p.recompute == strategies::Recompute::Full ? 1 + per_moe : 0;
-    tasks += replicas * micro * (2 * layers + moe_layers * (2 * per_moe + again));
+    tasks += replicas * micro * moe_layers * (2 * per_moe + again);
     tasks += expert_buckets + P;
-    if (edp && p.zero_stage == 2) tasks += replicas * micro * chunks;
-    if (edp && zero3) tasks += replicas * micro * 3 * moe_layers;
   }
-  // Every replica simulated (synchronous): the replicas join one task for each collective of the
-  // passes over their data-parallel group (ZeRO-2's reduces but the last micro-batch's, ZeRO-3's,
-  // PipeDream's all-reduces) and over their expert-parallel group (the all-to-alls), counted above
-  // once per replica (strategies/plan_replicas.cpp).
-  if (sync && p.all_replicas && D > 1) {
-    double joined = 0;  // per replica
-    if (G > 1 && p.zero_stage == 2) joined += (micro - 1) * chunks * (edp ? 2 : 1);
-    if (zero3) joined += micro * (framework_zero3 ? z3_gathers + z3_reduces : 3 * layers + (edp ? 3 * moe_layers : 0));
-    if (G > 1 && p.schedule == strategies::Schedule::PipeDream) joined += micro * P;
-    tasks -= (replicas - 1) * joined;
-    if (ep) tasks -= (replicas - D / p.expert) * micro * moe_layers * (4 + (p.recompute == strategies::Recompute::Full ? 2 : 0));
-  }
+  // Every replica simulated (synchronous): the replicas of an expert-parallel group join one task
+  // for each of its all-to-alls, counted above once per replica (strategies/plan_replicas.cpp).
+  if (sync && p.all_replicas && D > 1 && ep)
+    tasks -= (replicas - D / p.expert) * micro * moe_layers * (4 + (p.recompute == strategies::Recompute::Full ? 2 : 0));
   tasks *= steps;
   return tasks;
 }

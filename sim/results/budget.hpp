@@ -1,4 +1,5 @@
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,13 @@ Estimate estimate(const config::Scenario& s, config::Backend backend, bool repla
 // What the estimate reads from one tensor rank's slice of the model (built for it): the same for
 // every candidate of a sweep with the same tensor split, sequence parallelism and buckets.
 struct SliceFacts {
+  // The slice itself: the planner's mechanism units count their tasks over its chunks.
+  std::shared_ptr<const models::ModelGraph> graph;
   double layers = 0, buckets = 0;  // buckets over the whole model
   bool tied = false;
-  // DeepSpeed's and FSDP's ZeRO-3 gathers and reduce-scatters per micro-batch, and offload's
-  // gradient copy buckets (strategies/plan_framework.cpp counts them the same way).
+  // DeepSpeed's and FSDP's ZeRO-3 gathers and reduce-scatters per micro-batch (for the flows; the
+  // tasks are strategies/units/framework_zero3.cpp's count), and offload's gradient copy buckets
+  // (strategies/plan_offload.cpp).
   double z3_gathers = 0, z3_reduces = 0, offload_buckets = 0;
   double moe_layers = 0, expert_buckets = 0;  // expert parallelism: MoE layers, expert gradient buckets
 };

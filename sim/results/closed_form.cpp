@@ -12,6 +12,8 @@
 #include "strategies/buckets.hpp"
 #include "strategies/placement.hpp"
 #include "strategies/plan.hpp"
+#include "strategies/unit.hpp"
+#include "strategies/units/zero.hpp"
 #include "strategies/works.hpp"
 
 namespace dtsim::results {
@@ -23,18 +25,21 @@ using Layers = std::vector<const models::Layer*>;
 
 std::string closed_form_gap(const config::Scenario& s) {
   const auto& p = s.parallelism;
-  // A whitelist: what is not named here is replayed.
+  // A whitelist: what is not named here is replayed. The planner's mechanism units answer for
+  // themselves (strategies/unit.hpp), each at its place in this order.
+  const auto units = strategies::make_units(p);
   if (p.schedule != Schedule::OneFOneB && p.schedule != Schedule::GPipe && p.schedule != Schedule::Interleaved)
     return "pipeline schedule";
   if (p.updates != strategies::Updates::Sync) return "asynchronous updates";
-  if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) return "ZeRO stage";
-  if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
+  if (auto why = strategies::replay_only(units, "zero", p); !why.empty()) return why;
   if (p.recompute == Recompute::Stage) return "stage recomputation";
   if (p.offload_optimizer) return "optimizer offload";
-  if (p.activation_offload) return "activation offload";
+  if (auto why = strategies::replay_only(units, "activation-offload", p); !why.empty()) return why;
   if (p.context > 1) return "context parallelism";
   if (p.expert > 1) return "expert parallelism";
   if (s.training.precision == strategies::Precision::Fp8) return "FP8";
+  if (auto why = strategies::replay_only(units, "framework-zero3", p); !why.empty()) return why;
+  // The framework's pipeline engine and collectives, with or without its ZeRO-3.
   if (p.framework.framework != strategies::Framework::MegatronLM) return "framework behaviour (deepspeed, fsdp)";
   if (p.compression != strategies::Compression::None) return "gradient compression";
   if (p.input.enabled) return "input pipeline";
@@ -239,30 +244,20 @@ struct ClosedForm::Impl::Step {
         .seconds;
   }
 
-  // One stage, every layer's parameters gathered before its forward and backward; the
-  // gathers of a forward run ahead on the communication stream, a backward's gather waits
-  // for the previous layer's gradient reduce-scatter.
+  // One stage, every layer's parameters gathered before its forward and backward: ZeRO-3's term
+  // (strategies/units/zero.hpp) over these prices.
   double zero3_step() {
     const Layers& ls = layout.chunk_layers[0];
-    double comm = 0, comp = 0;
-    std::vector<double> ag(ls.size()), rs(ls.size()), fw(ls.size());
+    strategies::Zero3Prices z;
+    z.micro_batches = micro_batches;
     for (std::size_t i = 0; i < ls.size(); ++i) {
-      ag[i] = data_collective(CollectiveOp::AllGather, ls[i]->params() * wbytes, 0);
-      rs[i] = data_collective(CollectiveOp::ReduceScatter, ls[i]->params() * gbytes, 0);
-      fw[i] = im.layer_seconds(*ls[i], true, g, p, rep(0));
+      z.gather.push_back(data_collective(CollectiveOp::AllGather, ls[i]->params() * wbytes, 0));
+      z.reduce.push_back(data_collective(CollectiveOp::ReduceScatter, ls[i]->params() * gbytes, 0));
+      z.forward.push_back(im.layer_seconds(*ls[i], true, g, p, rep(0)));
     }
-    for (std::int64_t k = 0; k < micro_batches; ++k) {
-      for (std::size_t i = 0; i < ls.size(); ++i) {
-        comm += ag[i];
-        comp = std::max(comp, comm) + fw[i];
-      }
-      for (std::size_t i = ls.size(); i-- > 0;) {
-        comm += ag[i];
-        comp = std::max(comp, comm) + layer_bwd[0][i];
-        comm = comp + rs[i];
-      }
-    }
-    return std::max(comm, comp) + optimizer_seconds(params_of(ls) / D);
+    z.backward = layer_bwd[0];
+    z.optimizer = optimizer_seconds(params_of(ls) / D);
+    return strategies::zero3_step_seconds(z);
   }
 
   // The passes of every micro-batch through the pipeline, up to the last backward on stage 0.
@@ -353,10 +348,10 @@ struct ClosedForm::Impl::Step {
     double start = std::max(comm, last[i]);
     if (st == 0 || st == P - 1) start = std::max(start, embedding);
     const double shard = params_of(mine) / (p.zero_stage >= 1 ? D : 1);
-    double end = start + optimizer_seconds(shard);
-    if (p.zero_stage == 1 && D > 1)
-      end += data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st);
-    return end;
+    if (p.zero_stage == 1 && D > 1)  // ZeRO-1's term (strategies/units/zero.hpp)
+      return strategies::zero1_stage_end(start, optimizer_seconds(shard),
+                                         data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st));
+    return start + optimizer_seconds(shard);
   }
 
   double pipeline_step() {

@@ -1,0 +1,125 @@
+#include "strategies/unit.hpp"
+
+#include "strategies/units/units.hpp"
+
+namespace dtsim::strategies {
+
+namespace {
+
+// The registry, in the order the emitter calls the units: activation offload's fetch goes before
+// ZeRO-3's gather in a layer's dependencies, as the copy comes back before the layer runs.
+struct Entry {
+  const char* name;
+  bool (*active)(const ParallelismSpec&);
+  std::unique_ptr<Unit> (*make)(const ParallelismSpec&);
+};
+const Entry kUnits[] = {
+    {"activation-offload", [](const ParallelismSpec& p) { return p.activation_offload; }, make_activation_offload},
+    {"zero", [](const ParallelismSpec& p) { return p.zero_stage > 0; }, make_zero},
+    {"framework-zero3", framework_zero3, make_framework_zero3},
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Unit>> make_units(const ParallelismSpec& p) {
+  std::vector<std::unique_ptr<Unit>> out;
+  for (const auto& e : kUnits)
+    if (e.active(p)) out.push_back(e.make(p));
+  return out;
+}
+
+std::vector<std::string> unit_names() {
+  std::vector<std::string> out;
+  for (const auto& e : kUnits) out.emplace_back(e.name);
+  return out;
+}
+
+std::string replay_only(const std::vector<std::unique_ptr<Unit>>& units, const std::string& name, const ParallelismSpec& p) {
+  for (const auto& u : units)
+    if (name == u->name()) return u->replay_only(p);
+  return "";
+}
+
+PassKind kind_of(const PipeOp& op, bool final) {
+  return {op.forward, op.part, final, op.forward && op.micro_batch == 0, op.previous_step};
+}
+
+std::vector<std::pair<PassKind, std::int64_t>> pass_kinds(Schedule s, int stages, int stage, std::int64_t m) {
+  using Part = PipeOp::Part;
+  std::vector<std::pair<PassKind, std::int64_t>> out;
+  if (m <= 0) return out;
+  auto add = [&](PassKind k, std::int64_t n) {
+    if (n > 0) out.emplace_back(k, n);
+  };
+  add({true, Part::Whole, false, true, false}, 1);
+  add({true, Part::Whole, false, false, false}, m - 1);
+  if (s == Schedule::ZeroBubbleH1) {  // B is never the last backward: a W follows it
+    add({false, Part::Input, false, false, false}, m);
+    add({false, Part::Weight, true, false, false}, 1);
+    add({false, Part::Weight, false, false, false}, m - 1);
+    return out;
+  }
+  // Without a flush the window's first p - stage - 1 backwards finish the previous step's
+  // micro-batches (schedules need m >= p there).
+  const std::int64_t previous = asynchronous(s) ? std::min<std::int64_t>(stages - stage - 1, m - 1) : 0;
+  add({false, Part::Whole, false, false, true}, previous);
+  add({false, Part::Whole, false, false, false}, m - 1 - previous);
+  add({false, Part::Whole, true, false, false}, 1);
+  return out;
+}
+
+bool replicas_join(const Layout& k, const ParallelismSpec& p) {
+  if (!p.all_replicas || !k.sync || p.data <= 1) return false;
+  return ((p.zero_stage >= 2 || p.schedule == Schedule::PipeDream) && k.grad_ranks > 1) || p.expert > 1;
+}
+
+bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p) {
+  if (p.expert > 1) return true;  // MoE layers stop at their all-to-alls (plan_experts.cpp)
+  // Priority order: each layer of the first forward waits for its own update.
+  if (kind.forward) return p.priority_buckets && kind.first;
+  // The last backward hands each layer's gradients on as it ends: to the buckets, or to the host.
+  return kind.final && ((k.grad_ranks > 1 && p.overlap_grad_reduce) || p.offload_optimizer);
+}
+
+bool Count::split(const PassKind& kind) const {
+  if (kind.part == PipeOp::Part::Weight) return false;  // W passes run whole
+  if (core_splits(kind, k, p)) return true;
+  for (const auto* u : units)
+    if (u->splits(kind)) return true;
+  return false;
+}
+
+bool Count::taken(const PassKind& kind) const {
+  if (kind.part == PipeOp::Part::Weight) return false;
+  for (const auto* u : units)
+    if (u->takes(kind)) return true;
+  return false;
+}
+
+double pass_tasks(const Count& c) {
+  const double sends = c.p.tensor > 1 && !c.p.sequence_parallel ? 2 : 1;  // the receiving group's gather
+  const bool pipedream = c.p.schedule == Schedule::PipeDream;
+  double per_replica = 0, updates = 0;
+  for (int j = 0; j < c.k.chunks; ++j) {
+    const double layers = static_cast<double>(c.k.chunk_layers[static_cast<std::size_t>(j)].size());
+    for (const auto& [kind, count] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
+      const double n = static_cast<double>(count);
+      if (kind.part == PipeOp::Part::Weight) {
+        per_replica += n;
+        continue;
+      }
+      if (c.taken(kind)) continue;
+      per_replica += n * (c.split(kind) ? layers : 1);
+      const bool hands_on = kind.forward ? j + 1 < c.k.chunks : j > 0;
+      if (hands_on) per_replica += n * sends;
+      // PipeDream steps each stage after every backward, its replicas' gradients summed first.
+      if (pipedream && !kind.forward) {
+        per_replica += n;
+        if (c.k.grad_ranks > 1) updates += n;
+      }
+    }
+  }
+  return per_replica * c.per_replica() + updates * c.per_collective();
+}
+
+}  // namespace dtsim::strategies

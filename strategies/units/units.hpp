@@ -1,0 +1,16 @@
+#pragma once
+// Every mechanism unit's maker, for the registry (strategies/unit.cpp). One file per unit.
+#include <memory>
+
+#include "strategies/unit.hpp"
+
+namespace dtsim::strategies {
+
+std::unique_ptr<Unit> make_zero(const ParallelismSpec& p);             // units/zero.cpp
+std::unique_ptr<Unit> make_framework_zero3(const ParallelismSpec& p);  // units/framework_zero3.cpp
+std::unique_ptr<Unit> make_activation_offload(const ParallelismSpec& p);  // units/activation_offload.cpp
+
+// DeepSpeed's or FSDP's ZeRO-3 runs the passes (rather than Megatron-LM's idealised one).
+bool framework_zero3(const ParallelismSpec& p);
+
+}  // namespace dtsim::strategies
