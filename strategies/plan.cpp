@@ -127,30 +127,11 @@ bool Planner::split(const PassKind& kind) const {
   return false;
 }
 
-// The loader stream hands over this micro-batch. Every micro-batch is loaded, the first of a step
-// too. The loader runs ahead of the GPU without bound, one load after the other: a step's first
-// starts when the previous step's last ends.
-void Planner::load_micro_batch(Pass& pass) {
-  if (load_work_ < 0) {
-    taskgraph::Work w;
-    w.name = "load micro-batch";
-    w.fixed_seconds = p_.input.seconds(p_.micro_batch);
-    load_work_ = table_.get(std::move(w));
-  }
-  std::vector<int> deps;
-  if (last_load_ >= 0) deps.push_back(last_load_);
-  const int load = plan_.graph.add_compute(rep(pass.stage), load_work_, Category::Input, "load" + pass.tag, deps);
-  plan_.graph.tasks[static_cast<std::size_t>(load)].off_step_order = true;  // it waits for loads alone
-  if (last_load_ < 0) first_load_ = load;
-  last_load_ = load;
-  pass.cross.push_back(last_load_);
-}
-
 void Planner::emit(int s, std::size_t index, const PipeOp& op) {
   Pass pass = open_pass(s, index, op);
   if (op.part == PipeOp::Part::Weight) return emit_weight_pass(pass);
   const int j = pass.chunk;
-  if (op.forward && j == 0 && p_.input.enabled) load_micro_batch(pass);
+  for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.before_pass(*this, pass); });  // loads
   bool waits_previous_step = false;  // for a gradient the previous step's window sent
   if (!op.forward && j < k_.chunks - 1) {
     const int u = upstream_grad(j, op);
@@ -167,8 +148,6 @@ void Planner::emit(int s, std::size_t index, const PipeOp& op) {
 int Planner::emit_layers(Pass& pass, int& first) {
   const Layers& layers = *pass.layers;
   const bool forward = pass.kind.forward;
-  // Priority order: the next step's forward of each layer waits for its update.
-  const bool record_first = forward && p_.priority_buckets && (pass.kind.first || p_.activation_offload);
   int last = -1;
   first = -1;
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -179,7 +158,6 @@ int Planner::emit_layers(Pass& pass, int& first) {
     last = layer_task(pass, l, std::move(deps));
     if (first < 0) first = last;
     if (!forward && pass.kind.final) final_backward_[&l] = last;
-    if (record_first) first_forward_[&l] = last;
     after_layer(pass, l, last);
   }
   return last;
@@ -233,7 +211,6 @@ void Planner::emit_passes() {
   bwd_out_ = fwd_out_;
   bwd_prev_out_ = fwd_out_;
   final_backward_.clear();
-  first_forward_.clear();
   // Emit passes in an order every dependency respects: each stage runs its schedule as far as
   // the passes it waits for exist.
   std::vector<std::size_t> next(S, 0);

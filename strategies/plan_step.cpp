@@ -39,24 +39,20 @@ void Planner::start_stages() {
 void Planner::emit_replicas() {
   const auto S = static_cast<std::size_t>(p_.pipeline);
   const int replicas = k_.replicas, iterations = k_.iterations;
-  int previous_exchange = -1;  // EASGD's workers take turns with the centre
   for (d_ = 0; d_ < replicas; ++d_) {
     last_compute_.assign(S, -1);
     last_send_.assign(S, -1);
-    last_load_ = first_load_ = -1;
     start_replica();
     in_passes_ = true;
     for (int it = 0; it < iterations; ++it) {
-      if (it > 0) local_optimizer();
+      for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.before_passes(*this, it); });
       emit_passes();
     }
     in_passes_ = false;
-    if (first_load_ >= 0)  // the next step's first load follows this step's last
-      plan_.graph.tasks[static_cast<std::size_t>(first_load_)].after_previous_step.push_back(last_load_);
     replica_final_.push_back(final_backward_);
-    replica_first_forward_.push_back(first_forward_);
     replica_last_.push_back(last_compute_);
-    if (!k_.sync) asynchronous_update(previous_exchange);
+    // The loads' link to the next step, priority order's first forwards, an asynchronous exchange.
+    for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.end_replica(*this); });
     // Every replica emits as many tasks as the first: room for all of them (and as many again
     // for the gradient syncs and updates after) at once. Growing by doubling held the old and the
     // new array together, 1.4 GB at 2.3 million tasks; pages never written cost no memory.

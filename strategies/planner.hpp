@@ -49,6 +49,10 @@ class Planner {
   Plan& plan() { return plan_; }
   WorkTable& works() { return table_; }
   int replica() const { return d_; }  // the replica being emitted
+  void set_replica(int d) { d_ = d; }
+  int gpu(int s) const { return rep(s); }  // stage s's GPU of the replica being emitted
+  // Each replica's last task per stage, once its passes are emitted (then its optimizer step's).
+  std::vector<std::vector<int>>& replica_last() { return replica_last_; }
   int tensor_group(int s) const { return tp_group_[static_cast<std::size_t>(s)]; }
   // Stage s's streams of the replica being emitted: its last compute task (and the one before),
   // its last data-parallel collective.
@@ -91,7 +95,6 @@ class Planner {
   // hook of another unit inside it counts its own.
   template <class F>
   void attributed(std::size_t unit, F&& f);
-  void load_micro_batch(Pass& pass);
   // The passes (plan.cpp): each pass opened with what it waits for, split per layer where a unit
   // or the gradient synchronisation asks.
   bool ready(int s, const PipeOp& op) const;
@@ -104,8 +107,8 @@ class Planner {
   void emit_backward(Pass& pass, bool waits_previous_step);
   void after_backward(Pass& pass, int last, bool split);
   void synchronise_gradients(int s);
+  void synchronise_bucket(int s, const Layers& mine, const Bucket& bucket, std::size_t b);
   void step_optimizer(int s, int embedding_sync);
-  void step_optimizer_per_bucket(int s);
   void step_optimizer_one(int s, int embedding_sync);
   // Tasks the units ask the optimizer step of the replica being emitted to wait for.
   void unit_step_waits(std::vector<int>& deps) const;
@@ -115,8 +118,6 @@ class Planner {
   int embedding_sync(bool after_flush);
   Plan finish();
   void host_memory();
-  void local_optimizer();
-  void asynchronous_update(int& previous_exchange);
   MemoryBreakdown stage_memory(int s) const;
   bool pipeline_reduce_after_flush() const;
   double pipeline_reduce_bytes() const;
@@ -157,21 +158,14 @@ class Planner {
   std::vector<ContextGroups> cp_groups_;  // per stage
   std::vector<std::vector<int>> fwd_out_, bwd_out_;  // per model chunk, per micro-batch: task handing on
   std::map<const models::Layer*, int> final_backward_;
-  int last_load_ = -1, first_load_ = -1;  // this replica's loads of the step
   int d_ = 0;  // the replica being emitted
   std::vector<std::map<const models::Layer*, int>> replica_final_;
-  // Priority buckets: each replica's first forward of every layer, and each bucket's collective.
-  std::map<const models::Layer*, int> first_forward_;
-  std::vector<std::map<const models::Layer*, int>> replica_first_forward_;
-  std::vector<Bucket> buckets_;
-  std::vector<int> bucket_comm_;
   std::vector<std::vector<int>> replica_last_;
   std::map<std::pair<int, int>, int> p2p_groups_;  // by (GPU from, GPU to)
   std::map<std::pair<int, int>, int> replica_tp_groups_;  // by (replica, stage), replicas after 0
   std::map<int, std::vector<int>> data_groups_;
   // (forward, chunk, one layer or null for the whole chunk, tensor group) -> its shared work.
   std::map<std::tuple<bool, int, const models::Layer*, int>, int> pass_works_;
-  int load_work_ = -1;  // one micro-batch's load
   // Offload's PCIe copy streams per (replica, stage) (host to device, device to host: each GPU
   // has its own copy engines) and each pass's offloaded copy.
   std::map<std::pair<int, int>, std::array<int, 2>> copy_streams_;

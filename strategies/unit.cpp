@@ -14,9 +14,12 @@ struct Entry {
   std::unique_ptr<Unit> (*make)(const ParallelismSpec&);
 };
 const Entry kUnits[] = {
+    {"input-loader", [](const ParallelismSpec& p) { return p.input.enabled; }, make_input_loader},
     {"activation-offload", [](const ParallelismSpec& p) { return p.activation_offload; }, make_activation_offload},
+    {"priority-buckets", [](const ParallelismSpec& p) { return p.priority_buckets; }, make_priority_buckets},
     {"zero", [](const ParallelismSpec& p) { return p.zero_stage > 0; }, make_zero},
     {"framework-zero3", framework_zero3, make_framework_zero3},
+    {"async-updates", [](const ParallelismSpec& p) { return p.updates != Updates::Sync; }, make_async_updates},
 };
 
 }  // namespace
@@ -75,8 +78,7 @@ bool replicas_join(const Layout& k, const ParallelismSpec& p) {
 
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p) {
   if (p.expert > 1) return true;  // MoE layers stop at their all-to-alls (plan_experts.cpp)
-  // Priority order: each layer of the first forward waits for its own update.
-  if (kind.forward) return p.priority_buckets && kind.first;
+  if (kind.forward) return false;
   // The last backward hands each layer's gradients on as it ends: to the buckets, or to the host.
   return kind.final && ((k.grad_ranks > 1 && p.overlap_grad_reduce) || p.offload_optimizer);
 }

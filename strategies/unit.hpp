@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "strategies/buckets.hpp"
 #include "strategies/layout.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/spec.hpp"
@@ -75,6 +76,7 @@ class Unit {
 
   // --- emission (defaults: nothing)
   virtual void start_replica(Planner&) {}
+  virtual void before_passes(Planner&, int /*iteration*/) {}  // each local step's passes
   virtual void before_pass(Planner&, Pass&) {}
   virtual bool takes(const PassKind&) const { return false; }  // then emit_pass emits it whole
   virtual void emit_pass(Planner&, Pass&) {}
@@ -85,6 +87,12 @@ class Unit {
   // After a backward's last task (`split`: emitted layer by layer), zero-bubble's W passes included.
   virtual void after_backward(Planner&, Pass&, int /*last*/, bool /*split*/) {}
   virtual void end_replica(Planner&) {}
+  // Gradient buckets queue on the stage's stream in the order they fill, unless a unit orders them.
+  virtual bool orders_buckets() const { return false; }
+  virtual void after_bucket(Planner&, int /*s*/, const Bucket&, int /*task*/) {}
+  // A unit may run a stage's optimizer step itself (every replica's).
+  virtual bool takes_step() const { return false; }
+  virtual void step(Planner&, int /*s*/) {}
   // After every replica's optimizer step of stage s (`deps`: those steps).
   virtual void after_optimizer(Planner&, int /*s*/, const std::vector<int>& /*deps*/) {}
   // A task the optimizer step of the replica being emitted waits for (-1: none).
@@ -107,9 +115,11 @@ std::string replay_only(const std::vector<std::unique_ptr<Unit>>& units, const s
 // (strategies/plan_replicas.cpp).
 bool replicas_join(const Layout& k, const ParallelismSpec& p);
 // Where the emitter itself splits a pass per layer: expert parallelism (MoE layers stop at their
-// all-to-alls), priority order's first forward, and the last backward when the gradient
-// synchronisation (or ZeRO-Offload's copies) start layer by layer.
+// all-to-alls), and the last backward when the gradient synchronisation (or ZeRO-Offload's
+// copies) start layer by layer.
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p);
+// A stage's gradient buckets as the data-parallel synchronisation fills them (plan_updates.cpp).
+std::vector<Bucket> sync_buckets(const Layers& stage_layers, const ParallelismSpec& p, Precision precision);
 // The tasks the emitter itself puts in the passes (one per pass, or per layer where a unit
 // splits it; the sends between stages), all replicas together; the units' are theirs.
 double pass_tasks(const Count& c);

@@ -81,7 +81,7 @@ TEST(Units, EveryShippedScenarioEmitsWhatItsUnitsCount) {
 // activation offload on each of them.
 TEST(Units, VariationsEmitWhatTheirUnitsCount) {
   using strategies::Framework;
-  const std::vector<std::pair<const char*, std::function<void(strategies::ParallelismSpec&)>>> cases = {
+  std::vector<std::pair<const char*, std::function<void(strategies::ParallelismSpec&)>>> cases = {
       {"zero1", [](auto& p) { p.zero_stage = 1; }},
       {"zero2", [](auto& p) { p.zero_stage = 2; }},
       {"zero2, every replica", [](auto& p) { p.zero_stage = 2, p.all_replicas = true; }},
@@ -110,6 +110,23 @@ TEST(Units, VariationsEmitWhatTheirUnitsCount) {
          p.zero_stage = 1, p.activation_offload = true;
        }},
   };
+  auto loader = [](strategies::ParallelismSpec& p) {
+    p.input.enabled = true, p.input.cpu_seconds_per_sample = 1e-3, p.input.workers_per_gpu = 2;
+    p.input.sample_bytes = 1e5, p.input.storage_bandwidth_per_gpu = 1e9;
+  };
+  cases.push_back({"input loader", loader});
+  cases.push_back({"input loader, deepspeed, every replica", [&](auto& p) {
+                     loader(p);
+                     p.zero_stage = 3, p.framework = strategies::framework_defaults(Framework::DeepSpeed), p.all_replicas = true;
+                   }});
+  cases.push_back({"priority order", [](auto& p) { p.priority_buckets = true; }});
+  cases.push_back({"priority order, offload, every replica",
+                   [](auto& p) { p.priority_buckets = true, p.activation_offload = true, p.all_replicas = true; }});
+  cases.push_back({"priority order, 2 stages, every replica",
+                   [](auto& p) { p.priority_buckets = true, p.pipeline = 2, p.data = 4, p.all_replicas = true; }});
+  cases.push_back({"async", [](auto& p) { p.updates = strategies::Updates::Async; }});
+  cases.push_back({"hogwild, input loader", [&](auto& p) { p.updates = strategies::Updates::Hogwild, loader(p); }});
+  cases.push_back({"easgd", [](auto& p) { p.updates = strategies::Updates::Easgd, p.easgd_period = 3; }});
   for (const auto& [name, change] : cases) {
     SCOPED_TRACE(name);
     const auto c = count_and_plan(gpt2(change));
@@ -133,6 +150,13 @@ TEST(Units, CountsByHandForGpt2) {
   const auto offload = count_and_plan(gpt2([](auto& p) { p.activation_offload = true; }));
   EXPECT_EQ(offload.counted.at("activation-offload"), 56);
   EXPECT_EQ(offload.emitted.at("activation-offload"), 56u);
+  // Asynchronous workers, each with its own tasks: 8 x (push and pull, take the new weights) = 16;
+  // EASGD every 3 local steps: 8 x (2 local steps between, 1 before the exchange, the exchange,
+  // the elastic update) = 40.
+  const auto async = count_and_plan(gpt2([](auto& p) { p.updates = strategies::Updates::Async; }));
+  EXPECT_EQ(async.counted.at("async-updates"), 16);
+  const auto easgd = count_and_plan(gpt2([](auto& p) { p.updates = strategies::Updates::Easgd, p.easgd_period = 3; }));
+  EXPECT_EQ(easgd.counted.at("async-updates"), 40);
 }
 
 // ZeRO-3's step, worked by hand for two layers (gathers 1 and 2 s, reduce-scatters 0.5 s,
@@ -174,8 +198,12 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
                 },
                 "framework-zero3"),
             "framework behaviour (deepspeed, fsdp)");
+  EXPECT_EQ(gap([](auto& p) { p.input.enabled = true; }, "input-loader"), "input pipeline");
+  EXPECT_EQ(gap([](auto& p) { p.priority_buckets = true; }, "priority-buckets"), "priority buckets");
+  EXPECT_EQ(gap([](auto& p) { p.updates = strategies::Updates::Hogwild; }, "async-updates"), "asynchronous updates");
   EXPECT_TRUE(strategies::make_units(strategies::ParallelismSpec{}).empty());
-  EXPECT_EQ(strategies::unit_names(), (std::vector<std::string>{"activation-offload", "zero", "framework-zero3"}));
+  EXPECT_EQ(strategies::unit_names(), (std::vector<std::string>{"input-loader", "activation-offload", "priority-buckets", "zero",
+                                                                 "framework-zero3", "async-updates"}));
 }
 
 // The kinds of pass a stage's chunk runs, counted from the schedule itself: what the units count with.

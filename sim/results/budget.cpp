@@ -187,23 +187,19 @@ double count_tasks(const config::Scenario& s, const Counted& k, const SliceFacts
   // The passes as the planner's emitter and its mechanism units emit them, each counted by its
   // own code (strategies/unit.hpp): every pass, split per layer where a unit asks, the sends
   // between stages (and the receiving tensor group's gathers), zero-bubble's W passes,
-  // PipeDream's updates, and each unit's tasks (ZeRO's collectives, a framework's ZeRO-3,
-  // activation offload's copies).
+  // PipeDream's updates, and each unit's tasks (loads, ZeRO's collectives, a framework's ZeRO-3,
+  // activation offload's copies, priority order's updates, asynchronous exchanges).
   const strategies::Layout lay = laid_out(s, facts);
   const auto units = strategies::make_units(p);
   strategies::Count count{lay, p, s.training, {}, strategies::replicas_join(lay, p)};
   for (const auto& u : units) count.units.push_back(u.get());
   double tasks = strategies::pass_tasks(count);
   for (const auto* u : count.units) tasks += u->tasks(count);
-  // Per replica and local step: loads, EASGD's local steps, ZeRO-Offload's gradient copies, host
-  // step and parameter copy per stage; then buckets, compression, optimizer steps, the embedding
-  // sync and asynchronous exchanges.
-  double passes = (p.input.enabled ? micro : 0) + (p.updates == strategies::Updates::Easgd ? P : 0);
-  if (p.offload_optimizer) passes += facts.offload_buckets + 3 * P;
-  tasks += replicas * iterations * passes;
-  const double per_bucket =
-      1 + (p.compression != strategies::Compression::None ? replicas : 0) + (p.priority_buckets ? replicas : 0);
-  tasks += buckets * per_bucket + P * (replicas + 1) + 1 + (sync ? 0 : 2 * replicas);
+  // Per replica and local step: ZeRO-Offload's gradient copies, host step and parameter copy per
+  // stage; then buckets, compression, optimizer steps and the embedding sync.
+  if (p.offload_optimizer) tasks += replicas * iterations * (facts.offload_buckets + 3 * P);
+  const double per_bucket = 1 + (p.compression != strategies::Compression::None ? replicas : 0);
+  tasks += buckets * per_bucket + P * (replicas + 1) + 1;
   // Expert parallelism (strategies/plan_experts.cpp): beyond the one task per layer counted above,
   // an MoE layer's two more pieces with two all-to-alls between them (and the most loaded GPU's
   // experts under skew), its forward again before backward under full recomputation; expert

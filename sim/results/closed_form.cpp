@@ -30,7 +30,7 @@ std::string closed_form_gap(const config::Scenario& s) {
   const auto units = strategies::make_units(p);
   if (p.schedule != Schedule::OneFOneB && p.schedule != Schedule::GPipe && p.schedule != Schedule::Interleaved)
     return "pipeline schedule";
-  if (p.updates != strategies::Updates::Sync) return "asynchronous updates";
+  if (auto why = strategies::replay_only(units, "async-updates", p); !why.empty()) return why;
   if (auto why = strategies::replay_only(units, "zero", p); !why.empty()) return why;
   if (p.recompute == Recompute::Stage) return "stage recomputation";
   if (p.offload_optimizer) return "optimizer offload";
@@ -42,10 +42,10 @@ std::string closed_form_gap(const config::Scenario& s) {
   // The framework's pipeline engine and collectives, with or without its ZeRO-3.
   if (p.framework.framework != strategies::Framework::MegatronLM) return "framework behaviour (deepspeed, fsdp)";
   if (p.compression != strategies::Compression::None) return "gradient compression";
-  if (p.input.enabled) return "input pipeline";
+  if (auto why = strategies::replay_only(units, "input-loader", p); !why.empty()) return why;
   if (p.all_replicas || p.backup_workers > 0 || s.stragglers.enabled) return "every replica simulated";
   if (!p.stage_blocks.empty()) return "uneven stage layers";
-  if (p.priority_buckets) return "priority buckets";
+  if (auto why = strategies::replay_only(units, "priority-buckets", p); !why.empty()) return why;
   if (p.blocking_p2p) return "blocking stage-to-stage sends";
   if (s.roles.chief) return "chief checkpoints";
   if (s.steps_simulated != 1) return "several simulated steps";

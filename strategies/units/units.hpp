@@ -9,6 +9,9 @@ namespace dtsim::strategies {
 std::unique_ptr<Unit> make_zero(const ParallelismSpec& p);             // units/zero.cpp
 std::unique_ptr<Unit> make_framework_zero3(const ParallelismSpec& p);  // units/framework_zero3.cpp
 std::unique_ptr<Unit> make_activation_offload(const ParallelismSpec& p);  // units/activation_offload.cpp
+std::unique_ptr<Unit> make_input_loader(const ParallelismSpec& p);      // units/input_loader.cpp
+std::unique_ptr<Unit> make_priority_buckets(const ParallelismSpec& p);  // units/priority_buckets.cpp
+std::unique_ptr<Unit> make_async_updates(const ParallelismSpec& p);     // units/async_updates.cpp
 
 // DeepSpeed's or FSDP's ZeRO-3 runs the passes (rather than Megatron-LM's idealised one).
 bool framework_zero3(const ParallelismSpec& p);
