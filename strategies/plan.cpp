@@ -165,7 +165,12 @@ int Planner::emit_layers(Pass& pass, int& first) {
 
 int Planner::layer_task(Pass& pass, const models::Layer& l, std::vector<int> deps) {
   const bool forward = pass.kind.forward;
-  if (p_.expert > 1) return layer_pass(pass.stage, pass.chunk, forward, &l, std::move(deps), pass.tag);
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (units_[u]->takes_layers()) {  // expert parallelism's MoE layers
+      int task = -1;
+      attributed(u, [&](Unit& x) { task = x.emit_layer(*this, pass, l, std::move(deps)); });
+      return task;
+    }
   return compute(pass.stage, pass_work(forward, pass.chunk, &l, tp_group_[static_cast<std::size_t>(pass.stage)]), std::move(deps),
                  (forward ? "fwd " : "bwd ") + l.name + pass.tag);
 }

@@ -44,7 +44,7 @@ void Planner::synchronise_gradients(int s) {
   const auto buckets = sync_buckets(mine, p_, t_.precision);
   if (s == 0) plan_.gradient_buckets = buckets.size();
   for (std::size_t b = 0; b < buckets.size(); ++b) synchronise_bucket(s, mine, buckets[b], b);
-  if (p_.expert > 1) synchronise_expert_gradients(s);
+  for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.after_gradient_sync(*this, s); });  // experts
 }
 
 void Planner::synchronise_bucket(int s, const Layers& mine, const Bucket& bucket, std::size_t b) {

@@ -60,6 +60,13 @@ class Planner {
   int previous_compute(int s) const;
   int& comm_stream(int s) { return last_comm_[static_cast<std::size_t>(s)]; }
   std::vector<int> data_groups(int s);
+  // Per stage: the expert-parallel (all-to-all) groups and the expert-data-parallel groups.
+  std::vector<int> expert_groups(int s);
+  std::vector<int> expert_data_groups(int s);
+  // The final backward task of layer l in a replica's passes.
+  int final_backward(std::size_t replica, const models::Layer* l) const { return replica_final_[replica].at(l); }
+  // A pass's work (one layer, or the whole chunk for null), shared by every pass alike.
+  int pass_work(bool forward, int chunk, const models::Layer* layer, int tpg);
   int compute(int s, int work, std::vector<int> deps, const std::string& label);
   int collective(CollectiveOp op, std::vector<int> groups, double bytes, std::vector<int> deps, const std::string& label);
   // Every replica emitted under ZeRO-2/3 (plan_replicas.cpp): a collective over the data-parallel
@@ -71,7 +78,6 @@ class Planner {
   }
   int dense_and_expert_collective(int s, CollectiveOp op, double dense, double experts, double bytes_per_param, int after,
                                   const std::string& dense_label, const std::string& expert_label);
-  void gather_expert_params(int s, const std::vector<int>& deps);
   int pcie_copy(int s, double bytes, std::vector<int> deps, bool to_host, const std::string& label);
   // Every unit's hooks but `except`'s around one layer (a unit that emits whole passes calls them).
   void before_layer(Pass& pass, const models::Layer& l, std::vector<int>& deps, const Unit* except = nullptr);
@@ -86,7 +92,6 @@ class Planner {
   Layers stage_layers(int s) const { return k_.stage_layers(s); }
   int p2p_group(int from, int to);
   int replica_tp_group(int s);
-  int pass_work(bool forward, int chunk, const models::Layer* layer, int tpg);
   int send(int from, int to, int after, double tensor_bytes, const std::string& label);
   void start_replica();
   int lane_creator(int lane) const;
@@ -131,14 +136,9 @@ class Planner {
   void link_previous_step();
   double activation_change(int s, const PipeOp& op, double a) const;
   double live_before_window(int s) const;
-  // Expert parallelism (plan_experts.cpp).
-  std::vector<int> expert_groups(int s);
-  std::vector<int> expert_data_groups(int s);
-  int layer_pass(int s, int chunk, bool forward, const models::Layer* l, std::vector<int> deps, const std::string& tag);
-  void synchronise_expert_gradients(int s);
+  // Expert parallelism's shares of the optimizer's parameters and of memory (plan_experts.cpp).
   double update_shard(const Layers& ls) const;
   MemoryBreakdown state_memory(const Layers& ls) const;
-  double slowest_expert_load(const models::Layer& l) const;
 
   const models::ModelGraph& g_;
   const Layout k_;
@@ -179,13 +179,8 @@ class Planner {
   std::vector<std::vector<int>> bwd_prev_out_;
   std::vector<std::tuple<int, int, int>> after_previous_;
   std::map<std::tuple<int, int, int>, int> part_works_;  // (part, chunk, tensor group) -> work
-  // Expert parallelism: per stage, the all-to-all groups and the expert-data-parallel groups; per
-  // (forward, layer, tensor group) an MoE layer's works: before the dispatch, the experts, after
-  // the combine, and the experts at the most loaded GPU's load (-1: none slower); per stage the
-  // last expert task of that GPU.
+  // Expert parallelism: per stage, the all-to-all groups and the expert-data-parallel groups.
   std::map<int, std::vector<int>> expert_groups_, expert_data_groups_;
-  std::map<std::tuple<bool, const models::Layer*, int>, std::array<int, 4>> moe_works_;
-  std::map<int, int> last_slow_;
   // Per stage and lane, the collectives the passes of the lane's first replica created, in order,
   // and how many of them the replica being emitted has joined; whether any task waits for a later one.
   std::map<std::pair<int, int>, std::vector<int>> group_collectives_;  // by (stage, lane), plan_replicas.cpp

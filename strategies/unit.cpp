@@ -17,6 +17,7 @@ const Entry kUnits[] = {
     {"input-loader", [](const ParallelismSpec& p) { return p.input.enabled; }, make_input_loader},
     {"activation-offload", [](const ParallelismSpec& p) { return p.activation_offload; }, make_activation_offload},
     {"priority-buckets", [](const ParallelismSpec& p) { return p.priority_buckets; }, make_priority_buckets},
+    {"experts", [](const ParallelismSpec& p) { return p.expert > 1; }, make_experts},
     {"zero", [](const ParallelismSpec& p) { return p.zero_stage > 0; }, make_zero},
     {"framework-zero3", framework_zero3, make_framework_zero3},
     {"async-updates", [](const ParallelismSpec& p) { return p.updates != Updates::Sync; }, make_async_updates},
@@ -77,7 +78,6 @@ bool replicas_join(const Layout& k, const ParallelismSpec& p) {
 }
 
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p) {
-  if (p.expert > 1) return true;  // MoE layers stop at their all-to-alls (plan_experts.cpp)
   if (kind.forward) return false;
   // The last backward hands each layer's gradients on as it ends: to the buckets, or to the host.
   return kind.final && ((k.grad_ranks > 1 && p.overlap_grad_reduce) || p.offload_optimizer);
@@ -91,6 +91,12 @@ bool Count::split(const PassKind& kind) const {
   return false;
 }
 
+bool Count::layers_taken() const {
+  for (const auto* u : units)
+    if (u->takes_layers()) return true;
+  return false;
+}
+
 bool Count::taken(const PassKind& kind) const {
   if (kind.part == PipeOp::Part::Weight) return false;
   for (const auto* u : units)
@@ -101,6 +107,7 @@ bool Count::taken(const PassKind& kind) const {
 double pass_tasks(const Count& c) {
   const double sends = c.p.tensor > 1 && !c.p.sequence_parallel ? 2 : 1;  // the receiving group's gather
   const bool pipedream = c.p.schedule == Schedule::PipeDream;
+  const bool taken_layers = c.layers_taken();  // expert parallelism emits each layer's pass
   double per_replica = 0, updates = 0;
   for (int j = 0; j < c.k.chunks; ++j) {
     const double layers = static_cast<double>(c.k.chunk_layers[static_cast<std::size_t>(j)].size());
@@ -111,7 +118,7 @@ double pass_tasks(const Count& c) {
         continue;
       }
       if (c.taken(kind)) continue;
-      per_replica += n * (c.split(kind) ? layers : 1);
+      per_replica += n * (c.split(kind) ? (taken_layers ? 0 : layers) : 1);
       const bool hands_on = kind.forward ? j + 1 < c.k.chunks : j > 0;
       if (hands_on) per_replica += n * sends;
       // PipeDream steps each stage after every backward, its replicas' gradients summed first.

@@ -61,8 +61,10 @@ struct Count {
   // Every replica emitted and joining the collectives of the passes (strategies/plan_replicas.cpp):
   // those are one task per group, not one per replica.
   bool joined = false;
+  const models::ModelGraph* model = nullptr;  // the graph the layout's layers belong to
   bool split(const PassKind& kind) const;  // the emitter's rule (Planner::split)
   bool taken(const PassKind& kind) const;  // a unit emits the whole pass
+  bool layers_taken() const;               // a unit emits each layer of a split pass
   // Replicas x local steps: how many times each replica's passes are emitted.
   double per_replica() const { return static_cast<double>(k.replicas) * k.iterations; }
   // How many times a collective of the passes is emitted: once per group when the replicas join.
@@ -84,12 +86,16 @@ class Unit {
   // Around each layer of a split pass: `deps` is what the layer's task will wait for.
   virtual void before_layer(Planner&, Pass&, const models::Layer&, std::vector<int>& /*deps*/) {}
   virtual void after_layer(Planner&, Pass&, const models::Layer&, int /*task*/) {}
+  // A unit may emit each layer's task of a split pass itself (returns its last task).
+  virtual bool takes_layers() const { return false; }
+  virtual int emit_layer(Planner&, Pass&, const models::Layer&, std::vector<int> /*deps*/) { return -1; }
   // After a backward's last task (`split`: emitted layer by layer), zero-bubble's W passes included.
   virtual void after_backward(Planner&, Pass&, int /*last*/, bool /*split*/) {}
   virtual void end_replica(Planner&) {}
   // Gradient buckets queue on the stage's stream in the order they fill, unless a unit orders them.
   virtual bool orders_buckets() const { return false; }
   virtual void after_bucket(Planner&, int /*s*/, const Bucket&, int /*task*/) {}
+  virtual void after_gradient_sync(Planner&, int /*s*/) {}  // after stage s's buckets
   // A unit may run a stage's optimizer step itself (every replica's).
   virtual bool takes_step() const { return false; }
   virtual void step(Planner&, int /*s*/) {}
@@ -114,9 +120,8 @@ std::string replay_only(const std::vector<std::unique_ptr<Unit>>& units, const s
 // A collective of the passes over a data-parallel group is one task every replica joins
 // (strategies/plan_replicas.cpp).
 bool replicas_join(const Layout& k, const ParallelismSpec& p);
-// Where the emitter itself splits a pass per layer: expert parallelism (MoE layers stop at their
-// all-to-alls), and the last backward when the gradient synchronisation (or ZeRO-Offload's
-// copies) start layer by layer.
+// Where the emitter itself splits a pass per layer: the last backward, when the gradient
+// synchronisation (or ZeRO-Offload's copies) start layer by layer.
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p);
 // A stage's gradient buckets as the data-parallel synchronisation fills them (plan_updates.cpp).
 std::vector<Bucket> sync_buckets(const Layers& stage_layers, const ParallelismSpec& p, Precision precision);

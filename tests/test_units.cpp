@@ -34,7 +34,7 @@ Counted count_and_plan(const config::Scenario& s) {
   const auto lay = strategies::layout_of(graph, p, s.training);
   const auto plan = strategies::plan_training(graph, lay, p, s.training, s.host);
   const auto units = strategies::make_units(p);
-  strategies::Count c{lay, p, s.training, {}, strategies::replicas_join(lay, p)};
+  strategies::Count c{lay, p, s.training, {}, strategies::replicas_join(lay, p), &graph};
   for (const auto& u : units) c.units.push_back(u.get());
   Counted out;
   for (const auto* u : c.units) out.counted[u->name()] = u->tasks(c);
@@ -137,6 +137,39 @@ TEST(Units, VariationsEmitWhatTheirUnitsCount) {
   }
 }
 
+// A small MoE transformer (4 blocks of 16 SwiGLU experts, top-2) on two DGX H100 nodes,
+// micro-batch 1, global batch 64, with `parallelism` merged in (and `extra` keys).
+config::Scenario moe(const std::string& parallelism, const std::string& extra = "") {
+  test::TempDir dir;
+  return config::load_scenario(dir.file("moe.json", R"({"name": "moe", "model": {"kind": "transformer", "num_layers": 4,
+      "hidden_size": 1024, "num_heads": 8, "ffn_hidden_size": 2048, "seq_len": 1024, "vocab_size": 1000, "mlp": "swiglu",
+      "tied_embeddings": false, "linear_bias": false, "dropout": false, "num_experts": 16, "experts_per_token": 2,
+      "expert_ffn_hidden_size": 2048},
+    "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+    "parallelism": {"micro_batch_size": 1, )" + parallelism + R"(},
+    "training": {"global_batch_size": 64, "attention": "flash"}, "simulation": {"backend": "analytical"})" + extra + "}"));
+}
+
+// Expert parallelism's MoE passes and all-to-alls, with ZeRO's expert halves, a skewed router's
+// most loaded GPU, full recomputation's forward again, and every replica joining its group's
+// all-to-alls.
+TEST(Units, ExpertParallelismEmitsWhatItCounts) {
+  for (const char* parallelism :
+       {R"("data": 16, "expert": 8)", R"("data": 16, "expert": 8, "zero_stage": 1)", R"("data": 16, "expert": 8, "zero_stage": 2)",
+        R"("data": 16, "expert": 8, "zero_stage": 3)", R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full")",
+        R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 2)"}) {
+    SCOPED_TRACE(parallelism);
+    const auto c = count_and_plan(moe(parallelism));
+    ASSERT_TRUE(c.counted.count("experts"));
+    EXPECT_GT(c.counted.at("experts"), 0);
+    expect_counts_match(c);
+  }
+  for (const char* zero : {"1", "2", "3"}) {  // every replica joining
+    SCOPED_TRACE(std::string("every replica, zero ") + zero);
+    expect_counts_match(count_and_plan(moe(std::string(R"("data": 16, "expert": 8, "zero_stage": )") + zero, R"(, "stragglers": {"seed": 1})")));
+  }
+}
+
 // The counts by hand for GPT-2's 14 layers (embedding, 12 blocks, head) on one stage, 2
 // micro-batches: ZeRO-3 gathers every layer before its forward and backward and reduce-scatters
 // it after its backward, 3 x 14 x 2 = 84; ZeRO-2 reduce-scatters after every micro-batch but the
@@ -202,8 +235,8 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
   EXPECT_EQ(gap([](auto& p) { p.priority_buckets = true; }, "priority-buckets"), "priority buckets");
   EXPECT_EQ(gap([](auto& p) { p.updates = strategies::Updates::Hogwild; }, "async-updates"), "asynchronous updates");
   EXPECT_TRUE(strategies::make_units(strategies::ParallelismSpec{}).empty());
-  EXPECT_EQ(strategies::unit_names(), (std::vector<std::string>{"input-loader", "activation-offload", "priority-buckets", "zero",
-                                                                 "framework-zero3", "async-updates"}));
+  EXPECT_EQ(strategies::unit_names(), (std::vector<std::string>{"input-loader", "activation-offload", "priority-buckets", "experts",
+                                                                 "zero", "framework-zero3", "async-updates"}));
 }
 
 // The kinds of pass a stage's chunk runs, counted from the schedule itself: what the units count with.

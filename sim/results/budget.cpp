@@ -180,18 +180,16 @@ strategies::Layout laid_out(const config::Scenario& s, const SliceFacts& facts) 
 // Tasks of the plan, over every simulated step.
 double count_tasks(const config::Scenario& s, const Counted& k, const SliceFacts& facts) {
   const auto& p = s.parallelism;
-  const double D = k.D, P = k.P, micro = k.micro, replicas = k.replicas;
-  const double iterations = k.iterations, steps = k.steps, buckets = k.buckets;
-  const double moe_layers = k.moe_layers, expert_buckets = k.expert_buckets;
-  const bool sync = k.sync, ep = k.ep;
+  const double P = k.P, replicas = k.replicas, iterations = k.iterations, steps = k.steps, buckets = k.buckets;
   // The passes as the planner's emitter and its mechanism units emit them, each counted by its
   // own code (strategies/unit.hpp): every pass, split per layer where a unit asks, the sends
   // between stages (and the receiving tensor group's gathers), zero-bubble's W passes,
   // PipeDream's updates, and each unit's tasks (loads, ZeRO's collectives, a framework's ZeRO-3,
-  // activation offload's copies, priority order's updates, asynchronous exchanges).
+  // activation offload's copies, priority order's updates, asynchronous exchanges, expert
+  // parallelism's MoE passes, all-to-alls and expert buckets).
   const strategies::Layout lay = laid_out(s, facts);
   const auto units = strategies::make_units(p);
-  strategies::Count count{lay, p, s.training, {}, strategies::replicas_join(lay, p)};
+  strategies::Count count{lay, p, s.training, {}, strategies::replicas_join(lay, p), facts.graph.get()};
   for (const auto& u : units) count.units.push_back(u.get());
   double tasks = strategies::pass_tasks(count);
   for (const auto* u : count.units) tasks += u->tasks(count);
@@ -200,20 +198,6 @@ double count_tasks(const config::Scenario& s, const Counted& k, const SliceFacts
   if (p.offload_optimizer) tasks += replicas * iterations * (facts.offload_buckets + 3 * P);
   const double per_bucket = 1 + (p.compression != strategies::Compression::None ? replicas : 0);
   tasks += buckets * per_bucket + P * (replicas + 1) + 1;
-  // Expert parallelism (strategies/plan_experts.cpp): beyond the one task per layer counted above,
-  // an MoE layer's two more pieces with two all-to-alls between them (and the most loaded GPU's
-  // experts under skew), its forward again before backward under full recomputation; expert
-  // gradient buckets and their parameter gathers.
-  if (ep) {
-    const double per_moe = 4 + (p.expert_skew > 0 ? 1 : 0);
-    const double again = p.recompute == strategies::Recompute::Full ? 1 + per_moe : 0;
-    tasks += replicas * micro * moe_layers * (2 * per_moe + again);
-    tasks += expert_buckets + P;
-  }
-  // Every replica simulated (synchronous): the replicas of an expert-parallel group join one task
-  // for each of its all-to-alls, counted above once per replica (strategies/plan_replicas.cpp).
-  if (sync && p.all_replicas && D > 1 && ep)
-    tasks -= (replicas - D / p.expert) * micro * moe_layers * (4 + (p.recompute == strategies::Recompute::Full ? 2 : 0));
   tasks *= steps;
   return tasks;
 }

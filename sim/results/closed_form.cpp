@@ -36,7 +36,7 @@ std::string closed_form_gap(const config::Scenario& s) {
   if (p.offload_optimizer) return "optimizer offload";
   if (auto why = strategies::replay_only(units, "activation-offload", p); !why.empty()) return why;
   if (p.context > 1) return "context parallelism";
-  if (p.expert > 1) return "expert parallelism";
+  if (auto why = strategies::replay_only(units, "experts", p); !why.empty()) return why;
   if (s.training.precision == strategies::Precision::Fp8) return "FP8";
   if (auto why = strategies::replay_only(units, "framework-zero3", p); !why.empty()) return why;
   // The framework's pipeline engine and collectives, with or without its ZeRO-3.

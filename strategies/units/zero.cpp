@@ -71,7 +71,10 @@ class Zero final : public Unit {
     const double experts = em.spec().expert > 1 ? expert_params(mine) : 0.0;
     em.collective(CollectiveOp::AllGather, em.data_groups(s), (layer_params(mine) - experts) * weight_bytes_per_param(em.training().precision),
                   deps, "zero gather params");
-    if (em.spec().expert > 1) em.gather_expert_params(s, deps);
+    // Under expert parallelism the experts' come from the expert-data-parallel group.
+    if (em.spec().expert > 1 && em.shape().expert_data > 1)
+      em.collective(CollectiveOp::AllGather, em.expert_data_groups(s), experts * weight_bytes_per_param(em.training().precision), deps,
+                    "zero gather expert params");
   }
 
   double tasks(const Count& c) const override {
