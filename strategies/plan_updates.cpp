@@ -38,6 +38,10 @@ Compressed compressed(const ParallelismSpec& p, double gbytes, int grad_ranks) {
 }
 }  // namespace
 
+bool compresses_on_gpu(const ParallelismSpec& p, Precision precision, int grad_ranks) {
+  return compressed(p, reduced_grad_bytes(p, precision), grad_ranks).passes > 0;
+}
+
 void Planner::synchronise_gradients(int s) {
   if (grad_ranks() <= 1 || p_.zero_stage == 3) return;
   const Layers mine = stage_layers(s);
@@ -107,7 +111,8 @@ void Planner::unit_step_waits(std::vector<int>& deps) const {
 
 void Planner::step_optimizer_one(int s, int embedding_sync) {
   // ZeRO-Offload: gradients down over PCIe, the step on the host's cores, parameters back up.
-  if (p_.offload_optimizer) return step_optimizer_on_host(s, embedding_sync);
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (units_[u]->takes_replica_step()) return attributed(u, [&](Unit& x) { x.replica_step(*this, s, embedding_sync); });
   const Layers mine = stage_layers(s);
   const double shard = update_shard(mine);
   taskgraph::Work w;

@@ -46,6 +46,7 @@ class Planner {
   const ParallelismSpec& spec() const { return p_; }
   const TrainingSpec& training() const { return t_; }
   const models::ModelGraph& model() const { return g_; }
+  const HostSpec& host() const { return host_; }
   Plan& plan() { return plan_; }
   WorkTable& works() { return table_; }
   int replica() const { return d_; }  // the replica being emitted
@@ -63,8 +64,8 @@ class Planner {
   // Per stage: the expert-parallel (all-to-all) groups and the expert-data-parallel groups.
   std::vector<int> expert_groups(int s);
   std::vector<int> expert_data_groups(int s);
-  // The final backward task of layer l in a replica's passes.
-  int final_backward(std::size_t replica, const models::Layer* l) const { return replica_final_[replica].at(l); }
+  // Each layer's final backward task in a replica's passes.
+  const std::map<const models::Layer*, int>& finals(std::size_t replica) const { return replica_final_[replica]; }
   // A pass's work (one layer, or the whole chunk for null), shared by every pass alike.
   int pass_work(bool forward, int chunk, const models::Layer* layer, int tpg);
   int compute(int s, int work, std::vector<int> deps, const std::string& label);
@@ -79,6 +80,8 @@ class Planner {
   int dense_and_expert_collective(int s, CollectiveOp op, double dense, double experts, double bytes_per_param, int after,
                                   const std::string& dense_label, const std::string& expert_label);
   int pcie_copy(int s, double bytes, std::vector<int> deps, bool to_host, const std::string& label);
+  // Tasks the units ask the optimizer step of the replica being emitted to wait for.
+  void unit_step_waits(std::vector<int>& deps) const;
   // Every unit's hooks but `except`'s around one layer (a unit that emits whole passes calls them).
   void before_layer(Pass& pass, const models::Layer& l, std::vector<int>& deps, const Unit* except = nullptr);
   void after_layer(Pass& pass, const models::Layer& l, int task, const Unit* except = nullptr);
@@ -115,8 +118,6 @@ class Planner {
   void synchronise_bucket(int s, const Layers& mine, const Bucket& bucket, std::size_t b);
   void step_optimizer(int s, int embedding_sync);
   void step_optimizer_one(int s, int embedding_sync);
-  // Tasks the units ask the optimizer step of the replica being emitted to wait for.
-  void unit_step_waits(std::vector<int>& deps) const;
   void emit_passes();
   void start_stages();
   void emit_replicas();
@@ -126,7 +127,6 @@ class Planner {
   MemoryBreakdown stage_memory(int s) const;
   bool pipeline_reduce_after_flush() const;
   double pipeline_reduce_bytes() const;
-  void step_optimizer_on_host(int s, int embedding_sync);
   // Schedules beyond 1F1B (plan_schedules.cpp).
   int upstream_grad(int j, const PipeOp& op) const;
   int& grad_out(int j, const PipeOp& op);

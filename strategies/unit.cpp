@@ -19,6 +19,7 @@ const Entry kUnits[] = {
     {"priority-buckets", [](const ParallelismSpec& p) { return p.priority_buckets; }, make_priority_buckets},
     {"experts", [](const ParallelismSpec& p) { return p.expert > 1; }, make_experts},
     {"zero", [](const ParallelismSpec& p) { return p.zero_stage > 0; }, make_zero},
+    {"optimizer-offload", [](const ParallelismSpec& p) { return p.offload_optimizer; }, make_optimizer_offload},
     {"framework-zero3", framework_zero3, make_framework_zero3},
     {"async-updates", [](const ParallelismSpec& p) { return p.updates != Updates::Sync; }, make_async_updates},
 };
@@ -80,7 +81,7 @@ bool replicas_join(const Layout& k, const ParallelismSpec& p) {
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p) {
   if (kind.forward) return false;
   // The last backward hands each layer's gradients on as it ends: to the buckets, or to the host.
-  return kind.final && ((k.grad_ranks > 1 && p.overlap_grad_reduce) || p.offload_optimizer);
+  return kind.final && k.grad_ranks > 1 && p.overlap_grad_reduce;
 }
 
 bool Count::split(const PassKind& kind) const {
@@ -94,6 +95,18 @@ bool Count::split(const PassKind& kind) const {
 bool Count::layers_taken() const {
   for (const auto* u : units)
     if (u->takes_layers()) return true;
+  return false;
+}
+
+bool Count::step_taken() const {
+  for (const auto* u : units)
+    if (u->takes_step()) return true;
+  return false;
+}
+
+bool Count::replica_step_taken() const {
+  for (const auto* u : units)
+    if (u->takes_replica_step()) return true;
   return false;
 }
 
@@ -129,6 +142,21 @@ double pass_tasks(const Count& c) {
     }
   }
   return per_replica * c.per_replica() + updates * c.per_collective();
+}
+
+double step_tasks(const Count& c) {
+  if (!c.k.sync || c.p.schedule == Schedule::PipeDream) return 0;  // no step, or each backward's update
+  const double replicas = c.k.replicas;
+  const bool synced = c.k.grad_ranks > 1 && c.p.zero_stage != 3;
+  const double per_bucket = 1 + (compresses_on_gpu(c.p, c.t.precision, c.k.grad_ranks) ? replicas : 0);
+  const bool steps = !c.step_taken() && !c.replica_step_taken();
+  double n = 0;
+  for (int s = 0; s < c.k.pipeline; ++s) {
+    if (synced) n += static_cast<double>(sync_buckets(c.k.stage_layers(s), c.p, c.t.precision).size()) * per_bucket;
+    if (steps) n += replicas;
+  }
+  if (c.k.pipeline > 1 && c.model && c.model->tied_params > 0) n += 1;
+  return n;
 }
 
 }  // namespace dtsim::strategies

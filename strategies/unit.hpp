@@ -65,6 +65,8 @@ struct Count {
   bool split(const PassKind& kind) const;  // the emitter's rule (Planner::split)
   bool taken(const PassKind& kind) const;  // a unit emits the whole pass
   bool layers_taken() const;               // a unit emits each layer of a split pass
+  bool step_taken() const;                 // a unit runs the optimizer step
+  bool replica_step_taken() const;         // a unit runs each replica's update
   // Replicas x local steps: how many times each replica's passes are emitted.
   double per_replica() const { return static_cast<double>(k.replicas) * k.iterations; }
   // How many times a collective of the passes is emitted: once per group when the replicas join.
@@ -96,9 +98,11 @@ class Unit {
   virtual bool orders_buckets() const { return false; }
   virtual void after_bucket(Planner&, int /*s*/, const Bucket&, int /*task*/) {}
   virtual void after_gradient_sync(Planner&, int /*s*/) {}  // after stage s's buckets
-  // A unit may run a stage's optimizer step itself (every replica's).
+  // A unit may run a stage's optimizer step itself (every replica's), or each replica's update.
   virtual bool takes_step() const { return false; }
   virtual void step(Planner&, int /*s*/) {}
+  virtual bool takes_replica_step() const { return false; }
+  virtual void replica_step(Planner&, int /*s*/, int /*embedding_sync*/) {}
   // After every replica's optimizer step of stage s (`deps`: those steps).
   virtual void after_optimizer(Planner&, int /*s*/, const std::vector<int>& /*deps*/) {}
   // A task the optimizer step of the replica being emitted waits for (-1: none).
@@ -121,10 +125,16 @@ std::string replay_only(const std::vector<std::unique_ptr<Unit>>& units, const s
 // (strategies/plan_replicas.cpp).
 bool replicas_join(const Layout& k, const ParallelismSpec& p);
 // Where the emitter itself splits a pass per layer: the last backward, when the gradient
-// synchronisation (or ZeRO-Offload's copies) start layer by layer.
+// synchronisation starts layer by layer.
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p);
 // A stage's gradient buckets as the data-parallel synchronisation fills them (plan_updates.cpp).
 std::vector<Bucket> sync_buckets(const Layers& stage_layers, const ParallelismSpec& p, Precision precision);
+// Whether gradient compression runs kernels over each bucket before it is sent (plan_updates.cpp).
+bool compresses_on_gpu(const ParallelismSpec& p, Precision precision, int grad_ranks);
+// The tasks the emitter itself puts in the step after the passes: each stage's gradient buckets
+// (and their compression per replica), the tied embedding's sum, each replica's optimizer step
+// where no unit takes it.
+double step_tasks(const Count& c);
 // The tasks the emitter itself puts in the passes (one per pass, or per layer where a unit
 // splits it; the sends between stages), all replicas together; the units' are theirs.
 double pass_tasks(const Count& c);

@@ -12,6 +12,7 @@
 #include "helpers.hpp"
 #include "sim/config/build_options.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/results/budget.hpp"
 #include "strategies/plan.hpp"
 #include "strategies/unit.hpp"
 #include "strategies/units/zero.hpp"
@@ -21,12 +22,13 @@ using strategies::Schedule;
 
 namespace {
 
-// What each active unit counts and what the planner attributed to it, by unit name; the
-// planner's plan of `s`.
+// What each active unit counts and what the planner attributed to it, by unit name; the tasks of
+// the planner's plan of `s`, and the budget's estimate of them.
 struct Counted {
   std::map<std::string, double> counted;
   std::map<std::string, std::size_t> emitted;
   std::size_t tasks = 0;
+  double estimated = 0;
 };
 Counted count_and_plan(const config::Scenario& s) {
   const auto graph = s.model.build(config::build_options(s));
@@ -40,10 +42,13 @@ Counted count_and_plan(const config::Scenario& s) {
   for (const auto* u : c.units) out.counted[u->name()] = u->tasks(c);
   out.emitted = plan.unit_tasks;
   out.tasks = plan.graph.tasks.size();
+  out.estimated = results::estimate(s, config::Backend::Analytical, false).tasks;
   return out;
 }
 
 void expect_counts_match(const Counted& c) {
+  // The budget's estimate (over its own slice of the model) is the emitter's count and the units'.
+  EXPECT_EQ(c.estimated, static_cast<double>(c.tasks));
   EXPECT_EQ(c.counted.size(), c.emitted.size());
   for (const auto& [name, n] : c.counted) {
     ASSERT_TRUE(c.emitted.count(name)) << name;
@@ -124,6 +129,13 @@ TEST(Units, VariationsEmitWhatTheirUnitsCount) {
                    [](auto& p) { p.priority_buckets = true, p.activation_offload = true, p.all_replicas = true; }});
   cases.push_back({"priority order, 2 stages, every replica",
                    [](auto& p) { p.priority_buckets = true, p.pipeline = 2, p.data = 4, p.all_replicas = true; }});
+  cases.push_back({"optimizer offload, zero2", [](auto& p) { p.offload_optimizer = true, p.zero_stage = 2; }});
+  cases.push_back({"optimizer offload, 2 stages, compression",
+                   [](auto& p) { p.offload_optimizer = true, p.pipeline = 2, p.data = 4, p.compression = strategies::Compression::Int8; }});
+  cases.push_back({"optimizer offload, deepspeed, every replica", [](auto& p) {
+                     p.offload_optimizer = true, p.zero_stage = 3, p.all_replicas = true;
+                     p.framework = strategies::framework_defaults(Framework::DeepSpeed);
+                   }});
   cases.push_back({"async", [](auto& p) { p.updates = strategies::Updates::Async; }});
   cases.push_back({"hogwild, input loader", [&](auto& p) { p.updates = strategies::Updates::Hogwild, loader(p); }});
   cases.push_back({"easgd", [](auto& p) { p.updates = strategies::Updates::Easgd, p.easgd_period = 3; }});
@@ -232,11 +244,13 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
                 "framework-zero3"),
             "framework behaviour (deepspeed, fsdp)");
   EXPECT_EQ(gap([](auto& p) { p.input.enabled = true; }, "input-loader"), "input pipeline");
+  EXPECT_EQ(gap([](auto& p) { p.offload_optimizer = true; }, "optimizer-offload"), "optimizer offload");
+  EXPECT_EQ(gap([](auto& p) { p.expert = 2, p.data = 2; }, "experts"), "expert parallelism");
   EXPECT_EQ(gap([](auto& p) { p.priority_buckets = true; }, "priority-buckets"), "priority buckets");
   EXPECT_EQ(gap([](auto& p) { p.updates = strategies::Updates::Hogwild; }, "async-updates"), "asynchronous updates");
   EXPECT_TRUE(strategies::make_units(strategies::ParallelismSpec{}).empty());
   EXPECT_EQ(strategies::unit_names(), (std::vector<std::string>{"input-loader", "activation-offload", "priority-buckets", "experts",
-                                                                 "zero", "framework-zero3", "async-updates"}));
+                                                                 "zero", "optimizer-offload", "framework-zero3", "async-updates"}));
 }
 
 // The kinds of pass a stage's chunk runs, counted from the schedule itself: what the units count with.

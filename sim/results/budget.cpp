@@ -107,10 +107,6 @@ SliceFacts slice_facts(const config::Scenario& s) {
     f.z3_gathers = static_cast<double>(strategies::zero3_gathers(all_layers, p.framework, full_recompute).size());
     f.z3_reduces = static_cast<double>(strategies::zero3_reduce_buckets(all_layers, p.framework).size());
   }
-  if (p.offload_optimizer) {
-    const double cap = p.framework.reduce_bucket_params * gbytes;
-    f.offload_buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, cap, cap).size());
-  }
   if (p.expert > 1) {
     for (const auto& layer : graph.layers) f.moe_layers += layer.experts.moe() ? 1 : 0;
     if (p.data > p.expert)
@@ -177,29 +173,22 @@ strategies::Layout laid_out(const config::Scenario& s, const SliceFacts& facts) 
   return lay;
 }
 
-// Tasks of the plan, over every simulated step.
+// Tasks of the plan, over every simulated step: what the planner's emitter and its mechanism
+// units emit, each counted by its own code (strategies/unit.hpp) over the slice laid out as the
+// planner lays it out. The emitter's: every pass (split per layer where a unit asks), the sends
+// between stages and the receiving tensor group's gathers, zero-bubble's W passes, PipeDream's
+// updates, the gradient buckets, the tied embedding's sum and the optimizer steps. The units':
+// loads, ZeRO's collectives, a framework's ZeRO-3, offload's copies and host step, priority
+// order's updates, asynchronous exchanges, expert parallelism's MoE passes and all-to-alls.
 double count_tasks(const config::Scenario& s, const Counted& k, const SliceFacts& facts) {
   const auto& p = s.parallelism;
-  const double P = k.P, replicas = k.replicas, iterations = k.iterations, steps = k.steps, buckets = k.buckets;
-  // The passes as the planner's emitter and its mechanism units emit them, each counted by its
-  // own code (strategies/unit.hpp): every pass, split per layer where a unit asks, the sends
-  // between stages (and the receiving tensor group's gathers), zero-bubble's W passes,
-  // PipeDream's updates, and each unit's tasks (loads, ZeRO's collectives, a framework's ZeRO-3,
-  // activation offload's copies, priority order's updates, asynchronous exchanges, expert
-  // parallelism's MoE passes, all-to-alls and expert buckets).
   const strategies::Layout lay = laid_out(s, facts);
   const auto units = strategies::make_units(p);
   strategies::Count count{lay, p, s.training, {}, strategies::replicas_join(lay, p), facts.graph.get()};
   for (const auto& u : units) count.units.push_back(u.get());
-  double tasks = strategies::pass_tasks(count);
+  double tasks = strategies::pass_tasks(count) + strategies::step_tasks(count);
   for (const auto* u : count.units) tasks += u->tasks(count);
-  // Per replica and local step: ZeRO-Offload's gradient copies, host step and parameter copy per
-  // stage; then buckets, compression, optimizer steps and the embedding sync.
-  if (p.offload_optimizer) tasks += replicas * iterations * (facts.offload_buckets + 3 * P);
-  const double per_bucket = 1 + (p.compression != strategies::Compression::None ? replicas : 0);
-  tasks += buckets * per_bucket + P * (replicas + 1) + 1;
-  tasks *= steps;
-  return tasks;
+  return tasks * k.steps;
 }
 
 // The collectives the replay would lower: their flows and modelled time.

@@ -35,9 +35,8 @@ struct SliceFacts {
   double layers = 0, buckets = 0;  // buckets over the whole model
   bool tied = false;
   // DeepSpeed's and FSDP's ZeRO-3 gathers and reduce-scatters per micro-batch (for the flows; the
-  // tasks are strategies/units/framework_zero3.cpp's count), and offload's gradient copy buckets
-  // (strategies/plan_offload.cpp).
-  double z3_gathers = 0, z3_reduces = 0, offload_buckets = 0;
+  // tasks are strategies/units/framework_zero3.cpp's count).
+  double z3_gathers = 0, z3_reduces = 0;
   double moe_layers = 0, expert_buckets = 0;  // expert parallelism: MoE layers, expert gradient buckets
 };
 SliceFacts slice_facts(const config::Scenario& s);

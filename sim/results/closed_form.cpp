@@ -33,7 +33,7 @@ std::string closed_form_gap(const config::Scenario& s) {
   if (auto why = strategies::replay_only(units, "async-updates", p); !why.empty()) return why;
   if (auto why = strategies::replay_only(units, "zero", p); !why.empty()) return why;
   if (p.recompute == Recompute::Stage) return "stage recomputation";
-  if (p.offload_optimizer) return "optimizer offload";
+  if (auto why = strategies::replay_only(units, "optimizer-offload", p); !why.empty()) return why;
   if (auto why = strategies::replay_only(units, "activation-offload", p); !why.empty()) return why;
   if (p.context > 1) return "context parallelism";
   if (auto why = strategies::replay_only(units, "experts", p); !why.empty()) return why;

@@ -152,7 +152,7 @@ void Experts::after_gradient_sync(Planner& em, int s) {
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::vector<int> deps;
     for (std::size_t d = 0; d < em.replica_last().size(); ++d) {
-      if (p.overlap_grad_reduce) deps.push_back(em.final_backward(d, mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
+      if (p.overlap_grad_reduce) deps.push_back(em.finals(d).at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
       else deps.push_back(em.replica_last()[d][static_cast<std::size_t>(s)]);
     }
     if (previous >= 0) deps.push_back(previous);
