@@ -42,6 +42,8 @@ bool compresses_on_gpu(const ParallelismSpec& p, Precision precision, int grad_r
   return compressed(p, reduced_grad_bytes(p, precision), grad_ranks).passes > 0;
 }
 
+CollectiveOp bucket_op(const ParallelismSpec& p) { return compressed(p, 1.0, 1).op; }
+
 void Planner::synchronise_gradients(int s) {
   if (grad_ranks() <= 1 || p_.zero_stage == 3) return;
   const Layers mine = stage_layers(s);

@@ -159,4 +159,27 @@ double step_tasks(const Count& c) {
   return n;
 }
 
+CollectiveCounts emitter_collectives(const Count& c) {
+  using taskgraph::CollectiveOp;
+  const auto a = c.p.algorithm;
+  double sends = 0, pipedream = 0;
+  for (int j = 0; j < c.k.chunks; ++j)
+    for (const auto& [kind, count] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
+      if (kind.part == PipeOp::Part::Weight || c.taken(kind)) continue;
+      const double n = static_cast<double>(count);
+      if (kind.forward ? j + 1 < c.k.chunks : j > 0) sends += n;
+      if (c.p.schedule == Schedule::PipeDream && !kind.forward && c.k.grad_ranks > 1) pipedream += n;
+    }
+  CollectiveCounts out{{CollectiveOp::SendRecv, a, GroupKind::StagePair, sends * c.per_replica()}};
+  if (c.p.tensor > 1 && !c.p.sequence_parallel) out.push_back({CollectiveOp::AllGather, a, GroupKind::Tensor, sends * c.per_replica()});
+  out.push_back({CollectiveOp::AllReduce, a, GroupKind::Data, pipedream * c.per_collective()});
+  if (!c.k.sync || c.p.schedule == Schedule::PipeDream) return out;
+  double buckets = 0;
+  if (c.k.grad_ranks > 1 && c.p.zero_stage != 3)
+    for (int s = 0; s < c.k.pipeline; ++s) buckets += static_cast<double>(sync_buckets(c.k.stage_layers(s), c.p, c.t.precision).size());
+  out.push_back({bucket_op(c.p), a, GroupKind::Data, buckets});
+  if (c.k.pipeline > 1 && c.model && c.model->tied_params > 0) out.push_back({CollectiveOp::AllReduce, a, GroupKind::EmbeddingPair, 1});
+  return out;
+}
+
 }  // namespace dtsim::strategies

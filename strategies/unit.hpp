@@ -73,6 +73,21 @@ struct Count {
   double per_collective() const { return joined ? k.iterations : per_replica(); }
 };
 
+// The groups a collective runs over, by kind, as the budget sizes them on a cluster
+// (sim/results/budget.cpp): data-parallel (data x context ranks, one group per tensor rank),
+// expert-data-parallel, expert-parallel (all-to-all: every group of the stage, or one block of
+// replicas' groups where the replicas join), a tensor group, a pair of neighbouring stages, the
+// first and last stage's pairs (tied embeddings), a worker against the servers.
+enum class GroupKind { Data, ExpertData, Expert, ExpertBlock, Tensor, StagePair, EmbeddingPair, Servers };
+// How many collectives of one operation over one kind of group a step holds, all replicas together.
+struct CollectiveCount {
+  taskgraph::CollectiveOp op;
+  taskgraph::Algorithm algorithm;
+  GroupKind group;
+  double count = 0;
+};
+using CollectiveCounts = std::vector<CollectiveCount>;
+
 class Unit {
  public:
   virtual ~Unit() = default;
@@ -109,8 +124,9 @@ class Unit {
   virtual int step_waits_for() const { return -1; }
 
   // --- what it costs
-  // Tasks it emits in one step, all replicas together.
+  // Tasks it emits in one step, all replicas together, and the collectives among them.
   virtual double tasks(const Count&) const = 0;
+  virtual CollectiveCounts collectives(const Count&) const { return {}; }
   // Why the closed form leaves it to the replay ("" when the closed form prices it).
   virtual std::string replay_only(const ParallelismSpec&) const = 0;
 };
@@ -129,12 +145,17 @@ bool replicas_join(const Layout& k, const ParallelismSpec& p);
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p);
 // A stage's gradient buckets as the data-parallel synchronisation fills them (plan_updates.cpp).
 std::vector<Bucket> sync_buckets(const Layers& stage_layers, const ParallelismSpec& p, Precision precision);
-// Whether gradient compression runs kernels over each bucket before it is sent (plan_updates.cpp).
+// Whether gradient compression runs kernels over each bucket before it is sent, and the collective
+// that carries a bucket (plan_updates.cpp).
 bool compresses_on_gpu(const ParallelismSpec& p, Precision precision, int grad_ranks);
+taskgraph::CollectiveOp bucket_op(const ParallelismSpec& p);
 // The tasks the emitter itself puts in the step after the passes: each stage's gradient buckets
 // (and their compression per replica), the tied embedding's sum, each replica's optimizer step
 // where no unit takes it.
 double step_tasks(const Count& c);
+// The collectives among the emitter's own tasks: the gradient buckets, the sends between stages and
+// the receiving tensor group's gathers, PipeDream's all-reduces, the tied embedding's sum.
+CollectiveCounts emitter_collectives(const Count& c);
 // The tasks the emitter itself puts in the passes (one per pass, or per layer where a unit
 // splits it; the sends between stages), all replicas together; the units' are theirs.
 double pass_tasks(const Count& c);

@@ -29,6 +29,10 @@ struct Counted {
   std::map<std::string, std::size_t> emitted;
   std::size_t tasks = 0;
   double estimated = 0;
+  // Collective tasks: as the emitter and the units count them (what the budget's flows are
+  // priced from), and in the plan.
+  double collectives_counted = 0;
+  std::size_t collectives = 0;
 };
 Counted count_and_plan(const config::Scenario& s) {
   const auto graph = s.model.build(config::build_options(s));
@@ -39,7 +43,12 @@ Counted count_and_plan(const config::Scenario& s) {
   strategies::Count c{lay, p, s.training, {}, strategies::replicas_join(lay, p), &graph};
   for (const auto& u : units) c.units.push_back(u.get());
   Counted out;
-  for (const auto* u : c.units) out.counted[u->name()] = u->tasks(c);
+  for (const auto* u : c.units) {
+    out.counted[u->name()] = u->tasks(c);
+    for (const auto& x : u->collectives(c)) out.collectives_counted += x.count;
+  }
+  for (const auto& x : strategies::emitter_collectives(c)) out.collectives_counted += x.count;
+  for (const auto& t : plan.graph.tasks) out.collectives += t.is_collective ? 1 : 0;
   out.emitted = plan.unit_tasks;
   out.tasks = plan.graph.tasks.size();
   out.estimated = results::estimate(s, config::Backend::Analytical, false).tasks;
@@ -49,6 +58,7 @@ Counted count_and_plan(const config::Scenario& s) {
 void expect_counts_match(const Counted& c) {
   // The budget's estimate (over its own slice of the model) is the emitter's count and the units'.
   EXPECT_EQ(c.estimated, static_cast<double>(c.tasks));
+  EXPECT_EQ(c.collectives_counted, static_cast<double>(c.collectives));
   EXPECT_EQ(c.counted.size(), c.emitted.size());
   for (const auto& [name, n] : c.counted) {
     ASSERT_TRUE(c.emitted.count(name)) << name;

@@ -87,32 +87,14 @@ double collective_seconds(const network::FlowBound& b, double count, Backend bac
 
 SliceFacts slice_facts(const config::Scenario& s) {
   const auto& p = s.parallelism;
-  // One tensor rank's slice of the op graph (at most 10,000 blocks, so cheap to build): its
-  // layers, gradient buckets and whether the first and last stages share parameters.
+  // One tensor rank's slice of the op graph (at most 10,000 blocks, so cheap to build): the
+  // planner's units count over its layers as they would over the planned model's.
   models::BuildOptions slice;
   slice.tensor = p.tensor;
   slice.sequence_parallel = p.sequence_parallel;
   slice.expert = p.expert;
   SliceFacts f;
   f.graph = std::make_shared<const models::ModelGraph>(s.model.build(slice));
-  const models::ModelGraph& graph = *f.graph;
-  f.layers = static_cast<double>(graph.layers.size());
-  f.tied = graph.tied_params > 0;
-  const double gbytes = strategies::grad_bytes_per_param(s.training.precision);
-  std::vector<const models::Layer*> all_layers;
-  for (const auto& layer : graph.layers) all_layers.push_back(&layer);
-  f.buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes).size());
-  if (p.zero_stage == 3 && p.data * p.context > 1 && p.framework.framework != strategies::Framework::MegatronLM) {
-    const bool full_recompute = p.recompute == strategies::Recompute::Full || p.recompute == strategies::Recompute::Stage;
-    f.z3_gathers = static_cast<double>(strategies::zero3_gathers(all_layers, p.framework, full_recompute).size());
-    f.z3_reduces = static_cast<double>(strategies::zero3_reduce_buckets(all_layers, p.framework).size());
-  }
-  if (p.expert > 1) {
-    for (const auto& layer : graph.layers) f.moe_layers += layer.experts.moe() ? 1 : 0;
-    if (p.data > p.expert)
-      f.expert_buckets = static_cast<double>(
-          strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes, strategies::BucketParams::Expert).size());
-  }
   return f;
 }
 
@@ -120,134 +102,90 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) { ret
 
 namespace {
 
-// What the estimate counts with: the scenario's sizes and micro-batches, and its slice's layers,
-// buckets and gathers.
-struct Counted {
-  double gpus = 0, D = 0, T = 0, P = 0, C = 0, G = 0, chunks = 0, micro = 0;
-  bool sync = false;
-  double replicas = 0, iterations = 0, steps = 0;
-  bool zero3 = false, gathers = false, framework_zero3 = false, ep = false, edp = false, tied = false;
-  double layers = 0, buckets = 0, z3_gathers = 0, z3_reduces = 0, moe_layers = 0, expert_buckets = 0;
+// What the planner's emitter and its mechanism units (strategies/unit.hpp) count with: the
+// scenario laid out over the slice as the planner lays it out (an impossible split leaves the
+// chunks empty: planning refuses it), and the units the strategy uses.
+struct Counting {
+  strategies::Layout layout;
+  std::vector<std::unique_ptr<strategies::Unit>> units;
+  strategies::Count count;
+  Counting(const config::Scenario& s, const SliceFacts& facts)
+      : layout(strategies::layout_of(s.parallelism, s.training)),
+        units(strategies::make_units(s.parallelism)),
+        count{layout, s.parallelism, s.training, {}, false, facts.graph.get()} {
+    try {
+      layout.chunk_layers = strategies::split_chunks(*facts.graph, layout.chunks, s.parallelism.stage_blocks);
+    } catch (const std::exception&) {
+      layout.chunk_layers.assign(static_cast<std::size_t>(layout.chunks), {});
+    }
+    count.joined = strategies::replicas_join(layout, s.parallelism);
+    for (const auto& u : units) count.units.push_back(u.get());
+  }
 };
 
-Counted counted(const config::Scenario& s, bool replay, const SliceFacts& facts) {
+// Tasks of one step, as each emits them: the emitter's every pass (split per layer where a unit
+// asks), the sends between stages and the receiving tensor group's gathers, zero-bubble's W
+// passes, PipeDream's updates, the gradient buckets, the tied embedding's sum and the optimizer
+// steps; the units' loads, ZeRO's collectives, a framework's ZeRO-3, offload's copies and host
+// step, priority order's updates, asynchronous exchanges, expert parallelism's MoE passes.
+double step_tasks(const Counting& k) {
+  double tasks = strategies::pass_tasks(k.count) + strategies::step_tasks(k.count);
+  for (const auto* u : k.count.units) tasks += u->tasks(k.count);
+  return tasks;
+}
+
+// How a kind of group sits on the cluster: its ranks, how many such groups one collective names,
+// and how many of a group's ranks share a node.
+struct Geometry {
+  double ranks = 1, groups = 1, per_node = 1;
+};
+Geometry geometry(strategies::GroupKind kind, const config::Scenario& s) {
   const auto& p = s.parallelism;
   const auto& c = s.cluster;
-  const strategies::Layout lay = strategies::layout_of(p, s.training);
-  Counted k;
-  k.gpus = static_cast<double>(c.nodes) * c.gpus_per_node;
-  k.D = lay.data, k.T = lay.tensor, k.P = lay.pipeline;
-  k.C = lay.context, k.G = lay.grad_ranks;
-  k.chunks = lay.chunks;
-  k.micro = static_cast<double>(lay.micro_batches);
-  k.sync = lay.sync;
-  k.replicas = lay.replicas;
-  k.iterations = lay.iterations;
-  k.steps = replay ? s.steps_simulated : 1;
-  k.zero3 = p.zero_stage == 3 && k.G > 1;
-  k.gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
-  k.layers = facts.layers;
-  k.tied = facts.tied;
-  // Gradient buckets as DDP fills them over the whole model (strategies/buckets), plus what
-  // splitting it into P stages adds: each stage starts its own, with a small first bucket.
-  const bool buckets_sync = k.sync && k.G > 1 && !k.zero3;
-  k.buckets = facts.buckets + 2 * k.P;
-  if (!buckets_sync) k.buckets = 0;
-  k.framework_zero3 = k.zero3 && p.framework.framework != strategies::Framework::MegatronLM;
-  k.z3_gathers = facts.z3_gathers, k.z3_reduces = facts.z3_reduces;
-  k.moe_layers = facts.moe_layers;
-  k.ep = p.expert > 1, k.edp = k.ep && p.data > p.expert;
-  if (k.ep && k.edp && !k.zero3) k.expert_buckets = facts.expert_buckets + 2 * k.P;
-  return k;
-}
-
-// The layout laid out over the slice, as the planner lays it out (an impossible split leaves the
-// chunks empty: planning refuses it).
-strategies::Layout laid_out(const config::Scenario& s, const SliceFacts& facts) {
-  strategies::Layout lay = strategies::layout_of(s.parallelism, s.training);
-  try {
-    lay.chunk_layers = strategies::split_chunks(*facts.graph, lay.chunks, s.parallelism.stage_blocks);
-  } catch (const std::exception&) {
-    lay.chunk_layers.assign(static_cast<std::size_t>(lay.chunks), {});
-  }
-  return lay;
-}
-
-// Tasks of the plan, over every simulated step: what the planner's emitter and its mechanism
-// units emit, each counted by its own code (strategies/unit.hpp) over the slice laid out as the
-// planner lays it out. The emitter's: every pass (split per layer where a unit asks), the sends
-// between stages and the receiving tensor group's gathers, zero-bubble's W passes, PipeDream's
-// updates, the gradient buckets, the tied embedding's sum and the optimizer steps. The units':
-// loads, ZeRO's collectives, a framework's ZeRO-3, offload's copies and host step, priority
-// order's updates, asynchronous exchanges, expert parallelism's MoE passes and all-to-alls.
-double count_tasks(const config::Scenario& s, const Counted& k, const SliceFacts& facts) {
-  const auto& p = s.parallelism;
-  const strategies::Layout lay = laid_out(s, facts);
-  const auto units = strategies::make_units(p);
-  strategies::Count count{lay, p, s.training, {}, strategies::replicas_join(lay, p), facts.graph.get()};
-  for (const auto& u : units) count.units.push_back(u.get());
-  double tasks = strategies::pass_tasks(count) + strategies::step_tasks(count);
-  for (const auto* u : count.units) tasks += u->tasks(count);
-  return tasks * k.steps;
-}
-
-// The collectives the replay would lower: their flows and modelled time.
-Tally collective_tally(const config::Scenario& s, Backend backend, const Counted& k) {
-  const auto& p = s.parallelism;
-  const auto& c = s.cluster;
-  const double D = k.D, T = k.T, P = k.P, C = k.C, G = k.G, chunks = k.chunks, micro = k.micro, replicas = k.replicas;
-  const double iterations = k.iterations, layers = k.layers, buckets = k.buckets;
-  const double z3_gathers = k.z3_gathers, z3_reduces = k.z3_reduces, moe_layers = k.moe_layers;
-  const double expert_buckets = k.expert_buckets;
-  const bool sync = k.sync, zero3 = k.zero3, gathers = k.gathers, framework_zero3 = k.framework_zero3, ep = k.ep, edp = k.edp;
-  const bool tied = k.tied;
+  const double D = p.data, T = p.tensor, P = p.pipeline, C = p.context, G = D * C, E = p.expert;
   // Data-parallel groups hold every (T x C x P)-th GPU (tensor, context, then pipeline, then
   // data), or every (T x C)-th when the pipeline is outermost, and their context ranks every T-th;
   // tensor groups are contiguous.
   const double dp_stride = p.pipeline_outer ? T * C : T * C * P;
   const double cp_per_node = std::clamp(std::floor(c.gpus_per_node / T), 1.0, C);
-  const double dp_per_node =  // a group's context ranks spread over nodes leave one data rank per node
-      cp_per_node * (cp_per_node < C ? 1.0 : std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D));
-  const double tp_per_node = std::min<double>(T, c.gpus_per_node);
-  Tally tally{c, backend};
-  const Algorithm a = p.algorithm;
-  const CollectiveOp grad_op = p.compression == strategies::Compression::TopK ? CollectiveOp::AllGather
-                               : p.zero_stage == 0                            ? CollectiveOp::AllReduce
-                                                                              : CollectiveOp::ReduceScatter;
-  tally.add(grad_op, a, G, T, dp_per_node, buckets);
-  if (sync && G > 1 && (p.zero_stage == 1 || p.zero_stage == 2)) {
-    tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, P);
-    if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, micro * chunks);
+  switch (kind) {
+    case strategies::GroupKind::Data:  // a group's context ranks spread over nodes leave one data rank per node
+      return {G, T, cp_per_node * (cp_per_node < C ? 1.0 : std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D))};
+    case strategies::GroupKind::ExpertData:
+      return {D / E, T * E, std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E)};
+    case strategies::GroupKind::Expert: return {E, T * D / E, std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E)};
+    case strategies::GroupKind::ExpertBlock: return {E, T, std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E)};
+    case strategies::GroupKind::Tensor: return {T, 1, std::min<double>(T, c.gpus_per_node)};
+    case strategies::GroupKind::StagePair: return {2, 1, 1};
+    case strategies::GroupKind::EmbeddingPair: return {2, G * T, 1};
+    case strategies::GroupKind::Servers: break;
   }
-  if (p.schedule == strategies::Schedule::PipeDream && p.data > 1)
-    tally.add(CollectiveOp::AllReduce, a, D, T, dp_per_node, micro * P);
-  if (zero3) {
-    tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
-    tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);
-  }
-  if (ep) {
-    const double E = p.expert;
-    const double ep_per_node = std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E);
-    const double a2a = micro * moe_layers * (p.recompute == strategies::Recompute::Full ? 6 : 4);
-    tally.add(CollectiveOp::AllToAll, Algorithm::Direct, E, T * D / E, ep_per_node, a2a);
-    const double edp_per_node = std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E);
-    tally.add(grad_op, a, D / E, T * E, edp_per_node, expert_buckets);
-    if (edp && (p.zero_stage == 1 || p.zero_stage == 2)) tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, P);
-    if (edp && p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, micro * chunks);
-    if (edp && zero3) {
-      tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, 2 * moe_layers * micro);
-      tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, moe_layers * micro);
+  return {};
+}
+
+// The collectives the replay would lower, as the emitter and the units count them: their flows
+// and modelled time, one entry per operation and kind of group.
+Tally collective_tally(const config::Scenario& s, Backend backend, const Counting& k) {
+  auto counts = strategies::emitter_collectives(k.count);
+  for (const auto* u : k.count.units)
+    for (const auto& c : u->collectives(k.count)) counts.push_back(c);
+  std::map<std::tuple<int, int, int>, double> merged;
+  for (const auto& c : counts) merged[{static_cast<int>(c.op), static_cast<int>(c.algorithm), static_cast<int>(c.group)}] += c.count;
+  Tally tally{s.cluster, backend};
+  for (const auto& [key, count] : merged) {
+    const auto [op, algorithm, group] = key;
+    const auto a = static_cast<Algorithm>(algorithm);
+    if (static_cast<strategies::GroupKind>(group) == strategies::GroupKind::Servers) {
+      if (count <= 0) continue;
+      // One worker's push and pull against every shard, per worker.
+      const double shards = a == Algorithm::ParameterServer ? (s.cluster.ps_servers > 0 ? s.cluster.ps_servers : s.parallelism.data) : 1;
+      network::FlowBound one{2 * shards, shards, false};
+      tally.flows += count * one.flows;
+      tally.seconds += collective_seconds(one, count, backend);
+      continue;
     }
-  }
-  const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
-  tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
-  if (gathers) tally.add(CollectiveOp::AllGather, a, T, 1, tp_per_node, sends);
-  if (P > 1 && tied) tally.add(CollectiveOp::AllReduce, a, 2, G * T, 1, 1);
-  if (!sync) {  // one worker's push and pull against every shard, per replica
-    const double shards = a == Algorithm::ParameterServer ? (c.ps_servers > 0 ? c.ps_servers : D) : 1;
-    network::FlowBound one{2 * shards, shards, false};
-    tally.flows += replicas * one.flows;
-    tally.seconds += collective_seconds(one, replicas, backend);
+    const Geometry g = geometry(static_cast<strategies::GroupKind>(group), s);
+    tally.add(static_cast<CollectiveOp>(op), a, g.ranks, g.groups, g.per_node, count);
   }
   return tally;
 }
@@ -255,10 +193,11 @@ Tally collective_tally(const config::Scenario& s, Backend backend, const Counted
 }  // namespace
 
 Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const SliceFacts& facts) {
-  const Counted k = counted(s, replay, facts);
-  const double tasks = count_tasks(s, k, facts);
+  const Counting k(s, facts);
+  const double steps = replay ? s.steps_simulated : 1;
+  const double tasks = step_tasks(k) * steps;  // over every simulated step
   const Tally tally = replay ? collective_tally(s, backend, k) : Tally{s.cluster, backend};
-  const double gpus = k.gpus, steps = k.steps;
+  const double gpus = static_cast<double>(s.cluster.nodes) * s.cluster.gpus_per_node;
 
   Estimate e;
   const int b = index(backend);
@@ -411,14 +350,13 @@ void check_sweep_budget(const config::Scenario& base, const std::vector<strategi
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag) {
   double seconds = 0, bytes = 0, gpus = 0;
   std::size_t count = 0;
-  std::map<std::tuple<const SweepGroup*, int, bool, double, double, int, int, bool, int>, SliceFacts> facts;
+  std::map<std::tuple<const SweepGroup*, int, bool, int>, SliceFacts> facts;
   for (const auto& g : groups) {
     for (const auto& p : g.candidates) {
       config::Scenario s = g.base;
       s.parallelism = p;
       // Candidates differ in few of the fields the model slice depends on: built once for each.
-      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.bucket_bytes, p.first_bucket_bytes,
-                                                    p.zero_stage, static_cast<int>(p.recompute), p.offload_optimizer, p.expert));
+      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.expert));
       if (fresh) it->second = slice_facts(s);
       const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       seconds += e.seconds;

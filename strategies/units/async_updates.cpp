@@ -26,6 +26,10 @@ class AsyncUpdates final : public Unit {
   double tasks(const Count& c) const override {
     return c.k.replicas * ((c.k.iterations - 1) + (easgd_ ? 3.0 : 2.0));
   }
+  // Each worker's exchange: against every server shard (or host memory), one at a time.
+  CollectiveCounts collectives(const Count& c) const override {
+    return {{CollectiveOp::AllReduce, c.p.algorithm, GroupKind::Servers, static_cast<double>(c.k.replicas)}};
+  }
   std::string replay_only(const ParallelismSpec&) const override { return "asynchronous updates"; }
 
  private:

@@ -61,9 +61,15 @@ class Experts final : public Unit {
   void after_gradient_sync(Planner& em, int s) override;
 
   double tasks(const Count& c) const override;
+  CollectiveCounts collectives(const Count& c) const override;
   std::string replay_only(const ParallelismSpec&) const override { return "expert parallelism"; }
 
  private:
+  struct Passes {
+    double computes = 0, all_to_alls = 0;
+  };
+  Passes passes(const Count& c) const;
+  static double buckets(const Count& c);
   int layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps, const std::string& tag);
   int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label);
   const std::array<int, 4>& works(Planner& em, int s, bool forward, const models::Layer& l);
@@ -165,31 +171,48 @@ void Experts::after_gradient_sync(Planner& em, int s) {
 
 // Per layer and pass: one task, or an MoE layer's three pieces (and the most loaded GPU's
 // experts) with two all-to-alls, its forward again before a backward under full recomputation;
-// the all-to-alls once per expert-parallel group where the replicas join them. Then the expert
-// gradient buckets of each stage.
-double Experts::tasks(const Count& c) const {
-  double computes = 0, all_to_alls = 0;
+// the all-to-alls once per expert-parallel group where the replicas join them.
+Experts::Passes Experts::passes(const Count& c) const {
+  Passes out;
   for (int j = 0; j < c.k.chunks; ++j)
     for (const auto& [kind, n] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
       if (!c.split(kind) || c.taken(kind)) continue;
       const double times = static_cast<double>(n) * (!kind.forward && c.p.recompute == Recompute::Full ? 2 : 1);
       for (const auto* l : c.k.chunk_layers[static_cast<std::size_t>(j)]) {
         if (!l->experts.moe()) {
-          computes += static_cast<double>(n);
+          out.computes += static_cast<double>(n);
           continue;
         }
-        computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0));
-        all_to_alls += times * 2;
+        out.computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0));
+        out.all_to_alls += times * 2;
       }
     }
-  const double groups = c.joined ? static_cast<double>(c.k.data / c.k.expert) * c.k.iterations : c.per_replica();
-  double buckets = 0;
+  out.computes *= c.per_replica();
+  out.all_to_alls *= c.joined ? static_cast<double>(c.k.data / c.k.expert) * c.k.iterations : c.per_replica();
+  return out;
+}
+
+// Each stage's expert gradient buckets, where its gradients are synchronised at all.
+double Experts::buckets(const Count& c) {
   const bool synced = c.k.sync && c.p.schedule != Schedule::PipeDream && c.k.grad_ranks > 1 && c.p.zero_stage != 3;
-  if (synced && c.k.expert_data > 1)
-    for (int s = 0; s < c.k.pipeline; ++s)
-      buckets += static_cast<double>(make_buckets(c.k.stage_layers(s), grad_bytes_per_param(c.t.precision), c.p.bucket_bytes,
-                                                  c.p.first_bucket_bytes, BucketParams::Expert).size());
-  return computes * c.per_replica() + all_to_alls * groups + buckets;
+  if (!synced || c.k.expert_data <= 1) return 0;
+  double n = 0;
+  for (int s = 0; s < c.k.pipeline; ++s)
+    n += static_cast<double>(make_buckets(c.k.stage_layers(s), grad_bytes_per_param(c.t.precision), c.p.bucket_bytes,
+                                          c.p.first_bucket_bytes, BucketParams::Expert).size());
+  return n;
+}
+
+double Experts::tasks(const Count& c) const {
+  const Passes p = passes(c);
+  return p.computes + p.all_to_alls + buckets(c);
+}
+
+CollectiveCounts Experts::collectives(const Count& c) const {
+  const CollectiveOp op = c.p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+  const GroupKind groups = c.joined ? GroupKind::ExpertBlock : GroupKind::Expert;  // each block joins its own
+  return {{CollectiveOp::AllToAll, taskgraph::Algorithm::Direct, groups, passes(c).all_to_alls},
+          {op, c.p.algorithm, GroupKind::ExpertData, buckets(c)}};
 }
 
 }  // namespace

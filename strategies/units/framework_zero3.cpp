@@ -132,6 +132,17 @@ class FrameworkZero3 final : public Unit {
     const double m = static_cast<double>(c.k.micro_batches);
     return m * (computes * c.per_replica() + collectives * c.per_collective());
   }
+  CollectiveCounts collectives(const Count& c) const override {
+    if (!on_) return {};
+    double gathers = 0, reduces = 0;
+    for (const auto& layers : c.k.chunk_layers) {
+      gathers += static_cast<double>(Trace(layers, c.p.framework, full_rerun(c.p.recompute)).gathers.size());
+      reduces += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
+    }
+    const double times = static_cast<double>(c.k.micro_batches) * c.per_collective();
+    return {{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, gathers * times},
+            {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduces * times}};
+  }
   std::string replay_only(const ParallelismSpec&) const override { return "framework behaviour (deepspeed, fsdp)"; }
 
  private:

@@ -77,21 +77,42 @@ class Zero final : public Unit {
                     "zero gather expert params");
   }
 
+  // Every task it emits is a collective: over the data-parallel groups, and the experts' halves
+  // over the expert-data-parallel groups.
   double tasks(const Count& c) const override {
-    double passes = 0;  // per replica
+    double n = 0;
+    for (const auto& x : collectives(c)) n += x.count;
+    return n;
+  }
+  CollectiveCounts collectives(const Count& c) const override {
+    double gather = 0, reduce = 0, expert_gather = 0, expert_reduce = 0;  // per replica
     for (int j = 0; j < c.k.chunks; ++j) {
       const Layers& layers = c.k.chunk_layers[static_cast<std::size_t>(j)];
-      for (const auto& [kind, n] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
+      for (const auto& [kind, count] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
+        const double n = static_cast<double>(count);
         if (zero3_ && kind.part != PipeOp::Part::Weight)
-          for (const auto* l : layers) passes += static_cast<double>(n) * (kind.forward ? 1 : 2) * pieces(c, l->expert_params());
-        if (reduces_after(kind, c.split(kind)))
-          passes += static_cast<double>(n) * (c.split(kind) && c.p.expert > 1 ? pieces(c, expert_params(layers)) : 1);
+          for (const auto* l : layers) {
+            const double x = expert_piece(c, l->expert_params());
+            gather += n, expert_gather += n * x;  // before the forward, and before the backward
+            if (!kind.forward) reduce += n, expert_reduce += n * x;
+          }
+        if (reduces_after(kind, c.split(kind))) {
+          reduce += n;
+          if (c.split(kind) && c.p.expert > 1) expert_reduce += n * expert_piece(c, expert_params(layers));
+        }
       }
     }
-    double after_step = 0;
-    if (gathers_params() && c.k.sync && c.p.schedule != Schedule::PipeDream && !c.p.priority_buckets)
-      after_step = c.k.pipeline * (c.p.expert > 1 && c.k.expert_data > 1 ? 2 : 1);
-    return passes * c.per_collective() + after_step;
+    const double times = c.per_collective();
+    CollectiveCounts out{{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, gather * times},
+                         {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduce * times},
+                         {CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, expert_gather * times},
+                         {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::ExpertData, expert_reduce * times}};
+    if (gathers_params() && c.k.sync && c.p.schedule != Schedule::PipeDream && !c.p.priority_buckets) {
+      out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, static_cast<double>(c.k.pipeline)});
+      if (c.p.expert > 1 && c.k.expert_data > 1)
+        out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, static_cast<double>(c.k.pipeline)});
+    }
+    return out;
   }
 
   std::string replay_only(const ParallelismSpec& p) const override {
@@ -105,10 +126,10 @@ class Zero final : public Unit {
     return stage_ == 2 && sharded_ && !kind.forward && !kind.final && (split || kind.part != PipeOp::Part::Input);
   }
   bool gathers_params() const { return (stage_ == 1 || stage_ == 2) && sharded_; }
-  // A collective over a layer's parameters: the dense part, then the experts' over their own
+  // A collective over a layer's parameters is the dense part, then the experts' over their own
   // groups where there are experts and more than one GPU holds each (dense_and_expert_collective).
-  static double pieces(const Count& c, double experts) {
-    return 1 + (c.p.expert > 1 && experts > 0 && c.k.expert_data > 1 ? 1 : 0);
+  static double expert_piece(const Count& c, double experts) {
+    return c.p.expert > 1 && experts > 0 && c.k.expert_data > 1 ? 1 : 0;
   }
 
   int stage_;
