@@ -53,6 +53,9 @@ std::string closed_form_gap(const config::Scenario& s) {
   // Compute beside a collective runs on the SMs it leaves (sim/cost/comm_interference.hpp): the
   // replay follows which collectives are in flight when.
   if (cost::comm_sm_share(s.device) > 0) return "communication interference";
+  // Any other unit the strategy uses, until the closed form is taught it.
+  for (const auto& u : units)
+    if (auto why = u->replay_only(p); !why.empty()) return why;
   return "";
 }
 
