@@ -15,13 +15,6 @@ double layer_params(const Layers& ls) {
   return p;
 }
 
-Layers Planner::stage_layers(int s) const {
-  Layers out;
-  for (int j = s; j < chunks_; j += p_.pipeline)
-    for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)]) out.push_back(l);
-  return out;
-}
-
 // Keyed by GPU, not by stage: with every replica simulated, each replica's transfers leave from
 // its own GPUs (keyed by stage, all of them crossed replica 0's NICs).
 int Planner::p2p_group(int from, int to) {
@@ -46,6 +39,10 @@ std::vector<int> Planner::data_groups(int s) {
   return it->second;
 }
 
+int Planner::previous_compute(int s) const {
+  return static_cast<std::size_t>(s) < prev_compute_.size() ? prev_compute_[static_cast<std::size_t>(s)] : -1;
+}
+
 int Planner::compute(int s, int work, std::vector<int> deps, const std::string& label) {
   if (last_compute_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_compute_[static_cast<std::size_t>(s)]);
   if (last_send_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_send_[static_cast<std::size_t>(s)]);
@@ -63,7 +60,7 @@ int Planner::pass_work(bool forward, int chunk, const models::Layer* layer, int 
   auto [it, fresh] = pass_works_.try_emplace({forward, chunk, layer, tpg}, -1);
   if (fresh) {
     const Layers one{layer};
-    const Layers& layers = layer ? one : chunk_layers_[static_cast<std::size_t>(chunk)];
+    const Layers& layers = layer ? one : k_.chunk_layers[static_cast<std::size_t>(chunk)];
     const ContextGroups& cp = cp_groups_[static_cast<std::size_t>(stage_of(chunk))];
     it->second = table_.get(forward ? forward_work(layers, g_, p_, tpg, cp) : backward_work(layers, g_, p_, tpg, cp));
   }
@@ -87,152 +84,138 @@ int Planner::collective(CollectiveOp op, std::vector<int> groups, double bytes, 
   return plan_.graph.add_collective({op, p_.algorithm, std::move(groups), bytes}, label, std::move(deps));
 }
 
-void Planner::zero2_reduce(int s, const Layers& layers, int after, double gbytes, const std::string& tag) {
-  if (grad_ranks() <= 1) return;
-  std::vector<int> deps{after};
-  auto& comm = last_comm_[static_cast<std::size_t>(s)];
-  if (comm >= 0) deps.push_back(comm);
-  comm = group_collective(s, CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * gbytes, deps, "zero2 reduce" + tag);
+void Planner::before_layer(Pass& pass, const models::Layer& l, std::vector<int>& deps, const Unit* except) {
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (units_[u].get() != except) attributed(u, [&](Unit& x) { x.before_layer(*this, pass, l, deps); });
+}
+
+void Planner::after_layer(Pass& pass, const models::Layer& l, int task, const Unit* except) {
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (units_[u].get() != except) attributed(u, [&](Unit& x) { x.after_layer(*this, pass, l, task); });
+}
+
+void Planner::after_backward(Pass& pass, int last, bool split) {
+  for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.after_backward(*this, pass, last, split); });
 }
 
 bool Planner::ready(int s, const PipeOp& op) const {
   const int j = op.chunk * p_.pipeline + s;
   const auto mb = static_cast<std::size_t>(op.micro_batch);
   if (op.forward) return j == 0 || fwd_out_[static_cast<std::size_t>(j - 1)][mb] >= 0;
-  if (op.part == PipeOp::Part::Weight || j == chunks_ - 1) return true;
+  if (op.part == PipeOp::Part::Weight || j == k_.chunks - 1) return true;
   const int u = upstream_grad(j, op);
   return u >= 0 || u == kInPreviousStep;
 }
 
+Pass Planner::open_pass(int s, std::size_t index, const PipeOp& op) const {
+  Pass pass;
+  pass.stage = s;
+  pass.chunk = op.chunk * p_.pipeline + s;
+  pass.op = &op;
+  pass.kind = kind_of(op, !op.forward && last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index);
+  pass.layers = &k_.chunk_layers[static_cast<std::size_t>(pass.chunk)];
+  pass.tag = " c" + std::to_string(pass.chunk) + " mb" + std::to_string(op.micro_batch) + (op.previous_step ? " of previous step" : "");
+  if (op.forward && pass.chunk > 0)
+    pass.cross.push_back(fwd_out_[static_cast<std::size_t>(pass.chunk - 1)][static_cast<std::size_t>(op.micro_batch)]);
+  return pass;
+}
+
+bool Planner::split(const PassKind& kind) const {
+  if (core_splits(kind, k_, p_)) return true;
+  for (const auto& u : units_)
+    if (u->splits(kind)) return true;
+  return false;
+}
+
 void Planner::emit(int s, std::size_t index, const PipeOp& op) {
-  const int j = op.chunk * p_.pipeline + s;
-  const auto mb = static_cast<std::size_t>(op.micro_batch);
-  const Layers& layers = chunk_layers_[static_cast<std::size_t>(j)];
-  const int tpg = tp_group_[static_cast<std::size_t>(s)];
-  const std::string tag = " c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch) + (op.previous_step ? " of previous step" : "");
-  if (op.part == PipeOp::Part::Weight) return emit_weight_pass(s, index, op);
-  const bool zero3 = p_.zero_stage == 3 && grad_ranks() > 1;
-  const double wbytes = weight_bytes_per_param(t_.precision), gbytes = grad_bytes_per_param(t_.precision);
-  std::vector<int> cross;
-  if (op.forward && j > 0) cross.push_back(fwd_out_[static_cast<std::size_t>(j - 1)][mb]);
-  if (op.forward && j == 0 && p_.input.enabled) {  // the loader stream hands over this micro-batch
-    // Every micro-batch is loaded, the first of a step too. The loader runs ahead of the GPU without
-    // bound, one load after the other: a step's first starts when the previous step's last ends.
-    if (load_work_ < 0) {
-      taskgraph::Work w;
-      w.name = "load micro-batch";
-      w.fixed_seconds = p_.input.seconds(p_.micro_batch);
-      load_work_ = table_.get(std::move(w));
-    }
-    std::vector<int> deps;
-    if (last_load_ >= 0) deps.push_back(last_load_);
-    const int load = plan_.graph.add_compute(rep(s), load_work_, Category::Input, "load" + tag, deps);
-    plan_.graph.tasks[static_cast<std::size_t>(load)].off_step_order = true;  // it waits for loads alone
-    if (last_load_ < 0) first_load_ = load;
-    last_load_ = load;
-    cross.push_back(last_load_);
-  }
+  Pass pass = open_pass(s, index, op);
+  if (op.part == PipeOp::Part::Weight) return emit_weight_pass(pass);
+  const int j = pass.chunk;
+  for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.before_pass(*this, pass); });  // loads
   bool waits_previous_step = false;  // for a gradient the previous step's window sent
-  if (!op.forward && j < chunks_ - 1) {
+  if (!op.forward && j < k_.chunks - 1) {
     const int u = upstream_grad(j, op);
-    if (u >= 0) cross.push_back(u);
+    if (u >= 0) pass.cross.push_back(u);
     else waits_previous_step = true;
   }
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (units_[u]->takes(pass.kind)) return attributed(u, [&](Unit& x) { x.emit_pass(*this, pass); });
+  if (op.forward) return emit_forward(pass);
+  emit_backward(pass, waits_previous_step);
+}
 
-  if (framework_zero3()) return emit_sharded(s, j, op, std::move(cross), tag);
-  // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs; under
-  // expert parallelism its experts' come from the expert-data-parallel group (plan_experts.cpp).
-  auto gather = [&](const models::Layer* l) {
-    const double experts = p_.expert > 1 ? l->expert_params() : 0.0;
-    return dense_and_expert_collective(s, CollectiveOp::AllGather, l->params() - experts, experts, wbytes, -1,
-                                       "zero3 gather " + l->name + tag, "zero3 gather experts of " + l->name + tag);
-  };
+// One task per layer, each with the units' hooks around it; returns the last (`first`: the first).
+int Planner::emit_layers(Pass& pass, int& first) {
+  const Layers& layers = *pass.layers;
+  const bool forward = pass.kind.forward;
   int last = -1;
-  if (op.forward) {
-    if (zero3) {
-      for (const auto* l : layers) {
-        int ag = gather(l);
-        std::vector<int> deps = cross;
-        deps.push_back(ag);
-        last = p_.expert > 1 ? layer_pass(s, j, true, l, deps, tag) : compute(s, pass_work(true, j, l, tpg), deps, "fwd " + l->name + tag);
-        if (p_.activation_offload) offload_layer(s, j, op, l, last);
-        cross.clear();
-      }
-    } else if ((p_.priority_buckets && op.micro_batch == 0) || p_.activation_offload) {
-      // Each layer waits for its own update (priority order), or hands its activations to the host.
-      for (const auto* l : layers) {
-        last = compute(s, pass_work(true, j, l, tpg), cross, "fwd " + l->name + tag);
-        if (p_.priority_buckets) first_forward_[l] = last;
-        if (p_.activation_offload) offload_layer(s, j, op, l, last);
-        cross.clear();
-      }
-    } else if (p_.expert > 1) {  // MoE layers stop at their all-to-alls
-      for (const auto* l : layers) {
-        last = layer_pass(s, j, true, l, cross, tag);
-        cross.clear();
-      }
-    } else {
-      last = compute(s, pass_work(true, j, nullptr, tpg), cross, "fwd" + tag);
-    }
-    if (j < chunks_ - 1)
-      fwd_out_[static_cast<std::size_t>(j)][mb] = send(s, stage_of(j + 1), last, layers.back()->output_bytes, "send act" + tag);
-    return;
+  first = -1;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const models::Layer& l = *layers[forward ? i : layers.size() - 1 - i];
+    std::vector<int> deps = std::move(pass.cross);
+    pass.cross.clear();
+    before_layer(pass, l, deps);
+    last = layer_task(pass, l, std::move(deps));
+    if (first < 0) first = last;
+    if (!forward && pass.kind.final) final_backward_[&l] = last;
+    after_layer(pass, l, last);
   }
-  const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
-  // ZeRO-Offload copies each gradient bucket to the host as soon as backward produced it.
-  // Activation offload fetches each layer's activations back before its backward.
-  const bool split = zero3 || p_.expert > 1 || (final && grad_ranks() > 1 && p_.overlap_grad_reduce) || (final && p_.offload_optimizer) ||
-                     p_.activation_offload;
-  int first = -1;
-  if (split) {
-    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-      if (p_.activation_offload) fetch_layer(s, j, op, *it, cross);
-      std::vector<int> deps = cross;
-      if (zero3) deps.push_back(gather(*it));
-      last = p_.expert > 1 ? layer_pass(s, j, false, *it, deps, tag)
-                           : compute(s, pass_work(false, j, *it, tpg), deps, "bwd " + (*it)->name + tag);
-      if (first < 0) first = last;
-      cross.clear();
-      if (final) final_backward_[*it] = last;
-      if (zero3) {  // reduce-scatter this layer's gradients right away
-        const double experts = p_.expert > 1 ? (*it)->expert_params() : 0.0;
-        dense_and_expert_collective(s, CollectiveOp::ReduceScatter, (*it)->params() - experts, experts, gbytes, last,
-                                    "zero3 reduce " + (*it)->name + tag, "zero3 reduce experts of " + (*it)->name + tag);
-      }
+  return last;
+}
+
+int Planner::layer_task(Pass& pass, const models::Layer& l, std::vector<int> deps) {
+  const bool forward = pass.kind.forward;
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (units_[u]->takes_layers()) {  // expert parallelism's MoE layers
+      int task = -1;
+      attributed(u, [&](Unit& x) { task = x.emit_layer(*this, pass, l, std::move(deps)); });
+      return task;
     }
-    if (p_.zero_stage == 2 && p_.expert > 1 && !final) {
-      // As below: ZeRO-2 keeps only its shard of the gradients, so every micro-batch reduces them.
-      double experts = 0;
-      for (const auto* l : layers) experts += l->expert_params();
-      dense_and_expert_collective(s, CollectiveOp::ReduceScatter, layer_params(layers) - experts, experts, gbytes, last,
-                                  "zero2 reduce" + tag, "zero2 reduce experts" + tag);
-    } else if (p_.zero_stage == 2 && !final) {
-      zero2_reduce(s, layers, last, gbytes, tag);  // split per layer only for activation offload
-    }
+  return compute(pass.stage, pass_work(forward, pass.chunk, &l, tp_group_[static_cast<std::size_t>(pass.stage)]), std::move(deps),
+                 (forward ? "fwd " : "bwd ") + l.name + pass.tag);
+}
+
+void Planner::emit_forward(Pass& pass) {
+  const int s = pass.stage, j = pass.chunk;
+  int last = -1, first = -1;
+  if (split(pass.kind)) last = emit_layers(pass, first);
+  else last = compute(s, pass_work(true, j, nullptr, tp_group_[static_cast<std::size_t>(s)]), pass.cross, "fwd" + pass.tag);
+  if (j < k_.chunks - 1)
+    fwd_out_[static_cast<std::size_t>(j)][static_cast<std::size_t>(pass.op->micro_batch)] =
+        send(s, stage_of(j + 1), last, pass.layers->back()->output_bytes, "send act" + pass.tag);
+}
+
+void Planner::emit_backward(Pass& pass, bool waits_previous_step) {
+  const int s = pass.stage, j = pass.chunk;
+  const PipeOp& op = *pass.op;
+  const bool split_up = split(pass.kind);
+  int first = -1, last = -1;
+  if (split_up) {
+    last = emit_layers(pass, first);
   } else {
     const bool input = op.part == PipeOp::Part::Input;
-    last = compute(s, input ? part_work(op.part, j, tpg) : pass_work(false, j, nullptr, tpg), cross,
-                   (input ? "bwd input" : "bwd") + tag);
+    const int tpg = tp_group_[static_cast<std::size_t>(s)];
+    last = compute(s, input ? part_work(op.part, j, tpg) : pass_work(false, j, nullptr, tpg), pass.cross,
+                   (input ? "bwd input" : "bwd") + pass.tag);
     first = last;
-    if (final)
-      for (const auto* l : layers) final_backward_[l] = last;
-    if (p_.zero_stage == 2 && !final && !input) zero2_reduce(s, layers, last, gbytes, tag);
+    if (pass.kind.final)
+      for (const auto* l : *pass.layers) final_backward_[l] = last;
   }
+  after_backward(pass, last, split_up);
   if (waits_previous_step) after_previous_.emplace_back(first, j + 1, op.micro_batch);
   if (j > 0)
     grad_out(j, op) =
-        send(s, stage_of(j - 1), last, chunk_layers_[static_cast<std::size_t>(j - 1)].back()->output_bytes, "send grad" + tag);
+        send(s, stage_of(j - 1), last, k_.chunk_layers[static_cast<std::size_t>(j - 1)].back()->output_bytes, "send grad" + pass.tag);
   update_after_backward(s, last);
 }
 
 // One replica's forward and backward passes of one step.
 void Planner::emit_passes() {
   const auto S = static_cast<std::size_t>(p_.pipeline);
-  fwd_out_.assign(static_cast<std::size_t>(chunks_), std::vector<int>(static_cast<std::size_t>(m_), -1));
+  fwd_out_.assign(static_cast<std::size_t>(k_.chunks), std::vector<int>(static_cast<std::size_t>(k_.micro_batches), -1));
   bwd_out_ = fwd_out_;
   bwd_prev_out_ = fwd_out_;
   final_backward_.clear();
-  first_forward_.clear();
   // Emit passes in an order every dependency respects: each stage runs its schedule as far as
   // the passes it waits for exist.
   std::vector<std::size_t> next(S, 0);
@@ -252,145 +235,6 @@ void Planner::emit_passes() {
     if (next[static_cast<std::size_t>(s)] != seq_[static_cast<std::size_t>(s)].size())
       throw std::logic_error("pipeline schedule cannot make progress");
   link_previous_step();
-}
-
-Plan Planner::run() {
-  const int P = p_.pipeline;
-  start_layout();
-
-  const auto S = static_cast<std::size_t>(P);
-  seq_.resize(S);
-  last_backward_.resize(S);
-  last_comm_.assign(S, -1);
-  for (int s = 0; s < P; ++s) {
-    seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(m_), v_);
-    const auto& q = seq_[static_cast<std::size_t>(s)];
-    for (std::size_t i = 0; i < q.size(); ++i)
-      if (!q[i].forward) last_backward_[static_cast<std::size_t>(s)][q[i].chunk] = i;
-    tp_group_.push_back(plan_.graph.add_group(place_.tensor_group(0, s)));
-    ContextGroups cp;
-    if (p_.context > 1) {
-      cp.all = plan_.graph.add_group(place_.context_group(0, s, 0));
-      cp.ring = plan_.graph.add_group({place_.gpu(0, s, 0, p_.context - 1), place_.gpu(0, s, 0, 0)});
-    }
-    cp_groups_.push_back(cp);
-    const Layers mine = stage_layers(s);
-    plan_.stage_layers.push_back(static_cast<int>(
-        std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
-  }
-  const bool sync = p_.updates == Updates::Sync;
-  if (!sync && (P > 1 || p_.tensor > 1 || p_.zero_stage > 0))
-    throw std::invalid_argument("asynchronous updates are modelled for pure data parallelism only");
-  // Every asynchronous worker runs on its own, so each gets its own tasks.
-  const int replicas = p_.all_replicas || !sync ? p_.data : 1;
-  const int iterations = p_.updates == Updates::Easgd ? p_.easgd_period : 1;
-  plan_.replicas = replicas;
-  plan_.iterations_per_step = iterations;
-  int previous_exchange = -1;  // EASGD's workers take turns with the centre
-  for (d_ = 0; d_ < replicas; ++d_) {
-    last_compute_.assign(S, -1);
-    last_send_.assign(S, -1);
-    last_load_ = first_load_ = -1;
-    start_replica();
-    in_passes_ = true;
-    for (int it = 0; it < iterations; ++it) {
-      if (it > 0) local_optimizer();
-      emit_passes();
-    }
-    in_passes_ = false;
-    if (first_load_ >= 0)  // the next step's first load follows this step's last
-      plan_.graph.tasks[static_cast<std::size_t>(first_load_)].after_previous_step.push_back(last_load_);
-    replica_final_.push_back(final_backward_);
-    replica_first_forward_.push_back(first_forward_);
-    replica_last_.push_back(last_compute_);
-    if (!sync) asynchronous_update(previous_exchange);
-    // Every replica emits as many tasks as the first: room for all of them (and as many again
-    // for the gradient syncs and updates after) at once. Growing by doubling held the old and the
-    // new array together, 1.4 GB at 2.3 million tasks; pages never written cost no memory.
-    if (d_ == 0 && replicas > 1) plan_.graph.tasks.reserve(plan_.graph.tasks.size() * static_cast<std::size_t>(replicas + 1));
-  }
-  d_ = 0;
-  if (!sync) return finish();
-  if (p_.schedule == Schedule::PipeDream) return finish();  // each backward updated its stage
-
-  // DeepSpeed's pipeline engine reduces the tied weights first, then each stage's gradients
-  // (TrainSchedule: ReduceTiedGrads, ReduceGrads); Megatron the other way round.
-  const bool after_flush = pipeline_reduce_after_flush();
-  if (!after_flush)
-    for (int s = 0; s < P; ++s) synchronise_gradients(s);
-  // Tied embeddings on different stages: the first and last stage sum the table's gradients.
-  int embedding_sync = -1;
-  if (P > 1 && g_.tied_params > 0) {
-    std::vector<int> groups;
-    for (int d = 0; d < p_.data; ++d)
-      for (int c = 0; c < p_.context; ++c)
-        for (int t = 0; t < p_.tensor; ++t)
-          groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t, c), place_.gpu(d, P - 1, t, c)}));
-    const double table = g_.tied_params * (after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision));
-    std::vector<int> deps;
-    for (const auto& last : replica_last_) {
-      deps.push_back(last[0]);
-      deps.push_back(last[S - 1]);
-    }
-    embedding_sync = collective(CollectiveOp::AllReduce, groups, table, deps, "embedding all_reduce");
-  }
-  // Without a flush (2BW) the first and last stage end their windows (p - 1) forwards apart: the
-  // summed table gradient is applied with the update after, as 2BW's delay of one allows, so
-  // neither stage waits for the other.
-  if (asynchronous(p_.schedule)) embedding_sync = -1;
-  if (after_flush) {
-    tied_sync_ = embedding_sync;
-    for (int s = 0; s < P; ++s) synchronise_gradients(s);
-  }
-  for (int s = 0; s < P; ++s) step_optimizer(s, (s == 0 || s == P - 1) ? embedding_sync : -1);
-  return finish();
-}
-
-Plan Planner::finish() {
-  const int P = p_.pipeline;
-  order_tasks();
-  for (int s = 0; s < P; ++s) {
-    plan_.stage_memory.push_back(stage_memory(s));
-    plan_.stage_weight_versions.push_back(weight_versions(p_.schedule, P, s));
-    plan_.stage_staleness.push_back(weight_staleness(p_.schedule, P, s));
-    // The worst GPU holds the most, the allocator's cache included where the stack names one.
-    auto held = [&](const MemoryBreakdown& m) { return m.peak() + allocator_slack(t_.memory.allocator, m.activations + m.other); };
-    if (s == 0 || held(plan_.stage_memory.back()) > held(plan_.memory)) {
-      plan_.memory = plan_.stage_memory.back();
-      plan_.worst_rank = rep(s);
-    }
-  }
-  // Host memory of one GPU's share, worst stage: ZeRO-Offload's optimizer state and fp32 gradient
-  // partition; offloaded activations at their peak.
-  for (int s = 0; s < P; ++s) {
-    const double shard = layer_params(stage_layers(s)) / (p_.zero_stage >= 1 ? grad_ranks() : 1);
-    double live = 0, peak = 0;
-    for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
-      live += (op.forward ? 1 : -1) * chunk_kept(op.chunk, s);
-      peak = std::max(peak, live);
-    }
-    const double opt = p_.offload_optimizer ? shard * optimizer_bytes_per_param(t_.precision, t_.optimizer) : 0.0;
-    const double grad = p_.offload_optimizer ? shard * 4.0 : 0.0;
-    const double act = p_.activation_offload ? peak : 0.0;
-    if (opt + grad + act > plan_.host_bytes()) {
-      plan_.host_optimizer_bytes = opt;
-      plan_.host_gradient_bytes = grad;
-      plan_.host_activation_bytes = act;
-    }
-  }
-  const double micro_batches = static_cast<double>(m_) * p_.data * plan_.iterations_per_step;
-  double recompute = 0;
-  for (const auto& l : g_.layers) recompute += recompute_flops(l, p_.recompute);
-  // Each tensor and context rank computes its share of every micro-batch.
-  const double shares = static_cast<double>(p_.tensor) * p_.context;
-  plan_.model_flops_per_step = g_.model_flops() * shares * micro_batches;
-  plan_.hardware_flops_per_step = plan_.model_flops_per_step + recompute * shares * micro_batches;
-  plan_.works_built = table_.built();
-  return std::move(plan_);
-}
-
-Plan plan_training(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host) {
-  return Planner(g, p, t, host).run();
 }
 
 }  // namespace dtsim::strategies

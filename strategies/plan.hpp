@@ -1,11 +1,13 @@
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "models/model_graph.hpp"
 #include "sim/taskgraph/task_graph.hpp"
 #include "strategies/buckets.hpp"
+#include "strategies/layout.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/spec.hpp"
 
@@ -35,6 +37,8 @@ struct Plan {
   // Per pipeline stage: weight versions kept, and how many updates behind sequential SGD the
   // weights its gradients are computed on are (PipeDream, PipeDream-2BW; 1 and 0 otherwise).
   std::vector<int> stage_weight_versions, stage_staleness;
+  // Tasks each mechanism unit emitted (strategies/unit.hpp), by its name: what its count must equal.
+  std::map<std::string, std::size_t> unit_tasks;
 };
 
 // Data x tensor x pipeline parallelism in one task graph. `g` is one tensor-parallel rank's slice
@@ -50,19 +54,17 @@ struct Plan {
 //   all-reduce, or reduce-scatter plus a parameter all-gather after the step with ZeRO-1/2;
 //   ZeRO-3 gathers each layer's parameters before its forward and backward.
 Plan plan_training(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host);
+// The same on a layout already made: `k` is layout_of(g, p, t).
+Plan plan_training(const models::ModelGraph& g, const Layout& k, const ParallelismSpec& p, const TrainingSpec& t,
+                   const HostSpec& host);
 
-// What plan_training decides before it emits tasks, for closed-form estimates: the Plan's
-// micro-batches, stage layers, memory and FLOPs exactly as plan_training gives them (its graph
-// left empty), and each model chunk's layers in model order (chunk c on stage c % pipeline).
-struct Layout {
+// What plan_training decides before it emits tasks, for closed-form estimates: the layout (each
+// model chunk's layers included) and the Plan's micro-batches, stage layers, memory and FLOPs
+// exactly as plan_training gives them (its graph left empty).
+struct PlanLayout {
+  Layout layout;
   Plan plan;
-  std::vector<std::vector<const models::Layer*>> chunks;
 };
-Layout plan_layout(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host);
-
-// Model chunks in model order: blocks split evenly unless `blocks_per_chunk` gives each chunk's
-// count, the embedding on the first chunk and the head on the last (chunk c on stage c % pipeline).
-std::vector<std::vector<const models::Layer*>> split_chunks(const models::ModelGraph& g, int chunks,
-                                                            const std::vector<int>& blocks_per_chunk);
+PlanLayout plan_layout(const models::ModelGraph& g, const ParallelismSpec& p, const TrainingSpec& t, const HostSpec& host);
 
 }  // namespace dtsim::strategies

@@ -11,9 +11,9 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   for (const auto* l : mine)
     if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
   if (p_.recompute == Recompute::Stage)  // a whole chunk, one micro-batch at a time
-    for (int j = s; j < chunks_; j += p_.pipeline) {
+    for (int j = s; j < k_.chunks; j += p_.pipeline) {
       double chunk = 0;
-      for (const auto* l : chunk_layers_[static_cast<std::size_t>(j)])
+      for (const auto* l : k_.chunk_layers[static_cast<std::size_t>(j)])
         if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
       rebuild = std::max(rebuild, chunk);
     }

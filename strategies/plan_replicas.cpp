@@ -14,14 +14,6 @@
 
 namespace dtsim::strategies {
 
-// Joining happens only where a collective over a data-parallel group sits inside the passes
-// (ZeRO-2/3; PipeDream's all-reduce after every backward), and for expert parallelism's
-// all-to-alls, which span the replicas of an expert-parallel group.
-bool Planner::replicas_join() const {
-  if (!p_.all_replicas || p_.updates != Updates::Sync || p_.data <= 1) return false;
-  return ((p_.zero_stage >= 2 || p_.schedule == Schedule::PipeDream) && grad_ranks() > 1) || p_.expert > 1;
-}
-
 // Lane 0: the collectives over the data-parallel groups, which replica 0 creates. Lane 1 + b: the
 // all-to-alls of expert-parallel group b (replicas b E to b E + E - 1), which its first creates.
 int Planner::lane_creator(int lane) const { return lane == 0 ? 0 : (lane - 1) * p_.expert; }
@@ -31,12 +23,11 @@ int Planner::lane_creator(int lane) const { return lane == 0 ? 0 : (lane - 1) * 
 // before (which it joins: a cycle), and its first forward for the previous replica's ZeRO-3
 // end-of-backward synchronisation.
 void Planner::start_replica() {
-  if (!replicas_join()) return;
-  joined_.clear();
-  if (d_ == 0) return;
-  last_comm_.assign(static_cast<std::size_t>(p_.pipeline), -1);
-  z3_sync_ = -1;
-  z3_last_rs_ = -1;
+  if (replicas_join()) {
+    joined_.clear();
+    if (d_ > 0) last_comm_.assign(static_cast<std::size_t>(p_.pipeline), -1);
+  }
+  for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.start_replica(*this); });
 }
 
 int Planner::group_collective(int s, taskgraph::Collective c, std::vector<int> deps, const std::string& label, int lane) {

@@ -30,27 +30,19 @@ int Planner::part_work(PipeOp::Part part, int chunk, int tpg) {
   auto [it, fresh] = part_works_.try_emplace({static_cast<int>(part), chunk, tpg}, -1);
   if (fresh)
     it->second = table_.get(
-        backward_part_work(chunk_layers_[static_cast<std::size_t>(chunk)], g_, p_, tpg, part == PipeOp::Part::Weight));
+        backward_part_work(k_.chunk_layers[static_cast<std::size_t>(chunk)], g_, p_, tpg, part == PipeOp::Part::Weight));
   return it->second;
 }
 
 // W: nothing downstream waits for it but the stage's own stream and the gradient
 // synchronisation; its B ran earlier on the same stream.
-void Planner::emit_weight_pass(int s, std::size_t index, const PipeOp& op) {
-  const int j = op.chunk * p_.pipeline + s;
-  const Layers& layers = chunk_layers_[static_cast<std::size_t>(j)];
-  const bool final = last_backward_[static_cast<std::size_t>(s)].at(op.chunk) == index;
-  const int last = compute(s, part_work(op.part, j, tp_group_[static_cast<std::size_t>(s)]), {},
-                           "bwd weight c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
-  if (final)
-    for (const auto* l : layers) final_backward_[l] = last;
-  else if (p_.zero_stage == 2 && grad_ranks() > 1) {  // as emit(): ZeRO-2 reduces every micro-batch
-    std::vector<int> deps{last};
-    if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);
-    last_comm_[static_cast<std::size_t>(s)] =
-        group_collective(s, CollectiveOp::ReduceScatter, data_groups(s), layer_params(layers) * grad_bytes_per_param(t_.precision),
-                         deps, "zero2 reduce c" + std::to_string(j) + " mb" + std::to_string(op.micro_batch));
-  }
+void Planner::emit_weight_pass(Pass& pass) {
+  const int s = pass.stage, j = pass.chunk;
+  const int last = compute(s, part_work(pass.op->part, j, tp_group_[static_cast<std::size_t>(s)]), {},
+                           "bwd weight c" + std::to_string(j) + " mb" + std::to_string(pass.op->micro_batch));
+  if (pass.kind.final)
+    for (const auto* l : *pass.layers) final_backward_[l] = last;
+  after_backward(pass, last, false);  // ZeRO-2 reduces every micro-batch's but the last
 }
 
 // PipeDream updates a stage's weights after every backward (each micro-batch is one of its
@@ -91,7 +83,7 @@ void Planner::link_previous_step() {
 double Planner::activation_change(int s, const PipeOp& op, double a) const {
   if (op.forward) return a;
   if (op.part == PipeOp::Part::Whole) return -a;
-  const Layers& layers = chunk_layers_[static_cast<std::size_t>(op.chunk * p_.pipeline + s)];
+  const Layers& layers = k_.chunk_layers[static_cast<std::size_t>(op.chunk * p_.pipeline + s)];
   const double kept = std::min(weight_pass_bytes(layers, g_.options.activation_bytes), a);  // recomputation rebuilds them within the backward
   return op.part == PipeOp::Part::Input ? -(a - kept) : -kept;
 }

@@ -10,6 +10,8 @@
 #include "sim/core/errors.hpp"
 #include "sim/replay/dispatch.hpp"
 #include "strategies/buckets.hpp"
+#include "strategies/layout.hpp"
+#include "strategies/unit.hpp"
 
 namespace dtsim::results {
 
@@ -85,35 +87,14 @@ double collective_seconds(const network::FlowBound& b, double count, Backend bac
 
 SliceFacts slice_facts(const config::Scenario& s) {
   const auto& p = s.parallelism;
-  // One tensor rank's slice of the op graph (at most 10,000 blocks, so cheap to build): its
-  // layers, gradient buckets and whether the first and last stages share parameters.
+  // One tensor rank's slice of the op graph (at most 10,000 blocks, so cheap to build): the
+  // planner's units count over its layers as they would over the planned model's.
   models::BuildOptions slice;
   slice.tensor = p.tensor;
   slice.sequence_parallel = p.sequence_parallel;
   slice.expert = p.expert;
-  const models::ModelGraph graph = s.model.build(slice);
   SliceFacts f;
-  f.layers = static_cast<double>(graph.layers.size());
-  f.tied = graph.tied_params > 0;
-  const double gbytes = strategies::grad_bytes_per_param(s.training.precision);
-  std::vector<const models::Layer*> all_layers;
-  for (const auto& layer : graph.layers) all_layers.push_back(&layer);
-  f.buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes).size());
-  if (p.zero_stage == 3 && p.data * p.context > 1 && p.framework.framework != strategies::Framework::MegatronLM) {
-    const bool full_recompute = p.recompute == strategies::Recompute::Full || p.recompute == strategies::Recompute::Stage;
-    f.z3_gathers = static_cast<double>(strategies::zero3_gathers(all_layers, p.framework, full_recompute).size());
-    f.z3_reduces = static_cast<double>(strategies::zero3_reduce_buckets(all_layers, p.framework).size());
-  }
-  if (p.offload_optimizer) {
-    const double cap = p.framework.reduce_bucket_params * gbytes;
-    f.offload_buckets = static_cast<double>(strategies::make_buckets(all_layers, gbytes, cap, cap).size());
-  }
-  if (p.expert > 1) {
-    for (const auto& layer : graph.layers) f.moe_layers += layer.experts.moe() ? 1 : 0;
-    if (p.data > p.expert)
-      f.expert_buckets = static_cast<double>(
-          strategies::make_buckets(all_layers, gbytes, p.bucket_bytes, p.first_bucket_bytes, strategies::BucketParams::Expert).size());
-  }
+  f.graph = std::make_shared<const models::ModelGraph>(s.model.build(slice));
   return f;
 }
 
@@ -121,166 +102,90 @@ Estimate estimate(const config::Scenario& s, Backend backend, bool replay) { ret
 
 namespace {
 
-// What the estimate counts with: the scenario's sizes and micro-batches, and its slice's layers,
-// buckets and gathers.
-struct Counted {
-  double gpus = 0, D = 0, T = 0, P = 0, C = 0, G = 0, chunks = 0, micro = 0;
-  bool sync = false;
-  double replicas = 0, iterations = 0, steps = 0;
-  bool zero3 = false, gathers = false, framework_zero3 = false, ep = false, edp = false, tied = false;
-  double layers = 0, buckets = 0, z3_gathers = 0, z3_reduces = 0, moe_layers = 0, expert_buckets = 0;
+// What the planner's emitter and its mechanism units (strategies/unit.hpp) count with: the
+// scenario laid out over the slice as the planner lays it out (an impossible split leaves the
+// chunks empty: planning refuses it), and the units the strategy uses.
+struct Counting {
+  strategies::Layout layout;
+  std::vector<std::unique_ptr<strategies::Unit>> units;
+  strategies::Count count;
+  Counting(const config::Scenario& s, const SliceFacts& facts)
+      : layout(strategies::layout_of(s.parallelism, s.training)),
+        units(strategies::make_units(s.parallelism)),
+        count{layout, s.parallelism, s.training, {}, false, facts.graph.get()} {
+    try {
+      layout.chunk_layers = strategies::split_chunks(*facts.graph, layout.chunks, s.parallelism.stage_blocks);
+    } catch (const std::exception&) {
+      layout.chunk_layers.assign(static_cast<std::size_t>(layout.chunks), {});
+    }
+    count.joined = strategies::replicas_join(layout, s.parallelism);
+    for (const auto& u : units) count.units.push_back(u.get());
+  }
 };
 
-Counted counted(const config::Scenario& s, bool replay, const SliceFacts& facts) {
-  const auto& p = s.parallelism;
-  const auto& c = s.cluster;
-  Counted k;
-  k.gpus = static_cast<double>(c.nodes) * c.gpus_per_node;
-  k.D = p.data, k.T = p.tensor, k.P = p.pipeline;
-  // Gradients are summed over data x context ranks (context parallelism splits sequences, not weights).
-  k.C = p.context, k.G = k.D * k.C;
-  const double v = p.schedule == strategies::Schedule::Interleaved ? p.virtual_stages : 1;
-  k.chunks = k.P * v;
-  k.micro = static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch));
-  k.sync = p.updates == strategies::Updates::Sync;
-  k.replicas = p.all_replicas || !k.sync ? k.D : 1;
-  k.iterations = p.updates == strategies::Updates::Easgd ? p.easgd_period : 1;
-  k.steps = replay ? s.steps_simulated : 1;
-  k.zero3 = p.zero_stage == 3 && k.G > 1;
-  k.gathers = p.tensor > 1 && !p.sequence_parallel;  // the receiving tensor group re-assembles
-  k.layers = facts.layers;
-  k.tied = facts.tied;
-  // Gradient buckets as DDP fills them over the whole model (strategies/buckets), plus what
-  // splitting it into P stages adds: each stage starts its own, with a small first bucket.
-  const bool buckets_sync = k.sync && k.G > 1 && !k.zero3;
-  k.buckets = facts.buckets + 2 * k.P;
-  if (!buckets_sync) k.buckets = 0;
-  k.framework_zero3 = k.zero3 && p.framework.framework != strategies::Framework::MegatronLM;
-  k.z3_gathers = facts.z3_gathers, k.z3_reduces = facts.z3_reduces;
-  k.moe_layers = facts.moe_layers;
-  k.ep = p.expert > 1, k.edp = k.ep && p.data > p.expert;
-  if (k.ep && k.edp && !k.zero3) k.expert_buckets = facts.expert_buckets + 2 * k.P;
-  return k;
-}
-
-// Tasks of the plan, over every simulated step.
-double count_tasks(const config::Scenario& s, const Counted& k, const SliceFacts& facts) {
-  const auto& p = s.parallelism;
-  const double D = k.D, P = k.P, G = k.G, chunks = k.chunks, micro = k.micro, replicas = k.replicas;
-  const double iterations = k.iterations, steps = k.steps, layers = k.layers, buckets = k.buckets;
-  const double z3_gathers = k.z3_gathers, z3_reduces = k.z3_reduces, moe_layers = k.moe_layers;
-  const double expert_buckets = k.expert_buckets;
-  const bool sync = k.sync, zero3 = k.zero3, gathers = k.gathers, framework_zero3 = k.framework_zero3, ep = k.ep, edp = k.edp;
-  // Tasks: each replica's forward and backward passes, the sends between stages (and the
-  // receiving tensor group's gathers), ZeRO-2's reduces and ZeRO-3's per-layer gathers and
-  // reduce-scatters, the last backward split per layer (to start the buckets), the per-layer
-  // forwards of priority order, loads, EASGD's local steps; then buckets, compression, optimizer
-  // steps, parameter gathers, the embedding sync and asynchronous exchanges.
-  double passes = micro * chunks * 2 + micro * (chunks - 1) * 2 * (gathers ? 2 : 1);
-  if (p.zero_stage == 2 && G > 1) passes += micro * chunks;
-  // DeepSpeed's and FSDP's ZeRO-3 (strategies/plan_framework.cpp): per micro-batch the gathers
-  // and reduce-scatters its rules issue (counted as the planner counts them), and the passes split
-  // where they wait for a gather: each layer's forward and backward, plus one piece per gather.
-  if (zero3) passes += micro * (framework_zero3 ? 2 * layers + 2 * z3_gathers + z3_reduces : 5 * layers);
-  // Offload: gradient buckets copied down, the host step and the parameters copied up, per stage;
-  // activations down and back per pass.
-  if (p.offload_optimizer) passes += facts.offload_buckets + 3 * P;
-  if (p.activation_offload) passes += 4 * micro * layers;  // per layer: its passes split, two copies
-  // Zero-bubble's W passes; PipeDream's update (after a data-parallel all-reduce) per backward.
-  if (p.schedule == strategies::Schedule::ZeroBubbleH1) passes += micro * chunks;
-  if (p.schedule == strategies::Schedule::PipeDream) passes += micro * P * (p.data > 1 ? 2 : 1);
-  passes += layers * (1 + (p.priority_buckets ? 1 : 0)) + (p.input.enabled ? micro : 0) +
-            (p.updates == strategies::Updates::Easgd ? P : 0);
-  double tasks = replicas * iterations * passes;
-  const double per_bucket =
-      1 + (p.compression != strategies::Compression::None ? replicas : 0) + (p.priority_buckets ? replicas : 0);
-  tasks += buckets * per_bucket + P * (replicas + 1) + 1 + (sync ? 0 : 2 * replicas);
-  // Expert parallelism (strategies/plan_experts.cpp): every layer's pass is a task of its own, an
-  // MoE layer's three with two all-to-alls between them (and the most loaded GPU's experts under
-  // skew), its forward again before backward under full recomputation; expert gradient buckets
-  // and, under ZeRO-1/2, their parameter gathers; ZeRO-2's per-micro-batch reduces and ZeRO-3's
-  // per-layer gathers and reduce-scatters of the experts, over their own groups.
-  if (ep) {
-    const double per_moe = 4 + (p.expert_skew > 0 ? 1 : 0);  // beyond the layer's one task
-    const double again = p.recompute == strategies::Recompute::Full ? 1 + per_moe : 0;
-    tasks += replicas * micro * (2 * layers + moe_layers * (2 * per_moe + again));
-    tasks += expert_buckets + P;
-    if (edp && p.zero_stage == 2) tasks += replicas * micro * chunks;
-    if (edp && zero3) tasks += replicas * micro * 3 * moe_layers;
-  }
-  // Every replica simulated (synchronous): the replicas join one task for each collective of the
-  // passes over their data-parallel group (ZeRO-2's reduces but the last micro-batch's, ZeRO-3's,
-  // PipeDream's all-reduces) and over their expert-parallel group (the all-to-alls), counted above
-  // once per replica (strategies/plan_replicas.cpp).
-  if (sync && p.all_replicas && D > 1) {
-    double joined = 0;  // per replica
-    if (G > 1 && p.zero_stage == 2) joined += (micro - 1) * chunks * (edp ? 2 : 1);
-    if (zero3) joined += micro * (framework_zero3 ? z3_gathers + z3_reduces : 3 * layers + (edp ? 3 * moe_layers : 0));
-    if (G > 1 && p.schedule == strategies::Schedule::PipeDream) joined += micro * P;
-    tasks -= (replicas - 1) * joined;
-    if (ep) tasks -= (replicas - D / p.expert) * micro * moe_layers * (4 + (p.recompute == strategies::Recompute::Full ? 2 : 0));
-  }
-  tasks *= steps;
+// Tasks of one step, as each emits them: the emitter's every pass (split per layer where a unit
+// asks), the sends between stages and the receiving tensor group's gathers, zero-bubble's W
+// passes, PipeDream's updates, the gradient buckets, the tied embedding's sum and the optimizer
+// steps; the units' loads, ZeRO's collectives, a framework's ZeRO-3, offload's copies and host
+// step, priority order's updates, asynchronous exchanges, expert parallelism's MoE passes.
+double step_tasks(const Counting& k) {
+  double tasks = strategies::pass_tasks(k.count) + strategies::step_tasks(k.count);
+  for (const auto* u : k.count.units) tasks += u->tasks(k.count);
   return tasks;
 }
 
-// The collectives the replay would lower: their flows and modelled time.
-Tally collective_tally(const config::Scenario& s, Backend backend, const Counted& k) {
+// How a kind of group sits on the cluster: its ranks, how many such groups one collective names,
+// and how many of a group's ranks share a node.
+struct Geometry {
+  double ranks = 1, groups = 1, per_node = 1;
+};
+Geometry geometry(strategies::GroupKind kind, const config::Scenario& s) {
   const auto& p = s.parallelism;
   const auto& c = s.cluster;
-  const double D = k.D, T = k.T, P = k.P, C = k.C, G = k.G, chunks = k.chunks, micro = k.micro, replicas = k.replicas;
-  const double iterations = k.iterations, layers = k.layers, buckets = k.buckets;
-  const double z3_gathers = k.z3_gathers, z3_reduces = k.z3_reduces, moe_layers = k.moe_layers;
-  const double expert_buckets = k.expert_buckets;
-  const bool sync = k.sync, zero3 = k.zero3, gathers = k.gathers, framework_zero3 = k.framework_zero3, ep = k.ep, edp = k.edp;
-  const bool tied = k.tied;
+  const double D = p.data, T = p.tensor, P = p.pipeline, C = p.context, G = D * C, E = p.expert;
   // Data-parallel groups hold every (T x C x P)-th GPU (tensor, context, then pipeline, then
   // data), or every (T x C)-th when the pipeline is outermost, and their context ranks every T-th;
   // tensor groups are contiguous.
   const double dp_stride = p.pipeline_outer ? T * C : T * C * P;
   const double cp_per_node = std::clamp(std::floor(c.gpus_per_node / T), 1.0, C);
-  const double dp_per_node =  // a group's context ranks spread over nodes leave one data rank per node
-      cp_per_node * (cp_per_node < C ? 1.0 : std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D));
-  const double tp_per_node = std::min<double>(T, c.gpus_per_node);
-  Tally tally{c, backend};
-  const Algorithm a = p.algorithm;
-  const CollectiveOp grad_op = p.compression == strategies::Compression::TopK ? CollectiveOp::AllGather
-                               : p.zero_stage == 0                            ? CollectiveOp::AllReduce
-                                                                              : CollectiveOp::ReduceScatter;
-  tally.add(grad_op, a, G, T, dp_per_node, buckets);
-  if (sync && G > 1 && (p.zero_stage == 1 || p.zero_stage == 2)) {
-    tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, P);
-    if (p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, micro * chunks);
+  switch (kind) {
+    case strategies::GroupKind::Data:  // a group's context ranks spread over nodes leave one data rank per node
+      return {G, T, cp_per_node * (cp_per_node < C ? 1.0 : std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D))};
+    case strategies::GroupKind::ExpertData:
+      return {D / E, T * E, std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E)};
+    case strategies::GroupKind::Expert: return {E, T * D / E, std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E)};
+    case strategies::GroupKind::ExpertBlock: return {E, T, std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E)};
+    case strategies::GroupKind::Tensor: return {T, 1, std::min<double>(T, c.gpus_per_node)};
+    case strategies::GroupKind::StagePair: return {2, 1, 1};
+    case strategies::GroupKind::EmbeddingPair: return {2, G * T, 1};
+    case strategies::GroupKind::Servers: break;
   }
-  if (p.schedule == strategies::Schedule::PipeDream && p.data > 1)
-    tally.add(CollectiveOp::AllReduce, a, D, T, dp_per_node, micro * P);
-  if (zero3) {
-    tally.add(CollectiveOp::AllGather, a, G, T, dp_per_node, (framework_zero3 ? z3_gathers : 2 * layers) * micro);
-    tally.add(CollectiveOp::ReduceScatter, a, G, T, dp_per_node, (framework_zero3 ? z3_reduces : layers) * micro);
-  }
-  if (ep) {
-    const double E = p.expert;
-    const double ep_per_node = std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E);
-    const double a2a = micro * moe_layers * (p.recompute == strategies::Recompute::Full ? 6 : 4);
-    tally.add(CollectiveOp::AllToAll, Algorithm::Direct, E, T * D / E, ep_per_node, a2a);
-    const double edp_per_node = std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E);
-    tally.add(grad_op, a, D / E, T * E, edp_per_node, expert_buckets);
-    if (edp && (p.zero_stage == 1 || p.zero_stage == 2)) tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, P);
-    if (edp && p.zero_stage == 2) tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, micro * chunks);
-    if (edp && zero3) {
-      tally.add(CollectiveOp::AllGather, a, D / E, T * E, edp_per_node, 2 * moe_layers * micro);
-      tally.add(CollectiveOp::ReduceScatter, a, D / E, T * E, edp_per_node, moe_layers * micro);
+  return {};
+}
+
+// The collectives the replay would lower, as the emitter and the units count them: their flows
+// and modelled time, one entry per operation and kind of group.
+Tally collective_tally(const config::Scenario& s, Backend backend, const Counting& k) {
+  auto counts = strategies::emitter_collectives(k.count);
+  for (const auto* u : k.count.units)
+    for (const auto& c : u->collectives(k.count)) counts.push_back(c);
+  std::map<std::tuple<int, int, int>, double> merged;
+  for (const auto& c : counts) merged[{static_cast<int>(c.op), static_cast<int>(c.algorithm), static_cast<int>(c.group)}] += c.count;
+  Tally tally{s.cluster, backend};
+  for (const auto& [key, count] : merged) {
+    const auto [op, algorithm, group] = key;
+    const auto a = static_cast<Algorithm>(algorithm);
+    if (static_cast<strategies::GroupKind>(group) == strategies::GroupKind::Servers) {
+      if (count <= 0) continue;
+      // One worker's push and pull against every shard, per worker.
+      const double shards = a == Algorithm::ParameterServer ? (s.cluster.ps_servers > 0 ? s.cluster.ps_servers : s.parallelism.data) : 1;
+      network::FlowBound one{2 * shards, shards, false};
+      tally.flows += count * one.flows;
+      tally.seconds += collective_seconds(one, count, backend);
+      continue;
     }
-  }
-  const double sends = 2 * micro * (chunks - 1) * replicas * iterations;
-  tally.add(CollectiveOp::SendRecv, a, 2, 1, 1, sends);
-  if (gathers) tally.add(CollectiveOp::AllGather, a, T, 1, tp_per_node, sends);
-  if (P > 1 && tied) tally.add(CollectiveOp::AllReduce, a, 2, G * T, 1, 1);
-  if (!sync) {  // one worker's push and pull against every shard, per replica
-    const double shards = a == Algorithm::ParameterServer ? (c.ps_servers > 0 ? c.ps_servers : D) : 1;
-    network::FlowBound one{2 * shards, shards, false};
-    tally.flows += replicas * one.flows;
-    tally.seconds += collective_seconds(one, replicas, backend);
+    const Geometry g = geometry(static_cast<strategies::GroupKind>(group), s);
+    tally.add(static_cast<CollectiveOp>(op), a, g.ranks, g.groups, g.per_node, count);
   }
   return tally;
 }
@@ -288,10 +193,11 @@ Tally collective_tally(const config::Scenario& s, Backend backend, const Counted
 }  // namespace
 
 Estimate estimate(const config::Scenario& s, Backend backend, bool replay, const SliceFacts& facts) {
-  const Counted k = counted(s, replay, facts);
-  const double tasks = count_tasks(s, k, facts);
+  const Counting k(s, facts);
+  const double steps = replay ? s.steps_simulated : 1;
+  const double tasks = step_tasks(k) * steps;  // over every simulated step
   const Tally tally = replay ? collective_tally(s, backend, k) : Tally{s.cluster, backend};
-  const double gpus = k.gpus, steps = k.steps;
+  const double gpus = static_cast<double>(s.cluster.nodes) * s.cluster.gpus_per_node;
 
   Estimate e;
   const int b = index(backend);
@@ -310,8 +216,7 @@ namespace {
 // The key a user would change to bring the cost down.
 std::string blame(const config::Scenario& s, bool per_step_ok) {
   if (s.steps_simulated > 1 && per_step_ok) return "/simulation/steps";
-  const auto& p = s.parallelism;
-  const double micro = static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch));
+  const double micro = static_cast<double>(strategies::layout_of(s.parallelism, s.training).micro_batches);
   if (micro > 1000) return "/training/global_batch_size";
   return "/cluster/nodes";
 }
@@ -445,14 +350,13 @@ void check_sweep_budget(const config::Scenario& base, const std::vector<strategi
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag) {
   double seconds = 0, bytes = 0, gpus = 0;
   std::size_t count = 0;
-  std::map<std::tuple<const SweepGroup*, int, bool, double, double, int, int, bool, int>, SliceFacts> facts;
+  std::map<std::tuple<const SweepGroup*, int, bool, int>, SliceFacts> facts;
   for (const auto& g : groups) {
     for (const auto& p : g.candidates) {
       config::Scenario s = g.base;
       s.parallelism = p;
       // Candidates differ in few of the fields the model slice depends on: built once for each.
-      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.bucket_bytes, p.first_bucket_bytes,
-                                                    p.zero_stage, static_cast<int>(p.recompute), p.offload_optimizer, p.expert));
+      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.expert));
       if (fresh) it->second = slice_facts(s);
       const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       seconds += e.seconds;

@@ -1,4 +1,5 @@
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,14 +28,11 @@ struct Estimate {
 // The cost of `simulate(s)` on `backend`; `replay` false: only the plan (`dtsim memory`).
 Estimate estimate(const config::Scenario& s, config::Backend backend, bool replay = true);
 // What the estimate reads from one tensor rank's slice of the model (built for it): the same for
-// every candidate of a sweep with the same tensor split, sequence parallelism and buckets.
+// every candidate of a sweep with the same tensor split, sequence parallelism and expert split.
 struct SliceFacts {
-  double layers = 0, buckets = 0;  // buckets over the whole model
-  bool tied = false;
-  // DeepSpeed's and FSDP's ZeRO-3 gathers and reduce-scatters per micro-batch, and offload's
-  // gradient copy buckets (strategies/plan_framework.cpp counts them the same way).
-  double z3_gathers = 0, z3_reduces = 0, offload_buckets = 0;
-  double moe_layers = 0, expert_buckets = 0;  // expert parallelism: MoE layers, expert gradient buckets
+  // The slice itself: the planner's emitter and mechanism units count their tasks and collectives
+  // over its chunks (strategies/unit.hpp).
+  std::shared_ptr<const models::ModelGraph> graph;
 };
 SliceFacts slice_facts(const config::Scenario& s);
 Estimate estimate(const config::Scenario& s, config::Backend backend, bool replay, const SliceFacts& facts);

@@ -12,6 +12,8 @@
 #include "strategies/buckets.hpp"
 #include "strategies/placement.hpp"
 #include "strategies/plan.hpp"
+#include "strategies/unit.hpp"
+#include "strategies/units/zero.hpp"
 #include "strategies/works.hpp"
 
 namespace dtsim::results {
@@ -23,24 +25,27 @@ using Layers = std::vector<const models::Layer*>;
 
 std::string closed_form_gap(const config::Scenario& s) {
   const auto& p = s.parallelism;
-  // A whitelist: what is not named here is replayed.
+  // A whitelist: what is not named here is replayed. The planner's mechanism units answer for
+  // themselves (strategies/unit.hpp), each at its place in this order.
+  const auto units = strategies::make_units(p);
   if (p.schedule != Schedule::OneFOneB && p.schedule != Schedule::GPipe && p.schedule != Schedule::Interleaved)
     return "pipeline schedule";
-  if (p.updates != strategies::Updates::Sync) return "asynchronous updates";
-  if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) return "ZeRO stage";
-  if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
+  if (auto why = strategies::replay_only(units, "async-updates", p); !why.empty()) return why;
+  if (auto why = strategies::replay_only(units, "zero", p); !why.empty()) return why;
   if (p.recompute == Recompute::Stage) return "stage recomputation";
-  if (p.offload_optimizer) return "optimizer offload";
-  if (p.activation_offload) return "activation offload";
+  if (auto why = strategies::replay_only(units, "optimizer-offload", p); !why.empty()) return why;
+  if (auto why = strategies::replay_only(units, "activation-offload", p); !why.empty()) return why;
   if (p.context > 1) return "context parallelism";
-  if (p.expert > 1) return "expert parallelism";
+  if (auto why = strategies::replay_only(units, "experts", p); !why.empty()) return why;
   if (s.training.precision == strategies::Precision::Fp8) return "FP8";
+  if (auto why = strategies::replay_only(units, "framework-zero3", p); !why.empty()) return why;
+  // The framework's pipeline engine and collectives, with or without its ZeRO-3.
   if (p.framework.framework != strategies::Framework::MegatronLM) return "framework behaviour (deepspeed, fsdp)";
   if (p.compression != strategies::Compression::None) return "gradient compression";
-  if (p.input.enabled) return "input pipeline";
+  if (auto why = strategies::replay_only(units, "input-loader", p); !why.empty()) return why;
   if (p.all_replicas || p.backup_workers > 0 || s.stragglers.enabled) return "every replica simulated";
   if (!p.stage_blocks.empty()) return "uneven stage layers";
-  if (p.priority_buckets) return "priority buckets";
+  if (auto why = strategies::replay_only(units, "priority-buckets", p); !why.empty()) return why;
   if (p.blocking_p2p) return "blocking stage-to-stage sends";
   if (s.roles.chief) return "chief checkpoints";
   if (s.steps_simulated != 1) return "several simulated steps";
@@ -48,6 +53,9 @@ std::string closed_form_gap(const config::Scenario& s) {
   // Compute beside a collective runs on the SMs it leaves (sim/cost/comm_interference.hpp): the
   // replay follows which collectives are in flight when.
   if (cost::comm_sm_share(s.device) > 0) return "communication interference";
+  // Any other unit the strategy uses, until the closed form is taught it.
+  for (const auto& u : units)
+    if (auto why = u->replay_only(p); !why.empty()) return why;
   return "";
 }
 
@@ -139,10 +147,10 @@ ClosedForm::~ClosedForm() = default;
 // One strategy's step in closed form: each chunk's passes and the hops between chunks, then the
 // pipeline (or ZeRO-3's one stage), and each stage's gradient sync and optimizer step.
 struct ClosedForm::Impl::Step {
-  Step(Impl& im, const config::Scenario& s, const models::ModelGraph& g, const strategies::Layout& layout,
-       std::int64_t micro_batches)
-      : im(im), s(s), p(s.parallelism), t(s.training), g(g), layout(layout), place(p), P(p.pipeline), T(p.tensor), D(p.data),
-        chunks(static_cast<int>(layout.chunks.size())), micro_batches(micro_batches), m(static_cast<double>(micro_batches)),
+  Step(Impl& im, const config::Scenario& s, const models::ModelGraph& g, const strategies::Layout& layout)
+      : im(im), s(s), p(s.parallelism), t(s.training), g(g), layout(layout), place(layout.place), P(layout.pipeline),
+        T(layout.tensor), D(layout.data), chunks(layout.chunks), micro_batches(layout.micro_batches),
+        m(static_cast<double>(micro_batches)),
         gbytes(strategies::grad_bytes_per_param(t.precision)), wbytes(strategies::weight_bytes_per_param(t.precision)) {}
 
   Impl& im;
@@ -151,7 +159,7 @@ struct ClosedForm::Impl::Step {
   const strategies::TrainingSpec& t;
   const models::ModelGraph& g;
   const strategies::Layout& layout;
-  const strategies::Placement place;
+  const strategies::Placement& place;
   const int P, T, D, chunks;
   const std::int64_t micro_batches;
   const double m, gbytes, wbytes;
@@ -170,7 +178,7 @@ struct ClosedForm::Impl::Step {
     layer_bwd.assign(static_cast<std::size_t>(chunks), {});
     for (int j = 0; j < chunks; ++j) {
       const int stage = j % P;
-      for (const auto* l : layout.chunks[static_cast<std::size_t>(j)]) {
+      for (const auto* l : layout.chunk_layers[static_cast<std::size_t>(j)]) {
         F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, rep(stage));
         const double b = im.layer_seconds(*l, false, g, p, rep(stage));
         B[static_cast<std::size_t>(j)] += b;
@@ -185,7 +193,7 @@ struct ClosedForm::Impl::Step {
     hop.assign(static_cast<std::size_t>(std::max(0, chunks - 1)), 0.0);
     for (int j = 0; j + 1 < chunks; ++j) {
       const int a = rep(j % P), b = rep((j + 1) % P);
-      const double tensor = layout.chunks[static_cast<std::size_t>(j)].back()->output_bytes;
+      const double tensor = layout.chunk_layers[static_cast<std::size_t>(j)].back()->output_bytes;
       const double bytes = tensor / T;
       taskgraph::Collective send{CollectiveOp::SendRecv, p.algorithm, {0}, bytes};
       double h = im.collective({1, static_cast<double>(p.algorithm), bytes, static_cast<double>(a), static_cast<double>(b)}, send,
@@ -239,30 +247,20 @@ struct ClosedForm::Impl::Step {
         .seconds;
   }
 
-  // One stage, every layer's parameters gathered before its forward and backward; the
-  // gathers of a forward run ahead on the communication stream, a backward's gather waits
-  // for the previous layer's gradient reduce-scatter.
+  // One stage, every layer's parameters gathered before its forward and backward: ZeRO-3's term
+  // (strategies/units/zero.hpp) over these prices.
   double zero3_step() {
-    const Layers& ls = layout.chunks[0];
-    double comm = 0, comp = 0;
-    std::vector<double> ag(ls.size()), rs(ls.size()), fw(ls.size());
+    const Layers& ls = layout.chunk_layers[0];
+    strategies::Zero3Prices z;
+    z.micro_batches = micro_batches;
     for (std::size_t i = 0; i < ls.size(); ++i) {
-      ag[i] = data_collective(CollectiveOp::AllGather, ls[i]->params() * wbytes, 0);
-      rs[i] = data_collective(CollectiveOp::ReduceScatter, ls[i]->params() * gbytes, 0);
-      fw[i] = im.layer_seconds(*ls[i], true, g, p, rep(0));
+      z.gather.push_back(data_collective(CollectiveOp::AllGather, ls[i]->params() * wbytes, 0));
+      z.reduce.push_back(data_collective(CollectiveOp::ReduceScatter, ls[i]->params() * gbytes, 0));
+      z.forward.push_back(im.layer_seconds(*ls[i], true, g, p, rep(0)));
     }
-    for (std::int64_t k = 0; k < micro_batches; ++k) {
-      for (std::size_t i = 0; i < ls.size(); ++i) {
-        comm += ag[i];
-        comp = std::max(comp, comm) + fw[i];
-      }
-      for (std::size_t i = ls.size(); i-- > 0;) {
-        comm += ag[i];
-        comp = std::max(comp, comm) + layer_bwd[0][i];
-        comm = comp + rs[i];
-      }
-    }
-    return std::max(comm, comp) + optimizer_seconds(params_of(ls) / D);
+    z.backward = layer_bwd[0];
+    z.optimizer = optimizer_seconds(params_of(ls) / D);
+    return strategies::zero3_step_seconds(z);
   }
 
   // The passes of every micro-batch through the pipeline, up to the last backward on stage 0.
@@ -324,7 +322,7 @@ struct ClosedForm::Impl::Step {
       double chunk_end = last;
       for (int j = st; j < chunks; j += P) {
         double at = chunk_end;
-        for (std::size_t n = 0; n < layout.chunks[static_cast<std::size_t>(j)].size(); ++n, ++k) {
+        for (std::size_t n = 0; n < layout.chunk_layers[static_cast<std::size_t>(j)].size(); ++n, ++k) {
           done[k] = at;
           at -= bwd[k];
         }
@@ -345,7 +343,7 @@ struct ClosedForm::Impl::Step {
     Layers mine;
     std::vector<double> bwd;  // each layer's backward, in model order
     for (int j = st; j < chunks; j += P) {
-      const auto& ls = layout.chunks[static_cast<std::size_t>(j)];
+      const auto& ls = layout.chunk_layers[static_cast<std::size_t>(j)];
       mine.insert(mine.end(), ls.begin(), ls.end());
       bwd.insert(bwd.end(), layer_bwd[static_cast<std::size_t>(j)].begin(), layer_bwd[static_cast<std::size_t>(j)].end());
     }
@@ -353,10 +351,10 @@ struct ClosedForm::Impl::Step {
     double start = std::max(comm, last[i]);
     if (st == 0 || st == P - 1) start = std::max(start, embedding);
     const double shard = params_of(mine) / (p.zero_stage >= 1 ? D : 1);
-    double end = start + optimizer_seconds(shard);
-    if (p.zero_stage == 1 && D > 1)
-      end += data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st);
-    return end;
+    if (p.zero_stage == 1 && D > 1)  // ZeRO-1's term (strategies/units/zero.hpp)
+      return strategies::zero1_stage_end(start, optimizer_seconds(shard),
+                                         data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st));
+    return start + optimizer_seconds(shard);
   }
 
   double pipeline_step() {
@@ -383,14 +381,14 @@ Result ClosedForm::estimate(const config::Scenario& s) {
   r.gpus = s.cluster.num_gpus();
   r.params = im.params;
   const models::ModelGraph& g = im.graph(s);
-  auto layout = strategies::plan_layout(g, p, t, s.host);
-  adopt_plan(r, std::move(layout.plan), s);
+  auto laid = strategies::plan_layout(g, p, t, s.host);
+  adopt_plan(r, std::move(laid.plan), s);
 
-  Impl::Step step(im, s, g, layout, r.plan.micro_batches);
+  Impl::Step step(im, s, g, laid.layout);
   step.price_passes();
   step.price_hops();
   step.stage_totals();
-  const bool zero3 = p.zero_stage == 3 && p.data > 1;
+  const bool zero3 = p.zero_stage == 3 && step.D > 1;
   r.step_time_s = zero3 ? step.zero3_step() : step.pipeline_step();
   const double samples = static_cast<double>(t.global_batch) * r.plan.iterations_per_step;
   r.samples_per_s = samples / r.step_time_s;

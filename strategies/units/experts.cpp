@@ -1,0 +1,222 @@
+// Expert parallelism's passes (Megatron-Core's layout): each MoE layer dispatches its tokens to
+// the GPUs holding their experts and combines the results by all-to-all over the expert-parallel
+// group, forward and backward; expert gradients are summed over the data / expert GPUs holding
+// the same experts. The groups, and the collectives over a layer's dense and expert parameters
+// that ZeRO uses, are the emitter's (plan_experts.cpp).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <random>
+#include <tuple>
+
+#include "strategies/planner.hpp"
+#include "strategies/units/units.hpp"
+
+namespace dtsim::strategies {
+
+// How many times its even share of the tokens the most loaded GPU of an expert-parallel group
+// gets in this layer. Each expert's share is 1 + skew x z (z standard normal, Box-Muller on
+// std::mt19937_64, whose output the standard fixes, so every platform draws the same), at least
+// 0, normalised to a mean of 1; a GPU's load is the mean of its experts'. With a capacity factor
+// every expert computes its padded capacity whatever it gets (the excess is dropped), so no GPU
+// is slower than another.
+double slowest_expert_load(const ParallelismSpec& p, const models::ModelGraph& g, const models::Layer& l) {
+  if (p.expert_skew <= 0 || p.expert <= 1 || l.experts.capacity > 0) return 1.0;
+  const auto index = static_cast<std::uint64_t>(&l - g.layers.data());
+  std::mt19937_64 rng(p.expert_seed * 0x9E3779B97F4A7C15ull + index);
+  auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; };
+  const std::int64_t experts = l.experts.local_experts * p.expert;
+  std::vector<double> share(static_cast<std::size_t>(experts));
+  double sum = 0;
+  for (auto& w : share) {
+    const double z = std::sqrt(-2.0 * std::log(uniform())) * std::cos(2.0 * M_PI * uniform());
+    w = std::max(0.0, 1.0 + p.expert_skew * z);
+    sum += w;
+  }
+  if (sum <= 0) return 1.0;
+  double worst = 0;
+  for (int r = 0; r < p.expert; ++r) {
+    double load = 0;
+    for (std::int64_t i = 0; i < l.experts.local_experts; ++i) load += share[static_cast<std::size_t>(r * l.experts.local_experts + i)];
+    worst = std::max(worst, load / static_cast<double>(l.experts.local_experts) / (sum / static_cast<double>(experts)));
+  }
+  return worst;
+}
+
+namespace {
+
+bool slower(double load) { return load > 1.0 + 1e-9; }
+
+class Experts final : public Unit {
+ public:
+  explicit Experts(const ParallelismSpec&) {}
+  const char* name() const override { return "experts"; }
+
+  bool splits(const PassKind&) const override { return true; }  // MoE layers stop at their all-to-alls
+  bool takes_layers() const override { return true; }
+  int emit_layer(Planner& em, Pass& pass, const models::Layer& l, std::vector<int> deps) override {
+    return layer_pass(em, pass.stage, pass.chunk, pass.kind.forward, l, std::move(deps), pass.tag);
+  }
+  void after_gradient_sync(Planner& em, int s) override;
+
+  double tasks(const Count& c) const override;
+  CollectiveCounts collectives(const Count& c) const override;
+  std::string replay_only(const ParallelismSpec&) const override { return "expert parallelism"; }
+
+ private:
+  struct Passes {
+    double computes = 0, all_to_alls = 0;
+  };
+  Passes passes(const Count& c) const;
+  static double buckets(const Count& c);
+  int layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps, const std::string& tag);
+  int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label);
+  const std::array<int, 4>& works(Planner& em, int s, bool forward, const models::Layer& l);
+
+  // Per (forward, layer, tensor group) an MoE layer's works: before the dispatch, the experts,
+  // after the combine, and the experts at the most loaded GPU's load (-1: none slower); per stage
+  // the last expert task of that GPU.
+  std::map<std::tuple<bool, const models::Layer*, int>, std::array<int, 4>> moe_works_;
+  std::map<int, int> last_slow_;
+};
+
+const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const models::Layer& l) {
+  const int tpg = em.tensor_group(s);
+  auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg}, std::array<int, 4>{-1, -1, -1, -1});
+  if (!fresh) return it->second;
+  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg);
+  const double load = slowest_expert_load(em.spec(), em.model(), l);
+  if (slower(load)) {
+    taskgraph::Work slow = w[1];
+    slow.name += " (most loaded GPU)";
+    for (auto& k : slow.kernels) k = models::scale_expert_tokens(k, load);
+    it->second[3] = em.works().get(std::move(slow));
+  }
+  for (std::size_t i = 0; i < 3; ++i) it->second[i] = em.works().get(std::move(w[i]));
+  return it->second;
+}
+
+// The all-to-alls name every expert-parallel group of the stage, so all their flows share the
+// network; with every replica emitted, the replicas of one group join its all-to-all.
+int Experts::all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label) {
+  const auto& p = em.spec();
+  const bool every = em.replicas_join();
+  std::vector<int> groups = em.expert_groups(s);
+  if (every) {
+    const int per_t = p.data / p.expert, block = em.replica() / p.expert;
+    std::vector<int> mine;
+    for (int t = 0; t < p.tensor; ++t) mine.push_back(groups[static_cast<std::size_t>(t * per_t + block)]);
+    groups = std::move(mine);
+  }
+  return em.group_collective(s, {CollectiveOp::AllToAll, taskgraph::Algorithm::Direct, std::move(groups), l.experts.dispatch_bytes},
+                             std::move(after), label, every ? 1 + em.replica() / p.expert : 0);
+}
+
+// One layer's pass on stage s. An MoE layer runs as its part before the dispatch, the dispatch
+// all-to-all, its experts, the combine all-to-all and its part after (in backward the same,
+// mirrored). When the router's skew gives another GPU of the group more tokens than this one, that
+// GPU's expert work runs too, at its load, and the combine waits for it: the slowest expert GPU
+// sets the pace, and what this GPU waits is straggler wait.
+int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps,
+                        const std::string& tag) {
+  const std::string what = (forward ? "fwd " : "bwd ") + l.name + tag;
+  if (!l.experts.moe()) return em.compute(s, em.pass_work(forward, chunk, &l, em.tensor_group(s)), std::move(deps), what);
+  const auto w = works(em, s, forward, l);
+  if (!forward && em.spec().recompute == Recompute::Full) {  // the forward again, all-to-alls included
+    const int again = layer_pass(em, s, chunk, true, l, std::move(deps), tag + " recompute");
+    deps = {again};
+  }
+  const int before = em.compute(s, w[0], std::move(deps), what + (forward ? " before dispatch" : " before combine"));
+  const int first = all_to_all(em, s, l, {before}, (forward ? "dispatch " : "combine grad ") + l.name + tag);
+  std::vector<int> done{em.compute(s, w[1], {first}, what + " experts")};
+  if (w[3] >= 0) {
+    const int slow_rank = em.shape().place.gpu(em.replica() + 1, s, 0);  // stands for the group's most loaded GPU
+    std::vector<int> after{first};
+    if (auto prev = last_slow_.find(s); prev != last_slow_.end()) after.push_back(prev->second);
+    last_slow_[s] = em.plan().graph.add_compute(slow_rank, w[3], taskgraph::Category::Compute, what + " experts, most loaded GPU", after);
+    done.push_back(last_slow_[s]);
+  }
+  const int second = all_to_all(em, s, l, done, (forward ? "combine " : "dispatch grad ") + l.name + tag);
+  return em.compute(s, w[2], {second}, what + (forward ? " after combine" : " after dispatch"));
+}
+
+// Expert gradients, bucket by bucket as backward produces them, summed (or reduce-scattered under
+// ZeRO-1 and ZeRO-2) over the expert-data-parallel groups. They queue among themselves but beside
+// the dense buckets (other process groups, as Megatron-Core's expert-data-parallel group is); the
+// last waits for the dense ones too, so that the optimizer after it has every gradient.
+void Experts::after_gradient_sync(Planner& em, int s) {
+  const auto& p = em.spec();
+  if (p.data / p.expert <= 1) return;
+  const Layers mine = em.shape().stage_layers(s);
+  const auto buckets = make_buckets(mine, grad_bytes_per_param(em.training().precision), p.bucket_bytes, p.first_bucket_bytes,
+                                    BucketParams::Expert);
+  const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+  int& stream = em.comm_stream(s);
+  const int dense_last = stream;
+  int previous = -1;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    std::vector<int> deps;
+    for (std::size_t d = 0; d < em.replica_last().size(); ++d) {
+      if (p.overlap_grad_reduce) deps.push_back(em.finals(d).at(mine[static_cast<std::size_t>(buckets[b].ready_after_layer)]));
+      else deps.push_back(em.replica_last()[d][static_cast<std::size_t>(s)]);
+    }
+    if (previous >= 0) deps.push_back(previous);
+    if (b + 1 == buckets.size() && dense_last >= 0) deps.push_back(dense_last);
+    previous = em.collective(op, em.expert_data_groups(s), buckets[b].bytes, deps,
+                             std::string(taskgraph::to_string(op)) + " expert bucket " + std::to_string(b));
+  }
+  if (previous >= 0) stream = previous;
+}
+
+// Per layer and pass: one task, or an MoE layer's three pieces (and the most loaded GPU's
+// experts) with two all-to-alls, its forward again before a backward under full recomputation;
+// the all-to-alls once per expert-parallel group where the replicas join them.
+Experts::Passes Experts::passes(const Count& c) const {
+  Passes out;
+  for (int j = 0; j < c.k.chunks; ++j)
+    for (const auto& [kind, n] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
+      if (!c.split(kind) || c.taken(kind)) continue;
+      const double times = static_cast<double>(n) * (!kind.forward && c.p.recompute == Recompute::Full ? 2 : 1);
+      for (const auto* l : c.k.chunk_layers[static_cast<std::size_t>(j)]) {
+        if (!l->experts.moe()) {
+          out.computes += static_cast<double>(n);
+          continue;
+        }
+        out.computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0));
+        out.all_to_alls += times * 2;
+      }
+    }
+  out.computes *= c.per_replica();
+  out.all_to_alls *= c.joined ? static_cast<double>(c.k.data / c.k.expert) * c.k.iterations : c.per_replica();
+  return out;
+}
+
+// Each stage's expert gradient buckets, where its gradients are synchronised at all.
+double Experts::buckets(const Count& c) {
+  const bool synced = c.k.sync && c.p.schedule != Schedule::PipeDream && c.k.grad_ranks > 1 && c.p.zero_stage != 3;
+  if (!synced || c.k.expert_data <= 1) return 0;
+  double n = 0;
+  for (int s = 0; s < c.k.pipeline; ++s)
+    n += static_cast<double>(make_buckets(c.k.stage_layers(s), grad_bytes_per_param(c.t.precision), c.p.bucket_bytes,
+                                          c.p.first_bucket_bytes, BucketParams::Expert).size());
+  return n;
+}
+
+double Experts::tasks(const Count& c) const {
+  const Passes p = passes(c);
+  return p.computes + p.all_to_alls + buckets(c);
+}
+
+CollectiveCounts Experts::collectives(const Count& c) const {
+  const CollectiveOp op = c.p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+  const GroupKind groups = c.joined ? GroupKind::ExpertBlock : GroupKind::Expert;  // each block joins its own
+  return {{CollectiveOp::AllToAll, taskgraph::Algorithm::Direct, groups, passes(c).all_to_alls},
+          {op, c.p.algorithm, GroupKind::ExpertData, buckets(c)}};
+}
+
+}  // namespace
+
+std::unique_ptr<Unit> make_experts(const ParallelismSpec& p) { return std::make_unique<Experts>(p); }
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,347 @@
+// ZeRO-3 and FSDP as DeepSpeed and PyTorch run them (strategies/framework.hpp): a pass split where
+// it waits for gathers. DeepSpeed's hooks gather per sub-module, so the compute runs op by op;
+// FSDP's per unit, so a layer at a time. Gathers queue on one stream, each issued no earlier than
+// its prefetch depth allows; reduce-scatters on another.
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+
+#include "strategies/planner.hpp"
+#include "strategies/tp_overlap.hpp"
+#include "strategies/units/units.hpp"
+
+namespace dtsim::strategies {
+
+namespace {
+
+bool full_rerun(Recompute r) { return r == Recompute::Full || r == Recompute::Stage; }
+bool rerun_op(const models::Layer& l, const models::Op& op, Recompute r) {
+  return l.kind == models::LayerKind::Block && (full_rerun(r) || (r == Recompute::Selective && op.selective));
+}
+
+// One op's part of a pass: its forward (or recompute forward) or its backward kernels, and the
+// gather it waits for.
+struct Item {
+  int op = 0;
+  bool rerun = false;
+  int wait = -1;
+};
+
+// Layer li's items in one direction, in the order they run, each with the gather it waits for
+// (-1: none), following the parameter trace from `cursor` on. `early` receives the gathers a
+// recompute without gathers of its own needs before it starts (its backward's).
+std::vector<Item> layer_items(const models::Layer& l, int li, bool forward, const FrameworkSpec& f, Recompute r,
+                              const std::vector<ParamUse>& uses, const std::vector<int>& wait, std::size_t& cursor,
+                              std::vector<int>& early) {
+  const int m = static_cast<int>(l.ops.size());
+  std::vector<Item> items;
+  if (forward) {
+    for (int k = 0; k < m; ++k) items.push_back({k, false});
+  } else {
+    for (int k = 0; k < m; ++k)
+      if (rerun_op(l, l.ops[static_cast<std::size_t>(k)], r)) items.push_back({k, true});
+    for (int k = m - 1; k >= 0; --k) items.push_back({k, false});
+  }
+  auto use_at = [&](int op_index) {
+    if (cursor >= uses.size() || uses[cursor].layer != li || uses[cursor].op != op_index)
+      throw std::logic_error("ZeRO-3 parameter trace out of step with the passes");
+    return wait[cursor++];
+  };
+  early.clear();
+  if (f.gather_per_layer) {
+    if (l.params() > 0 && !items.empty()) items.front().wait = use_at(-1);
+    return items;
+  }
+  const bool regather = full_rerun(r) && f.regather_for_recompute;
+  for (auto& it : items) {
+    const double p = l.ops[static_cast<std::size_t>(it.op)].params;
+    if (p > 0 && (!it.rerun || regather)) it.wait = use_at(it.op);
+  }
+  // Without the recompute's own gathers its backward's gathers are needed first.
+  if (!items.empty() && items.front().rerun && !regather) {
+    for (auto& it : items)
+      if (it.wait >= 0) early.push_back(std::exchange(it.wait, -1));
+    if (!early.empty()) items.front().wait = early.front();
+  }
+  return items;
+}
+
+// Segments start at each item that waits; each is one compute task.
+std::vector<std::size_t> segment_starts(const std::vector<Item>& items) {
+  std::vector<std::size_t> starts{0};
+  for (std::size_t i = 1; i < items.size(); ++i)
+    if (items[i].wait >= 0) starts.push_back(i);
+  return starts;
+}
+
+// A micro-batch's parameter trace on one chunk: its uses, the gathers and which each use waits for.
+struct Trace {
+  std::vector<ParamUse> uses;
+  std::vector<int> wait;
+  std::vector<Gather> gathers;
+  std::size_t forward_uses = 0;
+  Trace() = default;
+  Trace(const Layers& layers, const FrameworkSpec& f, bool rc) : uses(param_uses(layers, f, rc)) {
+    gathers = zero3_gathers(layers, f, rc, &wait);
+    forward_uses = static_cast<std::size_t>(std::count_if(uses.begin(), uses.end(), [](const ParamUse& u) { return !u.backward; }));
+  }
+};
+
+// Compute tasks one micro-batch's forward and backward of `layers` take.
+double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, Recompute r) {
+  const Trace trace(layers, f, full_rerun(r));
+  const int n = static_cast<int>(layers.size());
+  double segments = 0;
+  std::vector<int> early;
+  for (const bool forward : {true, false}) {
+    std::size_t cursor = forward ? 0 : trace.forward_uses;
+    for (int step = 0; step < n; ++step) {
+      const int li = forward ? step : n - 1 - step;
+      const auto items = layer_items(*layers[static_cast<std::size_t>(li)], li, forward, f, r, trace.uses, trace.wait, cursor, early);
+      segments += static_cast<double>(segment_starts(items).size());
+    }
+  }
+  return segments;
+}
+
+class FrameworkZero3 final : public Unit {
+ public:
+  explicit FrameworkZero3(const ParallelismSpec& p) : on_(framework_zero3(p)) {}
+  const char* name() const override { return "framework-zero3"; }
+
+  // Each replica starts as the first did (plan_replicas.cpp): nothing reduced, no synchronisation.
+  void start_replica(Planner& em) override {
+    if (!em.replicas_join() || em.replica() == 0) return;
+    sync_ = -1;
+    last_rs_ = -1;
+  }
+  bool takes(const PassKind&) const override { return on_; }
+  void emit_pass(Planner& em, Pass& pass) override;
+  int step_waits_for() const override { return last_rs_; }
+
+  double tasks(const Count& c) const override {
+    if (!on_) return 0;
+    double computes = 0, collectives = 0;
+    for (const auto& layers : c.k.chunk_layers) {
+      computes += segments_per_micro_batch(layers, c.p.framework, c.p.recompute);
+      collectives += static_cast<double>(Trace(layers, c.p.framework, full_rerun(c.p.recompute)).gathers.size() +
+                                         zero3_reduce_buckets(layers, c.p.framework).size());
+    }
+    const double m = static_cast<double>(c.k.micro_batches);
+    return m * (computes * c.per_replica() + collectives * c.per_collective());
+  }
+  CollectiveCounts collectives(const Count& c) const override {
+    if (!on_) return {};
+    double gathers = 0, reduces = 0;
+    for (const auto& layers : c.k.chunk_layers) {
+      gathers += static_cast<double>(Trace(layers, c.p.framework, full_rerun(c.p.recompute)).gathers.size());
+      reduces += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
+    }
+    const double times = static_cast<double>(c.k.micro_batches) * c.per_collective();
+    return {{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, gathers * times},
+            {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduces * times}};
+  }
+  std::string replay_only(const ParallelismSpec&) const override { return "framework behaviour (deepspeed, fsdp)"; }
+
+ private:
+  // The gathers of the micro-batch being emitted: each one's task, and the compute task before its first use.
+  struct Micro {
+    std::vector<int>& task;
+    std::vector<int>& pred;
+  };
+  // Backward: gradients fill reduce-scatter buckets (DeepSpeed) or go per unit (FSDP); FSDP's
+  // root unit reduces once its last layer is done.
+  struct Reducing {
+    double bucket = 0, root = 0;
+    int bucket_ready = -1, root_ready = -1;
+  };
+  void issue(Planner& em, const Pass& pass, Micro& mb, int g);
+  int gather(Planner& em, const Pass& pass, Micro& mb, int g);
+  int segment_work(Planner& em, const Pass& pass, const models::Layer& l, const std::vector<Item>& items, std::size_t a,
+                   std::size_t b, bool several);
+  std::vector<int> emit_segments(Planner& em, Pass& pass, Micro& mb, const models::Layer& l, const std::vector<Item>& items,
+                                 int& last);
+  void collect(Planner& em, const Pass& pass, Reducing& r, const models::Layer& l, const std::vector<Item>& items,
+               const std::vector<int>& item_task, int last);
+  void reduce(Planner& em, const Pass& pass, double params, int ready);
+  int sharded_collective(Planner& em, int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label);
+
+  bool on_;
+  Trace trace_;  // the first chunk's (one pipeline stage)
+  std::map<std::int64_t, std::vector<int>> gather_task_, gather_pred_;  // per (replica, micro-batch)
+  int last_rs_ = -1, sync_ = -1;  // the reduce stream's last task; the end-of-backward synchronisation
+  bool first_ = true;             // the pass's first compute task is still to come
+  std::map<std::tuple<const models::Layer*, bool, std::size_t>, int> segment_works_;
+};
+
+void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
+  const auto& f = em.spec().framework;
+  const bool forward = pass.kind.forward;
+  const Layers& layers = *pass.layers;
+  if (trace_.uses.empty()) trace_ = Trace(layers, f, full_rerun(em.spec().recompute));
+  const std::int64_t key = static_cast<std::int64_t>(em.replica()) * em.shape().micro_batches + pass.op->micro_batch;
+  Micro mb{gather_task_[key], gather_pred_[key]};
+  if (mb.task.empty()) {
+    mb.task.assign(trace_.gathers.size(), -1);
+    mb.pred.assign(trace_.gathers.size(), -1);
+  }
+  std::size_t cursor = forward ? 0 : trace_.forward_uses;
+  first_ = true;
+  int last = -1;
+  Reducing r;
+  std::vector<int> early;
+  const int n = static_cast<int>(layers.size());
+  for (int step = 0; step < n; ++step) {
+    const int li = forward ? step : n - 1 - step;
+    const models::Layer& l = *layers[static_cast<std::size_t>(li)];
+    const auto items = layer_items(l, li, forward, f, em.spec().recompute, trace_.uses, trace_.wait, cursor, early);
+    for (int g : early) gather(em, pass, mb, g);
+    const auto item_task = emit_segments(em, pass, mb, l, items, last);
+    if (forward) em.after_layer(pass, l, last, this);  // activation offload
+    else collect(em, pass, r, l, items, item_task, last);
+  }
+  if (forward) return;
+  if (r.bucket > 0) reduce(em, pass, r.bucket, r.bucket_ready);
+  if (r.root > 0) reduce(em, pass, r.root, r.root_ready);
+  sync_ = f.sync_after_backward ? last_rs_ : -1;
+}
+
+int FrameworkZero3::sharded_collective(Planner& em, int s, CollectiveOp op, double bytes, std::vector<int> deps,
+                                       const std::string& label) {
+  taskgraph::Collective c{op, em.spec().algorithm, em.data_groups(s), bytes};
+  c.launch_s = em.spec().framework.collective_launch_s;
+  return em.group_collective(s, std::move(c), std::move(deps), label);
+}
+
+// Gathers are issued in order, gather g once the compute before the first use of gather
+// g - depth has ended (depth < 0: at once), so each enters the queue ahead of the
+// reduce-scatters issued after that point.
+void FrameworkZero3::issue(Planner& em, const Pass& pass, Micro& mb, int g) {
+  const auto& f = em.spec().framework;
+  const auto G = static_cast<std::size_t>(g);
+  int& comm = em.comm_stream(pass.stage);
+  std::vector<int> deps;
+  if (comm >= 0) deps.push_back(comm);
+  if (sync_ >= 0) deps.push_back(sync_);  // the host waited there before issuing anything
+  const int depth = trace_.gathers[G].backward ? f.backward_prefetch_depth : f.forward_prefetch_depth;
+  if (depth >= 0 && g - depth >= 0 && mb.pred[static_cast<std::size_t>(g - depth)] >= 0)
+    deps.push_back(mb.pred[static_cast<std::size_t>(g - depth)]);
+  mb.task[G] = sharded_collective(em, pass.stage, CollectiveOp::AllGather, trace_.gathers[G].params * weight_bytes_per_param(em.training().precision),
+                                  deps, "zero3 gather " + std::to_string(g) + pass.tag);
+  comm = mb.task[G];
+  if (em.replica() == 0 && pass.stage == 0) ++em.plan().zero3_gathers;
+}
+
+// The compute stream reaches gather g's first use: what it may now issue goes out.
+int FrameworkZero3::gather(Planner& em, const Pass& pass, Micro& mb, int g) {
+  const auto& f = em.spec().framework;
+  const auto G = static_cast<std::size_t>(g);
+  if (mb.pred[G] < 0) mb.pred[G] = em.compute_stream(pass.stage);
+  const int count = static_cast<int>(trace_.gathers.size());
+  const int depth = trace_.gathers[G].backward ? f.backward_prefetch_depth : f.forward_prefetch_depth;
+  const int upto = depth < 0 ? count - 1 : std::min(count - 1, g + depth);
+  for (int k = 0; k <= upto; ++k)
+    if (mb.task[static_cast<std::size_t>(k)] < 0) issue(em, pass, mb, k);
+  return mb.task[G];
+}
+
+// The work of items [a, b) of layer l: their kernels (a backward's gradient accumulation where
+// not fused), and the layer's tensor-parallel collectives with its last segment.
+int FrameworkZero3::segment_work(Planner& em, const Pass& pass, const models::Layer& l, const std::vector<Item>& items,
+                                 std::size_t a, std::size_t b, bool several) {
+  const bool fwd = pass.kind.forward;
+  auto [wit, fresh] = segment_works_.try_emplace({&l, fwd, a}, -1);
+  if (!fresh) return wit->second;
+  const auto& p = em.spec();
+  taskgraph::Work w;
+  w.name = std::string(fwd ? "fwd " : "bwd ") + l.name;
+  if (several) w.name += "." + l.ops[static_cast<std::size_t>(items[a].op)].name;
+  std::vector<TpLinearAt> linears;  // the segment's tensor-parallel GEMMs (tp_overlap.hpp)
+  for (std::size_t i = a; i < b; ++i) {
+    const auto& o = l.ops[static_cast<std::size_t>(items[i].op)];
+    const std::size_t at = w.kernels.size();
+    const bool forward = fwd || items[i].rerun;
+    if (forward) {
+      w.kernels.insert(w.kernels.end(), o.forward.begin(), o.forward.end());
+    } else {
+      w.kernels.insert(w.kernels.end(), o.backward.begin(), o.backward.end());
+    }
+    if (auto lin = find_tp_linear(o, forward, w.kernels, at)) linears.push_back(*lin);
+    if (!forward && !p.fused_grad_accumulation && o.params > 0)
+      w.kernels.push_back(models::grad_accumulate_kernel(o.params, em.model().options.activation_bytes));
+  }
+  if (b == items.size())
+    w.comms = overlap_tp_comms(tensor_parallel_comms(l, fwd, em.model(), p, em.tensor_group(pass.stage)), linears, p);
+  wit->second = em.works().get(std::move(w));
+  return wit->second;
+}
+
+// Layer l's segments as compute tasks, each after the gather it waits for; returns each item's task.
+std::vector<int> FrameworkZero3::emit_segments(Planner& em, Pass& pass, Micro& mb, const models::Layer& l,
+                                               const std::vector<Item>& items, int& last) {
+  const auto starts = segment_starts(items);
+  std::vector<int> item_task(items.size(), -1);
+  for (std::size_t sg = 0; sg < starts.size(); ++sg) {
+    const std::size_t a = starts[sg], b = sg + 1 < starts.size() ? starts[sg + 1] : items.size();
+    const int work = segment_work(em, pass, l, items, a, b, starts.size() > 1);
+    std::vector<int> deps = std::move(pass.cross);
+    pass.cross.clear();
+    if (sg == 0) em.before_layer(pass, l, deps, this);  // activation offload's fetch
+    if (first_ && pass.kind.forward && sync_ >= 0) deps.push_back(sync_);
+    first_ = false;
+    if (items[a].wait >= 0) deps.push_back(gather(em, pass, mb, items[a].wait));
+    last = em.compute(pass.stage, work, deps, std::string(pass.kind.forward ? "fwd " : "bwd ") + l.name + pass.tag);
+    for (std::size_t i = a; i < b; ++i) item_task[i] = last;
+  }
+  return item_task;
+}
+
+// Layer l's gradients into the reduce-scatters: bucket by bucket, per layer, or into FSDP's root.
+void FrameworkZero3::collect(Planner& em, const Pass& pass, Reducing& r, const models::Layer& l, const std::vector<Item>& items,
+                             const std::vector<int>& item_task, int last) {
+  const auto& f = em.spec().framework;
+  if (f.reduce_bucket_params > 0) {
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const double p = items[i].rerun ? 0.0 : l.ops[static_cast<std::size_t>(items[i].op)].params;
+      if (p <= 0) continue;
+      if (r.bucket > 0 && r.bucket + p > f.reduce_bucket_params) {
+        reduce(em, pass, r.bucket, r.bucket_ready);
+        r.bucket = 0;
+      }
+      r.bucket += p;
+      r.bucket_ready = item_task[i];
+    }
+  } else if (f.gather_per_layer && l.kind != models::LayerKind::Block) {
+    r.root += l.params();
+    r.root_ready = last;
+  } else if (l.params() > 0) {
+    reduce(em, pass, l.params(), last);
+  }
+}
+
+// Both frameworks reduce on a stream of their own, but it shares the NICs with the gathers: one
+// queue for both keeps their bytes from crossing the network at twice its speed (the analytical
+// backend prices each collective alone).
+void FrameworkZero3::reduce(Planner& em, const Pass& pass, double params, int ready) {
+  const auto& f = em.spec().framework;
+  const double rbytes = f.reduce_bytes > 0 ? f.reduce_bytes : grad_bytes_per_param(em.training().precision);
+  int& comm = em.comm_stream(pass.stage);
+  std::vector<int> deps{ready};
+  if (last_rs_ >= 0) deps.push_back(last_rs_);
+  if (comm >= 0) deps.push_back(comm);
+  last_rs_ = sharded_collective(em, pass.stage, CollectiveOp::ReduceScatter, params * rbytes, deps, "zero3 reduce-scatter" + pass.tag);
+  comm = last_rs_;
+  if (em.replica() == 0 && pass.stage == 0) ++em.plan().zero3_reduce_scatters;
+}
+
+}  // namespace
+
+bool framework_zero3(const ParallelismSpec& p) {
+  return p.zero_stage == 3 && p.data * p.context > 1 && p.framework.framework != Framework::MegatronLM;
+}
+
+std::unique_ptr<Unit> make_framework_zero3(const ParallelismSpec& p) { return std::make_unique<FrameworkZero3>(p); }
+
+}  // namespace dtsim::strategies

@@ -1,0 +1,25 @@
+#pragma once
+// Every mechanism unit's maker, for the registry (strategies/unit.cpp). One file per unit.
+#include <memory>
+
+#include "strategies/unit.hpp"
+
+namespace dtsim::strategies {
+
+std::unique_ptr<Unit> make_zero(const ParallelismSpec& p);             // units/zero.cpp
+std::unique_ptr<Unit> make_framework_zero3(const ParallelismSpec& p);  // units/framework_zero3.cpp
+std::unique_ptr<Unit> make_activation_offload(const ParallelismSpec& p);  // units/activation_offload.cpp
+std::unique_ptr<Unit> make_input_loader(const ParallelismSpec& p);      // units/input_loader.cpp
+std::unique_ptr<Unit> make_priority_buckets(const ParallelismSpec& p);  // units/priority_buckets.cpp
+std::unique_ptr<Unit> make_async_updates(const ParallelismSpec& p);     // units/async_updates.cpp
+std::unique_ptr<Unit> make_experts(const ParallelismSpec& p);           // units/experts.cpp
+std::unique_ptr<Unit> make_optimizer_offload(const ParallelismSpec& p);  // units/optimizer_offload.cpp
+
+// How many times its even share of the tokens the most loaded GPU of an expert-parallel group
+// gets in layer l of graph g under the router's skew (units/experts.cpp).
+double slowest_expert_load(const ParallelismSpec& p, const models::ModelGraph& g, const models::Layer& l);
+
+// DeepSpeed's or FSDP's ZeRO-3 runs the passes (rather than Megatron-LM's idealised one).
+bool framework_zero3(const ParallelismSpec& p);
+
+}  // namespace dtsim::strategies

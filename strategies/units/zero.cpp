@@ -1,0 +1,164 @@
+#include "strategies/units/zero.hpp"
+
+#include <algorithm>
+
+#include "strategies/planner.hpp"
+#include "strategies/units/units.hpp"
+
+namespace dtsim::strategies {
+
+namespace {
+
+double expert_params(const Layers& ls) {
+  double e = 0;
+  for (const auto* l : ls) e += l->expert_params();
+  return e;
+}
+
+class Zero final : public Unit {
+ public:
+  explicit Zero(const ParallelismSpec& p)
+      : stage_(p.zero_stage),
+        sharded_(p.data * p.context > 1),
+        zero3_(p.zero_stage == 3 && sharded_ && p.framework.framework == Framework::MegatronLM) {}
+
+  const char* name() const override { return "zero"; }
+
+  bool splits(const PassKind&) const override { return zero3_; }
+
+  // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs; under
+  // expert parallelism its experts' come from the expert-data-parallel group (plan_experts.cpp).
+  void before_layer(Planner& em, Pass& pass, const models::Layer& l, std::vector<int>& deps) override {
+    if (!zero3_) return;
+    const auto& p = em.spec();
+    const double experts = p.expert > 1 ? l.expert_params() : 0.0;
+    deps.push_back(em.dense_and_expert_collective(pass.stage, CollectiveOp::AllGather, l.params() - experts, experts,
+                                                  weight_bytes_per_param(em.training().precision), -1,
+                                                  "zero3 gather " + l.name + pass.tag, "zero3 gather experts of " + l.name + pass.tag));
+  }
+
+  // ZeRO-3 reduce-scatters a layer's gradients as soon as its backward produced them.
+  void after_layer(Planner& em, Pass& pass, const models::Layer& l, int task) override {
+    if (!zero3_ || pass.kind.forward) return;
+    const double experts = em.spec().expert > 1 ? l.expert_params() : 0.0;
+    em.dense_and_expert_collective(pass.stage, CollectiveOp::ReduceScatter, l.params() - experts, experts,
+                                   grad_bytes_per_param(em.training().precision), task, "zero3 reduce " + l.name + pass.tag,
+                                   "zero3 reduce experts of " + l.name + pass.tag);
+  }
+
+  // ZeRO-2 keeps only its shard of the gradients, so every micro-batch but the last reduces them.
+  void after_backward(Planner& em, Pass& pass, int last, bool split) override {
+    if (!reduces_after(pass.kind, split)) return;
+    const double gbytes = grad_bytes_per_param(em.training().precision);
+    const Layers& layers = *pass.layers;
+    if (split && em.spec().expert > 1) {
+      const double experts = expert_params(layers);
+      em.dense_and_expert_collective(pass.stage, CollectiveOp::ReduceScatter, layer_params(layers) - experts, experts, gbytes, last,
+                                     "zero2 reduce" + pass.tag, "zero2 reduce experts" + pass.tag);
+      return;
+    }
+    std::vector<int> deps{last};
+    int& comm = em.comm_stream(pass.stage);
+    if (comm >= 0) deps.push_back(comm);
+    comm = em.group_collective(pass.stage, CollectiveOp::ReduceScatter, em.data_groups(pass.stage), layer_params(layers) * gbytes, deps,
+                               "zero2 reduce" + pass.tag);
+  }
+
+  // ZeRO-1 and ZeRO-2: every GPU gathers the parameters the others of its group updated.
+  void after_optimizer(Planner& em, int s, const std::vector<int>& deps) override {
+    if (!gathers_params()) return;
+    const Layers mine = em.shape().stage_layers(s);
+    const double experts = em.spec().expert > 1 ? expert_params(mine) : 0.0;
+    em.collective(CollectiveOp::AllGather, em.data_groups(s), (layer_params(mine) - experts) * weight_bytes_per_param(em.training().precision),
+                  deps, "zero gather params");
+    // Under expert parallelism the experts' come from the expert-data-parallel group.
+    if (em.spec().expert > 1 && em.shape().expert_data > 1)
+      em.collective(CollectiveOp::AllGather, em.expert_data_groups(s), experts * weight_bytes_per_param(em.training().precision), deps,
+                    "zero gather expert params");
+  }
+
+  // Every task it emits is a collective: over the data-parallel groups, and the experts' halves
+  // over the expert-data-parallel groups.
+  double tasks(const Count& c) const override {
+    double n = 0;
+    for (const auto& x : collectives(c)) n += x.count;
+    return n;
+  }
+  CollectiveCounts collectives(const Count& c) const override {
+    double gather = 0, reduce = 0, expert_gather = 0, expert_reduce = 0;  // per replica
+    for (int j = 0; j < c.k.chunks; ++j) {
+      const Layers& layers = c.k.chunk_layers[static_cast<std::size_t>(j)];
+      for (const auto& [kind, count] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
+        const double n = static_cast<double>(count);
+        if (zero3_ && kind.part != PipeOp::Part::Weight)
+          for (const auto* l : layers) {
+            const double x = expert_piece(c, l->expert_params());
+            gather += n, expert_gather += n * x;  // before the forward, and before the backward
+            if (!kind.forward) reduce += n, expert_reduce += n * x;
+          }
+        if (reduces_after(kind, c.split(kind))) {
+          reduce += n;
+          if (c.split(kind) && c.p.expert > 1) expert_reduce += n * expert_piece(c, expert_params(layers));
+        }
+      }
+    }
+    const double times = c.per_collective();
+    CollectiveCounts out{{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, gather * times},
+                         {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduce * times},
+                         {CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, expert_gather * times},
+                         {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::ExpertData, expert_reduce * times}};
+    if (gathers_params() && c.k.sync && c.p.schedule != Schedule::PipeDream && !c.p.priority_buckets) {
+      out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, static_cast<double>(c.k.pipeline)});
+      if (c.p.expert > 1 && c.k.expert_data > 1)
+        out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, static_cast<double>(c.k.pipeline)});
+    }
+    return out;
+  }
+
+  std::string replay_only(const ParallelismSpec& p) const override {
+    if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) return "ZeRO stage";
+    if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
+    return "";
+  }
+
+ private:
+  bool reduces_after(const PassKind& kind, bool split) const {
+    return stage_ == 2 && sharded_ && !kind.forward && !kind.final && (split || kind.part != PipeOp::Part::Input);
+  }
+  bool gathers_params() const { return (stage_ == 1 || stage_ == 2) && sharded_; }
+  // A collective over a layer's parameters is the dense part, then the experts' over their own
+  // groups where there are experts and more than one GPU holds each (dense_and_expert_collective).
+  static double expert_piece(const Count& c, double experts) {
+    return c.p.expert > 1 && experts > 0 && c.k.expert_data > 1 ? 1 : 0;
+  }
+
+  int stage_;
+  bool sharded_, zero3_;
+};
+
+}  // namespace
+
+std::unique_ptr<Unit> make_zero(const ParallelismSpec& p) { return std::make_unique<Zero>(p); }
+
+double zero1_stage_end(double step_start, double optimizer_seconds, double gather_seconds) {
+  return step_start + optimizer_seconds + gather_seconds;
+}
+
+double zero3_step_seconds(const Zero3Prices& z) {
+  double comm = 0, comp = 0;
+  const std::size_t n = z.gather.size();
+  for (std::int64_t k = 0; k < z.micro_batches; ++k) {
+    for (std::size_t i = 0; i < n; ++i) {
+      comm += z.gather[i];
+      comp = std::max(comp, comm) + z.forward[i];
+    }
+    for (std::size_t i = n; i-- > 0;) {
+      comm += z.gather[i];
+      comp = std::max(comp, comm) + z.backward[i];
+      comm = comp + z.reduce[i];
+    }
+  }
+  return std::max(comm, comp) + z.optimizer;
+}
+
+}  // namespace dtsim::strategies
