@@ -8,6 +8,7 @@
 #include "sim/config/build_options.hpp"
 #include "sim/cost/comm_interference.hpp"
 #include "sim/network/collectives.hpp"
+#include "sim/network/group_prices.hpp"
 #include "sim/results/inline_comm.hpp"
 #include "strategies/buckets.hpp"
 #include "strategies/placement.hpp"
@@ -78,12 +79,13 @@ struct ClosedForm::Impl {
     return *slot;
   }
 
-  // As the analytical replay prices a collective: lowered once, contention-free.
-  // `groups()` lists the groups; called only when the key is new.
+  // As the analytical replay prices a collective: lowered once, contention-free (by group
+  // shape: sim/network/group_prices.hpp). `groups()` lists the groups; called only when the key
+  // is new.
   template <class Groups>
   double collective(const CollectiveKey& key, const taskgraph::Collective& c, Groups&& groups) {
     auto [it, fresh] = collectives.try_emplace(key, 0.0);
-    if (fresh) it->second = network::analytical_time(platform, network::lower(platform, c, groups()));
+    if (fresh) it->second = prices.time(c, groups());
     return it->second;
   }
 
@@ -124,6 +126,7 @@ struct ClosedForm::Impl {
 
   config::Scenario base;
   network::Platform platform;
+  network::GroupPrices prices{platform};
   std::string dtype;
   double params = 0;
   std::map<std::tuple<std::int64_t, int, bool>, std::unique_ptr<models::ModelGraph>> graphs;

@@ -43,13 +43,22 @@ class Builder {
     if (bytes <= 0 || hops.empty()) return;
     bool distinct = hops.size() >= 3;
     if (distinct) {
-      std::vector<char> used(pf_.links().size() * 2, 0);
-      for (const auto& [src, dst] : hops)
-        for (const auto& h : pf_.route(src, dst)) {
-          char& u = used[static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1)];
-          if (u) distinct = false;
-          u = 1;
-        }
+      // Marks per link direction, all clear between calls (only the marked ones are cleared):
+      // the check costs what the hops cross, not the platform's size.
+      thread_local std::vector<char> used;
+      thread_local std::vector<Hop> route;
+      thread_local std::vector<std::size_t> marked;
+      if (used.size() < pf_.links().size() * 2) used.resize(pf_.links().size() * 2, 0);
+      route.clear();
+      for (const auto& [src, dst] : hops) pf_.append_route(src, dst, route);
+      for (const auto& h : route) {
+        const std::size_t s = static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1);
+        if (used[s]) distinct = false;
+        used[s] = 1;
+        marked.push_back(s);
+      }
+      for (std::size_t s : marked) used[s] = 0;
+      marked.clear();
     }
     if (!distinct) {
       for (const auto& [src, dst] : hops) raw(src, dst, bytes);
