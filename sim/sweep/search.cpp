@@ -58,9 +58,10 @@ std::vector<Cluster> make_clusters(const config::Scenario& scenario, const std::
 }
 
 // Every candidate of every cluster; the same strategy on the same cluster and device once. The
-// sweep's budget is checked on all of them together before any is priced.
+// sweep's budget is checked on all of them together before any is priced, as they will be priced
+// (`confirm` < 0: every one replayed).
 std::vector<Candidate> enumerate_all(const std::vector<Cluster>& clusters, const std::vector<strategies::Precision>& precisions,
-                                     const std::string& gpus_flag, std::size_t& duplicates) {
+                                     const std::string& gpus_flag, int confirm, std::size_t& duplicates) {
   std::vector<Candidate> cands;
   std::vector<results::SweepGroup> groups;
   std::set<std::string> seen;
@@ -76,11 +77,12 @@ std::vector<Candidate> enumerate_all(const std::vector<Cluster>& clusters, const
       }
       c.cluster = ci;
       g.candidates.push_back(c.p);
+      g.precisions.push_back(c.precision);
       cands.push_back(std::move(c));
     }
     groups.push_back(std::move(g));
   }
-  results::check_sweep_budget(groups, gpus_flag);
+  results::check_sweep_budget(groups, gpus_flag, confirm);
   return cands;
 }
 
@@ -243,7 +245,7 @@ Outcome search(const std::string& path, const SearchOptions& o) {
   const std::vector<int> gpu_list = o.gpus.empty() ? std::vector<int>{0} : parse_gpus(o.gpus);
   out.devices = load_devices(out.scenario, o.devices);
   out.clusters = make_clusters(out.scenario, gpu_list, out.devices, !o.devices.empty());
-  out.candidates = enumerate_all(out.clusters, precisions, o.gpus.empty() ? "" : "--gpus", out.duplicates);
+  out.candidates = enumerate_all(out.clusters, precisions, o.gpus.empty() ? "" : "--gpus", o.exact ? -1 : o.confirm, out.duplicates);
 
   Progress progress(o.progress || ::isatty(2), out.candidates.size());
   const int jobs = o.jobs > 0 ? o.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
