@@ -99,6 +99,7 @@ struct ConvShape {
   std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, groups = 1;
   std::int64_t p() const { return (h + 2 * pad_h - r) / stride_h + 1; }
   std::int64_t q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
+  bool operator==(const ConvShape&) const = default;
 };
 
 // One kernel launch. GEMMs keep their shape so a measured kernel table can be looked up by it.
@@ -123,6 +124,7 @@ struct Kernel {
   double elem_bytes = 0;  // ... and the bytes of each
   bool causal = false;  // attention roles: the causal mask (flash kernels skip the masked blocks)
   bool dropout = false; // ResidualForward/Backward: a dropout before the add
+  bool operator==(const Kernel&) const = default;
 };
 
 // A Megatron tensor-parallel linear layer: column-parallel (QKV, fc1: the sequence-parallel input
@@ -146,6 +148,7 @@ struct Op {
   bool expert = false;
   // Share of the matmul FLOPs that count as model FLOPs: capacity padding computes zeros.
   double useful = 1.0;
+  bool operator==(const Op&) const = default;
 };
 
 // Where a layer sits: the model's input layer (a transformer's embedding, a CNN's stem when it is
@@ -163,6 +166,7 @@ struct TensorSplit {
   double bytes = 0;
   double forward_sums = 0, backward_sums = 0;        // partial results summed across the group
   double forward_gathers = 0, backward_gathers = 0;  // sharded inputs gathered (sequence parallel only)
+  bool operator==(const TensorSplit&) const = default;
 };
 
 // A mixture-of-experts layer: ops [first, last) run on the tokens routed to this GPU's experts.
@@ -175,6 +179,7 @@ struct ExpertSplit {
   double active_share = 1.0;        // of the expert parameters, the share one token uses (top-k / experts)
   double capacity = 0;              // the capacity factor each expert is padded to; 0: dropless
   bool moe() const { return last > first; }
+  bool operator==(const ExpertSplit&) const = default;
 };
 
 struct Layer {
@@ -195,6 +200,8 @@ struct Layer {
   double expert_params() const;  // of params(), those of Op::expert ops
   double forward_flops() const;
   double saved_bytes() const;
+  // Every field, the name included (the closed form prices blocks that differ only by name once).
+  bool operator==(const Layer&) const = default;
 };
 
 // A model as strategies see it, whatever its family: layers in order, each with its kernels,

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -213,6 +214,23 @@ TEST(InputLimits, SweepOnAMillionGpusNamesTheLimit) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("error: --gpus: sweeping"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("over the limits of 120 s"), std::string::npos) << r.err;
+}
+
+// The README's multi-cluster sweep (5,070 GPT-3 strategies on 256 to 1,024 A100s and H100s):
+// priced in closed form with the best 5 replayed it runs (a few seconds); replaying every one
+// (--exact) would take minutes and is refused. The budget counts what will run.
+TEST(InputLimits, SweepBudgetCountsTheClosedFormAndTheConfirmedReplays) {
+  test::TempDir dir;
+  const std::vector<std::string> readme{"sweep", scenario("hybrid/gpt3-175b-1024-a100.json"), "--gpus", "256,512,1024",
+                                        "--devices", "a100-sxm-80gb,h100-sxm-80gb", "--format", "csv"};
+  const auto r = dtsim_cli(readme, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5071) << r.out.substr(0, 400);  // the header and every strategy
+  auto exact = readme;
+  exact.push_back("--exact");
+  const auto e = dtsim_cli(exact, dir);
+  EXPECT_EQ(e.code, 2);
+  EXPECT_NE(e.err.find("error: --gpus: sweeping 5070 strategies"), std::string::npos) << e.err;
 }
 
 TEST(InputLimits, ProfileRefusesKernelsTooLargeToAllocate) {

@@ -43,6 +43,18 @@ TEST(FewestGpusSearch, GpipeAtBatch2048FindsItsAnswerWithinTheBudget) {
   EXPECT_LT(report.planned_tasks, 2e6);
 }
 
+// The search lays its plans out without building their task graphs (strategies::plan_layout,
+// the same memory as the full plan), so a scenario that does not fit answers at once: the same
+// 256 GPUs as when each plan was built (issue 28 item 4: 2 s of CPU before, 0.3 s after).
+TEST(FewestGpusSearch, LaysItsPlansOutWithoutBuildingThem) {
+  test::TempDir dir;
+  results::FitSearch report;
+  const auto fit = results::fewest_gpus_that_fit(gpipe_at(dir, 2048), 1 << 16, results::kMaxSeconds, &report);
+  ASSERT_TRUE(fit) << report.stopped;
+  EXPECT_EQ(fit->gpus, 256);
+  EXPECT_EQ(report.planned_tasks, 0);
+}
+
 // GPipe's activations grow by the same amount with every micro-batch: the search's line through
 // two small plans gives the answer the full plans gave (batch 256, where planning them is cheap).
 TEST(FewestGpusSearch, GpipeAnswerIsTheOneFullPlansGive) {

@@ -215,6 +215,40 @@ std::string runs_as(const Platform& pf, CollectiveOp op, Algorithm a, double byt
   return out;
 }
 
+void GroupMerge::add(const LoweredCollective& one) {
+  if (one.phases.size() > merged_.size()) {
+    merged_.resize(one.phases.size());
+    chained_.resize(one.phases.size());
+  }
+  for (std::size_t k = 0; k < one.phases.size(); ++k) {
+    const auto& ph = one.phases[k];
+    auto& to = chained_[k];
+    std::vector<char> in_chain(ph.flows.size(), 0);
+    for (const auto& ch : ph.chains) {
+      to.chains.push_back({to.flows.size(), ch.count});
+      to.flows.insert(to.flows.end(), ph.flows.begin() + static_cast<std::ptrdiff_t>(ch.first),
+                      ph.flows.begin() + static_cast<std::ptrdiff_t>(ch.first + ch.count));
+      std::fill_n(in_chain.begin() + static_cast<std::ptrdiff_t>(ch.first), ch.count, 1);
+    }
+    for (std::size_t i = 0; i < ph.flows.size(); ++i)
+      if (!in_chain[i]) merged_[k][{ph.flows[i].src, ph.flows[i].dst}] += ph.flows[i].bytes;
+    to.work.insert(to.work.end(), ph.work.begin(), ph.work.end());
+    to.latency = std::max(to.latency, ph.latency);
+  }
+}
+
+LoweredCollective GroupMerge::done() {
+  LoweredCollective out;
+  out.phases.resize(merged_.size());
+  for (std::size_t k = 0; k < merged_.size(); ++k) {
+    for (const auto& [route, b] : merged_[k]) out.phases[k].flows.push_back({route.first, route.second, b});
+    out.phases[k].add(chained_[k]);
+  }
+  merged_.clear();
+  chained_.clear();
+  return out;
+}
+
 namespace {
 LoweredCollective lower_groups(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
   if (c.only >= 0) {
@@ -225,38 +259,9 @@ LoweredCollective lower_groups(const Platform& pf, const taskgraph::Collective& 
     unsupported(c.op, c.algorithm);
   }
   if (groups.size() == 1) return lower(pf, c.op, c.algorithm, c.bytes, groups[0]);
-  LoweredCollective out;
-  // Flows of different groups on one route run as one; chained flows keep their own.
-  std::vector<std::map<std::pair<int, int>, double>> merged;
-  std::vector<Phase> chained;
-  for (const auto& g : groups) {
-    auto one = lower(pf, c.op, c.algorithm, c.bytes, g);
-    if (one.phases.size() > out.phases.size()) {
-      out.phases.resize(one.phases.size());
-      merged.resize(one.phases.size());
-      chained.resize(one.phases.size());
-    }
-    for (std::size_t k = 0; k < one.phases.size(); ++k) {
-      const auto& ph = one.phases[k];
-      auto& to = chained[k];
-      std::vector<char> in_chain(ph.flows.size(), 0);
-      for (const auto& ch : ph.chains) {
-        to.chains.push_back({to.flows.size(), ch.count});
-        to.flows.insert(to.flows.end(), ph.flows.begin() + static_cast<std::ptrdiff_t>(ch.first),
-                        ph.flows.begin() + static_cast<std::ptrdiff_t>(ch.first + ch.count));
-        std::fill_n(in_chain.begin() + static_cast<std::ptrdiff_t>(ch.first), ch.count, 1);
-      }
-      for (std::size_t i = 0; i < ph.flows.size(); ++i)
-        if (!in_chain[i]) merged[k][{ph.flows[i].src, ph.flows[i].dst}] += ph.flows[i].bytes;
-      to.work.insert(to.work.end(), ph.work.begin(), ph.work.end());
-      to.latency = std::max(to.latency, ph.latency);
-    }
-  }
-  for (std::size_t k = 0; k < merged.size(); ++k) {
-    for (const auto& [route, b] : merged[k]) out.phases[k].flows.push_back({route.first, route.second, b});
-    out.phases[k].add(chained[k]);
-  }
-  return out;
+  GroupMerge merge;
+  for (const auto& g : groups) merge.add(lower(pf, c.op, c.algorithm, c.bytes, g));
+  return merge.done();
 }
 }  // namespace
 
@@ -279,36 +284,55 @@ LoweredCollective lower_host_copy(const Platform& pf, double bytes, const std::v
 
 namespace {
 
+// Per-thread buffers of walk(): `load` has a slot per link direction and is all zeros between
+// walks (only the slots a phase loaded are cleared after it), so a collective's price costs what
+// its flows touch, not the platform's size.
+struct WalkScratch {
+  std::vector<double> load;  // bytes per link direction: 2l up, 2l+1 down
+  std::vector<std::size_t> touched;
+  std::vector<Hop> hops;                 // every flow's route, one after another
+  std::vector<std::size_t> route_start;  // flow i's hops: [route_start[i], route_start[i + 1])
+  std::vector<double> busy, latency;
+};
+
 // The collective's time with its bytes scaled by `scale`, and, where asked, with no bytes at all
 // (its latencies and host work alone), in one walk over its flows.
 double walk(const Platform& pf, const LoweredCollective& lc, double scale, double* no_bytes) {
+  thread_local WalkScratch w;
   double total = 0, fixed = 0;
-  std::vector<double> load(pf.links().size() * 2, 0.0);  // bytes per link direction: 2l up, 2l+1 down
-  std::vector<std::size_t> touched;
-  std::vector<std::vector<Hop>> routes;
-  std::vector<double> busy, latency;
+  if (w.load.size() < pf.links().size() * 2) w.load.resize(pf.links().size() * 2, 0.0);
+  auto& load = w.load;
   auto slot = [](const Hop& h) { return static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1); };
+  auto clear = [&] {
+    for (std::size_t k : w.touched) load[k] = 0.0;
+    w.touched.clear();
+  };
   for (const auto& ph : lc.phases) {
-    // Only the slots the previous phase loaded are cleared: a platform has thousands of links.
-    for (std::size_t k : touched) load[k] = 0.0;
-    touched.clear();
-    routes.clear();
+    w.hops.clear();
+    w.route_start.assign(1, 0);
     for (const auto& f : ph.flows) {
-      routes.push_back(pf.route(f.src, f.dst));
-      for (const auto& h : routes.back()) {
-        if (load[slot(h)] == 0.0) touched.push_back(slot(h));
-        load[slot(h)] += f.bytes * scale;
+      pf.append_route(f.src, f.dst, w.hops);
+      for (std::size_t k = w.route_start.back(); k < w.hops.size(); ++k) {
+        const std::size_t s = slot(w.hops[k]);
+        if (load[s] == 0.0) w.touched.push_back(s);
+        load[s] += f.bytes * scale;
       }
+      w.route_start.push_back(w.hops.size());
     }
     // Each flow's time at its most loaded link, and its latency.
-    busy.assign(routes.size(), 0.0);
-    latency.assign(routes.size(), 0.0);
-    for (std::size_t i = 0; i < routes.size(); ++i)
-      for (const auto& h : routes[i]) {
+    const std::size_t n = ph.flows.size();
+    w.busy.assign(n, 0.0);
+    w.latency.assign(n, 0.0);
+    auto& busy = w.busy;
+    auto& latency = w.latency;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = w.route_start[i]; k < w.route_start[i + 1]; ++k) {
+        const Hop& h = w.hops[k];
         const auto& link = pf.links()[static_cast<std::size_t>(h.link)];
         busy[i] = std::max(busy[i], load[slot(h)] / link.bandwidth);
         latency[i] += link.latency;
       }
+    clear();
     // A chain runs at its slowest hop's pace and pays its longest hop latency once.
     for (const auto& c : ph.chains) {
       double slowest = 0, longest = 0;
@@ -322,13 +346,13 @@ double walk(const Platform& pf, const LoweredCollective& lc, double scale, doubl
       }
     }
     double worst = 0, worst_fixed = 0;
-    for (std::size_t i = 0; i < routes.size(); ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
       worst = std::max(worst, busy[i] + latency[i]);
       worst_fixed = std::max(worst_fixed, latency[i]);
     }
     std::map<int, double> queued;  // CPU work queued on each server
-    for (const auto& w : ph.work) {
-      const double q = queued[w.endpoint] += w.seconds;
+    for (const auto& wk : ph.work) {
+      const double q = queued[wk.endpoint] += wk.seconds;
       worst = std::max(worst, q);
       worst_fixed = std::max(worst_fixed, q);
     }

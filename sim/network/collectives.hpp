@@ -1,5 +1,7 @@
 #pragma once
+#include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "sim/network/platform.hpp"
@@ -53,6 +55,19 @@ LoweredCollective lower(const Platform& platform, taskgraph::CollectiveOp op, ta
 // Every group of `c` at once; phase k of every group runs together.
 LoweredCollective lower(const Platform& platform, const taskgraph::Collective& c,
                         const std::vector<std::vector<int>>& groups);
+
+// Several groups' lowerings running at once, as lower(platform, c, groups) joins them: phase k
+// of every group together, flows of different groups on one route as one flow (in route order),
+// chained flows kept apart, group by group.
+class GroupMerge {
+ public:
+  void add(const LoweredCollective& one);
+  LoweredCollective done();
+
+ private:
+  std::vector<std::map<std::pair<int, int>, double>> merged_;
+  std::vector<Phase> chained_;
+};
 
 // An offload copy: `bytes` between each GPU of `gpus` and its node's host memory at once, over
 // the GPU's PCIe link, its switch's uplink and the host's memory (one phase).

@@ -160,6 +160,26 @@ std::string Platform::endpoint_name(int endpoint) const {
   return "nic" + std::to_string(k / spec_.nics_per_node) + "." + std::to_string(k % spec_.nics_per_node);
 }
 
+bool Platform::can_shift(int locals) const {
+  if (torus()) return false;
+  if (locals == 0) return true;
+  const int per_node = spec_.gpus_per_node;
+  return spec_.fabric == Fabric::NvSwitch && (locals * spec_.nics_per_node) % per_node == 0;
+}
+
+int Platform::shift_endpoint(int e, int nodes, int locals) const {
+  const int gpus = spec_.num_gpus(), per_node = spec_.gpus_per_node, nics = spec_.nics_per_node;
+  auto gpu = [&](int g) { return g + nodes * per_node + locals; };
+  if (e < gpus) return gpu(e);
+  if (e < ps_base_) {
+    const int k = e - gpus;
+    return gpus + (k / nics + nodes) * nics + k % nics + locals * nics / per_node;
+  }
+  if (e < pcie_base_) return e;  // a parameter server
+  if (e < host_base_) return pcie_base_ + gpu(e - pcie_base_);
+  return e + nodes;  // a node's host memory or its NVSwitch
+}
+
 int Platform::ring_link(int node, int local) const {
   return ring_base_ < 0 ? -1 : ring_base_ + node * spec_.gpus_per_node + local;
 }
@@ -192,6 +212,11 @@ int Platform::rail_uplink(int rail) const { return rail_base_ < 0 ? -1 : rail_ba
 
 std::vector<Hop> Platform::route(int src, int dst) const {
   std::vector<Hop> r;
+  append_route(src, dst, r);
+  return r;
+}
+
+void Platform::append_route(int src, int dst, std::vector<Hop>& r) const {
   const int gpus = spec_.num_gpus();
   if (torus_base_ >= 0 && src < gpus && dst < gpus) {
     // Dimension-order routing, the shorter way around each dimension (ties go up).
@@ -207,7 +232,7 @@ std::vector<Hop> Platform::route(int src, int dst) const {
           r.push_back({torus_link(at, k), false});
         }
     }
-    return r;
+    return;
   }
   if (ring_base_ >= 0 && src < gpus && dst < gpus) {
     if (node_of(src) != node_of(dst)) throw std::logic_error("GPUs of different nodes talk through their NICs");
@@ -218,7 +243,7 @@ std::vector<Hop> Platform::route(int src, int dst) const {
       for (int k = 0; k < up; ++k) r.push_back({ring_link(n, (a + k) % g), true});
     else
       for (int k = 0; k < g - up; ++k) r.push_back({ring_link(n, (a - k - 1 + g) % g), false});
-    return r;
+    return;
   }
   for (int l : endpoint_links(src)) r.push_back({l, true});
   const int ra = rail_of(src), rb = rail_of(dst);
@@ -227,12 +252,14 @@ std::vector<Hop> Platform::route(int src, int dst) const {
     if (rb >= 0) r.push_back({rail_uplink(rb), false});
   }
   for (int l : endpoint_links(dst)) r.push_back({l, false});
-  return r;
 }
 
 double Platform::route_latency(int src, int dst) const {
+  thread_local std::vector<Hop> hops;  // no allocation per call: lowering asks this for every hop
+  hops.clear();
+  append_route(src, dst, hops);
   double l = 0;
-  for (const auto& h : route(src, dst)) l += links_[static_cast<std::size_t>(h.link)].latency;
+  for (const auto& h : hops) l += links_[static_cast<std::size_t>(h.link)].latency;
   return l;
 }
 

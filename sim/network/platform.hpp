@@ -115,7 +115,20 @@ class Platform {
   double inter_inflation(double bytes) const;
 
   std::vector<Hop> route(int src, int dst) const;
+  // The same hops appended to `out`: pricing routes many flows per collective and reuses one
+  // buffer instead of allocating a route for each.
+  void append_route(int src, int dst, std::vector<Hop>& out) const;
   double route_latency(int src, int dst) const;
+
+  // Moving every GPU of a collective between GPUs (not through host memory, not to servers) by
+  // `nodes` whole nodes and `locals` places inside its node (each GPU staying in its node) moves
+  // each of its endpoints, routes and links alike: links of one kind share bandwidth and latency
+  // and endpoints keep their order, so the collective's lowering and time are the same, bit for
+  // bit. True where that holds for `locals`: never on a torus; inside nodes only on NVSwitch
+  // nodes whose NICs move with the GPUs. Whole nodes alone always do elsewhere.
+  bool can_shift(int locals) const;
+  // Where `endpoint` goes under that move (servers stay where they are).
+  int shift_endpoint(int endpoint, int nodes, int locals) const;
 
   // The non-star parts, for a simulator that builds them. The link from local GPU i to GPU i + 1
   // of an NVLink-ring node (crossed "up" that way, "down" back); -1 on other fabrics.

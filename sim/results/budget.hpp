@@ -35,6 +35,8 @@ struct SliceFacts {
   std::shared_ptr<const models::ModelGraph> graph;
 };
 SliceFacts slice_facts(const config::Scenario& s);
+// The same from that slice, built already (candidates of a sweep share slices).
+SliceFacts slice_facts(const config::Scenario& s, const models::ModelGraph& slice);
 Estimate estimate(const config::Scenario& s, config::Backend backend, bool replay, const SliceFacts& facts);
 
 // Throws InputError (the scenario's file, the key to change) when simulating `s` would exceed a
@@ -60,8 +62,13 @@ void check_sweep_budget(const config::Scenario& base, const std::vector<strategi
 struct SweepGroup {
   config::Scenario base;
   std::vector<strategies::ParallelismSpec> candidates;
+  std::vector<strategies::Precision> precisions;  // each candidate's; empty: the base's
 };
-void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag);
+// Priced as the sweep prices them: with `confirm` >= 0, in closed form where it knows the
+// strategy (closed_form_gap), and the best `confirm` replayed to confirm them (which ones is
+// known only once priced: the costliest replays are counted); the rest replayed. `confirm` < 0
+// (--exact): every candidate replayed.
+void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag, int confirm = -1);
 
 // Modelled seconds of one collective (all its groups) replayed `count` times.
 double collective_seconds(const network::FlowBound& b, double count, config::Backend backend);

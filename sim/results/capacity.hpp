@@ -40,13 +40,15 @@ struct Fit {
 };
 
 CapacityPlan capacity_plan(const Result& r);
-// Every plan the search makes is priced by the budget (budget.hpp) first; once the next would
-// pass `budget_s` (modelled seconds) or a single plan's limits, the search ends without an
-// answer and the report's `stopped` says how far it got.
+// Plans are laid out without their task graphs (strategies::plan_layout: the same memory), so a
+// search takes a fraction of a second. Every plan the search makes is priced by the budget
+// (budget.hpp) first, as if built; once the next would pass `budget_s` (modelled seconds) or a
+// single plan's limits, the search ends without an answer and the report's `stopped` says how
+// far it got.
 struct FitSearch {
   std::string stopped;       // "" unless the budget ended the search
   double spent_s = 0;        // the budget's estimate of the plans it made
-  double planned_tasks = 0;  // the tasks of those plans, as built
+  double planned_tasks = 0;  // the tasks of those plans, as built (none: plans are laid out, not built)
 };
 std::optional<Fit> fewest_gpus_that_fit(const config::Scenario& s, int max_gpus = 1 << 16, double budget_s = 60,
                                         FitSearch* report = nullptr);

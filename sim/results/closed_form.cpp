@@ -4,10 +4,12 @@
 #include <array>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include "sim/config/build_options.hpp"
 #include "sim/cost/comm_interference.hpp"
 #include "sim/network/collectives.hpp"
+#include "sim/network/group_prices.hpp"
 #include "sim/results/inline_comm.hpp"
 #include "strategies/buckets.hpp"
 #include "strategies/placement.hpp"
@@ -82,16 +84,33 @@ struct ClosedForm::Impl {
     auto& slot = graphs[{p.micro_batch, p.tensor, p.sequence_parallel}];
     // Keyed by what varies between the strategies the closed form knows (closed_form_gap: no
     // context or expert parallelism, no FP8).
-    if (!slot) slot = std::make_unique<models::ModelGraph>(s.model.build(config::build_options(s)));
+    if (!slot) {
+      slot = std::make_unique<models::ModelGraph>(s.model.build(config::build_options(s)));
+      find_twins(*slot);
+    }
     return *slot;
   }
 
-  // As the analytical replay prices a collective: lowered once, contention-free.
-  // `groups()` lists the groups; called only when the key is new.
+  // Layers that differ only by name (a transformer's blocks) price alike: the first of each
+  // kind stands for the others in the layer cache, so a 96-block model prices one block.
+  void find_twins(const models::ModelGraph& g) {
+    std::vector<std::pair<models::Layer, const models::Layer*>> firsts;  // unnamed copy, original
+    for (const auto& l : g.layers) {
+      models::Layer unnamed = l;
+      unnamed.name.clear();
+      auto same = std::find_if(firsts.begin(), firsts.end(), [&](const auto& f) { return f.first == unnamed; });
+      if (same == firsts.end()) same = firsts.insert(firsts.end(), {std::move(unnamed), &l});
+      twin[&l] = same->second;
+    }
+  }
+
+  // As the analytical replay prices a collective: lowered once, contention-free (by group
+  // shape: sim/network/group_prices.hpp). `groups()` lists the groups; called only when the key
+  // is new.
   template <class Groups>
   double collective(const CollectiveKey& key, const taskgraph::Collective& c, Groups&& groups) {
     auto [it, fresh] = collectives.try_emplace(key, 0.0);
-    if (fresh) it->second = network::analytical_time(platform, network::lower(platform, c, groups()));
+    if (fresh) it->second = prices.time(c, groups());
     return it->second;
   }
 
@@ -102,7 +121,7 @@ struct ClosedForm::Impl {
     // A tensor group inside one node costs the same on every node: keyed by its place in the node.
     const int gpn = base.cluster.gpus_per_node;
     const int where = p.tensor <= gpn && tp_base / gpn == (tp_base + p.tensor - 1) / gpn ? tp_base % gpn : tp_base + (1 << 30);
-    auto [it, fresh] = layers.try_emplace(LayerKey{&l, forward, static_cast<int>(p.recompute), p.fused_grad_accumulation, where}, 0.0);
+    auto [it, fresh] = layers.try_emplace(LayerKey{twin.at(&l), forward, static_cast<int>(p.recompute), p.fused_grad_accumulation, where}, 0.0);
     if (!fresh) return it->second;
     const Layers one{&l};
     const auto w = forward ? strategies::forward_work(one, g, p, 0) : strategies::backward_work(one, g, p, 0);
@@ -132,11 +151,16 @@ struct ClosedForm::Impl {
 
   config::Scenario base;
   network::Platform platform;
+  network::GroupPrices prices{platform};
   std::string dtype;
   double params = 0;
   std::map<std::tuple<std::int64_t, int, bool>, std::unique_ptr<models::ModelGraph>> graphs;
   std::map<LayerKey, double> layers;
+  std::unordered_map<const models::Layer*, const models::Layer*> twin;
   std::map<CollectiveKey, double> collectives, inline_times;
+  // Data-parallel collectives: (op and algorithm, where, T, P, D, pipeline outer) -> bytes -> seconds.
+  using BySize = std::unordered_map<double, double>;
+  std::map<std::array<double, 6>, BySize> data_prices;
 
   struct Step;
 };
@@ -227,19 +251,24 @@ struct ClosedForm::Impl::Step {
   }
 
   // Data-parallel collectives of stage `st`, all tensor ranks' groups at once.
-  double data_collective(CollectiveOp op, double bytes, int st) {
-    taskgraph::Collective c{op, p.algorithm, {}, bytes};
-    // With whole nodes per pipeline step (T x P a multiple of the node), stage st's groups are
-    // stage 0's moved by whole nodes, except for where they sit in the node (rails): keyed so.
+  // Stage st's data-parallel collectives of `op` (all tensor ranks' groups at once), by size.
+  // With whole nodes per pipeline step (T x P a multiple of the node), stage st's groups are
+  // stage 0's moved by whole nodes, except for where they sit in the node (rails): keyed so.
+  Impl::BySize& data_prices(CollectiveOp op, int st) {
     const int gpn = s.cluster.gpus_per_node;
     const double where = !p.pipeline_outer && (T * P) % gpn == 0 ? (T * st) % gpn : st;
-    return im.collective({3, static_cast<double>(op) * 16 + static_cast<double>(p.algorithm), bytes, where,
-                          static_cast<double>(T), static_cast<double>(P), static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0},
-                         c, [&] {
-                           std::vector<std::vector<int>> groups;
-                           for (int k = 0; k < T; ++k) groups.push_back(place.data_group(st, k));
-                           return groups;
-                         });
+    return im.data_prices[{static_cast<double>(op) * 16 + static_cast<double>(p.algorithm), where, static_cast<double>(T),
+                           static_cast<double>(P), static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0}];
+  }
+  double data_collective(CollectiveOp op, double bytes, int st) { return data_collective(data_prices(op, st), op, bytes, st); }
+  double data_collective(Impl::BySize& prices, CollectiveOp op, double bytes, int st) {
+    auto [it, fresh] = prices.try_emplace(bytes, 0.0);
+    if (fresh) {
+      std::vector<std::vector<int>> groups;
+      for (int k = 0; k < T; ++k) groups.push_back(place.data_group(st, k));
+      it->second = im.prices.time({op, p.algorithm, {}, bytes}, groups);
+    }
+    return it->second;
   }
 
   double optimizer_seconds(double shard) const {
@@ -331,9 +360,10 @@ struct ClosedForm::Impl::Step {
     }
     const auto buckets = strategies::make_buckets(mine, gbytes, p.bucket_bytes, p.first_bucket_bytes);
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
+    auto& prices = data_prices(op, st);  // looked up once for the stage's thousands of buckets
     double comm = 0;
     for (const auto& bk : buckets)
-      comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + data_collective(op, bk.bytes, st);
+      comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + data_collective(prices, op, bk.bytes, st);
     return comm;
   }
 

@@ -159,9 +159,7 @@ const Stages* Search::planned(const Shape& sh, strategies::Recompute rc, std::in
   if (!afford(p, t.global_batch)) return nullptr;
   Stages st;
   try {
-    const auto plan = strategies::plan_training(graph(sh.tensor), p, t, s_.host);
-    planned_tasks_ += static_cast<double>(plan.graph.tasks.size());
-    st = plan.stage_memory;
+    st = strategies::plan_layout(graph(sh.tensor), p, t, s_.host).plan.stage_memory;
   } catch (const std::exception&) {
   }
   return &plans_.emplace(key, std::move(st)).first->second;
@@ -232,8 +230,7 @@ std::optional<Fit> Search::try_shape(const Shape& sh) {
       if (!afford(p, s_.training.global_batch)) return std::nullopt;
       double real = 0;
       try {
-        const auto plan = strategies::plan_training(graph(sh.tensor), p, s_.training, s_.host);
-        planned_tasks_ += static_cast<double>(plan.graph.tasks.size());
+        const auto plan = strategies::plan_layout(graph(sh.tensor), p, s_.training, s_.host).plan;
         // What the GPU holds, the allocator's cache included: a planner asks whether it fits.
         const double slack = strategies::allocator_slack(s_.training.memory.allocator, plan.memory.activations + plan.memory.other);
         real = plan.memory.peak() + s_.reserved_bytes + slack;

@@ -59,7 +59,8 @@ std::vector<Cluster> make_clusters(const config::Scenario& scenario, const std::
 
 // Every candidate of every cluster; the same strategy on the same cluster and device once. A
 // shard keeps every `shards`-th of them (round robin, so each shard gets every cluster's share).
-// The sweep's budget is checked on all that are kept together before any is priced.
+// The sweep's budget is checked on all that are kept together before any is priced, as they will
+// be priced: the closed form for each, the replay for those confirmed (every one under --exact).
 std::vector<Candidate> enumerate_all(const std::vector<Cluster>& clusters, const std::vector<strategies::Precision>& precisions,
                                      const SearchOptions& o, bool check_budget, std::size_t& duplicates,
                                      std::size_t& enumerated) {
@@ -81,12 +82,15 @@ std::vector<Candidate> enumerate_all(const std::vector<Cluster>& clusters, const
       if (o.shards > 0 && c.index % static_cast<std::size_t>(o.shards) != static_cast<std::size_t>(o.shard - 1)) continue;
       c.cluster = ci;
       g.candidates.push_back(c.p);
+      g.precisions.push_back(c.precision);
       cands.push_back(std::move(c));
     }
     groups.push_back(std::move(g));
   }
   enumerated = index;
-  if (check_budget) results::check_sweep_budget(groups, o.gpus.empty() ? "" : "--gpus");
+  // --by-cluster confirms each cluster's best: as many replays as clusters times --confirm.
+  const int confirm = o.exact ? -1 : o.confirm * (o.by_cluster ? static_cast<int>(clusters.size()) : 1);
+  if (check_budget) results::check_sweep_budget(groups, o.gpus.empty() ? "" : "--gpus", confirm);
   return cands;
 }
 

@@ -42,15 +42,7 @@ class Builder {
   void chain(const std::vector<std::pair<int, int>>& hops, double bytes) {
     if (bytes <= 0 || hops.empty()) return;
     bool distinct = hops.size() >= 3;
-    if (distinct) {
-      std::vector<char> used(pf_.links().size() * 2, 0);
-      for (const auto& [src, dst] : hops)
-        for (const auto& h : pf_.route(src, dst)) {
-          char& u = used[static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1)];
-          if (u) distinct = false;
-          u = 1;
-        }
-    }
+    if (distinct) distinct = crosses_each_link_once(hops);
     if (!distinct) {
       for (const auto& [src, dst] : hops) raw(src, dst, bytes);
       return;
@@ -63,7 +55,17 @@ class Builder {
       chains_.push_back({chained_.size(), to - from});
       for (std::size_t i = from; i < to; ++i) chained_.push_back({hops[i].first, hops[i].second, bytes});
     }
-    for (const auto& [src, dst] : hops) alpha_ = std::max(alpha_, pf_.route_latency(src, dst));
+    for (double l : hop_latency_) alpha_ = std::max(alpha_, l);
+  }
+  // A ring channel's hops: chain() and ring_hops() at once, each hop's route found once.
+  void ring(const std::vector<std::pair<int, int>>& hops, double bytes) {
+    hop_latency_.clear();
+    chain(hops, bytes);
+    if (hop_latency_.size() != hops.size()) {  // chain() did not route them (too few, or no bytes)
+      hop_latency_.clear();
+      for (const auto& [src, dst] : hops) hop_latency_.push_back(pf_.route_latency(src, dst));
+    }
+    ring_latencies(hop_latency_);
   }
   static constexpr std::size_t kChainHops = 64;
   // Closes the phase. `steps` aggregated steps wait for the slowest hop each; the flows
@@ -92,9 +94,9 @@ class Builder {
   }
   // The phase being built is a ring whose hops (one channel's) have these route latencies.
   void ring_hops(const std::vector<std::pair<int, int>>& hops) {
-    double sum = 0;
-    for (const auto& [src, dst] : hops) sum += pf_.route_latency(src, dst);
-    if (!hops.empty()) ring_hop_ = std::max(ring_hop_, sum / static_cast<double>(hops.size()));
+    hop_latency_.clear();
+    for (const auto& [src, dst] : hops) hop_latency_.push_back(pf_.route_latency(src, dst));
+    ring_latencies(hop_latency_);
   }
   LoweredCollective done() {
     end_phase();
@@ -102,24 +104,64 @@ class Builder {
   }
 
  private:
+  void ring_latencies(const std::vector<double>& latency) {
+    double sum = 0;
+    for (double l : latency) sum += l;
+    if (!latency.empty()) ring_hop_ = std::max(ring_hop_, sum / static_cast<double>(latency.size()));
+  }
+  // Whether no two hops cross a link the same way; each hop's route latency in hop_latency_.
+  // Marks per link direction, all clear between calls (only the marked ones are cleared): the
+  // check costs what the hops cross, not the platform's size.
+  bool crosses_each_link_once(const std::vector<std::pair<int, int>>& hops) {
+    thread_local std::vector<char> used;
+    thread_local std::vector<Hop> route;
+    thread_local std::vector<std::size_t> marked;
+    if (used.size() < pf_.links().size() * 2) used.resize(pf_.links().size() * 2, 0);
+    bool distinct = true;
+    hop_latency_.clear();
+    for (const auto& [src, dst] : hops) {
+      route.clear();
+      pf_.append_route(src, dst, route);
+      double l = 0;
+      for (const auto& h : route) {
+        const std::size_t s = static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1);
+        if (used[s]) distinct = false;
+        used[s] = 1;
+        marked.push_back(s);
+        l += pf_.links()[static_cast<std::size_t>(h.link)].latency;
+      }
+      hop_latency_.push_back(l);
+    }
+    for (std::size_t s : marked) used[s] = 0;
+    marked.clear();
+    return distinct;
+  }
+
   const Platform& pf_;
   std::map<std::pair<int, int>, double> current_;
   std::vector<Flow> chained_;
   std::vector<Chain> chains_;
   std::vector<HostWork> work_;
   double alpha_ = 0, extra_ = 0, ring_hop_ = 0;
+  std::vector<double> hop_latency_;  // route latency of each hop last chained or ringed
   LoweredCollective out_;
 };
 
 // Members grouped by node, nodes in order of first appearance.
 inline std::vector<std::vector<int>> by_node(const Platform& pf, const std::vector<int>& ranks) {
   std::vector<std::vector<int>> out;
-  std::map<int, std::size_t> index;
+  // Each node's place in `out` plus one (0: not seen), all 0 between calls.
+  thread_local std::vector<std::size_t> index;
+  if (index.size() < static_cast<std::size_t>(pf.spec().nodes)) index.resize(static_cast<std::size_t>(pf.spec().nodes), 0);
   for (int g : ranks) {
-    auto [it, fresh] = index.try_emplace(pf.node_of(g), out.size());
-    if (fresh) out.emplace_back();
-    out[it->second].push_back(g);
+    std::size_t& at = index[static_cast<std::size_t>(pf.node_of(g))];
+    if (at == 0) {
+      out.emplace_back();
+      at = out.size();
+    }
+    out[at - 1].push_back(g);
   }
+  for (const auto& members : out) index[static_cast<std::size_t>(pf.node_of(members.front()))] = 0;
   return out;
 }
 

@@ -16,8 +16,7 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
     hops.reserve(static_cast<std::size_t>(p));
     for (int i = 0; i < p; ++i)
       hops.push_back(ring_hop(pf, b, order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>((i + 1) % p)]));
-    b.chain(hops, per_hop);
-    b.ring_hops(hops);
+    b.ring(hops, per_hop);
   }
   b.end_phase(passes * (p - 1));
   return b.done();
@@ -36,8 +35,7 @@ LoweredCollective ring_chain(const Platform& pf, double bytes, const std::vector
     std::vector<std::pair<int, int>> hops;
     for (std::size_t i = 0; i + 1 < order.size(); ++i)
       hops.push_back(ring_hop(pf, b, order[(first + i) % order.size()], order[(first + i + 1) % order.size()]));
-    b.chain(hops, bytes / static_cast<double>(orders.size()));
-    b.ring_hops(hops);
+    b.ring(hops, bytes / static_cast<double>(orders.size()));
   }
   b.end_phase(p - 1.0);  // pipeline fill: a chunk crosses every hop once
   return b.done();

@@ -22,27 +22,32 @@ LoweredCollective double_tree(const Platform& pf, double bytes, const std::vecto
       // A heap over nodes, mirrored for the second tree so that nodes inner in one tree are
       // leaves in the other; inside a node, a chain from the channel's entry GPU.
       auto pos = [&](int i) { return tree == 0 ? i : n - 1 - i; };
-      auto order = [&](int node) {
+      auto entry = [&](int node) {
         const auto& m = nodes[static_cast<std::size_t>(node)];
-        const std::size_t entry = (static_cast<std::size_t>(c) * m.size() / static_cast<std::size_t>(channels) +
-                                   (tree == 0 ? 0 : m.size() / 2)) % m.size();
-        std::vector<int> o;
-        for (std::size_t i = 0; i < m.size(); ++i) o.push_back(m[(entry + i) % m.size()]);
-        return o;
+        return (static_cast<std::size_t>(c) * m.size() / static_cast<std::size_t>(channels) + (tree == 0 ? 0 : m.size() / 2)) %
+               m.size();
       };
+      auto order = [&](int node, std::vector<int>& o) {
+        const auto& m = nodes[static_cast<std::size_t>(node)];
+        const std::size_t first = entry(node);
+        o.clear();
+        for (std::size_t i = 0; i < m.size(); ++i) o.push_back(m[(first + i) % m.size()]);
+      };
+      auto head = [&](int node) { return nodes[static_cast<std::size_t>(node)][entry(node)]; };  // order(node).front()
       // The pipelined tree moves in lockstep. Its hops are grouped so that no group crosses a
       // link twice the same way: inside nodes toward and away from the entry; between nodes
       // toward and away from the parent, left and right children apart.
       std::vector<std::vector<std::pair<int, int>>> groups(6);
+      std::vector<int> mine;
       for (int i = 0; i < n; ++i) {
-        auto mine = order(i);
+        order(i, mine);
         for (std::size_t k = 0; k + 1 < mine.size(); ++k) {
           groups[0].push_back(b.endpoints(mine[k + 1], mine[k]));  // reduce toward the entry
           groups[1].push_back(b.endpoints(mine[k], mine[k + 1]));  // broadcast away from it
         }
         const int h = pos(i);  // heap position of node i; pos is its own inverse
         if (h == 0) continue;
-        const int parent = order(pos((h - 1) / 2)).front();
+        const int parent = head(pos((h - 1) / 2));
         const std::size_t side = h % 2 == 1 ? 0 : 2;
         groups[2 + side].push_back(b.endpoints(mine.front(), parent));
         groups[3 + side].push_back(b.endpoints(parent, mine.front()));

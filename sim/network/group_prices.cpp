@@ -1,0 +1,141 @@
+#include "sim/network/group_prices.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace dtsim::network {
+
+using taskgraph::Algorithm;
+
+namespace {
+
+// Servers and asynchronous pushes are left to the plain path: their endpoints do not move with
+// the groups.
+bool by_shape(const Platform& pf, const taskgraph::Collective& c) {
+  return !pf.torus() && c.only < 0 && c.algorithm != Algorithm::ParameterServer && c.algorithm != Algorithm::CentralStorage;
+}
+
+struct Move {
+  int nodes = 0, locals = 0;
+};
+
+int moved(const Platform& pf, int gpu, const Move& m) { return gpu + m.nodes * pf.spec().gpus_per_node + m.locals; }
+
+// The move that brings the groups to the first node (and to the first places of their nodes
+// where the platform allows).
+Move to_origin(const Platform& pf, const std::vector<std::vector<int>>& groups) {
+  int node = pf.spec().nodes, local = pf.spec().gpus_per_node;
+  for (const auto& g : groups)
+    for (int r : g) {
+      node = std::min(node, pf.node_of(r));
+      local = std::min(local, pf.local_of(r));
+    }
+  return {-node, pf.can_shift(-local) ? -local : 0};
+}
+
+// Each group as the first one moved, in `moves`; false where one is not.
+bool moves_of(const Platform& pf, const std::vector<std::vector<int>>& groups, std::vector<Move>& moves) {
+  const auto& first = groups.front();
+  if (first.empty()) return false;
+  for (const auto& g : groups) {
+    if (g.size() != first.size()) return false;
+    const Move m{pf.node_of(g[0]) - pf.node_of(first[0]), pf.local_of(g[0]) - pf.local_of(first[0])};
+    if (!pf.can_shift(m.locals)) return false;
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (pf.node_of(g[i]) != pf.node_of(first[i]) + m.nodes || pf.local_of(g[i]) != pf.local_of(first[i]) + m.locals) return false;
+    moves.push_back(m);
+  }
+  return true;
+}
+
+// Whether the groups, each `one` moved, cross no link in the same direction within a phase (the
+// same group may cross one many times); host work (servers) is not taken apart.
+bool apart(const Platform& pf, const LoweredCollective& one, const std::vector<Move>& moves) {
+  // Owners per link direction, all -1 between calls (only the ones set are cleared).
+  thread_local std::vector<int> owner;
+  thread_local std::vector<std::size_t> marked;
+  thread_local std::vector<Hop> route;
+  if (owner.size() < pf.links().size() * 2) owner.resize(pf.links().size() * 2, -1);
+  bool ok = true;
+  for (const auto& ph : one.phases) {
+    ok = ph.work.empty();
+    for (std::size_t k = 0; ok && k < moves.size(); ++k)
+      for (std::size_t f = 0; ok && f < ph.flows.size(); ++f) {
+        route.clear();
+        pf.append_route(pf.shift_endpoint(ph.flows[f].src, moves[k].nodes, moves[k].locals),
+                        pf.shift_endpoint(ph.flows[f].dst, moves[k].nodes, moves[k].locals), route);
+        for (const auto& h : route) {
+          int& o = owner[static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1)];
+          if (o < 0) {
+            o = static_cast<int>(k);
+            marked.push_back(static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1));
+          } else if (o != static_cast<int>(k)) {
+            ok = false;
+          }
+        }
+      }
+    for (std::size_t s : marked) owner[s] = -1;
+    marked.clear();
+    if (!ok) break;
+  }
+  return ok;
+}
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+}  // namespace
+
+// Joined, the groups' flows load only their own links, in the order each group's own do, and
+// every group's phases last as long as the first's: the join's time is the first group's, joined
+// alone (its flows in route order, as the join puts them).
+double groups_time(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups,
+                   bool* alone) {
+  if (alone) *alone = false;
+  std::vector<Move> moves;
+  if (groups.size() > 1 && by_shape(pf, c) && moves_of(pf, groups, moves)) {
+    GroupMerge merge;
+    merge.add(lower(pf, c.op, c.algorithm, c.bytes, groups.front()));
+    LoweredCollective one = merge.done();
+    if (apart(pf, one, moves)) {
+      if (c.launch_s > 0 && !one.phases.empty()) one.phases.front().latency += c.launch_s;
+      if (alone) *alone = true;
+      return analytical_time(pf, one);
+    }
+  }
+  return analytical_time(pf, lower(pf, c, groups));
+}
+
+std::size_t GroupPrices::Hash::operator()(const Key& k) const {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (double d : k.fields) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &d, sizeof bits);
+    h = mix(h, bits);
+  }
+  for (int r : k.ranks) h = mix(h, static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
+  return static_cast<std::size_t>(h);
+}
+
+double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
+  if (!by_shape(pf_, c)) return analytical_time(pf_, lower(pf_, c, groups));
+  const Move m = to_origin(pf_, groups);
+  std::vector<std::vector<int>> at_origin = groups;
+  Key key{{static_cast<double>(c.op), static_cast<double>(c.algorithm), c.bytes, c.launch_s}, {}};
+  for (auto& g : at_origin) {
+    key.ranks.push_back(static_cast<int>(g.size()));
+    for (int& r : g) key.ranks.push_back(r = moved(pf_, r, m));
+  }
+  auto [it, fresh] = prices_.try_emplace(std::move(key), 0.0);
+  if (fresh) {
+    bool one = false;
+    it->second = groups_time(pf_, c, at_origin, &one);
+    alone_ += one ? 1 : 0;
+  }
+  return it->second;
+}
+
+}  // namespace dtsim::network
