@@ -167,6 +167,11 @@ TEST(CalibrateCli, ARealLayoutLogATraceAndStepTimesParseFitAndReport) {
   EXPECT_NEAR(rep["steps"]["error"].get<double>(), predicted / 0.21 - 1, 1e-5);
   EXPECT_TRUE(std::filesystem::exists(dir.path("out/dgx-h100-calibrated.json")));
   EXPECT_NE(r.out.find("Nothing is fitted to step times"), std::string::npos) << r.out;
+  // The calibrated cluster is what a scenario then names, by its path, end to end.
+  dir.file("calibrated.json", scenario("./out/dgx-h100-calibrated.json", 1));
+  const auto on_it = run_dtsim({"run", "calibrated.json", "--format", "json"}, dir, dir.path());
+  ASSERT_EQ(on_it.code, 0) << on_it.err;
+  EXPECT_GT(Json::parse(on_it.out)["step_time_s"].get<double>(), 0.0);
 }
 
 TEST(CalibrateCli, BadInputWritesNothingAndSaysWhere) {
