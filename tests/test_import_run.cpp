@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <fstream>
 
 #include "helpers.hpp"
 #include "run_dtsim.hpp"
@@ -95,8 +96,13 @@ TEST(ImportRun, EachWritesAScenarioThatRuns) {
     const auto r = run_dtsim(args, dir);
     ASSERT_EQ(r.code, 0) << c[0] << ": " << r.err;
     EXPECT_NE(r.out.find("not mapped: "), std::string::npos) << r.out;
-    const auto run = run_dtsim({"memory", out, "--format", "json"}, dir);
+    // Planned and priced whole; simulated too where it is quick (the analytical backend).
+    auto scenario = nlohmann::json::parse(slurp(out));
+    scenario["simulation"] = {{"backend", "analytical"}};
+    std::ofstream(out) << scenario.dump(2);
+    const auto run = run_dtsim({"run", out, "--format", "json", "-o", dir.path(c[0] + "-out")}, dir);
     EXPECT_EQ(run.code, 0) << c[0] << ": " << run.err;
+    if (run.code == 0) EXPECT_GT(nlohmann::json::parse(run.out)["step_time_s"].get<double>(), 0.0) << c[0];
   }
 }
 
