@@ -251,3 +251,11 @@ TEST(SweepPlan, CsvAndJsonCarryTheSameRows) {
 }
 
 }  // namespace
+
+TEST(SweepPlan, PriorityBucketCandidatesWithZero3DoNotCrash) {
+  // ZeRO-3 candidates of a priority-order scenario have no gradient buckets to update one by one:
+  // they take the usual optimizer step (this sweep used to end in a segmentation fault).
+  TempDir dir;
+  const auto r = run_dtsim({"sweep", std::string(DTSIM_SOURCE_DIR) + "/scenarios/priority/ddp-100g-priority.json", "--confirm", "1"}, dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+}

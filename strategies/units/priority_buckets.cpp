@@ -60,6 +60,9 @@ class PriorityBuckets final : public Unit {
 };
 
 void PriorityBuckets::step(Planner& em, int s) {
+  // No buckets (ZeRO-3 reduce-scatters instead, or one data rank): nothing to update bucket by
+  // bucket, and its count (tasks) is 0 too. This used to read updates.back() of an empty list.
+  if (buckets_.empty()) return;
   const Layers mine = em.shape().stage_layers(s);
   const auto& t = em.training();
   const double gbytes = grad_bytes_per_param(t.precision);
