@@ -151,13 +151,19 @@ std::optional<nccl::Prediction> nccl_prediction(const Platform& pf, CollectiveOp
   if (c.nccl_gpu == nccl::Gpu::None || !c.inter_efficiency_points.empty() || pf.torus() || r.size() < 2 || bytes <= 0 ||
       (op != CollectiveOp::AllReduce && op != CollectiveOp::AllGather && op != CollectiveOp::ReduceScatter))
     return std::nullopt;
-  std::map<int, int> per_node;
-  for (int g : r) ++per_node[pf.node_of(g)];
+  // GPUs of the group on each node (all 0 between calls), the nodes it spans and the most on one.
+  thread_local std::vector<int> per_node;
+  if (per_node.size() < static_cast<std::size_t>(c.nodes)) per_node.resize(static_cast<std::size_t>(c.nodes), 0);
+  int nodes = 0, widest = 0;
+  for (int g : r) {
+    int& n = per_node[static_cast<std::size_t>(pf.node_of(g))];
+    nodes += n++ == 0 ? 1 : 0;
+    widest = std::max(widest, n);
+  }
+  for (int g : r) per_node[static_cast<std::size_t>(pf.node_of(g))] = 0;
   // Inside one node only where NCCL may run NVLS: elsewhere the node's measured efficiency holds.
-  if (per_node.size() < 2 && !c.intra_nvls) return std::nullopt;
-  int widest = 0;
-  for (const auto& [node, n] : per_node) widest = std::max(widest, n);
-  return nccl::predict(nccl_setup(c, static_cast<int>(r.size()), static_cast<int>(per_node.size()), widest), op, bytes);
+  if (nodes < 2 && !c.intra_nvls) return std::nullopt;
+  return nccl::predict(nccl_setup(c, static_cast<int>(r.size()), nodes, widest), op, bytes);
 }
 
 nccl::Setup nccl_setup(const ClusterSpec& c, int ranks, int nodes, int widest) {

@@ -150,8 +150,13 @@ struct ClosedForm::Impl {
   std::map<LayerKey, double> layers;
   std::unordered_map<const models::Layer*, const models::Layer*> twin;
   std::map<CollectiveKey, double> collectives, inline_times;
-  // Data-parallel collectives: (op and algorithm, where, T, P, D, pipeline outer) -> bytes -> seconds.
-  using BySize = std::unordered_map<double, double>;
+  // Data-parallel collectives: (op and algorithm, where, T, P, D, pipeline outer) -> their
+  // groups, and seconds by bytes.
+  struct BySize {
+    std::vector<std::vector<int>> groups;
+    std::size_t shape = 0;
+    std::unordered_map<double, double> seconds;
+  };
   std::map<std::array<double, 6>, BySize> data_prices;
 
   struct Step;
@@ -254,11 +259,13 @@ struct ClosedForm::Impl::Step {
   }
   double data_collective(CollectiveOp op, double bytes, int st) { return data_collective(data_prices(op, st), op, bytes, st); }
   double data_collective(Impl::BySize& prices, CollectiveOp op, double bytes, int st) {
-    auto [it, fresh] = prices.try_emplace(bytes, 0.0);
+    auto [it, fresh] = prices.seconds.try_emplace(bytes, 0.0);
     if (fresh) {
-      std::vector<std::vector<int>> groups;
-      for (int k = 0; k < T; ++k) groups.push_back(place.data_group(st, k));
-      it->second = im.prices.time({op, p.algorithm, {}, bytes}, groups);
+      if (prices.groups.empty()) {  // the first size asked: the groups and their shape, kept for the others
+        for (int k = 0; k < T; ++k) prices.groups.push_back(place.data_group(st, k));
+        prices.shape = im.prices.shape(prices.groups);
+      }
+      it->second = im.prices.time({op, p.algorithm, {}, bytes}, prices.groups, prices.shape);
     }
     return it->second;
   }
