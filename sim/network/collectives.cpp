@@ -111,10 +111,15 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
 // pays its step latencies, so only the rest is added, as bandwidth: the flows grow by k so that
 // latency + k x (time at line rate - latency) = NCCL's time. Where dtsim is already slower (its
 // per-step latency above NCCL's), nothing changes: the latency is not counted twice.
-LoweredCollective at_least_nccl(const Platform& pf, const std::optional<nccl::Prediction>& nccl, LoweredCollective lc) {
+// `walked`: lc's analytical_times (its time, and without bytes) where the caller has them.
+struct Walked {
+  double total = 0, latency = 0;
+};
+LoweredCollective at_least_nccl(const Platform& pf, const std::optional<nccl::Prediction>& nccl, LoweredCollective lc,
+                                const Walked* walked = nullptr) {
   if (!nccl) return lc;
-  double latency = 0;
-  const double total = analytical_times(pf, lc, latency);
+  double latency = walked ? walked->latency : 0;
+  const double total = walked ? walked->total : analytical_times(pf, lc, latency);
   const double k = (nccl->time_us * 1e-6 - latency) / (total - latency);
   if (!(total > latency) || !(k > 1.0)) return lc;
   for (auto& ph : lc.phases)
@@ -191,15 +196,18 @@ std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp
   if (runs_nvls(pf, a, nccl)) return {Algorithm::Auto, lower_fixed(pf, op, a, bytes, ranks, nccl)};
   if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks, nccl)};
   if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks, nccl)};
-  // Chosen on dtsim's own times: NCCL's floor would make the candidates tie.
+  // Chosen on dtsim's own times: NCCL's floor would make the candidates tie. Each walked once
+  // for both of the floor's times.
   std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_algorithm(pf, op, Algorithm::Ring, bytes, ranks)};
-  double best_t = analytical_time(pf, best.second);
+  Walked best_t;
+  best_t.total = analytical_times(pf, best.second, best_t.latency);
   for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {
     auto lc = lower_algorithm(pf, op, c, bytes, ranks);
-    const double t = analytical_time(pf, lc);
-    if (t < best_t) best = {c, std::move(lc)}, best_t = t;
+    Walked t;
+    t.total = analytical_times(pf, lc, t.latency);
+    if (t.total < best_t.total) best = {c, std::move(lc)}, best_t = t;
   }
-  best.second = at_least_nccl(pf, nccl, std::move(best.second));
+  best.second = at_least_nccl(pf, nccl, std::move(best.second), &best_t);
   return best;
 }
 

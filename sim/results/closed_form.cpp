@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "sim/config/build_options.hpp"
 #include "sim/cost/comm_interference.hpp"
@@ -85,15 +86,16 @@ struct ClosedForm::Impl {
 
   // Layers that differ only by name (a transformer's blocks) price alike: the first of each
   // kind stands for the others in the layer cache, so a 96-block model prices one block.
-  void find_twins(const models::ModelGraph& g) {
-    std::vector<std::pair<models::Layer, const models::Layer*>> firsts;  // unnamed copy, original
+  // The names are set aside while the layers are compared, so nothing is copied.
+  void find_twins(models::ModelGraph& g) {
+    std::vector<std::string> names;
+    for (auto& l : g.layers) names.push_back(std::exchange(l.name, {}));
+    std::vector<const models::Layer*> firsts;
     for (const auto& l : g.layers) {
-      models::Layer unnamed = l;
-      unnamed.name.clear();
-      auto same = std::find_if(firsts.begin(), firsts.end(), [&](const auto& f) { return f.first == unnamed; });
-      if (same == firsts.end()) same = firsts.insert(firsts.end(), {std::move(unnamed), &l});
-      twin[&l] = same->second;
+      auto same = std::find_if(firsts.begin(), firsts.end(), [&](const models::Layer* f) { return *f == l; });
+      twin[&l] = same == firsts.end() ? firsts.emplace_back(&l) : *same;
     }
+    for (std::size_t i = 0; i < names.size(); ++i) g.layers[i].name = std::move(names[i]);
   }
 
   // As the analytical replay prices a collective: lowered once, contention-free (by group
