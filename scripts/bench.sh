@@ -89,6 +89,26 @@ for c in "${cases[@]}"; do
     "$(awk "BEGIN{printf \"%.0f\", $configs / ($cpu > 0 ? $cpu : 0.01)}")"
 done
 
+# Strategies priced per CPU-second by cluster size (issue 28 item 1: pricing that does not grow
+# with the GPUs; goals 20,000 at 1,024 and 10,000 at 16,384): the GPT-3 175B sweep in closed form
+# alone on 64, 1,024 and 16,384 A100s, whole process (start-up, loading, budget and enumeration
+# included; `dtsim --version` alone is the first row). x_ref as above.
+printf "\n%-44s %8s %8s %8s %7s %10s %12s\n" "closed-form rate by cluster size" gpus cpu_s wall_s x_ref configs configs/cpu_s
+best_of 3 "$bin" --version
+printf "%-44s %8s %8s %8s %7s %10s %12s\n" "process start-up (dtsim --version)" - "$cpu" "$wall" "$(ratio "$cpu")" - -
+for g in 64 1024 16384; do
+  best_of 3 "$bin" sweep "$gpt3" --gpus "$g" --confirm 0 --jobs 1 --format csv
+  configs=$(($(wc -l < "$tmp/out") - 1))
+  printf "%-44s %8s %8s %8s %7s %10s %12s\n" "GPT-3 175B, --confirm 0" "$g" "$cpu" "$wall" "$(ratio "$cpu")" "$configs" \
+    "$(awk "BEGIN{printf \"%.0f\", $configs / ($cpu > 0 ? $cpu : 0.01)}")"
+done
+# The README's multi-cluster sweep (issue 28 item 3): 5,070 strategies on 256, 512 and 1,024 A100s
+# and H100s, the best 5 replayed.
+best_of 3 "$bin" sweep "$gpt3" --gpus 256,512,1024 --devices a100-sxm-80gb,h100-sxm-80gb --jobs 1 --format csv
+configs=$(($(wc -l < "$tmp/out") - 1))
+printf "%-44s %8s %8s %8s %7s %10s %12s\n" "README sweep, 6 clusters, best 5 replayed" 256-1024 "$cpu" "$wall" "$(ratio "$cpu")" \
+  "$configs" "$(awk "BEGIN{printf \"%.0f\", $configs / ($cpu > 0 ? $cpu : 0.01)}")"
+
 # One 1 GB all-reduce in `dtsim collective` on SimGrid, whole process (issue #4's speed goals:
 # 512 GPUs under 0.05 s, 16,384 under 2 s).
 printf "\n%-44s %8s %8s %8s %7s %10s\n" collective gpus cpu_s wall_s x_ref peak_MB

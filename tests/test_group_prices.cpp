@@ -109,6 +109,7 @@ TEST(GroupPrices, EqualThePlainLoweringBitForBitOnEveryPlatform) {
       {CollectiveOp::AllGather, Algorithm::Auto},          {CollectiveOp::AllToAll, Algorithm::Direct},
       {CollectiveOp::Broadcast, Algorithm::Tree},          {CollectiveOp::SendRecv, Algorithm::Ring}};
   int compared = 0;
+  std::size_t alone = 0;  // prices found from one group of several
   for (const auto& [name, spec] : platforms()) {
     network::Platform pf(spec);
     network::GroupPrices prices(pf);
@@ -126,8 +127,10 @@ TEST(GroupPrices, EqualThePlainLoweringBitForBitOnEveryPlatform) {
           EXPECT_EQ(network::groups_time(pf, c, groups), *want) << name;
           ++compared;
         }
+    alone += prices.priced_alone();
   }
   EXPECT_GT(compared, 2000);
+  EXPECT_GT(alone, 200u);
 }
 
 TEST(GroupPrices, EachStagesGroupsArePricedOnceWhereTheyAreOneShapeMoved) {

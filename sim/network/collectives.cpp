@@ -111,10 +111,15 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
 // pays its step latencies, so only the rest is added, as bandwidth: the flows grow by k so that
 // latency + k x (time at line rate - latency) = NCCL's time. Where dtsim is already slower (its
 // per-step latency above NCCL's), nothing changes: the latency is not counted twice.
-LoweredCollective at_least_nccl(const Platform& pf, const std::optional<nccl::Prediction>& nccl, LoweredCollective lc) {
+// `walked`: lc's analytical_times (its time, and without bytes) where the caller has them.
+struct Walked {
+  double total = 0, latency = 0;
+};
+LoweredCollective at_least_nccl(const Platform& pf, const std::optional<nccl::Prediction>& nccl, LoweredCollective lc,
+                                const Walked* walked = nullptr) {
   if (!nccl) return lc;
-  double latency = 0;
-  const double total = analytical_times(pf, lc, latency);
+  double latency = walked ? walked->latency : 0;
+  const double total = walked ? walked->total : analytical_times(pf, lc, latency);
   const double k = (nccl->time_us * 1e-6 - latency) / (total - latency);
   if (!(total > latency) || !(k > 1.0)) return lc;
   for (auto& ph : lc.phases)
@@ -151,13 +156,19 @@ std::optional<nccl::Prediction> nccl_prediction(const Platform& pf, CollectiveOp
   if (c.nccl_gpu == nccl::Gpu::None || !c.inter_efficiency_points.empty() || pf.torus() || r.size() < 2 || bytes <= 0 ||
       (op != CollectiveOp::AllReduce && op != CollectiveOp::AllGather && op != CollectiveOp::ReduceScatter))
     return std::nullopt;
-  std::map<int, int> per_node;
-  for (int g : r) ++per_node[pf.node_of(g)];
+  // GPUs of the group on each node (all 0 between calls), the nodes it spans and the most on one.
+  thread_local std::vector<int> per_node;
+  if (per_node.size() < static_cast<std::size_t>(c.nodes)) per_node.resize(static_cast<std::size_t>(c.nodes), 0);
+  int nodes = 0, widest = 0;
+  for (int g : r) {
+    int& n = per_node[static_cast<std::size_t>(pf.node_of(g))];
+    nodes += n++ == 0 ? 1 : 0;
+    widest = std::max(widest, n);
+  }
+  for (int g : r) per_node[static_cast<std::size_t>(pf.node_of(g))] = 0;
   // Inside one node only where NCCL may run NVLS: elsewhere the node's measured efficiency holds.
-  if (per_node.size() < 2 && !c.intra_nvls) return std::nullopt;
-  int widest = 0;
-  for (const auto& [node, n] : per_node) widest = std::max(widest, n);
-  return nccl::predict(nccl_setup(c, static_cast<int>(r.size()), static_cast<int>(per_node.size()), widest), op, bytes);
+  if (nodes < 2 && !c.intra_nvls) return std::nullopt;
+  return nccl::predict(nccl_setup(c, static_cast<int>(r.size()), nodes, widest), op, bytes);
 }
 
 nccl::Setup nccl_setup(const ClusterSpec& c, int ranks, int nodes, int widest) {
@@ -185,15 +196,18 @@ std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp
   if (runs_nvls(pf, a, nccl)) return {Algorithm::Auto, lower_fixed(pf, op, a, bytes, ranks, nccl)};
   if (op == CollectiveOp::AllToAll) return {Algorithm::Direct, lower_fixed(pf, op, Algorithm::Direct, bytes, ranks, nccl)};
   if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks, nccl)};
-  // Chosen on dtsim's own times: NCCL's floor would make the candidates tie.
+  // Chosen on dtsim's own times: NCCL's floor would make the candidates tie. Each walked once
+  // for both of the floor's times.
   std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_algorithm(pf, op, Algorithm::Ring, bytes, ranks)};
-  double best_t = analytical_time(pf, best.second);
+  Walked best_t;
+  best_t.total = analytical_times(pf, best.second, best_t.latency);
   for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {
     auto lc = lower_algorithm(pf, op, c, bytes, ranks);
-    const double t = analytical_time(pf, lc);
-    if (t < best_t) best = {c, std::move(lc)}, best_t = t;
+    Walked t;
+    t.total = analytical_times(pf, lc, t.latency);
+    if (t.total < best_t.total) best = {c, std::move(lc)}, best_t = t;
   }
-  best.second = at_least_nccl(pf, nccl, std::move(best.second));
+  best.second = at_least_nccl(pf, nccl, std::move(best.second), &best_t);
   return best;
 }
 

@@ -16,11 +16,9 @@ bool by_shape(const Platform& pf, const taskgraph::Collective& c) {
   return !pf.torus() && c.only < 0 && c.algorithm != Algorithm::ParameterServer && c.algorithm != Algorithm::CentralStorage;
 }
 
-struct Move {
-  int nodes = 0, locals = 0;
-};
+using Move = std::pair<int, int>;  // whole nodes, places inside the node
 
-int moved(const Platform& pf, int gpu, const Move& m) { return gpu + m.nodes * pf.spec().gpus_per_node + m.locals; }
+int moved(const Platform& pf, int gpu, const Move& m) { return gpu + m.first * pf.spec().gpus_per_node + m.second; }
 
 // The move that brings the groups to the first node (and to the first places of their nodes
 // where the platform allows).
@@ -41,9 +39,9 @@ bool moves_of(const Platform& pf, const std::vector<std::vector<int>>& groups, s
   for (const auto& g : groups) {
     if (g.size() != first.size()) return false;
     const Move m{pf.node_of(g[0]) - pf.node_of(first[0]), pf.local_of(g[0]) - pf.local_of(first[0])};
-    if (!pf.can_shift(m.locals)) return false;
+    if (!pf.can_shift(m.second)) return false;
     for (std::size_t i = 0; i < g.size(); ++i)
-      if (pf.node_of(g[i]) != pf.node_of(first[i]) + m.nodes || pf.local_of(g[i]) != pf.local_of(first[i]) + m.locals) return false;
+      if (pf.node_of(g[i]) != pf.node_of(first[i]) + m.first || pf.local_of(g[i]) != pf.local_of(first[i]) + m.second) return false;
     moves.push_back(m);
   }
   return true;
@@ -63,8 +61,8 @@ bool apart(const Platform& pf, const LoweredCollective& one, const std::vector<M
     for (std::size_t k = 0; ok && k < moves.size(); ++k)
       for (std::size_t f = 0; ok && f < ph.flows.size(); ++f) {
         route.clear();
-        pf.append_route(pf.shift_endpoint(ph.flows[f].src, moves[k].nodes, moves[k].locals),
-                        pf.shift_endpoint(ph.flows[f].dst, moves[k].nodes, moves[k].locals), route);
+        pf.append_route(pf.shift_endpoint(ph.flows[f].src, moves[k].first, moves[k].second),
+                        pf.shift_endpoint(ph.flows[f].dst, moves[k].first, moves[k].second), route);
         for (const auto& h : route) {
           int& o = owner[static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1)];
           if (o < 0) {
@@ -82,25 +80,38 @@ bool apart(const Platform& pf, const LoweredCollective& one, const std::vector<M
   return ok;
 }
 
+// apart(), or what it said before for flows between the same endpoints: a shape's collectives at
+// other sizes mostly lower to the same flows, and the check reads every group's routes.
+bool apart_as_before(const Platform& pf, const LoweredCollective& one, const std::vector<Move>& moves, ApartMemo& memo) {
+  std::vector<int> ends;
+  for (const auto& ph : one.phases) {
+    for (const auto& f : ph.flows) ends.insert(ends.end(), {f.src, f.dst});
+    ends.push_back(ph.work.empty() ? -1 : -2);  // the phase's end
+  }
+  for (const auto& [e, verdict] : memo.seen)
+    if (e == ends) return verdict;
+  const bool verdict = apart(pf, one, moves);
+  memo.seen.emplace_back(std::move(ends), verdict);
+  return verdict;
+}
+
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   return h;
 }
 
-}  // namespace
-
 // Joined, the groups' flows load only their own links, in the order each group's own do, and
 // every group's phases last as long as the first's: the join's time is the first group's, joined
-// alone (its flows in route order, as the join puts them).
-double groups_time(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups,
-                   bool* alone) {
+// alone (its flows in route order, as the join puts them). `moves`: each group's from the first,
+// or nullptr where they are not one group moved.
+double moved_groups_time(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups,
+                         const std::vector<Move>* moves, ApartMemo* memo, bool* alone) {
   if (alone) *alone = false;
-  std::vector<Move> moves;
-  if (groups.size() > 1 && by_shape(pf, c) && moves_of(pf, groups, moves)) {
+  if (groups.size() > 1 && moves) {
     GroupMerge merge;
     merge.add(lower(pf, c.op, c.algorithm, c.bytes, groups.front()));
     LoweredCollective one = merge.done();
-    if (apart(pf, one, moves)) {
+    if (memo ? apart_as_before(pf, one, *moves, *memo) : apart(pf, one, *moves)) {
       if (c.launch_s > 0 && !one.phases.empty()) one.phases.front().latency += c.launch_s;
       if (alone) *alone = true;
       return analytical_time(pf, one);
@@ -109,32 +120,60 @@ double groups_time(const Platform& pf, const taskgraph::Collective& c, const std
   return analytical_time(pf, lower(pf, c, groups));
 }
 
-std::size_t GroupPrices::Hash::operator()(const Key& k) const {
+}  // namespace
+
+double groups_time(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups,
+                   bool* alone) {
+  std::vector<Move> moves;
+  const bool moved_copies = groups.size() > 1 && by_shape(pf, c) && moves_of(pf, groups, moves);
+  return moved_groups_time(pf, c, groups, moved_copies ? &moves : nullptr, nullptr, alone);
+}
+
+std::size_t GroupPrices::RanksHash::operator()(const std::vector<int>& ranks) const {
   std::uint64_t h = 1469598103934665603ULL;
-  for (double d : k.fields) {
-    std::uint64_t bits = 0;
-    std::memcpy(&bits, &d, sizeof bits);
-    h = mix(h, bits);
-  }
-  for (int r : k.ranks) h = mix(h, static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
+  for (int r : ranks) h = mix(h, static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
   return static_cast<std::size_t>(h);
+}
+
+std::size_t GroupPrices::KeyHash::operator()(const Key& k) const {
+  std::uint64_t b = 0, l = 0;
+  std::memcpy(&b, &k.bytes, sizeof b);
+  std::memcpy(&l, &k.launch, sizeof l);
+  std::uint64_t h = mix(mix(mix(mix(1469598103934665603ULL, static_cast<std::uint64_t>(k.op) * 64 + static_cast<std::uint64_t>(k.algorithm)), b), l), k.shape);
+  return static_cast<std::size_t>(h);
+}
+
+std::size_t GroupPrices::shape(const std::vector<std::vector<int>>& groups) {
+  const Move m = to_origin(pf_, groups);
+  std::vector<int> ranks;
+  for (const auto& g : groups) {
+    ranks.push_back(static_cast<int>(g.size()));
+    for (int r : g) ranks.push_back(moved(pf_, r, m));
+  }
+  auto [it, fresh] = ids_.try_emplace(std::move(ranks), shapes_.size());
+  if (fresh) {
+    auto& sh = shapes_.emplace_back();
+    sh.groups = groups;
+    for (auto& g : sh.groups)
+      for (int& r : g) r = moved(pf_, r, m);
+  }
+  return it->second;
 }
 
 double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
   if (!by_shape(pf_, c)) return analytical_time(pf_, lower(pf_, c, groups));
-  const Move m = to_origin(pf_, groups);
-  std::vector<std::vector<int>> at_origin = groups;
-  Key key{{static_cast<double>(c.op), static_cast<double>(c.algorithm), c.bytes, c.launch_s}, {}};
-  for (auto& g : at_origin) {
-    key.ranks.push_back(static_cast<int>(g.size()));
-    for (int& r : g) key.ranks.push_back(r = moved(pf_, r, m));
-  }
-  auto [it, fresh] = prices_.try_emplace(std::move(key), 0.0);
-  if (fresh) {
-    bool one = false;
-    it->second = groups_time(pf_, c, at_origin, &one);
-    alone_ += one ? 1 : 0;
-  }
+  return time(c, groups, shape(groups));
+}
+
+double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups, std::size_t id) {
+  if (!by_shape(pf_, c)) return analytical_time(pf_, lower(pf_, c, groups));
+  auto [it, fresh] = prices_.try_emplace(Key{static_cast<int>(c.op), static_cast<int>(c.algorithm), c.bytes, c.launch_s, id}, 0.0);
+  if (!fresh) return it->second;
+  auto& sh = shapes_[id];
+  if (sh.congruent < 0) sh.congruent = sh.groups.size() > 1 && moves_of(pf_, sh.groups, sh.moves) ? 1 : 0;
+  bool one = false;
+  it->second = moved_groups_time(pf_, c, sh.groups, sh.congruent ? &sh.moves : nullptr, &sh.apart, &one);
+  alone_ += one ? 1 : 0;
   return it->second;
 }
 

@@ -10,31 +10,55 @@
 //   them costs alone: only that one is lowered.
 #include <cstddef>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sim/network/collectives.hpp"
 
 namespace dtsim::network {
 
+// Whether groups that are one group moved cross no link the same way, found before for these
+// flows of the first group (their endpoints, phase by phase; not their bytes).
+struct ApartMemo {
+  std::vector<std::pair<std::vector<int>, bool>> seen;
+};
+
 // Caches by shape, so one per platform and thread.
 class GroupPrices {
  public:
   explicit GroupPrices(const Platform& platform) : pf_(platform) {}
   double time(const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups);
-  std::size_t shapes() const { return prices_.size(); }
-  std::size_t priced_alone() const { return alone_; }  // shapes priced from one of their groups
+  // The same for a caller that prices the same groups at many sizes: `shape` is shape(groups),
+  // found once (finding it reads every rank).
+  double time(const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups, std::size_t shape);
+  std::size_t shape(const std::vector<std::vector<int>>& groups);
+  std::size_t shapes() const { return shapes_.size(); }         // distinct group shapes
+  std::size_t priced() const { return prices_.size(); }         // distinct collectives on them
+  std::size_t priced_alone() const { return alone_; }  // of those, priced from one of their groups
 
  private:
-  struct Key {
-    std::vector<double> fields;  // op, algorithm, bytes, launch
-    std::vector<int> ranks;      // each group's size, then its ranks, moved to the shape's origin
-    bool operator==(const Key& o) const { return fields == o.fields && ranks == o.ranks; }
+  struct Shape {
+    std::vector<std::vector<int>> groups;  // moved to the shape's origin
+    int congruent = -1;                    // whether each group is the first moved (-1: not looked at yet)
+    std::vector<std::pair<int, int>> moves;  // each group's (nodes, places) from the first
+    ApartMemo apart;  // whether the moved groups cross a link alike, by the first's flows
   };
-  struct Hash {
+  struct RanksHash {
+    std::size_t operator()(const std::vector<int>& ranks) const;
+  };
+  struct Key {
+    int op, algorithm;
+    double bytes, launch;
+    std::size_t shape;
+    bool operator==(const Key& o) const = default;
+  };
+  struct KeyHash {
     std::size_t operator()(const Key& k) const;
   };
   const Platform& pf_;
-  std::unordered_map<Key, double, Hash> prices_;
+  std::unordered_map<std::vector<int>, std::size_t, RanksHash> ids_;  // each group's size, then its ranks
+  std::vector<Shape> shapes_;
+  std::unordered_map<Key, double, KeyHash> prices_;
   std::size_t alone_ = 0;
 };
 

@@ -38,10 +38,11 @@ double flow_seconds(const network::FlowBound& b, Backend backend) {
   if (backend == Backend::Analytical) return 0.5e-6;
   return b.chained ? 1.5e-6 + 1e-11 * b.widest : 2e-6 + 8e-9 * b.widest;
 }
-// The sweep's closed form (closed_form.hpp) per strategy: its layout, passes and step, about
-// 0.1 ms here for GPT-3 175B on 1,024 and on 16,384 A100s (scripts/bench.sh), counted at 0.5 ms;
-// and one group of its data-parallel collective lowered at the analytical flow's cost, for each
-// of three bucket sizes (the first sight of a group shape; network::GroupPrices keeps it).
+// The sweep's closed form (closed_form.hpp) per strategy: its layout, passes and step, whole
+// sweeps of GPT-3 175B taking 0.25 ms a strategy here on 1,024 A100s and 0.7 ms on 16,384, start-up
+// included (scripts/bench.sh), counted at 0.5 ms; and one group of its data-parallel collective
+// lowered at the analytical flow's cost, for each of three bucket sizes (the first sight of a
+// group shape; network::GroupPrices keeps it).
 double closed_form_seconds(const config::Scenario& s) {
   const auto& p = s.parallelism;
   const double per_node = std::clamp(std::floor(s.cluster.gpus_per_node / static_cast<double>(p.tensor * p.pipeline)), 1.0,
@@ -357,7 +358,7 @@ void check_collective_budget(const network::ClusterSpec& cluster, CollectiveOp o
 
 void check_sweep_budget(const config::Scenario& base, const std::vector<strategies::ParallelismSpec>& candidates,
                         const std::string& gpus_flag) {
-  check_sweep_budget(std::vector<SweepGroup>{{base, candidates}}, gpus_flag);
+  check_sweep_budget(std::vector<SweepGroup>{{base, candidates, {}}}, gpus_flag);
 }
 
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag, int confirm) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "sim/config/build_options.hpp"
 #include "sim/cost/comm_interference.hpp"
@@ -93,15 +94,16 @@ struct ClosedForm::Impl {
 
   // Layers that differ only by name (a transformer's blocks) price alike: the first of each
   // kind stands for the others in the layer cache, so a 96-block model prices one block.
-  void find_twins(const models::ModelGraph& g) {
-    std::vector<std::pair<models::Layer, const models::Layer*>> firsts;  // unnamed copy, original
+  // The names are set aside while the layers are compared, so nothing is copied.
+  void find_twins(models::ModelGraph& g) {
+    std::vector<std::string> names;
+    for (auto& l : g.layers) names.push_back(std::exchange(l.name, {}));
+    std::vector<const models::Layer*> firsts;
     for (const auto& l : g.layers) {
-      models::Layer unnamed = l;
-      unnamed.name.clear();
-      auto same = std::find_if(firsts.begin(), firsts.end(), [&](const auto& f) { return f.first == unnamed; });
-      if (same == firsts.end()) same = firsts.insert(firsts.end(), {std::move(unnamed), &l});
-      twin[&l] = same->second;
+      auto same = std::find_if(firsts.begin(), firsts.end(), [&](const models::Layer* f) { return *f == l; });
+      twin[&l] = same == firsts.end() ? firsts.emplace_back(&l) : *same;
     }
+    for (std::size_t i = 0; i < names.size(); ++i) g.layers[i].name = std::move(names[i]);
   }
 
   // As the analytical replay prices a collective: lowered once, contention-free (by group
@@ -158,8 +160,13 @@ struct ClosedForm::Impl {
   std::map<LayerKey, double> layers;
   std::unordered_map<const models::Layer*, const models::Layer*> twin;
   std::map<CollectiveKey, double> collectives, inline_times;
-  // Data-parallel collectives: (op and algorithm, where, T, P, D, pipeline outer) -> bytes -> seconds.
-  using BySize = std::unordered_map<double, double>;
+  // Data-parallel collectives: (op and algorithm, where, T, P, D, pipeline outer) -> their
+  // groups, and seconds by bytes.
+  struct BySize {
+    std::vector<std::vector<int>> groups;
+    std::size_t shape = 0;
+    std::unordered_map<double, double> seconds;
+  };
   std::map<std::array<double, 6>, BySize> data_prices;
 
   struct Step;
@@ -262,11 +269,13 @@ struct ClosedForm::Impl::Step {
   }
   double data_collective(CollectiveOp op, double bytes, int st) { return data_collective(data_prices(op, st), op, bytes, st); }
   double data_collective(Impl::BySize& prices, CollectiveOp op, double bytes, int st) {
-    auto [it, fresh] = prices.try_emplace(bytes, 0.0);
+    auto [it, fresh] = prices.seconds.try_emplace(bytes, 0.0);
     if (fresh) {
-      std::vector<std::vector<int>> groups;
-      for (int k = 0; k < T; ++k) groups.push_back(place.data_group(st, k));
-      it->second = im.prices.time({op, p.algorithm, {}, bytes}, groups);
+      if (prices.groups.empty()) {  // the first size asked: the groups and their shape, kept for the others
+        for (int k = 0; k < T; ++k) prices.groups.push_back(place.data_group(st, k));
+        prices.shape = im.prices.shape(prices.groups);
+      }
+      it->second = im.prices.time({op, p.algorithm, {}, bytes}, prices.groups, prices.shape);
     }
     return it->second;
   }

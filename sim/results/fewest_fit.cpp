@@ -65,7 +65,7 @@ class Search {
  public:
   Search(const config::Scenario& s, double budget_s) : s_(s), probe_(s), budget_s_(budget_s) {}
   std::optional<Fit> run(const std::vector<Shape>& shapes);
-  FitSearch report() const { return {stopped_, spent_s_, planned_tasks_}; }
+  FitSearch report() const { return {stopped_, spent_s_, 0}; }  // no task graph is built
 
  private:
   strategies::ParallelismSpec spec(const Shape& sh, int data, int zero, strategies::Recompute rc) const;
@@ -79,7 +79,7 @@ class Search {
 
   const config::Scenario& s_;
   config::Scenario probe_;  // a candidate as a scenario, for the budget's estimate
-  double budget_s_, spent_s_ = 0, planned_tasks_ = 0;
+  double budget_s_, spent_s_ = 0;
   std::string stopped_;
   int current_gpus_ = 0;
   std::map<int, models::ModelGraph> graphs_;                    // by tensor size

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -147,21 +148,48 @@ class Builder {
   LoweredCollective out_;
 };
 
-// Members grouped by node, nodes in order of first appearance.
-inline std::vector<std::vector<int>> by_node(const Platform& pf, const std::vector<int>& ranks) {
-  std::vector<std::vector<int>> out;
-  // Each node's place in `out` plus one (0: not seen), all 0 between calls.
+// Members grouped by node, nodes in order of first appearance: nodes[i] is node i's members (in
+// the order given), one array for all of them.
+class ByNode {
+ public:
+  std::size_t size() const { return start_.size() - 1; }
+  std::span<const int> operator[](std::size_t i) const { return {members_.data() + start_[i], start_[i + 1] - start_[i]}; }
+  struct Iterator {
+    const ByNode* of;
+    std::size_t i;
+    std::span<const int> operator*() const { return (*of)[i]; }
+    Iterator& operator++() { return ++i, *this; }
+    bool operator!=(const Iterator& o) const { return i != o.i; }
+  };
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, size()}; }
+
+ private:
+  friend ByNode by_node(const Platform& pf, const std::vector<int>& ranks);
+  std::vector<int> members_;
+  std::vector<std::size_t> start_{0};
+};
+
+inline ByNode by_node(const Platform& pf, const std::vector<int>& ranks) {
+  ByNode out;
+  // Each node's place in the order plus one (0: not seen), all 0 between calls.
   thread_local std::vector<std::size_t> index;
+  thread_local std::vector<std::size_t> count;
   if (index.size() < static_cast<std::size_t>(pf.spec().nodes)) index.resize(static_cast<std::size_t>(pf.spec().nodes), 0);
+  count.clear();
   for (int g : ranks) {
     std::size_t& at = index[static_cast<std::size_t>(pf.node_of(g))];
     if (at == 0) {
-      out.emplace_back();
-      at = out.size();
+      count.push_back(0);
+      at = count.size();
     }
-    out[at - 1].push_back(g);
+    ++count[at - 1];
   }
-  for (const auto& members : out) index[static_cast<std::size_t>(pf.node_of(members.front()))] = 0;
+  for (std::size_t n : count) out.start_.push_back(out.start_.back() + n);
+  out.members_.resize(ranks.size());
+  std::vector<std::size_t> next(out.start_.begin(), out.start_.end() - 1);
+  for (int g : ranks) out.members_[next[index[static_cast<std::size_t>(pf.node_of(g))] - 1]++] = g;
+  for (int g : ranks) index[static_cast<std::size_t>(pf.node_of(g))] = 0;
   return out;
 }
 
@@ -178,13 +206,13 @@ inline std::vector<std::vector<int>> ring_orders(const Platform& pf, const std::
   std::sort(sorted.begin(), sorted.end());
   auto nodes = by_node(pf, sorted);
   std::size_t widest = 0;
-  for (const auto& m : nodes) widest = std::max(widest, m.size());
+  for (const auto m : nodes) widest = std::max(widest, m.size());
   const int channels =
       nodes.size() > 1 && !pf.torus() ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
   std::vector<std::vector<int>> orders;
   for (int c = 0; c < channels; ++c) {
     auto& order = orders.emplace_back();
-    for (const auto& members : nodes) {
+    for (const auto members : nodes) {
       const std::size_t n = members.size();
       const std::size_t entry = static_cast<std::size_t>(c) * n / static_cast<std::size_t>(channels);
       for (std::size_t i = 0; i < n; ++i) order.push_back(members[(entry + i) % n]);

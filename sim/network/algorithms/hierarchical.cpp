@@ -14,8 +14,9 @@ LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vect
   };
   auto inside = [&](double passes) {  // one ring per node, all nodes at once
     LoweredCollective all;
-    for (const auto& members : nodes) {
-      auto one = ring(pf, bytes, members, passes);
+    for (const auto members : nodes) {
+      if (members.size() < 2) continue;  // nothing to move (ring() would lower nothing)
+      auto one = ring(pf, bytes, std::vector<int>(members.begin(), members.end()), passes);
       if (all.phases.empty()) all = one;
       else if (!one.phases.empty()) all.phases[0].add(one.phases[0]);
     }
@@ -23,11 +24,11 @@ LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vect
   };
   append(inside(1.0));
   std::size_t g = 0;
-  for (const auto& m : nodes) g = std::max(g, m.size());
+  for (const auto m : nodes) g = std::max(g, m.size());
   LoweredCollective across;
   for (std::size_t j = 0; j < g; ++j) {  // local rank j of every node: a ring over S/g
     std::vector<int> peers;
-    for (const auto& m : nodes)
+    for (const auto m : nodes)
       if (j < m.size()) peers.push_back(m[j]);
     auto one = ring(pf, bytes / static_cast<double>(g), peers, 2.0);
     if (across.phases.empty()) across = one;

@@ -10,7 +10,7 @@ LoweredCollective double_tree(const Platform& pf, double bytes, const std::vecto
   if (ranks.size() < 2) return b.done();
   auto nodes = by_node(pf, ranks);
   std::size_t widest = 0;
-  for (const auto& m : nodes) widest = std::max(widest, m.size());
+  for (const auto m : nodes) widest = std::max(widest, m.size());
   // As for rings, NCCL runs one tree pair per NIC across nodes, each entering at another GPU.
   const int channels = nodes.size() > 1 ? std::max(1, std::min(pf.spec().nics_per_node, static_cast<int>(widest))) : 1;
   const double share = bytes / (2.0 * channels);
@@ -23,12 +23,12 @@ LoweredCollective double_tree(const Platform& pf, double bytes, const std::vecto
       // leaves in the other; inside a node, a chain from the channel's entry GPU.
       auto pos = [&](int i) { return tree == 0 ? i : n - 1 - i; };
       auto entry = [&](int node) {
-        const auto& m = nodes[static_cast<std::size_t>(node)];
+        const auto m = nodes[static_cast<std::size_t>(node)];
         return (static_cast<std::size_t>(c) * m.size() / static_cast<std::size_t>(channels) + (tree == 0 ? 0 : m.size() / 2)) %
                m.size();
       };
       auto order = [&](int node, std::vector<int>& o) {
-        const auto& m = nodes[static_cast<std::size_t>(node)];
+        const auto m = nodes[static_cast<std::size_t>(node)];
         const std::size_t first = entry(node);
         o.clear();
         for (std::size_t i = 0; i < m.size(); ++i) o.push_back(m[(first + i) % m.size()]);
