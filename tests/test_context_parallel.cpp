@@ -188,4 +188,24 @@ TEST(ContextParallel, SweepExploresContextParallelismAndFp8) {
   EXPECT_GT(fp8, 0);
 }
 
+// Two 16-bit precisions are two candidates each, not one dropped as a repeat of the other.
+TEST(ContextParallel, SweepKeepsEachPrecisionItIsGiven) {
+  dtsim::test::TempDir dir;
+  dir.file("base.json", dtsim::test::kValidScenario);
+  const std::string file = dir.file("s.json", scenario(R"("data": 8)"));
+  auto r = dtsim::test::run_dtsim({"sweep", file, "--precisions", "bf16,fp16", "--format", "csv", "--jobs", "2"}, dir);
+  ASSERT_TRUE(r.code == 0 || r.code == 3) << r.err;
+  EXPECT_EQ(r.err.find("duplicate"), std::string::npos) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);
+  int bf16 = 0, fp16 = 0;
+  while (std::getline(lines, line)) {
+    bf16 += line.find(",bf16\r") != std::string::npos;
+    fp16 += line.find(",fp16\r") != std::string::npos && line.find(" fp16,") != std::string::npos;
+  }
+  EXPECT_GT(bf16, 0);
+  EXPECT_EQ(fp16, bf16);  // the same strategies in each, the fp16 ones named so
+}
+
 }  // namespace

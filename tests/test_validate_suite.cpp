@@ -1,34 +1,16 @@
 // `dtsim validate --suite DIR`: every scenario with a published figure under DIR, summarised by
 // group with its direction, checked against each row's tolerance, and ranked within sets.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
-#include "helpers.hpp"
+#include "run_dtsim.hpp"
 
 namespace {
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Outcome run(const std::string& args, const dtsim::test::TempDir& dir) {
-  const std::string out = dir.path("stdout.txt"), err = dir.path("stderr.txt");
-  const int status = std::system((std::string(DTSIM_BINARY) + " " + args + " > " + out + " 2> " + err).c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
+using dtsim::test::run_dtsim;
+using dtsim::test::slurp;
 
 std::string exact(double v) {
   char buf[32];
@@ -48,7 +30,7 @@ std::string row(const std::string& name, int gpus, double published_s, const std
 
 double predicted(const dtsim::test::TempDir& dir, const std::string& file) {
   const std::string out = dir.path("one");
-  const auto r = run("run --format json -o " + out + " " + file, dir);
+  const auto r = run_dtsim({"run", "--format", "json", "-o", out, file}, dir);
   EXPECT_EQ(r.code, 0) << r.err;
   return nlohmann::json::parse(r.out)["step_time_s"].get<double>();
 }
@@ -69,7 +51,7 @@ TEST(ValidateSuite, SummarisesByGroupRanksAndChecksTolerance) {
   const double pc = predicted(dir, c);
   dir.file("suite/c.json", row("c", 32, pc / 1.5, ", \"group\": \"named\", \"peak_memory_GiB\": 10"));
 
-  auto r = run("validate --suite " + dir.path("suite") + " --json " + dir.path("v.json"), dir);
+  auto r = run_dtsim({"validate", "--suite", dir.path("suite"), "--json", dir.path("v.json")}, dir);
   ASSERT_EQ(r.code, 0) << r.err;  // without --strict a row outside tolerance is reported, not failed
   const auto j = nlohmann::json::parse(slurp(dir.path("v.json")));
   ASSERT_EQ(j["rows"].size(), 3u);
@@ -91,18 +73,18 @@ TEST(ValidateSuite, SummarisesByGroupRanksAndChecksTolerance) {
   EXPECT_DOUBLE_EQ(j["rankings"][0]["kendall_tau_b"].get<double>(), 1.0);
   EXPECT_TRUE(j["rankings"][0]["top1_hit"].get<bool>());
   EXPECT_NE(r.out.find("1 outside tolerance"), std::string::npos) << r.out;
-  EXPECT_EQ(run("validate --strict --suite " + dir.path("suite"), dir).code, 3);
+  EXPECT_EQ(run_dtsim({"validate", "--strict", "--suite", dir.path("suite")}, dir).code, 3);
 }
 
 TEST(ValidateSuite, BadReferenceKeysAreClearErrors) {
   dtsim::test::TempDir dir;
   dir.file("suite/x.json", row("x", 8, 1.0, ", \"memory_reading\": \"reserved\""));
-  auto r = run("validate --suite " + dir.path("suite"), dir);
+  auto r = run_dtsim({"validate", "--suite", dir.path("suite")}, dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("/reference/memory_reading"), std::string::npos) << r.err;
   dir.file("suite/x.json", row("x", 8, 1.0, ", \"tolerance_precent\": 5"));
-  r = run("validate --suite " + dir.path("suite"), dir);
+  r = run_dtsim({"validate", "--suite", dir.path("suite")}, dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("tolerance_percent"), std::string::npos) << r.err;  // did you mean
-  EXPECT_EQ(run("validate --suite " + dir.path("nowhere"), dir).code, 2);
+  EXPECT_EQ(run_dtsim({"validate", "--suite", dir.path("nowhere")}, dir).code, 2);
 }

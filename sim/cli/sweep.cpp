@@ -47,7 +47,7 @@ void print_csv(const Outcome& r, const Rows& rows) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& c = *rows[i];
     std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", i + 1,
-                             r.clusters[c.cluster].gpus, csv_field(r.clusters[c.cluster].device), csv_field(sweep::describe(c.p, c.precision)),
+                             r.clusters[c.cluster].gpus, csv_field(r.clusters[c.cluster].device), csv_field(sweep::describe(c)),
                              c.p.tensor, c.p.pipeline, c.p.data, c.p.micro_batch, strategies::to_string(c.p.schedule),
                              c.p.virtual_stages, c.p.zero_stage, strategies::to_string(c.p.recompute),
                              c.p.sequence_parallel, c.step, c.samples_per_s, c.samples_per_s / r.gpus_of(c), c.mfu, c.peak,
@@ -59,7 +59,7 @@ void print_csv(const Outcome& r, const Rows& rows) {
 }  // namespace
 
 nlohmann::ordered_json json_row(const Outcome& r, const Candidate& c) {
-  nlohmann::ordered_json row{{"strategy", sweep::describe(c.p, c.precision)}, {"gpus", r.clusters[c.cluster].gpus}, {"device", r.clusters[c.cluster].device},
+  nlohmann::ordered_json row{{"strategy", sweep::describe(c)}, {"gpus", r.clusters[c.cluster].gpus}, {"device", r.clusters[c.cluster].device},
                              {"tensor", c.p.tensor}, {"pipeline", c.p.pipeline},
                              {"data", c.p.data}, {"expert", c.p.expert}, {"micro_batch_size", c.p.micro_batch}, {"zero_stage", c.p.zero_stage},
                              {"recompute", strategies::to_string(c.p.recompute)}, {"step_time_s", c.step},
@@ -151,7 +151,7 @@ void print_text(const Outcome& r, const SweepOptions& o, const Rows& rows, const
     const auto& c = *rows[i];
     std::cout << fmt::format("{:>4}  {}{:<56} {:>10.4f} {:>11.1f} {:>9.2f} {:>5.1f}% {:>9.1f} {:>9.4f}{}{}\n", i + 1,
                              multi ? fmt::format("{:>6} {:<14} ", r.clusters[c.cluster].gpus, r.clusters[c.cluster].device) : "",
-                             sweep::describe(c.p, c.precision), c.step, c.samples_per_s, c.samples_per_s / r.gpus_of(c), 100 * c.mfu,
+                             sweep::describe(c), c.step, c.samples_per_s, c.samples_per_s / r.gpus_of(c), 100 * c.mfu,
                              c.peak / units::kGiB, c.cost_per_million_tokens,
                              r.has_length ? fmt::format(" {:>10.2f} {:>12.0f}", c.time_to_train / 86400, c.cost) : "",
                              c.fits ? "" : "  does not fit");

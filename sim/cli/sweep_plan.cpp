@@ -30,7 +30,7 @@ Json length_only(const Outcome& r, double v) { return r.has_length ? Json(v) : J
 Fields candidate_fields(const Outcome& r, const Candidate* c) {
   const auto v = [&](auto f) { return c ? Json(f(*c)) : Json(nullptr); };
   const auto len = [&](auto f) { return c ? length_only(r, f(*c)) : Json(nullptr); };
-  return {{"strategy", v([](const Candidate& x) { return sweep::describe(x.p, x.precision); })},
+  return {{"strategy", v([](const Candidate& x) { return sweep::describe(x); })},
           {"tensor", v([](const Candidate& x) { return x.p.tensor; })},
           {"pipeline", v([](const Candidate& x) { return x.p.pipeline; })},
           {"data", v([](const Candidate& x) { return x.p.data; })},
@@ -126,7 +126,7 @@ std::vector<std::string> text_cells(const Outcome& r, const PlanRow& row) {
   return {fmt::format("{}", cl.gpus),
           cl.device,
           fmt::format("{}", row.rank),
-          sweep::describe(c.p, c.precision),
+          sweep::describe(c),
           fmt::format("{:.4g} s", c.step),
           fmt::format("{:.1f}%", 100 * c.mfu),
           len(sweep::human_days(c.time_to_train)),

@@ -45,6 +45,10 @@ std::string describe(const strategies::ParallelismSpec& p, strategies::Precision
   return describe(p) + (precision == strategies::Precision::Fp8 ? " fp8" : "");
 }
 
+std::string describe(const Candidate& c) {
+  return c.precision_named ? describe(c.p) + " " + precision_name(c.precision) : describe(c.p);
+}
+
 // Context parallelism pays off on long sequences (Megatron-Core's long-context recipes start at
 // 16K-32K tokens; Llama 3 turns it on for its 128K stage): the sweep tries it from 16K tokens on.
 constexpr std::int64_t kContextFromTokens = 16384;
@@ -95,6 +99,7 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     c.p.expert = ep;
                     if (ep == 1) c.p.expert_skew = 0;  // one GPU holds every expert: no GPU gets more than another
                     c.precision = precision;
+                    c.precision_named = precision == strategies::Precision::Fp8 || precision != precisions.front();
                     out.push_back(c);
                   }
                 }

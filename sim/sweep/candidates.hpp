@@ -20,6 +20,9 @@ struct Candidate {
   std::size_t index = 0;    // in the whole sweep's enumeration (duplicates dropped), shard or not
   strategies::ParallelismSpec p;
   strategies::Precision precision = strategies::Precision::Bf16;
+  // Its precision shows in its name: FP8, or any precision but the first the sweep tries (so
+  // "--precisions bf16,fp16" tells the two apart while a one-precision sweep names none).
+  bool precision_named = false;
   double step = 0, samples_per_s = 0, mfu = 0, peak = 0;
   double price = 0, cost_per_million_tokens = 0;  // USD; 0: no price known
   double time_to_train = 0, gpu_hours = 0, cost = 0;  // 0: the scenario gives no training length
@@ -32,6 +35,7 @@ struct Candidate {
 };
 
 std::string describe(const strategies::ParallelismSpec& p, strategies::Precision precision);
+std::string describe(const Candidate& c);
 std::string precision_name(strategies::Precision p);
 std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<strategies::Precision>& precisions);
 // `flag`'s comma-separated list; an empty item is an input error naming the flag.

@@ -75,11 +75,11 @@ void read_row(const Part& p, const Json& row, Outcome& out, std::map<std::size_t
   seen[i] = 1;
   Candidate& c = out.candidates[i];
   const auto& cl = out.clusters[c.cluster];
-  if (row.at(1) != cl.gpus || row.at(2) != cl.device || row.at(3) != describe(c.p, c.precision))
+  if (row.at(1) != cl.gpus || row.at(2) != cl.device || row.at(3) != describe(c))
     throw InputError(p.file, fmt::format("/rows/{}", i),
                      fmt::format("is {} on {} x {}, this sweep enumerates {} on {} x {} there: the parts are of another "
                                  "dtsim build or inputs", row.at(3).dump(), row.at(1).dump(), row.at(2).dump(),
-                                 describe(c.p, c.precision), cl.gpus, cl.device));
+                                 describe(c), cl.gpus, cl.device));
   part::read_prices(row.at(4), c);
   if (!row.at(5).is_null()) part::read_prices(row.at(5), confirmed[i] = c);
 }
@@ -148,7 +148,7 @@ Merged merge_parts(const std::vector<std::string>& files) {
       if (it == confirmed.end())
         throw std::runtime_error(fmt::format("the parts lack the replay of candidate {} ({}), which this merge confirms: "
                                              "were they made by another dtsim build?", i,
-                                             describe(m.out.candidates[i].p, m.out.candidates[i].precision)));
+                                             describe(m.out.candidates[i])));
       m.out.candidates[i] = it->second;
     }
   });

@@ -57,7 +57,7 @@ std::vector<PlanRow> plan_rows(const Outcome& out, const Limits& limits, int per
     if (!within(c, limits)) continue;
     auto& rows = by_cluster[c.cluster];
     auto same = std::find_if(rows.begin(), rows.end(), [&](const PlanRow& r) { return same_result(*r.best, c); });
-    if (same != rows.end()) same->folded.push_back(describe(c.p, c.precision));
+    if (same != rows.end()) same->folded.push_back(describe(c));
     else if (rows.size() < static_cast<std::size_t>(per_cluster))
       rows.push_back({c.cluster, static_cast<int>(rows.size()) + 1, &c, {}, ""});
   }

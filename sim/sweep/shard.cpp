@@ -42,7 +42,7 @@ std::string part_json(const std::string& path, const SearchOptions& o, const Out
     // Replayed to confirm it: the replay either priced it or failed on it.
     const bool confirmed = now.replayed != first.replayed || now.valid != first.valid;
     const Json row{now.index, out.clusters[now.cluster].gpus, out.clusters[now.cluster].device,
-                   describe(now.p, now.precision), part::prices(first), confirmed ? part::prices(now) : Json(nullptr)};
+                   describe(now), part::prices(first), confirmed ? part::prices(now) : Json(nullptr)};
     text += (k ? ",\n  " : "\n  ") + row.dump();
   }
   return text + "\n ]\n}\n";
