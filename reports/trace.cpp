@@ -1,7 +1,11 @@
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "reports/reports.hpp"
+#include "strategies/placement.hpp"
 
 namespace dtsim::reports {
 
@@ -70,6 +74,74 @@ nlohmann::json args_of(const results::Result& r, const Slice& s) {
   return a;
 }
 
+
+// Where a task's slice was drawn on one rank: its track and times.
+struct Placed {
+  int tid;
+  double ts, dur;
+};
+
+// "0-7, 16-23": ascending GPU ids as runs.
+std::string runs(const std::vector<int>& ids) {
+  std::string out;
+  for (std::size_t i = 0; i < ids.size();) {
+    std::size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += j > i ? fmt::format("{}-{}", ids[i], ids[j]) : fmt::format("{}", ids[i]);
+    i = j + 1;
+  }
+  return out;
+}
+
+// For each drawn rank, what it stands for: GPUs given no tasks of their own run what the drawn
+// GPU of their pipeline stage runs (a strategy plans one replica when the others are copies).
+std::vector<std::string> copies_of(const results::Result& r, const std::vector<int>& shown) {
+  const auto& p = r.scenario_spec.parallelism;
+  const strategies::Placement place(p);
+  const int inner = std::max(1, p.tensor * p.context), gpus = p.data * p.pipeline * p.tensor * p.context;
+  auto stage = [&](int gpu) { return place.pipeline_outer ? gpu / inner / p.data : gpu / inner % p.pipeline; };
+  std::set<int> busy;
+  for (const auto& task : r.replayed().tasks)
+    if (!task.is_collective) busy.insert(task.rank);
+  std::vector<std::string> out;
+  for (int rank : shown) {
+    std::vector<int> ids;
+    const bool first_of_stage = std::none_of(busy.begin(), busy.find(rank), [&](int b) { return stage(b) == stage(rank); });
+    for (int gpu = 0; gpu < gpus; ++gpu)
+      if (gpu == rank || (first_of_stage && !busy.contains(gpu) && stage(gpu) == stage(rank))) ids.push_back(gpu);
+    out.push_back(fmt::format("pipeline stage {}; stands for GPU{} {}", stage(rank), ids.size() > 1 ? "s" : "", runs(ids)));
+  }
+  return out;
+}
+
+// An arrow for each point-to-point transfer between drawn ranks (a pipeline stage's activations
+// or gradients), from the task that produced it to the task on the other rank that waited for it.
+void add_flows(const taskgraph::TaskGraph& g, const std::map<std::pair<std::size_t, int>, Placed>& placed,
+               nlohmann::json& events) {
+  int id = 0;
+  for (std::size_t j = 0; j < g.tasks.size(); ++j) {
+    const auto& to = g.tasks[j];
+    const auto end = placed.find({j, to.rank});
+    if (to.is_collective || end == placed.end()) continue;
+    for (int i : to.deps) {
+      const auto& sr = g.tasks[static_cast<std::size_t>(i)];
+      if (!sr.is_collective || sr.collective().op != taskgraph::CollectiveOp::SendRecv) continue;
+      for (int k : sr.deps) {
+        const auto& from = g.tasks[static_cast<std::size_t>(k)];
+        const auto start = placed.find({static_cast<std::size_t>(k), from.rank});
+        if (from.is_collective || from.rank == to.rank || start == placed.end()) continue;
+        // Bound to the slices that enclose each end: their middles are inside them.
+        const auto& [a, b] = std::pair{start->second, end->second};
+        events.push_back({{"name", sr.label()}, {"cat", "pipeline"}, {"ph", "s"}, {"id", id}, {"pid", from.rank},
+                          {"tid", a.tid}, {"ts", a.ts + a.dur / 2}});
+        events.push_back({{"name", sr.label()}, {"cat", "pipeline"}, {"ph", "f"}, {"bp", "e"}, {"id", id++},
+                          {"pid", to.rank}, {"tid", b.tid}, {"ts", b.ts + b.dur / 2}});
+      }
+    }
+  }
+}
+
 }  // namespace
 
 nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
@@ -103,8 +175,13 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
   }
 
   nlohmann::json events = nlohmann::json::array();
-  for (int rank : shown)
+  const auto stands_for = copies_of(r, shown);
+  for (std::size_t k = 0; k < shown.size(); ++k) {
+    const int rank = shown[k];
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    events.push_back({{"name", "process_labels"}, {"ph", "M"}, {"pid", rank}, {"args", {{"labels", stands_for[k]}}}});
+  }
+  std::map<std::pair<std::size_t, int>, Placed> placed;
   for (auto& [key, slices] : tracks) {
     const auto [rank, kind] = key;
     // Earliest first, the longer of two starting together first: each slice goes on the first
@@ -131,6 +208,7 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
         events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
       }
       lane_end[lane] = s.ts + s.dur;
+      placed[{s.task, rank}] = {kind * 100 + static_cast<int>(lane), s.ts, s.dur};
       const auto& task = g.tasks[s.task];
       events.push_back({{"name", task.label()},
                         {"cat", taskgraph::to_string(task.category)},
@@ -142,7 +220,10 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
                         {"args", args_of(r, s)}});
     }
   }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  add_flows(g, placed, events);
+  nlohmann::json drawn = nlohmann::json::object();
+  for (std::size_t k = 0; k < shown.size(); ++k) drawn[std::to_string(shown[k])] = stands_for[k];
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"scenario", r.scenario_spec.name}, {"drawn_ranks", drawn}}}};
 }
 
 }  // namespace dtsim::reports

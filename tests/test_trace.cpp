@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -117,6 +118,43 @@ TEST(Trace, InputLoadersHaveTheirOwnTrack) {
     else EXPECT_EQ(track.find("data loader"), std::string::npos) << e.dump() << " on " << track;
   }
   EXPECT_GT(loads, 0);
+}
+
+// Each activation or gradient sent between pipeline stages is an arrow from the task that made it
+// to the task on the next stage that waited for it, each end inside its slice (as Perfetto binds).
+TEST(Trace, PipelineTransfersAreArrowsBetweenStages) {
+  test::TempDir dir;
+  const auto trace = trace_of(scenario("pipeline/schedules-1f1b.json"), dir);  // 8 stages, 16 micro-batches
+  const auto tracks = tracks_of(trace);
+  auto inside = [&](const nlohmann::json& e) {
+    const auto& v = tracks.at({e["pid"].get<int>(), e["tid"].get<int>()});
+    const double ts = e["ts"];
+    return std::any_of(v.begin(), v.end(), [&](const Slice& x) { return x.ts <= ts && ts <= x.end; });
+  };
+  std::map<int, nlohmann::json> starts;
+  int arrows = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "s") starts[e["id"].get<int>()] = e;
+    if (e["ph"] != "f") continue;
+    ++arrows;
+    const auto& s = starts.at(e["id"].get<int>());
+    EXPECT_EQ(std::abs(s["pid"].get<int>() - e["pid"].get<int>()), 1) << e.dump();  // neighbouring stages
+    EXPECT_LT(s["ts"].get<double>(), e["ts"].get<double>()) << e.dump();
+    EXPECT_TRUE(inside(s) && inside(e)) << e.dump();
+  }
+  EXPECT_EQ(arrows, 2 * 7 * 16);  // activations forward and gradients back, over 7 stage boundaries
+}
+
+// A trace draws one GPU per stage; the others it stands for are named, in the file's metadata and
+// on each process.
+TEST(Trace, DrawnRanksSayWhichGpusTheyStandFor) {
+  test::TempDir dir;
+  const auto trace = trace_of(scenario("gpt2-dp64-a100.json"), dir);
+  EXPECT_EQ(trace["otherData"]["drawn_ranks"], nlohmann::json({{"0", "pipeline stage 0; stands for GPUs 0-63"}}));
+  int labels = 0;
+  for (const auto& e : trace["traceEvents"])
+    labels += e["name"] == "process_labels" && e["args"]["labels"] == "pipeline stage 0; stands for GPUs 0-63";
+  EXPECT_EQ(labels, 1);
 }
 
 TEST(Trace, StaleTraceAndReportAreRemovedWhenARunDoesNotRewriteThem) {
