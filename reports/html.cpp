@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reports/html_marks.hpp"
+#include "reports/memory_curve.hpp"
 #include "reports/palette.hpp"
 #include "reports/reports.hpp"
 #include "strategies/settings.hpp"
@@ -14,6 +15,19 @@
 namespace dtsim::reports {
 
 using svg::escape;
+
+namespace {
+
+// Inside the timeline's marks, so the explorer's timeline box shows it too.
+std::string memory_over_time(const results::Result& r) {
+  const std::string curve = memory_curve::draw(r);
+  if (curve.empty()) return "";
+  return "<h3>Memory over the step</h3><p>What each pipeline stage's GPU holds as the step runs: its parameters, gradients, "
+         "optimizer state and the reserve, plus the activations of every micro-batch whose forward has run and whose backward has "
+         "not (each pass counted as it ends). The dashed line is the device's capacity.</p>\n" + curve;
+}
+
+}  // namespace
 
 std::string html_report(const results::Result& r) {
   const auto& s = r.scenario_spec;
@@ -46,8 +60,8 @@ std::string html_report(const results::Result& r) {
     const timeline::Drawing tl = timeline::draw(r, 64);
     h += "<h2>Timeline</h2><p>Each simulated GPU: compute on top (dark blue forward, light blue backward, green optimizer), its data "
          "loader below it (brown), then its collectives (red; purple for stage-to-stage transfers). Where the GPU sat idle, the gap is "
-         "coloured by what it waited for. Hover for names.</p>\n" + std::string(kTimelineBegin) + "<p class='legend'>" + timeline::legend() +
-         "</p>\n<p class='sampling'>" + escape(tl.note) + "</p>\n" + tl.svg + kTimelineEnd + "\n";
+         "coloured by what it waited for. Hover for names.</p>\n" + std::string(kTimelineBegin) + "<p class='legend'>" + timeline::legend(r.shows_interference()) +
+         "</p>\n<p class='sampling'>" + escape(tl.note) + "</p>\n" + tl.svg + memory_over_time(r) + kTimelineEnd + "\n";
   }
   h += fmt::format("<h2>Memory per GPU</h2><p>Capacity {:.1f} GiB.</p>\n", r.capacity_bytes / units::kGiB);
   const auto& stages = r.plan.stage_memory;

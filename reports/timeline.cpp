@@ -46,7 +46,7 @@ constexpr std::pair<replay::IdleCause, const char*> kIdleColours[] = {
     {replay::IdleCause::InputStall, "#8c564b"}};
 
 // Waiting on peer stages slowed by a stack's communication interference: the breakdown bar's
-// colour for that part. Not in the legend, which every report shares.
+// colour for that part. In the legend of a run whose stack shows it.
 const char* idle_colour(replay::IdleCause c) {
   if (c == replay::IdleCause::CommInterference) return "#e377c2";
   for (const auto& [cause, col] : kIdleColours)
@@ -263,11 +263,12 @@ Drawing draw(const results::Result& r, int max_gpus) {
   return d;
 }
 
-std::string legend() {
+std::string legend(bool interference) {
   std::string h = swatch("#1f77b4", "forward") + swatch("#6baed6", "backward") + swatch("#2ca02c", "optimizer") +
                   swatch("#8c564b", "data loader") + swatch("#d62728", "collective") + swatch("#9467bd", "stage-to-stage transfer") +
                   "<br>idle: ";
   for (const auto& [cause, col] : kIdleColours) h += swatch(col, replay::to_string(cause), 0.45);
+  if (interference) h += swatch(idle_colour(replay::IdleCause::CommInterference), replay::to_string(replay::IdleCause::CommInterference), 0.45);
   return h;
 }
 

@@ -14,7 +14,8 @@ struct Drawing {
 // (replay::IdleSpan), its data loader below, then its collectives; time to the right. Past
 // `max_gpus`, an even sample by rank (first and last included), said in the note.
 Drawing draw(const results::Result& r, int max_gpus);
-// The colours' key, as HTML.
-std::string legend();
+// The colours' key, as HTML; `interference`: with waits made late by communication interference
+// (a result with a software stack, Result::shows_interference).
+std::string legend(bool interference = false);
 
 }  // namespace dtsim::reports::timeline

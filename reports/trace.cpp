@@ -4,8 +4,9 @@
 #include <map>
 #include <set>
 
+#include "reports/memory_curve.hpp"
 #include "reports/reports.hpp"
-#include "strategies/placement.hpp"
+#include "sim/core/units.hpp"
 
 namespace dtsim::reports {
 
@@ -94,13 +95,34 @@ std::string runs(const std::vector<int>& ids) {
   return out;
 }
 
+// The pipeline stage GPU `gpu` is in (strategies::Placement's layout, inverted).
+int stage_of(const strategies::ParallelismSpec& p, int gpu) {
+  const int inner = std::max(1, p.tensor * p.context);
+  return p.pipeline_outer ? gpu / inner / p.data : gpu / inner % p.pipeline;
+}
+
+// A counter track of each stage's memory (memory_curve.hpp) on the GPU the plan's marks are for:
+// the stage's GPU in the first replica, at tensor and context rank 0.
+void add_memory(const results::Result& r, const std::vector<int>& shown, nlohmann::json& events) {
+  const auto& p = r.scenario_spec.parallelism;
+  const int inner = std::max(1, p.tensor * p.context);
+  const auto curves = memory_curve::curves(r);
+  for (int rank : shown) {
+    const int outer = rank / inner;
+    const bool first = rank % inner == 0 && (p.pipeline_outer ? outer % p.data == 0 : outer / p.pipeline == 0);
+    const auto stage = static_cast<std::size_t>(stage_of(p, rank));
+    if (!first || stage >= curves.size()) continue;
+    for (const auto& pt : curves[stage])
+      events.push_back({{"name", "memory"}, {"ph", "C"}, {"pid", rank}, {"ts", pt.t * 1e6}, {"args", {{"GiB", pt.bytes / units::kGiB}}}});
+  }
+}
+
 // For each drawn rank, what it stands for: GPUs given no tasks of their own run what the drawn
 // GPU of their pipeline stage runs (a strategy plans one replica when the others are copies).
 std::vector<std::string> copies_of(const results::Result& r, const std::vector<int>& shown) {
   const auto& p = r.scenario_spec.parallelism;
-  const strategies::Placement place(p);
-  const int inner = std::max(1, p.tensor * p.context), gpus = p.data * p.pipeline * p.tensor * p.context;
-  auto stage = [&](int gpu) { return place.pipeline_outer ? gpu / inner / p.data : gpu / inner % p.pipeline; };
+  const int gpus = p.data * p.pipeline * p.tensor * p.context;
+  auto stage = [&](int gpu) { return stage_of(p, gpu); };
   std::set<int> busy;
   for (const auto& task : r.replayed().tasks)
     if (!task.is_collective) busy.insert(task.rank);
@@ -221,6 +243,7 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
     }
   }
   add_flows(g, placed, events);
+  add_memory(r, shown, events);
   nlohmann::json drawn = nlohmann::json::object();
   for (std::size_t k = 0; k < shown.size(); ++k) drawn[std::to_string(shown[k])] = stands_for[k];
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"scenario", r.scenario_spec.name}, {"drawn_ranks", drawn}}}};

@@ -127,7 +127,13 @@ bool Planner::split(const PassKind& kind) const {
   return false;
 }
 
+// The pass, and the memory it allocates or frees by the end of its last task on the stage.
 void Planner::emit(int s, std::size_t index, const PipeOp& op) {
+  emit_op(s, index, op);
+  if (d_ == 0) plan_.memory_marks.push_back({last_compute_[static_cast<std::size_t>(s)], s, activation_change(s, op, chunk_kept(op.chunk, s))});
+}
+
+void Planner::emit_op(int s, std::size_t index, const PipeOp& op) {
   Pass pass = open_pass(s, index, op);
   if (op.part == PipeOp::Part::Weight) return emit_weight_pass(pass);
   const int j = pass.chunk;

@@ -13,6 +13,13 @@
 
 namespace dtsim::strategies {
 
+// A pass that allocates (forward) or frees (backward) its micro-batch's activations on a pipeline
+// stage, by the end of `task`.
+struct MemoryMark {
+  int task = -1, stage = 0;
+  double bytes = 0;
+};
+
 // What a strategy hands to the rest of the pipeline: the task graph to replay and the facts that
 // follow from the schedule alone (FLOPs, memory).
 struct Plan {
@@ -37,6 +44,13 @@ struct Plan {
   // Per pipeline stage: weight versions kept, and how many updates behind sequential SGD the
   // weights its gradients are computed on are (PipeDream, PipeDream-2BW; 1 and 0 otherwise).
   std::vector<int> stage_weight_versions, stage_staleness;
+  // Memory over a step, per stage: what the stage holds besides the step's own activations
+  // (stage_memory's peak less its live activations, with the previous step's micro-batches still
+  // in flight), then each pass's change as it ends, in the first replica. Empty under activation
+  // offload. Full recomputation's one rebuilt block is not in it: the curve's peak is the stage's
+  // peak less that.
+  std::vector<double> stage_memory_floor;
+  std::vector<MemoryMark> memory_marks;
   // Tasks each mechanism unit emitted (strategies/unit.hpp), by its name: what its count must equal.
   std::map<std::string, std::size_t> unit_tasks;
 };

@@ -94,6 +94,7 @@ void Planner::order_tasks() {
     for (int& d : t.after_previous_step) d = new_id[static_cast<std::size_t>(d)];
   }
   tasks = std::move(out);
+  for (auto& m : plan_.memory_marks) m.task = new_id[static_cast<std::size_t>(m.task)];
 }
 
 }  // namespace dtsim::strategies

@@ -134,6 +134,8 @@ Plan Planner::finish() {
   order_tasks();
   for (int s = 0; s < P; ++s) {
     plan_.stage_memory.push_back(stage_memory(s));
+    const auto& m = plan_.stage_memory.back();
+    plan_.stage_memory_floor.push_back(m.peak() - m.activations + live_before_window(s));
     plan_.stage_weight_versions.push_back(weight_versions(p_.schedule, P, s));
     plan_.stage_staleness.push_back(weight_staleness(p_.schedule, P, s));
     // The worst GPU holds the most, the allocator's cache included where the stack names one.
@@ -143,6 +145,7 @@ Plan Planner::finish() {
       plan_.worst_rank = rep(s);
     }
   }
+  if (p_.activation_offload) plan_.stage_memory_floor.clear(), plan_.memory_marks.clear();
   host_memory();
   const double micro_batches = static_cast<double>(k_.micro_batches) * p_.data * plan_.iterations_per_step;
   double recompute = 0;

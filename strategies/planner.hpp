@@ -107,6 +107,7 @@ class Planner {
   // or the gradient synchronisation asks.
   bool ready(int s, const PipeOp& op) const;
   void emit(int s, std::size_t index, const PipeOp& op);
+  void emit_op(int s, std::size_t index, const PipeOp& op);
   Pass open_pass(int s, std::size_t index, const PipeOp& op) const;
   bool split(const PassKind& kind) const;
   int emit_layers(Pass& pass, int& first);

@@ -363,5 +363,5 @@ TEST(Cli, HtmlReportDrawsTimelineBreakdownAndMemory) {
   EXPECT_NE(html.find("stage 7"), std::string::npos);  // one memory bar per pipeline stage
   std::size_t svgs = 0;
   for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
-  EXPECT_EQ(svgs, 2u + 8u);  // breakdown, timeline, 8 stages
+  EXPECT_EQ(svgs, 3u + 8u);  // breakdown, timeline, memory over the step, 8 stages
 }

@@ -35,6 +35,21 @@ std::string timeline_svg(const std::string& html) {
   return at == std::string::npos ? "" : html.substr(at, html.find("</svg>", at) - at);
 }
 
+// The legend of the timeline names the colour of waits made late by communication interference
+// where the run's stack has it, and only there.
+TEST(HtmlReport, LegendNamesInterferenceWhereTheStackHasIt) {
+  test::TempDir dir;
+  auto legend = [](const std::string& html) {
+    const auto at = html.find("<p class='legend'>");
+    return at == std::string::npos ? "" : html.substr(at, html.find("</p>", at) - at);
+  };
+  EXPECT_NE(legend(report_of(scenario("stacks/llama3-8b-tp4-h100-te-tp-overlap.json"), dir, "a")).find("communication interference"),
+            std::string::npos);
+  const auto plain = legend(report_of(scenario("default.json"), dir, "b"));
+  EXPECT_NE(plain.find("pipeline bubble"), std::string::npos);
+  EXPECT_EQ(plain.find("communication interference"), std::string::npos);
+}
+
 TEST(HtmlReport, DrawsEveryGpuOfThePipelineAndSaysWhichAreSimulated) {
   test::TempDir dir;
   const auto html = report_of(scenario("pipeline/gpt3-175b-1f1b.json"), dir);

@@ -46,10 +46,10 @@ json lessons_from(int port) {
 TEST(ServeLessons, EveryLecturesLessonIsServedInOrder) {
   Server server;
   const json lessons = lessons_from(server.port());
-  ASSERT_GE(lessons.size(), 10u);
+  ASSERT_GE(lessons.size(), 11u);
   for (const char* name : {"all-reduce-vs-parameter-server", "all-reduce-algorithms", "pipeline-bubble", "zero-and-offload",
                            "tensor-pipeline-data", "stragglers-backup-workers", "sync-vs-async", "failures-checkpoints",
-                           "input-stalls", "cnn-gpus-vs-tpu-pods"}) {
+                           "input-stalls", "cnn-gpus-vs-tpu-pods", "hand-placement"}) {
     bool found = false;
     for (const auto& l : lessons) found = found || l["name"] == name;
     EXPECT_TRUE(found) << name;

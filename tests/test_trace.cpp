@@ -145,6 +145,21 @@ TEST(Trace, PipelineTransfersAreArrowsBetweenStages) {
   EXPECT_EQ(arrows, 2 * 7 * 16);  // activations forward and gradients back, over 7 stage boundaries
 }
 
+// Each stage's memory is a counter track: it rises with each forward's activations and falls back
+// to where it started by the step's end.
+TEST(Trace, EachStageHasAMemoryCounter) {
+  test::TempDir dir;
+  const auto trace = trace_of(scenario("pipeline/schedules-1f1b.json"), dir);
+  std::map<int, std::vector<double>> memory;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "C" && e["name"] == "memory") memory[e["pid"].get<int>()].push_back(e["args"]["GiB"].get<double>());
+  ASSERT_EQ(memory.size(), 8u);
+  for (const auto& [pid, v] : memory) {
+    EXPECT_GT(*std::max_element(v.begin(), v.end()), v.front() + 0.1) << pid;
+    EXPECT_NEAR(v.back(), v.front(), 1e-6) << pid;
+  }
+}
+
 // A trace draws one GPU per stage; the others it stands for are named, in the file's metadata and
 // on each process.
 TEST(Trace, DrawnRanksSayWhichGpusTheyStandFor) {

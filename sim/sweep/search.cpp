@@ -69,7 +69,7 @@ std::vector<Candidate> enumerate_all(const std::vector<Cluster>& clusters, const
   std::set<std::string> seen;
   std::size_t index = 0;
   for (std::size_t ci = 0; ci < clusters.size(); ++ci) {
-    results::SweepGroup g{clusters[ci].base, {}};
+    results::SweepGroup g{clusters[ci].base, {}, {}};
     for (auto& c : enumerate(clusters[ci].base, precisions)) {
       const auto& p = c.p;
       const std::string key = fmt::format("{}x{} {} {} s{} v{}", clusters[ci].base.cluster.nodes, clusters[ci].base.cluster.gpus_per_node,
