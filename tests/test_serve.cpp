@@ -104,6 +104,21 @@ TEST(Serve, PageIsSelfContained) {
   EXPECT_EQ(r.body.find("src="), std::string::npos);
 }
 
+// Issue 31 item 3: every control of the free explorer says what its term means, on hover.
+TEST(Serve, EveryExplorerControlExplainsItsTerm) {
+  Server server;
+  const auto r = request(server.port(), "GET", "/");
+  ASSERT_EQ(r.status, 200);
+  int rows = 0;
+  for (auto at = r.body.find("<div class=\"row\"><label"); at != std::string::npos; at = r.body.find("<div class=\"row\"><label", at + 1)) {
+    const std::string label = r.body.substr(at, r.body.find("</label>", at) - at);
+    if (label.find(">zoom") != std::string::npos) continue;  // a view setting, not a term
+    ++rows;
+    EXPECT_NE(label.find("<label title=\""), std::string::npos) << label;
+  }
+  EXPECT_GE(rows, 15);
+}
+
 // Issue 16 item 5 follow-up: the strategies added since the page was written (issues 14 and 17).
 
 namespace {

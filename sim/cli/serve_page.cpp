@@ -46,24 +46,24 @@ on this machine (the analytical backend unless you pick SimGrid).</p></section>
 <div class="tl" name="timeline"></div></details></div>
 <div class="err" name="error"></div></div></template>
 <template id="explore-controls"><div>
-<div class="row"><label>model</label><select name="model"><option>gpt2</option><option>gpt2-xl</option><option selected>llama-3-8b</option><option>llama-3-70b</option><option>gpt3-175b</option><option>tiny-gpt</option><option>mixtral-8x7b</option><option>qwen3-30b-a3b</option><option>gpt-oss-120b</option><option>deepseek-v3</option></select></div>
-<div class="row"><label>device (nodes)</label><select name="device"><option value="a100-sxm-80gb|dgx-a100">A100 80GB, DGX nodes of 8</option><option value="h100-sxm-80gb|dgx-h100|8|fp8" selected>H100 80GB, DGX nodes of 8</option><option value="h200-sxm-141gb|dgx-h200|8|fp8">H200 141GB, DGX nodes of 8</option><option value="b200|dgx-b200|8|fp8">B200, DGX nodes of 8</option><option value="gb200|nvl72|72|fp8">GB200, NVL72 racks of 72</option></select></div>
-<div class="row"><label>nodes</label><input type="number" name="nodes" min="1" value="4"></div>
-<div class="row"><label>tensor</label><input type="number" name="tensor" min="1" value="8"></div>
-<div class="row"><label>pipeline</label><input type="number" name="pipeline" min="1" value="2"></div>
-<div class="row"><label>context</label><input type="number" name="context" min="1" value="1"></div>
-<div class="row"><label>data (GPUs / tensor / pipeline / context)</label><output name="data"></output></div>
-<div class="row"><label>expert (divides data; MoE models)</label><input type="number" name="expert" min="1" value="1"></div>
-<div class="row"><label>micro-batch size</label><input type="number" name="micro" min="1" value="1"></div>
-<div class="row"><label>global batch size</label><input type="number" name="gbs" min="1" value="64"></div>
-<div class="row"><label>pipeline schedule</label><select name="schedule"><option>gpipe</option><option selected>1f1b</option><option>interleaved-1f1b</option><option>pipedream</option><option>pipedream-2bw</option><option>zero-bubble-h1</option></select></div>
-<div class="row"><label>precision</label><select name="precision"><option selected>bf16</option><option>fp16</option><option value="fp8">fp8 (H100, H200, B200, GB200)</option><option>fp32</option></select></div>
-<div class="row"><label>framework</label><select name="framework"><option>megatron-lm</option><option>deepspeed</option><option>fsdp</option></select></div>
-<div class="row"><label>ZeRO stage</label><select name="zero"><option>0</option><option>1</option><option>2</option><option>3</option></select></div>
-<div class="row"><label>recompute</label><select name="recompute"><option>none</option><option selected>selective</option><option>full</option></select></div>
-<div class="row"><label>all-reduce algorithm</label><select name="algorithm"><option>ring</option><option>tree</option><option>halving-doubling</option><option>hierarchical</option><option>auto</option></select></div>
-<div class="row"><label>stragglers (lognormal &sigma;)</label><input type="number" name="sigma" min="0" step="0.01" value="0"></div>
-<div class="row"><label>backend</label><select name="backend"><option>analytical</option><option>simgrid</option></select></div>
+<div class="row"><label title="the network trained: its layers set the arithmetic, the parameters and the activations">model</label><select name="model"><option>gpt2</option><option>gpt2-xl</option><option selected>llama-3-8b</option><option>llama-3-70b</option><option>gpt3-175b</option><option>tiny-gpt</option><option>mixtral-8x7b</option><option>qwen3-30b-a3b</option><option>gpt-oss-120b</option><option>deepseek-v3</option></select></div>
+<div class="row"><label title="the accelerator and the server it comes in: its peak, memory and links">device (nodes)</label><select name="device"><option value="a100-sxm-80gb|dgx-a100">A100 80GB, DGX nodes of 8</option><option value="h100-sxm-80gb|dgx-h100|8|fp8" selected>H100 80GB, DGX nodes of 8</option><option value="h200-sxm-141gb|dgx-h200|8|fp8">H200 141GB, DGX nodes of 8</option><option value="b200|dgx-b200|8|fp8">B200, DGX nodes of 8</option><option value="gb200|nvl72|72|fp8">GB200, NVL72 racks of 72</option></select></div>
+<div class="row"><label title="servers, each with the device count the device row names">nodes</label><input type="number" name="nodes" min="1" value="4"></div>
+<div class="row"><label title="tensor parallelism: each layer&#39;s matrices split over this many GPUs, which exchange activations inside every layer (best inside one node)">tensor</label><input type="number" name="tensor" min="1" value="8"></div>
+<div class="row"><label title="pipeline parallelism: the layers cut into this many stages, each on its own GPUs, passing activations forward and gradients back">pipeline</label><input type="number" name="pipeline" min="1" value="2"></div>
+<div class="row"><label title="context parallelism: each sequence split over this many GPUs, which pass keys and values around a ring while attention runs">context</label><input type="number" name="context" min="1" value="1"></div>
+<div class="row"><label title="data parallelism: replicas of the model, each on its own share of the batch, summing their gradients every step">data (GPUs / tensor / pipeline / context)</label><output name="data"></output></div>
+<div class="row"><label title="expert parallelism: a mixture-of-experts model&#39;s experts spread over this many GPUs, tokens sent to them by all-to-all">expert (divides data; MoE models)</label><input type="number" name="expert" min="1" value="1"></div>
+<div class="row"><label title="samples one GPU runs through forward and backward at once; the batch is cut into micro-batches for gradient accumulation and pipelining">micro-batch size</label><input type="number" name="micro" min="1" value="1"></div>
+<div class="row"><label title="samples per optimizer step, over all data-parallel replicas and micro-batches">global batch size</label><input type="number" name="gbs" min="1" value="64"></div>
+<div class="row"><label title="the order in which stages run micro-batches forward and backward: it sets the pipeline bubble and how many micro-batches&#39; activations a stage holds">pipeline schedule</label><select name="schedule"><option>gpipe</option><option selected>1f1b</option><option>interleaved-1f1b</option><option>pipedream</option><option>pipedream-2bw</option><option>zero-bubble-h1</option></select></div>
+<div class="row"><label title="number format of the matrix multiplications; fp8 needs FP8 tensor cores">precision</label><select name="precision"><option selected>bf16</option><option>fp16</option><option value="fp8">fp8 (H100, H200, B200, GB200)</option><option>fp32</option></select></div>
+<div class="row"><label title="the training software whose sharding and overlap rules are modelled">framework</label><select name="framework"><option>megatron-lm</option><option>deepspeed</option><option>fsdp</option></select></div>
+<div class="row"><label title="ZeRO shards state over the data-parallel GPUs: 1 the optimizer state, 2 also gradients, 3 also the weights (gathered before each layer)">ZeRO stage</label><select name="zero"><option>0</option><option>1</option><option>2</option><option>3</option></select></div>
+<div class="row"><label title="activation recomputation: keep fewer activations and recompute them in backward (selective: attention scores; full: whole layers)">recompute</label><select name="recompute"><option>none</option><option selected>selective</option><option>full</option></select></div>
+<div class="row"><label title="how the gradient sum travels: ring (bandwidth-optimal), tree (fewer steps), halving-doubling, hierarchical (inside nodes first), auto (NCCL-style choice)">all-reduce algorithm</label><select name="algorithm"><option>ring</option><option>tree</option><option>halving-doubling</option><option>hierarchical</option><option>auto</option></select></div>
+<div class="row"><label title="spread of per-GPU speed: each GPU slowed by a lognormal factor with this sigma; synchronous steps wait for the slowest">stragglers (lognormal &sigma;)</label><input type="number" name="sigma" min="0" step="0.01" value="0"></div>
+<div class="row"><label title="analytical: closed-form network (milliseconds); simgrid: a discrete-event network replay (seconds)">backend</label><select name="backend"><option>analytical</option><option>simgrid</option></select></div>
 </div></template>
 )PAGE";
 }

@@ -45,7 +45,7 @@ fieldset label{margin-right:1em;white-space:nowrap;display:inline-block}
 .guessing .results,.guessing #compare{display:none}
 .hiddennote{display:none;color:#555;font-style:italic}.guessing .hiddennote{display:block}
 .tries li{margin:.35em 0}
-abbr{text-decoration:underline dotted;cursor:help}
+abbr,label[title]{text-decoration:underline dotted;cursor:help}
 .tlbox{margin-top:.8em}.tlbox summary{cursor:pointer;font-weight:600}
 .tl{overflow-x:auto;max-width:100%}.tl svg{display:block}.tl .legend,.tl .sampling{font-size:.9em;color:#444}
 )CSS";
