@@ -94,6 +94,8 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     if (cp == 1) c.p.context_all_gather = false, c.p.context_load_balance = true;
                     c.p.expert = ep;
                     if (ep == 1) c.p.expert_skew = 0;  // one GPU holds every expert: no GPU gets more than another
+                    // The scenario's HSDP shard groups where they still divide the data ranks (not with experts).
+                    if (c.p.shard_size > 0 && (dp % c.p.shard_size != 0 || ep > 1)) c.p.shard_size = 0;
                     c.precision = precision;
                     out.push_back(c);
                   }
