@@ -11,6 +11,7 @@
 #include "scenario_helpers.hpp"
 #include "sim/config/import_run.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/results/closed_form.hpp"
 #include "sim/results/result.hpp"
 
 using namespace dtsim;
@@ -169,4 +170,22 @@ TEST(Hsdp, TorchtitanDegreesImportAsShardSize) {
   EXPECT_FALSE(ddp.parallelism.contains("zero_stage"));
   EXPECT_FALSE(ddp.parallelism.contains("shard_size"));
   EXPECT_EQ(ddp.parallelism["framework"], "fsdp");
+}
+
+// The closed form prices HSDP as the replay runs it: per layer its gather in the shard groups,
+// its reduce-scatter there and the shard's all-reduce across replicas (ZeRO-3's term). One stage:
+// the same sums in another order.
+TEST(Hsdp, ClosedFormAgreesWithTheAnalyticalReplay) {
+  test::TempDir dir;
+  for (const auto& [extra, nodes] : {std::pair{R"(, "zero_stage": 3, "shard_size": 4)", 1}, std::pair{R"(, "zero_stage": 3, "shard_size": 2)", 1},
+                                     std::pair{R"(, "zero_stage": 3, "shard_size": 8)", 2}}) {
+    SCOPED_TRACE(std::string(extra) + " on " + std::to_string(nodes));
+    const auto s = gpt2(dir, extra, nodes);
+    ASSERT_EQ(results::closed_form_gap(s), "");
+    const auto replayed = results::simulate(s);
+    const auto estimated = results::ClosedForm(s).estimate(s);
+    EXPECT_NEAR(estimated.step_time_s, replayed.step_time_s, 1e-9 * replayed.step_time_s);
+    EXPECT_EQ(estimated.memory.peak(), replayed.memory.peak());
+  }
+  EXPECT_NE(results::closed_form_gap(gpt2(dir, R"(, "zero_stage": 3, "shard_size": 1)")), "");
 }

@@ -258,7 +258,8 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.pipeline = 2; }, "zero"), "ZeRO-3 with pipeline parallelism");
-  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 4; }, "zero"), "hybrid sharding (HSDP)");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 4; }, "zero"), "");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 1; }, "zero"), "hybrid sharding without shards (shard_size 1)");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.activation_offload = true; }, "activation-offload"), "activation offload");
   EXPECT_EQ(gap(

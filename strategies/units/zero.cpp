@@ -131,7 +131,8 @@ class Zero final : public Unit {
   std::string replay_only(const ParallelismSpec& p) const override {
     if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) return "ZeRO stage";
     if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
-    if (hybrid_shard(p)) return "hybrid sharding (HSDP)";
+    // HSDP's term (sim/results/closed_form.cpp) has every layer gathered; full replicas gather none.
+    if (hybrid_shard(p) && p.shard_size * p.context == 1) return "hybrid sharding without shards (shard_size 1)";
     return "";
   }
 
