@@ -191,7 +191,7 @@ TEST(Units, ExpertParallelismEmitsWhatItCounts) {
   for (const char* parallelism :
        {R"("data": 16, "expert": 8)", R"("data": 16, "expert": 8, "zero_stage": 1)", R"("data": 16, "expert": 8, "zero_stage": 2)",
         R"("data": 16, "expert": 8, "zero_stage": 3)", R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full")",
-        R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 2)"}) {
+        R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 2)", R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 3)"}) {
     SCOPED_TRACE(parallelism);
     const auto c = count_and_plan(moe(parallelism));
     ASSERT_TRUE(c.counted.count("experts"));
