@@ -19,6 +19,7 @@ Layout layout_of(const ParallelismSpec& p, const TrainingSpec& t) {
   k.micro_batches = micro_batches(t.global_batch, p.data, p.micro_batch);
   // Gradients are summed over data x context ranks (context parallelism splits sequences, not weights).
   k.grad_ranks = p.data * p.context;
+  k.shard_ranks = hybrid_shard(p) ? p.shard_size * p.context : k.grad_ranks;
   k.expert_data = p.data / p.expert;
   k.sync = p.updates == Updates::Sync;
   // Every asynchronous worker runs on its own, so each gets its own tasks.

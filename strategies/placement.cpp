@@ -15,6 +15,19 @@ std::vector<int> Placement::data_group(int s, int t) const {
   return g;
 }
 
+std::vector<int> Placement::shard_group(int s, int t, int first, int size) const {
+  std::vector<int> g;
+  for (int d = first; d < first + size; ++d)
+    for (int c = 0; c < context; ++c) g.push_back(gpu(d, s, t, c));
+  return g;
+}
+
+std::vector<int> Placement::replicate_group(int s, int t, int c, int j, int size) const {
+  std::vector<int> g;
+  for (int d = j; d < data; d += size) g.push_back(gpu(d, s, t, c));
+  return g;
+}
+
 std::vector<int> Placement::context_group(int d, int s, int t) const {
   std::vector<int> g;
   for (int c = 0; c < context; ++c) g.push_back(gpu(d, s, t, c));

@@ -22,6 +22,11 @@ struct Placement {
   // Every data and context rank holding tensor rank t of stage s: they sum the same gradients.
   std::vector<int> data_group(int s, int t) const;
   std::vector<int> context_group(int d, int s, int t) const;
+  // HSDP: the `size` consecutive data ranks from `first` (and their context ranks) that shard
+  // the parameters together, nearest each other in the rank order as torchtitan's device mesh
+  // puts dp_shard inside dp_replicate; and the data ranks j, j + size, ... holding the same shard.
+  std::vector<int> shard_group(int s, int t, int first, int size) const;
+  std::vector<int> replicate_group(int s, int t, int c, int j, int size) const;
 };
 
 // Blocks per stage that minimise the slowest stage's time when stage s runs `slowdown[s]` times

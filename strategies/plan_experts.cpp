@@ -65,7 +65,7 @@ double Planner::update_shard(const Layers& ls) const {
   double experts = 0;
   if (p_.expert > 1)
     for (const auto* l : ls) experts += l->expert_params();
-  return (all - experts) / grad_ranks() + experts / (p_.data / p_.expert);
+  return (all - experts) / shard_ranks() + experts / (p_.data / p_.expert);
 }
 
 MemoryBreakdown Planner::state_memory(const Layers& ls) const {
@@ -73,7 +73,7 @@ MemoryBreakdown Planner::state_memory(const Layers& ls) const {
   auto states = [&](double params, int dp) {
     return stack_state_memory(params, t_.precision, t_.optimizer, p_.zero_stage, dp, p_.framework.framework, t_.memory.buffers);
   };
-  if (p_.expert <= 1) return states(all, grad_ranks());
+  if (p_.expert <= 1) return states(all, shard_ranks());
   double experts = 0;
   for (const auto* l : ls) experts += l->expert_params();
   MemoryBreakdown m = states(all - experts, grad_ranks());

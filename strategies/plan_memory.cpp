@@ -50,11 +50,17 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     for (const auto* l : mine) layer = std::max(layer, kept_activations({l}, p_.recompute));
     m.activations = std::min(peak, 2.0 * layer) + rebuild;
   }
-  if (p_.zero_stage == 3 && grad_ranks() > 1 && p_.framework.max_live_params > 0) {
+  if (p_.zero_stage == 3 && shard_ranks() > 1 && p_.framework.max_live_params > 0) {
     // DeepSpeed: what its coordinator holds gathered at worst, prefetch bounded by
     // stage3_max_live_parameters and the prefetch bucket.
     m.other += zero3_gathered_peak(mine, p_.framework, p_.recompute == Recompute::Full || p_.recompute == Recompute::Stage) * weight_bytes_per_param(t_.precision);
-  } else if (p_.zero_stage == 3 && grad_ranks() > 1) {
+  } else if (p_.zero_stage == 3 && shard_ranks() > 1 && p_.pipeline > 1) {
+    // Inside a pipeline stage FSDP2 keeps the stage's layers gathered from the first forward to
+    // the end of the step and accumulates their gradients unsharded until the last backward
+    // (strategies/units/zero.cpp): the whole stage's weights and gradients beside the shards.
+    m.other += layer_params(mine) * weight_bytes_per_param(t_.precision);
+    m.gradients += layer_params(mine) * grad_bytes_per_param(t_.precision);
+  } else if (p_.zero_stage == 3 && shard_ranks() > 1) {
     double largest = 0;
     for (const auto* l : mine) largest = std::max(largest, l->params());
     m.other += 2.0 * largest * weight_bytes_per_param(t_.precision);  // gathered layer and prefetch

@@ -64,6 +64,15 @@ class Planner {
   // Per stage: the expert-parallel (all-to-all) groups and the expert-data-parallel groups.
   std::vector<int> expert_groups(int s);
   std::vector<int> expert_data_groups(int s);
+  // ZeRO-3's groups (strategies/plan_hybrid.cpp): the data-parallel groups, or under HSDP every
+  // shard group of the stage; and HSDP's replicate groups.
+  std::vector<int> shard_groups(int s);
+  std::vector<int> replicate_groups(int s);
+  // ZeRO-3's collective over a layer's parameters on stage s's communication stream after
+  // `after`: a gather over the shard groups, or a reduce-scatter there followed under HSDP by the
+  // all-reduce of the shard across the replicate groups (none of either over one rank). Returns
+  // the last it emitted, -1 for none.
+  int zero3_collective(int s, CollectiveOp op, double params, double bytes_per_param, int after, const std::string& label);
   // Each layer's final backward task in a replica's passes.
   const std::map<const models::Layer*, int>& finals(std::size_t replica) const { return replica_final_[replica]; }
   // A pass's work (one layer, or the whole chunk for null), shared by every pass alike.
@@ -91,6 +100,7 @@ class Planner {
   int rep(int s) const { return place_.gpu(d_, s, 0); }
   // Ranks that hold the same parameters and sum their gradients: data x context.
   int grad_ranks() const { return k_.grad_ranks; }
+  int shard_ranks() const { return k_.shard_ranks; }  // ZeRO's shard: grad_ranks, or HSDP's group
   int stage_of(int chunk) const { return k_.stage_of(chunk); }
   Layers stage_layers(int s) const { return k_.stage_layers(s); }
   int p2p_group(int from, int to);
@@ -182,6 +192,7 @@ class Planner {
   std::map<std::tuple<int, int, int>, int> part_works_;  // (part, chunk, tensor group) -> work
   // Expert parallelism: per stage, the all-to-all groups and the expert-data-parallel groups.
   std::map<int, std::vector<int>> expert_groups_, expert_data_groups_;
+  std::map<int, std::vector<int>> shard_groups_, replicate_groups_;  // HSDP, per stage
   // Per stage and lane, the collectives the passes of the lane's first replica created, in order,
   // and how many of them the replica being emitted has joined; whether any task waits for a later one.
   std::map<std::pair<int, int>, std::vector<int>> group_collectives_;  // by (stage, lane), plan_replicas.cpp

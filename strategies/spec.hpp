@@ -118,7 +118,17 @@ struct ParallelismSpec {
   // z_i standard normal drawn from expert_seed per MoE layer; the GPU with the most sets the pace.
   double expert_skew = 0;
   std::uint64_t expert_seed = 1;
+  // Hybrid sharding (HSDP: FSDP's HYBRID_SHARD, torchtitan's data_parallel_shard_degree x
+  // data_parallel_replicate_degree): ZeRO-3 shards over groups of `shard_size` consecutive data
+  // ranks (with their context ranks) and replicates across the data / shard_size groups. 0: one
+  // group of every data rank (plain ZeRO-3).
+  int shard_size = 0;
 };
+
+// Whether ZeRO-3 shards over groups smaller than the data-parallel ranks (HSDP).
+inline bool hybrid_shard(const ParallelismSpec& p) {
+  return p.zero_stage == 3 && p.shard_size > 0 && p.shard_size < p.data;
+}
 
 // Host side of a node, for offload.
 struct HostSpec {

@@ -77,8 +77,9 @@ struct Count {
 // (sim/results/budget.cpp): data-parallel (data x context ranks, one group per tensor rank),
 // expert-data-parallel, expert-parallel (all-to-all: every group of the stage, or one block of
 // replicas' groups where the replicas join), a tensor group, a pair of neighbouring stages, the
-// first and last stage's pairs (tied embeddings), a worker against the servers.
-enum class GroupKind { Data, ExpertData, Expert, ExpertBlock, Tensor, StagePair, EmbeddingPair, Servers };
+// first and last stage's pairs (tied embeddings), a worker against the servers, HSDP's shard
+// groups and replicate groups (every one of the stage per collective).
+enum class GroupKind { Data, ExpertData, Expert, ExpertBlock, Tensor, StagePair, EmbeddingPair, Servers, Shard, Replicate };
 // How many collectives of one operation over one kind of group a step holds, all replicas together.
 struct CollectiveCount {
   taskgraph::CollectiveOp op;

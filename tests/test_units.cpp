@@ -103,6 +103,18 @@ TEST(Units, VariationsEmitWhatTheirUnitsCount) {
       {"zero3", [](auto& p) { p.zero_stage = 3; }},
       {"zero3, every replica, offload", [](auto& p) { p.zero_stage = 3, p.all_replicas = true, p.activation_offload = true; }},
       {"zero3, context 2", [](auto& p) { p.zero_stage = 3, p.data = 4, p.context = 2; }},
+      {"zero3, 2 stages", [](auto& p) { p.zero_stage = 3, p.pipeline = 2, p.data = 4; }},
+      {"zero3, 2 stages, gpipe", [](auto& p) { p.zero_stage = 3, p.pipeline = 2, p.data = 4, p.schedule = Schedule::GPipe; }},
+      {"zero3, interleaved",
+       [](auto& p) { p.zero_stage = 3, p.pipeline = 2, p.data = 2, p.schedule = Schedule::Interleaved, p.virtual_stages = 2; }},
+      {"zero3, 2 stages, hsdp, every replica",
+       [](auto& p) { p.zero_stage = 3, p.pipeline = 2, p.data = 4, p.shard_size = 2, p.all_replicas = true; }},
+      {"hsdp", [](auto& p) { p.zero_stage = 3, p.shard_size = 4; }},
+      {"hsdp, full replicas", [](auto& p) { p.zero_stage = 3, p.shard_size = 1; }},
+      {"hsdp, context 2", [](auto& p) { p.zero_stage = 3, p.data = 4, p.context = 2, p.shard_size = 2; }},
+      {"hsdp, every replica", [](auto& p) { p.zero_stage = 3, p.shard_size = 2, p.all_replicas = true; }},
+      {"hsdp, fsdp",
+       [](auto& p) { p.zero_stage = 3, p.shard_size = 2, p.framework = strategies::framework_defaults(Framework::Fsdp); }},
       {"deepspeed", [](auto& p) { p.zero_stage = 3, p.framework = strategies::framework_defaults(Framework::DeepSpeed); }},
       {"deepspeed, full recompute, offload, every replica",
        [](auto& p) {
@@ -179,7 +191,7 @@ TEST(Units, ExpertParallelismEmitsWhatItCounts) {
   for (const char* parallelism :
        {R"("data": 16, "expert": 8)", R"("data": 16, "expert": 8, "zero_stage": 1)", R"("data": 16, "expert": 8, "zero_stage": 2)",
         R"("data": 16, "expert": 8, "zero_stage": 3)", R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full")",
-        R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 2)"}) {
+        R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 2)", R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 3)"}) {
     SCOPED_TRACE(parallelism);
     const auto c = count_and_plan(moe(parallelism));
     ASSERT_TRUE(c.counted.count("experts"));
@@ -246,6 +258,9 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.pipeline = 2; }, "zero"), "ZeRO-3 with pipeline parallelism");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 4; }, "zero"), "");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 1; }, "zero"), "hybrid sharding without shards (shard_size 1)");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.activation_offload = true; }, "activation-offload"), "activation offload");
   EXPECT_EQ(gap(
                 [](auto& p) {

@@ -21,6 +21,13 @@ void parse_framework(Reader& r, Scenario& s) {
   // The framework's gathers follow one chunk per stage; virtual stages would interleave two.
   if (fw != Framework::MegatronLM && p.zero_stage == 3 && p.virtual_stages > 1)
     r.fail("framework", fmt::format("{}'s ZeRO-3 with virtual stages (interleaved-1f1b) is not modelled", name));
+  // ZeRO-3 inside pipeline stages is modelled as torchtitan runs FSDP2 there (strategies/units/zero.cpp).
+  if (fw == Framework::DeepSpeed && p.zero_stage == 3 && p.pipeline > 1)
+    r.fail("framework", "DeepSpeed's pipeline engine refuses ZeRO-3 (deepspeed/runtime/pipe/engine.py: \"ZeRO-2 and ZeRO-3 are "
+                        "incompatible with pipeline parallelism\"): give zero_stage 1, or framework \"megatron-lm\"");
+  if (fw == Framework::Fsdp && p.zero_stage == 3 && p.pipeline > 1)
+    r.fail("framework", "fsdp's per-unit gathers inside pipeline stages are not modelled: framework \"megatron-lm\" models "
+                        "FSDP2 in each stage as torchtitan runs it (gathered once per step, reduce-scattered after the last backward)");
   if (auto z = r.optional_object("zero3")) {
     if (p.zero_stage != 3) z->fail_here("ZeRO-3 knobs need zero_stage 3 (or fsdp)");
     if (fw == Framework::MegatronLM)

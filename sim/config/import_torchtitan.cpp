@@ -63,11 +63,24 @@ void map_parallelism(Reader& r) {
   p["framework"] = "fsdp";
   const long long replicate = r.integer("parallelism.data_parallel_replicate_degree").value_or(1);
   const long long shard = r.integer("parallelism.data_parallel_shard_degree").value_or(-1);
-  if (replicate > 1) r.run.unmapped.push_back("parallelism.data_parallel_replicate_degree (HSDP is not modelled: sharded over all data ranks)");
   const long long tp = r.integer("parallelism.tensor_parallel_degree").value_or(1);
   const long long pp = r.integer("parallelism.pipeline_parallel_degree").value_or(1);
   const long long cp = r.integer("parallelism.context_parallel_degree").value_or(1);
-  if (shard > 1 || replicate > 1 || shard == -1) p["zero_stage"] = 3;
+  // torchtitan applies FSDP2 over dp_shard (HSDP when dp_replicate > 1 too), and plain DDP when
+  // only dp_replicate > 1 (parallelize_llama: apply_fsdp if dp_shard_enabled, else apply_ddp).
+  if (shard > 1 || shard == -1) p["zero_stage"] = 3;
+  if (shard > 1 && replicate > 1) p["shard_size"] = shard;
+  if (shard == -1 && replicate > 1)
+    r.run.unmapped.push_back("parallelism.data_parallel_replicate_degree with data_parallel_shard_degree -1 (give "
+                             "parallelism.shard_size: the data-parallel GPUs over the replicate degree)");
+  // Inside pipeline stages FSDP2 runs with reshard_after_forward False: dtsim's per-layer ZeRO-3
+  // under megatron-lm models that (docs/frameworks.md), the fsdp framework's per-unit model does not.
+  if (pp > 1 && (shard > 1 || shard == -1)) {
+    p["framework"] = "megatron-lm";
+    r.run.unmapped.push_back("parallelism.pipeline_parallel_degree with FSDP (imported with framework megatron-lm: FSDP2 in each "
+                             "stage gathered once per step and reduce-scattered after the last backward, without fsdp's per-unit "
+                             "host costs)");
+  }
   if (tp > 1) p["tensor"] = tp, p["sequence_parallel"] = true;  // torchtitan's TP plan shards norms (SequenceParallel)
   if (pp > 1) p["pipeline"] = pp;
   if (cp > 1) p["context"] = cp;

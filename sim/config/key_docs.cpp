@@ -169,6 +169,9 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/sequence_parallel", "tensor parallelism also splits norms and dropout along the sequence"},
       {"scenario /parallelism/zero_stage", "ZeRO: 1 shards optimizer state, 2 also gradients, 3 also weights"},
       {"scenario /parallelism/fsdp", "fully sharded data parallel: the same as zero_stage 3"},
+      {"scenario /parallelism/shard_size",
+       "HSDP: ZeRO-3 shards within groups of this many consecutive data ranks and replicates across data / shard_size "
+       "groups (FSDP's HYBRID_SHARD, torchtitan's data_parallel_shard_degree); 0 (default): one group of every data rank"},
       {"scenario /parallelism/offload_optimizer", "the optimizer state and step live on the host (ZeRO-Offload)"},
       {"scenario /parallelism/placement", "which groups are nearest: tp-pp-dp (tensor inside a node, then pipeline) or tp-dp-pp"},
       {"scenario /parallelism/recompute", "activation recomputation: none, selective (attention), full (every block) or stage"},

@@ -89,9 +89,26 @@ void parse_expert_parallelism(Reader& r, Scenario& s) {
   if (p.activation_offload) refuse("activation_offload", "activation offload");
   if (p.offload_optimizer) refuse("offload_optimizer", "optimizer offload");
   if (p.framework.framework != strategies::Framework::MegatronLM) refuse("framework", "a framework other than megatron-lm");
+  if (strategies::hybrid_shard(p)) refuse("shard_size", "hybrid sharding (HSDP)");
   if (p.schedule == strategies::Schedule::PipeDream || p.schedule == strategies::Schedule::PipeDream2BW ||
       p.schedule == strategies::Schedule::ZeroBubbleH1)
     refuse("pipeline_schedule", "this pipeline schedule");
+}
+
+// HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across data / shard_size groups.
+void parse_shard_size(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  p.shard_size = static_cast<int>(r.integer("shard_size", 0, kMaxGpus, 0));
+  if (p.shard_size == 0) return;
+  if (p.zero_stage != 3)
+    r.fail("shard_size", "shards ZeRO-3's parameters in groups (HSDP): it needs zero_stage 3 (or fsdp); did you mean \"zero_stage\": 3?");
+  if (p.data % p.shard_size != 0)
+    r.fail("shard_size", fmt::format("{} does not divide data ({}): the replicas are data / shard_size groups", p.shard_size, p.data));
+  if (!strategies::hybrid_shard(p)) return;
+  if (p.offload_optimizer) r.fail("shard_size", "hybrid sharding with the optimizer on the host is not modelled");
+  // A framework's ZeRO-3 over one rank gathers nothing; torchtitan runs DDP there (apply_ddp).
+  if (p.framework.framework != strategies::Framework::MegatronLM && p.shard_size * p.context == 1)
+    r.fail("shard_size", "1 shards nothing: for full replicas under this framework give zero_stage 0 (data parallelism)");
 }
 
 void parse_parallelism(Reader r, Scenario& s) {
@@ -142,7 +159,6 @@ void parse_parallelism(Reader r, Scenario& s) {
     if (r.has("zero_stage") && p.zero_stage != 3) r.fail("fsdp", "FSDP (full sharding) is ZeRO stage 3");
     p.zero_stage = 3;
   }
-  if (p.zero_stage == 3 && p.pipeline > 1) r.fail("zero_stage", "ZeRO-3 with pipeline parallelism is not modelled");
   if (p.zero_stage > 0 && p.schedule == strategies::Schedule::PipeDream)
     r.fail("zero_stage", "pipedream updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it");
   p.offload_optimizer = r.boolean("offload_optimizer", false);
@@ -195,6 +211,7 @@ void parse_parallelism(Reader r, Scenario& s) {
     r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
                                                taskgraph::to_string(p.algorithm)));
   parse_framework(r, s);
+  parse_shard_size(r, s);
   parse_expert_parallelism(r, s);
   r.finish();
 }

@@ -172,6 +172,14 @@ Geometry geometry(strategies::GroupKind kind, const config::Scenario& s) {
     case strategies::GroupKind::Tensor: return {T, 1, std::min<double>(T, c.gpus_per_node)};
     case strategies::GroupKind::StagePair: return {2, 1, 1};
     case strategies::GroupKind::EmbeddingPair: return {2, G * T, 1};
+    case strategies::GroupKind::Shard: {  // HSDP: shard_size consecutive data ranks, each with its context ranks
+      const double S = p.shard_size > 0 ? p.shard_size : D;
+      return {S * C, T * D / S, cp_per_node * (cp_per_node < C ? 1.0 : std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, S))};
+    }
+    case strategies::GroupKind::Replicate: {  // every shard_size-th data rank
+      const double S = p.shard_size > 0 ? p.shard_size : D;
+      return {D / S, T * C * S, std::clamp(std::floor(c.gpus_per_node / (dp_stride * S)), 1.0, D / S)};
+    }
     case strategies::GroupKind::Servers: break;
   }
   return {};

@@ -291,15 +291,38 @@ struct ClosedForm::Impl::Step {
     const Layers& ls = layout.chunk_layers[0];
     strategies::Zero3Prices z;
     z.micro_batches = micro_batches;
+    const bool hybrid = strategies::hybrid_shard(p);
     for (std::size_t i = 0; i < ls.size(); ++i) {
-      z.gather.push_back(data_collective(CollectiveOp::AllGather, ls[i]->params() * wbytes, 0));
-      z.reduce.push_back(data_collective(CollectiveOp::ReduceScatter, ls[i]->params() * gbytes, 0));
+      const double n = ls[i]->params();
+      if (hybrid) {  // HSDP: in the shard groups, then the shard's all-reduce across replicas
+        z.gather.push_back(hybrid_collective(CollectiveOp::AllGather, n * wbytes));
+        z.reduce.push_back(hybrid_collective(CollectiveOp::ReduceScatter, n * gbytes) +
+                           hybrid_collective(CollectiveOp::AllReduce, n * gbytes / layout.shard_ranks));
+      } else {
+        z.gather.push_back(data_collective(CollectiveOp::AllGather, n * wbytes, 0));
+        z.reduce.push_back(data_collective(CollectiveOp::ReduceScatter, n * gbytes, 0));
+      }
       z.forward.push_back(im.layer_seconds(*ls[i], true, g, p, rep(0)));
     }
     z.backward = layer_bwd[0];
-    z.optimizer = optimizer_seconds(params_of(ls) / D);
+    z.optimizer = optimizer_seconds(params_of(ls) / layout.shard_ranks);
     return strategies::zero3_step_seconds(z);
   }
+
+  // HSDP's collectives on one stage: gathers and reduce-scatters over every shard group, the
+  // all-reduce over every replicate group (strategies/plan_hybrid.cpp), by operation and size.
+  double hybrid_collective(CollectiveOp op, double bytes) {
+    auto [it, fresh] = hybrid_prices.try_emplace({static_cast<int>(op), bytes}, 0.0);
+    if (!fresh) return it->second;
+    std::vector<std::vector<int>> groups;
+    const int S = p.shard_size;
+    for (int k = 0; k < T; ++k)
+      for (int j = 0; j < (op == CollectiveOp::AllReduce ? S : D / S); ++j)
+        groups.push_back(op == CollectiveOp::AllReduce ? place.replicate_group(0, k, 0, j, S) : place.shard_group(0, k, j * S, S));
+    it->second = im.prices.time({op, p.algorithm, {}, bytes}, groups, im.prices.shape(groups));
+    return it->second;
+  }
+  std::map<std::pair<int, double>, double> hybrid_prices;
 
   // The passes of every micro-batch through the pipeline, up to the last backward on stage 0.
   double pipeline_time() const {

@@ -161,6 +161,7 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
   if (s.parallelism.zero_stage == 3 && r.plan.zero3_gathers > 0)
     j["parallelism"]["zero3"] = {{"all_gathers_per_step", r.plan.zero3_gathers},
                                  {"reduce_scatters_per_step", r.plan.zero3_reduce_scatters}};
+  if (strategies::hybrid_shard(s.parallelism)) j["parallelism"]["shard_size"] = s.parallelism.shard_size;  // HSDP
   if (s.parallelism.activation_offload) j["parallelism"]["activation_offload"] = true;
   if (s.parallelism.context > 1) {
     j["parallelism"]["context"] = s.parallelism.context;

@@ -78,6 +78,7 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
             if (pp > 1 && micro % pp == 0 && m.blocks() % (2 * pp) == 0) schedules.push_back({strategies::Schedule::Interleaved, 2});
             for (auto [sched, v] : schedules)
               for (int zero : {0, 1, 3}) {
+                // ZeRO-3 with pipelines is simulated but not searched (the closed form leaves it to the replay).
                 if ((zero > 0 && dp * cp == 1) || (zero == 3 && pp > 1)) continue;
                 // Expert and context parallelism are not modelled together.
                 for (int ep : cp == 1 ? expert_sizes(m, dp) : std::vector<int>{1}) {
@@ -98,6 +99,8 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     if (cp == 1) c.p.context_all_gather = false, c.p.context_load_balance = true;
                     c.p.expert = ep;
                     if (ep == 1) c.p.expert_skew = 0;  // one GPU holds every expert: no GPU gets more than another
+                    // The scenario's HSDP shard groups where they still divide the data ranks (not with experts).
+                    if (c.p.shard_size > 0 && (dp % c.p.shard_size != 0 || ep > 1)) c.p.shard_size = 0;
                     c.precision = precision;
                     c.precision_named = precision == strategies::Precision::Fp8 || precision != precisions.front();
                     out.push_back(c);

@@ -130,6 +130,8 @@ class FrameworkZero3 final : public Unit {
                                          zero3_reduce_buckets(layers, c.p.framework).size());
     }
     const double m = static_cast<double>(c.k.micro_batches);
+    if (hybrid_shard(c.p))
+      for (const auto& layers : c.k.chunk_layers) collectives += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
     return m * (computes * c.per_replica() + collectives * c.per_collective());
   }
   CollectiveCounts collectives(const Count& c) const override {
@@ -140,6 +142,10 @@ class FrameworkZero3 final : public Unit {
       reduces += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
     }
     const double times = static_cast<double>(c.k.micro_batches) * c.per_collective();
+    if (hybrid_shard(c.p))
+      return {{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Shard, gathers * times},
+              {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Shard, reduces * times},
+              {CollectiveOp::AllReduce, c.p.algorithm, GroupKind::Replicate, reduces * times}};
     return {{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, gathers * times},
             {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduces * times}};
   }
@@ -210,7 +216,7 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
 
 int FrameworkZero3::sharded_collective(Planner& em, int s, CollectiveOp op, double bytes, std::vector<int> deps,
                                        const std::string& label) {
-  taskgraph::Collective c{op, em.spec().algorithm, em.data_groups(s), bytes};
+  taskgraph::Collective c{op, em.spec().algorithm, em.shard_groups(s), bytes};
   c.launch_s = em.spec().framework.collective_launch_s;
   return em.group_collective(s, std::move(c), std::move(deps), label);
 }
@@ -332,6 +338,12 @@ void FrameworkZero3::reduce(Planner& em, const Pass& pass, double params, int re
   if (last_rs_ >= 0) deps.push_back(last_rs_);
   if (comm >= 0) deps.push_back(comm);
   last_rs_ = sharded_collective(em, pass.stage, CollectiveOp::ReduceScatter, params * rbytes, deps, "zero3 reduce-scatter" + pass.tag);
+  if (hybrid_shard(em.spec())) {  // FSDP2's foreach_reduce: the shard all-reduced across the replicas next
+    taskgraph::Collective c{CollectiveOp::AllReduce, em.spec().algorithm, em.replicate_groups(pass.stage),
+                            params * rbytes / em.shape().shard_ranks};
+    c.launch_s = f.collective_launch_s;
+    last_rs_ = em.group_collective(pass.stage, std::move(c), {last_rs_}, "zero3 all-reduce across replicas" + pass.tag);
+  }
   comm = last_rs_;
   if (em.replica() == 0 && pass.stage == 0) ++em.plan().zero3_reduce_scatters;
 }

@@ -20,34 +20,39 @@ class Zero final : public Unit {
   explicit Zero(const ParallelismSpec& p)
       : stage_(p.zero_stage),
         sharded_(p.data * p.context > 1),
-        zero3_(p.zero_stage == 3 && sharded_ && p.framework.framework == Framework::MegatronLM) {}
+        zero3_(p.zero_stage == 3 && sharded_ && p.framework.framework == Framework::MegatronLM),
+        staged_(zero3_ && p.pipeline > 1) {}
 
   const char* name() const override { return "zero"; }
 
-  bool splits(const PassKind&) const override { return zero3_; }
+  bool splits(const PassKind& kind) const override { return zero3_ && (!staged_ || gathers_in(kind)); }
 
   // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs; under
   // expert parallelism its experts' come from the expert-data-parallel group (plan_experts.cpp).
   void before_layer(Planner& em, Pass& pass, const models::Layer& l, std::vector<int>& deps) override {
-    if (!zero3_) return;
-    const auto& p = em.spec();
-    const double experts = p.expert > 1 ? l.expert_params() : 0.0;
-    deps.push_back(em.dense_and_expert_collective(pass.stage, CollectiveOp::AllGather, l.params() - experts, experts,
-                                                  weight_bytes_per_param(em.training().precision), -1,
-                                                  "zero3 gather " + l.name + pass.tag, "zero3 gather experts of " + l.name + pass.tag));
+    if (!zero3_ || (staged_ && !gathers_in(pass.kind))) return;
+    const int g = layer_collective(em, pass, CollectiveOp::AllGather, l, weight_bytes_per_param(em.training().precision), -1);
+    if (g >= 0) deps.push_back(g);
   }
 
   // ZeRO-3 reduce-scatters a layer's gradients as soon as its backward produced them.
   void after_layer(Planner& em, Pass& pass, const models::Layer& l, int task) override {
-    if (!zero3_ || pass.kind.forward) return;
-    const double experts = em.spec().expert > 1 ? l.expert_params() : 0.0;
-    em.dense_and_expert_collective(pass.stage, CollectiveOp::ReduceScatter, l.params() - experts, experts,
-                                   grad_bytes_per_param(em.training().precision), task, "zero3 reduce " + l.name + pass.tag,
-                                   "zero3 reduce experts of " + l.name + pass.tag);
+    if (!zero3_ || staged_ || pass.kind.forward) return;
+    layer_collective(em, pass, CollectiveOp::ReduceScatter, l, grad_bytes_per_param(em.training().precision), task);
   }
 
   // ZeRO-2 keeps only its shard of the gradients, so every micro-batch but the last reduces them.
   void after_backward(Planner& em, Pass& pass, int last, bool split) override {
+    if (staged_ && pass.kind.final) {
+      // Inside a pipeline stage FSDP2 accumulates unsharded gradients over the micro-batches and
+      // reduces them once the stage's last backward is done (torch/distributed/pipelining/stage.py:
+      // set_requires_gradient_sync(False) in every backward, then _post_backward's post_backward
+      // of every FSDP unit), last layer first.
+      const Layers& layers = *pass.layers;
+      for (auto l = layers.rbegin(); l != layers.rend(); ++l)
+        layer_collective(em, pass, CollectiveOp::ReduceScatter, **l, grad_bytes_per_param(em.training().precision), last);
+      return;
+    }
     if (!reduces_after(pass.kind, split)) return;
     const double gbytes = grad_bytes_per_param(em.training().precision);
     const Layers& layers = *pass.layers;
@@ -93,8 +98,10 @@ class Zero final : public Unit {
         if (zero3_ && kind.part != PipeOp::Part::Weight)
           for (const auto* l : layers) {
             const double x = expert_piece(c, l->expert_params());
-            gather += n, expert_gather += n * x;  // before the forward, and before the backward
-            if (!kind.forward) reduce += n, expert_reduce += n * x;
+            const bool gathers = staged_ ? gathers_in(kind) : true;  // before the forward, and before the backward
+            const bool reduces = staged_ ? !kind.forward && kind.final : !kind.forward;
+            if (gathers) gather += n, expert_gather += n * x;
+            if (reduces) reduce += n, expert_reduce += n * x;
           }
         if (reduces_after(kind, c.split(kind))) {
           reduce += n;
@@ -103,6 +110,12 @@ class Zero final : public Unit {
       }
     }
     const double times = c.per_collective();
+    if (hybrid_shard(c.p)) {  // experts are refused with HSDP; ZeRO-1/2 do not shard in groups
+      const double in_shard = c.k.shard_ranks > 1 ? times : 0;
+      return {{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Shard, gather * in_shard},
+              {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Shard, reduce * in_shard},
+              {CollectiveOp::AllReduce, c.p.algorithm, GroupKind::Replicate, reduce * times}};
+    }
     CollectiveCounts out{{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, gather * times},
                          {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduce * times},
                          {CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, expert_gather * times},
@@ -118,10 +131,28 @@ class Zero final : public Unit {
   std::string replay_only(const ParallelismSpec& p) const override {
     if (p.zero_stage != 0 && p.zero_stage != 1 && p.zero_stage != 3) return "ZeRO stage";
     if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
+    // HSDP's term (sim/results/closed_form.cpp) has every layer gathered; full replicas gather none.
+    if (hybrid_shard(p) && p.shard_size * p.context == 1) return "hybrid sharding without shards (shard_size 1)";
     return "";
   }
 
  private:
+  // Inside a pipeline stage FSDP2 is applied with reshard_after_forward False (torchtitan's
+  // apply_fsdp, "default" policy under pipeline parallelism) and the schedule keeps every
+  // backward from resharding (stage.py, set_reshard_after_backward(False)): each layer is gathered
+  // before the first micro-batch's forward and stays gathered to the end of the step.
+  static bool gathers_in(const PassKind& kind) { return kind.forward && kind.first; }
+  // One layer's gather or reduce-scatter: in HSDP's shard groups (the reduce-scatter followed by
+  // the all-reduce across replicas), or over the data-parallel groups with the experts' over
+  // theirs. Returns the last task, -1 for none.
+  static int layer_collective(Planner& em, const Pass& pass, CollectiveOp op, const models::Layer& l, double bytes_per_param, int after) {
+    const std::string what = op == CollectiveOp::AllGather ? "gather " : "reduce ";
+    if (hybrid_shard(em.spec()))
+      return em.zero3_collective(pass.stage, op, l.params(), bytes_per_param, after, "zero3 " + what + l.name + pass.tag);
+    const double experts = em.spec().expert > 1 ? l.expert_params() : 0.0;
+    return em.dense_and_expert_collective(pass.stage, op, l.params() - experts, experts, bytes_per_param, after,
+                                          "zero3 " + what + l.name + pass.tag, "zero3 " + what + "experts of " + l.name + pass.tag);
+  }
   bool reduces_after(const PassKind& kind, bool split) const {
     return stage_ == 2 && sharded_ && !kind.forward && !kind.final && (split || kind.part != PipeOp::Part::Input);
   }
@@ -133,7 +164,7 @@ class Zero final : public Unit {
   }
 
   int stage_;
-  bool sharded_, zero3_;
+  bool sharded_, zero3_, staged_;
 };
 
 }  // namespace
