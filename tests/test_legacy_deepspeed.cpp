@@ -9,6 +9,7 @@
 #include "helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/cost/stack.hpp"
 #include "sim/results/result.hpp"
 
 using namespace dtsim;
@@ -180,4 +181,32 @@ TEST(LegacyDeepSpeed, PresetsKeepTheBuffersDeepSpeedsOptimizersAllocate) {
   }
   const auto paper = load("0", "");
   EXPECT_NEAR(paper.memory.gradients, 2 * paper.params, 1e-6 * paper.params);
+}
+
+// llm-foundry's stack: FlashAttention-2 (MPT's attn_impl "flash"), eager element-wise kernels (no
+// compile_config), expandable segments (its expandable_segments default), FSDP's own buffers.
+// Composer's FSDP1 defaults are parallelism.zero3 knobs: backward_prefetch BACKWARD_POST (no
+// gather ahead in backward) and mixed_precision DEFAULT's fp32 reduce-scatters, twice the bytes of
+// PURE's.
+TEST(LlmFoundry, PresetWithComposersFsdpDefaults) {
+  const auto st = cost::find_stack("llm-foundry");
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->attention, cost::AttentionImpl::Flash2);
+  EXPECT_EQ(st->elementwise, cost::Elementwise::Eager);
+  EXPECT_EQ(st->memory.allocator, strategies::Allocator::PytorchExpandable);
+  EXPECT_EQ(st->memory.buffers, strategies::StateBuffers::Framework);
+  test::TempDir dir;
+  dir.file("base.json", kBase);
+  auto reduce_bytes = [&](const std::string& zero3) {
+    const auto r = results::simulate(config::load_scenario(dir.file(
+        "s.json", R"({"extends": "base.json", "parallelism": {"framework": "fsdp", "zero3": )" + zero3 +
+                      R"(}, "stack": {"preset": "llm-foundry"}})")));
+    double bytes = 0;
+    for (const auto& t : r.plan.graph.tasks)
+      if (t.is_collective && starts(t.label(), "zero3 reduce-scatter")) bytes += t.collective().bytes;
+    return bytes;
+  };
+  const double composer = reduce_bytes(R"({"backward_prefetch": "backward_post", "reduce_dtype": "fp32"})");
+  const double pure = reduce_bytes(R"({"backward_prefetch": "backward_post"})");
+  EXPECT_DOUBLE_EQ(composer, 2 * pure);
 }

@@ -230,7 +230,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /input_pipeline/cpu_per_sample", "CPU time to prepare one sample"},
       {"scenario /input_pipeline/loader_workers_per_gpu", "data-loader processes per GPU"},
       {"scenario /stack", "the software stack: attention kernels, element-wise kernels, dispatch (docs/stacks.md)"},
-      {"scenario /stack/preset", "a registered stack: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te, megatron-te-tp-overlap, deepspeed, deepspeed-0.5 (the deepspeed ones need framework deepspeed)"},
+      {"scenario /stack/preset", "a registered stack: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te, megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5 (the deepspeed ones need framework deepspeed)"},
       {"scenario /stack/zero3_gathers", "DeepSpeed's ZeRO-3: coalesced (0.6 and later) or per-parameter (0.3.13-0.5.10: one gather and one reduce-scatter per tensor, each gather after a device synchronisation)"},
       {"scenario /stack/attention", "attention kernels: gemm-curve, flash2, flash3, cudnn or sdpa-math"},
       {"scenario /stack/elementwise", "element-wise kernels: fused (the model's), eager (one per op) or compiled"},

@@ -68,6 +68,14 @@ const std::map<std::string, Stack>& registry() {
       // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
       {"megatron-te-tp-overlap", Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
                                        kDeviceCommSms, TpOverlap::TransformerEngine, kTe}},
+      // llm-foundry (mosaicml/llm-foundry @8c8dd48) on Composer's FSDP1: MPT's attn_impl "flash"
+      // (llmfoundry/models/utils/config_defaults.py: flash_attn's FlashAttention-2), no
+      // torch.compile unless compile_config is given (llmfoundry/utils/config_utils.py,
+      // compile_config None), PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default
+      // (config_utils.py expandable_segments True; command_utils/train.py sets it). Composer's FSDP
+      // knobs are the scenario's parallelism.zero3 (docs/stacks.md).
+      {"llm-foundry", Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms, TpOverlap::None,
+                            kTitan}},
       {"deepspeed", deepspeed("deepspeed", Zero3Gathers::Coalesced)},
       {"deepspeed-0.5", deepspeed("deepspeed-0.5", Zero3Gathers::PerParameter)},
   };
