@@ -143,4 +143,14 @@ Kernel grad_accumulate_kernel(double params, int element_bytes) {
   return k;
 }
 
+std::vector<double> param_tensors(const Op& op) {
+  if (op.params <= 0) return {};
+  double listed = 0;
+  for (double t : op.tensors) listed += t;
+  if (listed <= 0) return {op.params};
+  std::vector<double> out;
+  for (double t : op.tensors) out.push_back(t * op.params / listed);
+  return out;
+}
+
 }  // namespace dtsim::models

@@ -148,6 +148,10 @@ struct Op {
   bool expert = false;
   // Share of the matmul FLOPs that count as model FLOPs: capacity padding computes zeros.
   double useful = 1.0;
+  // The op's parameter tensors as the framework sees them (a linear's weight and bias, a
+  // LayerNorm's weight and bias), in elements; empty: one tensor of `params`. Frameworks that
+  // gather or reduce tensor by tensor (DeepSpeed before 0.6) read them through param_tensors().
+  std::vector<double> tensors;
   bool operator==(const Op&) const = default;
 };
 
@@ -261,5 +265,10 @@ Kernel optimizer_kernel(OptimizerKind kind, double params, UpdatePath path);
 // Adding one micro-batch's weight gradients of `params` parameters into the accumulation buffer
 // when the GEMM does not write into it directly: read both, write the buffer.
 Kernel grad_accumulate_kernel(double params, int element_bytes);
+
+// Op's parameter tensors summing to op.params: its `tensors` scaled to the op's parameters
+// (tensor parallelism divides a replicated norm's), one tensor when it lists none, none when
+// it has no parameters (a tied head).
+std::vector<double> param_tensors(const Op& op);
 
 }  // namespace dtsim::models

@@ -25,8 +25,11 @@ Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e)
   // The dense gradient of the table is zeroed and scatter-added.
   emb.backward = {memory("embedding.scatter_add", 2.0 * th * e + table * e, th)};
   emb.params = table;
-  if (s.position_embedding == PositionEmbedding::Learned)
+  emb.tensors = {table};
+  if (s.position_embedding == PositionEmbedding::Learned) {
     emb.params += static_cast<double>(s.seq_len) * static_cast<double>(s.hidden_size);
+    emb.tensors.push_back(static_cast<double>(s.seq_len) * static_cast<double>(s.hidden_size));
+  }
   l.ops.push_back(emb);
   const double local = o.sequence_parallel ? th / tp : th;
   if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", local, e, 1.0, local, 2.0));
@@ -107,6 +110,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
   out.tp_linear = TpLinear::Row;
   if (s.linear_bias) {
     out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share
+    out.tensors.push_back(static_cast<double>(x.h) / x.t);
     mark_bias_grad(out, x.tokens, x.h, e);
   }
   l.ops.push_back(out);
@@ -133,6 +137,7 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
   fc2.tp_linear = TpLinear::Row;
   if (s.linear_bias) {
     fc2.params += static_cast<double>(x.h) / x.t;
+    fc2.tensors.push_back(static_cast<double>(x.h) / x.t);
     mark_bias_grad(fc2, x.tokens, x.h, e);
   }
   l.ops.push_back(fc2);

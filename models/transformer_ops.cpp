@@ -34,6 +34,8 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
   op.backward = {gemm(name + ".dgrad", 1, tokens, in, out, e), gemm(name + ".wgrad", 1, in, out, tokens, e)};
   if (bias) mark_bias_grad(op, tokens, out, e);
   op.params = static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0);
+  op.tensors = {static_cast<double>(in) * static_cast<double>(out)};
+  if (bias) op.tensors.push_back(static_cast<double>(out));
   op.saved_bytes = op.saved_bytes_selective = static_cast<double>(tokens) * static_cast<double>(in) * e / saved_split;
   op.matmul = true;
   return op;
@@ -100,6 +102,7 @@ Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, doub
   Op op = elementwise(name, tokens_h, e, 1.0, tokens_h * e, 8.0);
   mark_role(op, KernelRole::NormForward, KernelRole::NormBackward, tokens_h, e, false);
   op.params = (s.norm == Norm::LayerNorm ? 2.0 : 1.0) * static_cast<double>(s.hidden_size);
+  op.tensors.assign(s.norm == Norm::LayerNorm ? 2 : 1, static_cast<double>(s.hidden_size));  // weight (and bias)
   return op;
 }
 

@@ -146,6 +146,18 @@ std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers
   return out;
 }
 
+namespace {
+// The tensors of use u that DeepSpeed before 0.6 gathers one by one: those at or above the
+// persistence threshold (ds_persist is set per parameter, partition_parameters.py).
+std::vector<double> gathered_tensors(const std::vector<const models::Layer*>& layers, const ParamUse& u, const FrameworkSpec& f) {
+  std::vector<double> out;
+  for (double t : models::param_tensors(layers[static_cast<std::size_t>(u.layer)]->ops[static_cast<std::size_t>(u.op)]))
+    if (t >= f.persistence_threshold_params) out.push_back(t);
+  return out;
+}
+bool per_tensor(const FrameworkSpec& f) { return f.per_parameter && !f.gather_per_layer; }
+}  // namespace
+
 std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute,
                                   std::vector<int>* wait) {
   const auto uses = param_uses(layers, f, recompute);
@@ -154,17 +166,24 @@ std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layer
 
   std::map<std::pair<int, int>, bool> available;  // gathered (or in flight) now
   std::vector<Gather> out;
-  bool open = false;  // the last gather still takes uses (DeepSpeed's prefetch coalescing)
+  bool open = false;  // the last gather (or burst) still takes uses (DeepSpeed's prefetch coalescing)
+  double burst_params = 0;
+  int burst = -1;
   for (std::size_t t = 0; t < uses.size(); ++t) {
     const auto& u = uses[t];
-    if (units.persistent(u)) continue;
+    const auto tensors = per_tensor(f) ? gathered_tensors(layers, u, f) : std::vector<double>{};
+    if (per_tensor(f) ? tensors.empty() : units.persistent(u)) continue;
     const auto k = units.key(u);
     if (!available[k]) {
       const double p = units.size(u);
-      if (open && !f.gather_per_layer && out.back().params < f.prefetch_bucket_params) {
+      if (per_tensor(f)) {
+        if (!open || burst_params >= f.prefetch_bucket_params) burst_params = 0, ++burst, open = true;
+        for (double x : tensors) out.push_back({x, u.layer, u.backward, static_cast<int>(t), burst});
+        burst_params += p;
+      } else if (open && !f.gather_per_layer && out.back().params < f.prefetch_bucket_params) {
         out.back().params += p;
       } else {
-        out.push_back({p, u.layer, u.backward, static_cast<int>(t)});
+        out.push_back({p, u.layer, u.backward, static_cast<int>(t), static_cast<int>(out.size())});
         open = !f.gather_per_layer;
       }
       if (wait) (*wait)[t] = static_cast<int>(out.size()) - 1;
@@ -216,6 +235,13 @@ double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, cons
 std::vector<double> zero3_reduce_buckets(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f) {
   std::vector<double> out;
   double cur = 0, root = 0;
+  std::vector<double> held;  // per_parameter: the bucket's tensors, each reduce-scattered alone
+  auto flush = [&] {
+    if (per_tensor(f)) out.insert(out.end(), held.begin(), held.end());
+    else out.push_back(cur);
+    cur = 0;
+    held.clear();
+  };
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     const auto& l = **it;
     if (f.reduce_bucket_params <= 0) {  // one reduce-scatter per unit; FSDP's root unit last
@@ -225,14 +251,12 @@ std::vector<double> zero3_reduce_buckets(const std::vector<const models::Layer*>
     }
     for (auto op = l.ops.rbegin(); op != l.ops.rend(); ++op) {
       if (op->params <= 0) continue;
-      if (cur > 0 && cur + op->params > f.reduce_bucket_params) {
-        out.push_back(cur);
-        cur = 0;
-      }
+      if (cur > 0 && cur + op->params > f.reduce_bucket_params) flush();
       cur += op->params;
+      for (double x : models::param_tensors(*op)) held.push_back(x);
     }
   }
-  if (cur > 0) out.push_back(cur);
+  if (cur > 0) flush();
   if (root > 0) out.push_back(root);
   return out;
 }

@@ -47,6 +47,13 @@ struct FrameworkSpec {
   // The host waits for the reduce stream at the end of every micro-batch's backward
   // (DeepSpeed's independent_gradient_partition_epilogue, FSDP's post-backward final callback).
   bool sync_after_backward = true;
+  // DeepSpeed 0.3.13-0.5.10's ZeRO-3 (stage3.py, partition_parameters.py before 0.6.0): one
+  // all-gather per parameter tensor, each after torch.cuda.synchronize(), and one reduce-scatter per
+  // parameter tensor when a bucket is reduced. The prefetch still groups the next tensors into
+  // bursts of prefetch_bucket_params elements; the compute of the sub-module that issues a burst
+  // waits for all of its tensors but the last (the host is blocked in the synchronisations), so
+  // only that one overlaps compute. Persistence is judged per tensor.
+  bool per_parameter = false;
   // Fixed host-side cost of issuing one collective (framework bookkeeping and the kernel
   // launch), added to each ZeRO-3 collective's time.
   double collective_launch_s = 0;
@@ -70,6 +77,9 @@ struct Gather {
   int layer = 0;         // index into the stage's layers of the first sub-module it serves
   bool backward = false; // issued in the backward half of the micro-batch
   int use = 0;           // index of the first use (into the micro-batch's use trace) it serves
+  // per_parameter: the prefetch burst it belongs to (gathers of one burst are issued together);
+  // otherwise its own index.
+  int burst = 0;
 };
 
 // A micro-batch's parameter uses in order: each sub-module (op with parameters) of each layer

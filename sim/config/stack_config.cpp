@@ -51,6 +51,23 @@ void parse_tp_overlap(Reader& r, Scenario& s) {
   s.parallelism.tp_overlap = st.tp_overlap;
 }
 
+// The deepspeed presets describe DeepSpeed's own ZeRO; `zero3_gathers` says which (per-parameter:
+// DeepSpeed 0.3.13-0.5.10, strategies/framework.hpp).
+void parse_zero3_gathers(Reader& r, Scenario& s, const std::string& preset) {
+  cost::Stack& st = s.device.stack;
+  const bool deepspeed = s.parallelism.framework.framework == strategies::Framework::DeepSpeed;
+  if (st.needs_deepspeed && !deepspeed)
+    r.fail("preset", fmt::format("\"{}\" is DeepSpeed's stack: set parallelism.framework to \"deepspeed\"", preset));
+  const std::string z = r.choice("zero3_gathers", {"coalesced", "per-parameter"}, cost::to_string(st.zero3_gathers));
+  st.zero3_gathers = z == "per-parameter" ? cost::Zero3Gathers::PerParameter : cost::Zero3Gathers::Coalesced;
+  if (st.zero3_gathers != cost::Zero3Gathers::PerParameter) return;
+  const char* key = r.has("zero3_gathers") ? "zero3_gathers" : "preset";
+  if (!deepspeed) r.fail(key, "per-parameter gathers are DeepSpeed's before 0.6: set parallelism.framework to \"deepspeed\"");
+  if (s.parallelism.framework.gather_per_layer)
+    r.fail(key, "per-parameter gathers replace parallelism.zero3.gather \"unit\": give one");
+  s.parallelism.framework.per_parameter = true;
+}
+
 }  // namespace
 
 void parse_stack(Reader& root, Scenario& s) {
@@ -71,6 +88,7 @@ void parse_stack(Reader& root, Scenario& s) {
       r->choice("elementwise", {"fused", "eager", "compiled"}, cost::to_string(st.elementwise)));
   parse_comm_sms(*r, s);
   parse_tp_overlap(*r, s);
+  parse_zero3_gathers(*r, s, preset);
   r->finish();
 }
 

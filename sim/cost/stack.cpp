@@ -27,6 +27,22 @@ constexpr double kInductorDispatchS = 6.8e-6;
 // (torchao float8/fsdp_utils.py, fsdp_pre_all_gather casts the shard), and keeps no FP8 copy
 // between micro-batches; Transformer Engine caches the FP8 weight and its transpose on the module
 // (te/pytorch/module/linear.py, get_weight_workspace with cache_name "weight").
+// DeepSpeed (with Megatron-DeepSpeed's model code): Megatron's fused element-wise kernels, the
+// model's own attention kernels (training.attention), eager PyTorch's launch per kernel, NCCL's
+// SMs, and the buffers its optimizers allocate (strategies/stack_memory.cpp) under PyTorch's
+// caching allocator. The versions differ in how ZeRO-3 gathers: tensor by tensor with a device
+// synchronisation before each up to 0.5.10 (v0.5.10, 2022-01; partition_parameters.py
+// _allgather_param calls torch.cuda.synchronize(), stage3.py fetch_sub_module), coalesced and
+// prefetched from 0.6.0 (PR #1453, partitioned_param_coordinator.py).
+Stack deepspeed(const std::string& name, Zero3Gathers z) {
+  constexpr strategies::StackMemory kMemory{strategies::StateBuffers::Framework, strategies::Fp8WeightCopies::CopyAndTranspose,
+                                            strategies::Allocator::PytorchCaching};
+  Stack s{name, AttentionImpl::GemmCurve, Elementwise::Fused, kEagerDispatchS, kDeviceCommSms, taskgraph::TpOverlap::None, kMemory};
+  s.zero3_gathers = z;
+  s.needs_deepspeed = true;
+  return s;
+}
+
 const std::map<std::string, Stack>& registry() {
   using taskgraph::TpOverlap;
   using strategies::Allocator, strategies::Fp8WeightCopies, strategies::StateBuffers;
@@ -52,6 +68,16 @@ const std::map<std::string, Stack>& registry() {
       // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
       {"megatron-te-tp-overlap", Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
                                        kDeviceCommSms, TpOverlap::TransformerEngine, kTe}},
+      // llm-foundry (mosaicml/llm-foundry @8c8dd48) on Composer's FSDP1: MPT's attn_impl "flash"
+      // (llmfoundry/models/utils/config_defaults.py: flash_attn's FlashAttention-2), no
+      // torch.compile unless compile_config is given (llmfoundry/utils/config_utils.py,
+      // compile_config None), PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default
+      // (config_utils.py expandable_segments True; command_utils/train.py sets it). Composer's FSDP
+      // knobs are the scenario's parallelism.zero3 (docs/stacks.md).
+      {"llm-foundry", Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms, TpOverlap::None,
+                            kTitan}},
+      {"deepspeed", deepspeed("deepspeed", Zero3Gathers::Coalesced)},
+      {"deepspeed-0.5", deepspeed("deepspeed-0.5", Zero3Gathers::PerParameter)},
   };
   return stacks;
 }
@@ -113,6 +139,8 @@ std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s)
     if (s == to_string(t)) return t;
   return std::nullopt;
 }
+
+const char* to_string(Zero3Gathers z) { return z == Zero3Gathers::PerParameter ? "per-parameter" : "coalesced"; }
 
 std::vector<std::string> stack_names() {
   std::vector<std::string> out;

@@ -16,6 +16,10 @@ namespace dtsim::cost {
 enum class AttentionImpl { GemmCurve, Flash2, Flash3, Cudnn, SdpaMath };
 // fused: the model's own element-wise kernels, one per op (dtsim's behaviour before stacks).
 enum class Elementwise { Fused, Eager, Compiled };
+// How DeepSpeed's ZeRO-3 gathers and reduces: coalesced (today's, and dtsim's before stacks), or
+// tensor by tensor with a device synchronisation before each gather (0.3.13-0.5.10;
+// strategies::FrameworkSpec::per_parameter).
+enum class Zero3Gathers { Coalesced, PerParameter };
 
 struct Stack {
   std::string name = "default";
@@ -32,6 +36,9 @@ struct Stack {
   // What the stack keeps in GPU memory: optimizer buffers, FP8 weight copies, allocator
   // (strategies/stack_memory.hpp; docs/memory.md).
   strategies::StackMemory memory;
+  // The deepspeed presets: which ZeRO-3 DeepSpeed runs; they need parallelism.framework "deepspeed".
+  Zero3Gathers zero3_gathers = Zero3Gathers::Coalesced;
+  bool needs_deepspeed = false;
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
            tp_overlap == taskgraph::TpOverlap::None;
@@ -45,9 +52,10 @@ std::optional<AttentionImpl> attention_impl_from_string(const std::string& s);
 std::optional<Elementwise> elementwise_from_string(const std::string& s);
 const char* to_string(taskgraph::TpOverlap t);
 std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s);
+const char* to_string(Zero3Gathers z);
 
 // The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp,
-// megatron-te, megatron-te-tp-overlap.
+// megatron-te, megatron-te-tp-overlap, deepspeed, deepspeed-0.5.
 std::vector<std::string> stack_names();
 std::optional<Stack> find_stack(const std::string& name);
 

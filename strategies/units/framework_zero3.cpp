@@ -82,11 +82,17 @@ struct Trace {
   std::vector<int> wait;
   std::vector<Gather> gathers;
   std::size_t forward_uses = 0;
+  std::vector<int> burst_first;  // per_parameter: each burst's first gather, and the count at the end
   Trace() = default;
   Trace(const Layers& layers, const FrameworkSpec& f, bool rc) : uses(param_uses(layers, f, rc)) {
     gathers = zero3_gathers(layers, f, rc, &wait);
     forward_uses = static_cast<std::size_t>(std::count_if(uses.begin(), uses.end(), [](const ParamUse& u) { return !u.backward; }));
+    for (std::size_t g = 0; g < gathers.size(); ++g)
+      if (g == 0 || gathers[g].burst != gathers[g - 1].burst) burst_first.push_back(static_cast<int>(g));
+    burst_first.push_back(static_cast<int>(gathers.size()));
   }
+  int first(int burst) const { return burst_first[static_cast<std::size_t>(burst)]; }
+  int bursts() const { return static_cast<int>(burst_first.size()) - 1; }
 };
 
 // Compute tasks one micro-batch's forward and backward of `layers` take.
@@ -162,16 +168,18 @@ class FrameworkZero3 final : public Unit {
   struct Reducing {
     double bucket = 0, root = 0;
     int bucket_ready = -1, root_ready = -1;
+    std::vector<double> tensors;  // per_parameter: the bucket's tensors, each reduce-scattered alone
   };
   void issue(Planner& em, const Pass& pass, Micro& mb, int g);
   int gather(Planner& em, const Pass& pass, Micro& mb, int g);
+  int gather_per_tensor(Planner& em, const Pass& pass, Micro& mb, int g);
   int segment_work(Planner& em, const Pass& pass, const models::Layer& l, const std::vector<Item>& items, std::size_t a,
                    std::size_t b, bool several);
   std::vector<int> emit_segments(Planner& em, Pass& pass, Micro& mb, const models::Layer& l, const std::vector<Item>& items,
                                  int& last);
   void collect(Planner& em, const Pass& pass, Reducing& r, const models::Layer& l, const std::vector<Item>& items,
                const std::vector<int>& item_task, int last);
-  void reduce(Planner& em, const Pass& pass, double params, int ready);
+  void reduce(Planner& em, const Pass& pass, const std::vector<double>& tensors, int ready);
   int sharded_collective(Planner& em, int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label);
 
   bool on_;
@@ -209,8 +217,8 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
     else collect(em, pass, r, l, items, item_task, last);
   }
   if (forward) return;
-  if (r.bucket > 0) reduce(em, pass, r.bucket, r.bucket_ready);
-  if (r.root > 0) reduce(em, pass, r.root, r.root_ready);
+  if (r.bucket > 0) reduce(em, pass, f.per_parameter ? r.tensors : std::vector<double>{r.bucket}, r.bucket_ready);
+  if (r.root > 0) reduce(em, pass, {r.root}, r.root_ready);
   sync_ = f.sync_after_backward ? last_rs_ : -1;
 }
 
@@ -232,8 +240,10 @@ void FrameworkZero3::issue(Planner& em, const Pass& pass, Micro& mb, int g) {
   if (comm >= 0) deps.push_back(comm);
   if (sync_ >= 0) deps.push_back(sync_);  // the host waited there before issuing anything
   const int depth = trace_.gathers[G].backward ? f.backward_prefetch_depth : f.forward_prefetch_depth;
-  if (depth >= 0 && g - depth >= 0 && mb.pred[static_cast<std::size_t>(g - depth)] >= 0)
-    deps.push_back(mb.pred[static_cast<std::size_t>(g - depth)]);
+  // Per tensor, a burst goes out when the compute reaches the burst before it.
+  const int burst = trace_.gathers[G].burst;
+  const int anchor = f.per_parameter ? (burst > 0 ? trace_.first(burst - 1) : -1) : depth >= 0 ? g - depth : -1;
+  if (anchor >= 0 && mb.pred[static_cast<std::size_t>(anchor)] >= 0) deps.push_back(mb.pred[static_cast<std::size_t>(anchor)]);
   mb.task[G] = sharded_collective(em, pass.stage, CollectiveOp::AllGather, trace_.gathers[G].params * weight_bytes_per_param(em.training().precision),
                                   deps, "zero3 gather " + std::to_string(g) + pass.tag);
   comm = mb.task[G];
@@ -243,6 +253,7 @@ void FrameworkZero3::issue(Planner& em, const Pass& pass, Micro& mb, int g) {
 // The compute stream reaches gather g's first use: what it may now issue goes out.
 int FrameworkZero3::gather(Planner& em, const Pass& pass, Micro& mb, int g) {
   const auto& f = em.spec().framework;
+  if (f.per_parameter) return gather_per_tensor(em, pass, mb, g);
   const auto G = static_cast<std::size_t>(g);
   if (mb.pred[G] < 0) mb.pred[G] = em.compute_stream(pass.stage);
   const int count = static_cast<int>(trace_.gathers.size());
@@ -251,6 +262,26 @@ int FrameworkZero3::gather(Planner& em, const Pass& pass, Micro& mb, int g) {
   for (int k = 0; k <= upto; ++k)
     if (mb.task[static_cast<std::size_t>(k)] < 0) issue(em, pass, mb, k);
   return mb.task[G];
+}
+
+// DeepSpeed before 0.6 (stage3.py fetch_sub_module, prefetch_next_sub_modules; partition_parameters.py
+// _allgather_param): at the first use of burst B the host synchronises with the GPU, then issues
+// burst B + 1 tensor by tensor, each after torch.cuda.synchronize(), before it launches the
+// sub-module's kernels. So the compute waits for every tensor of B + 1 but its last, which alone
+// overlaps it.
+int FrameworkZero3::gather_per_tensor(Planner& em, const Pass& pass, Micro& mb, int g) {
+  const int B = trace_.gathers[static_cast<std::size_t>(g)].burst;
+  const int own_first = trace_.first(B), own_end = trace_.first(B + 1);
+  const int next_end = B + 1 < trace_.bursts() ? trace_.first(B + 2) : own_end;
+  if (mb.pred[static_cast<std::size_t>(own_first)] < 0) mb.pred[static_cast<std::size_t>(own_first)] = em.compute_stream(pass.stage);
+  bool next_now = false;
+  for (int k = 0; k < next_end; ++k) {
+    if (mb.task[static_cast<std::size_t>(k)] >= 0) continue;
+    issue(em, pass, mb, k);
+    next_now = next_now || k >= own_end;
+  }
+  const int waited = next_now && next_end - own_end >= 2 ? next_end - 2 : own_end - 1;
+  return mb.task[static_cast<std::size_t>(waited)];
 }
 
 // The work of items [a, b) of layer l: their kernels (a backward's gradient accumulation where
@@ -298,6 +329,8 @@ std::vector<int> FrameworkZero3::emit_segments(Planner& em, Pass& pass, Micro& m
     if (first_ && pass.kind.forward && sync_ >= 0) deps.push_back(sync_);
     first_ = false;
     if (items[a].wait >= 0) deps.push_back(gather(em, pass, mb, items[a].wait));
+    // Before 0.6 the fetch's torch.cuda.synchronize() also waits for the reduce-scatters in flight.
+    if (items[a].wait >= 0 && em.spec().framework.per_parameter && last_rs_ >= 0) deps.push_back(last_rs_);
     last = em.compute(pass.stage, work, deps, std::string(pass.kind.forward ? "fwd " : "bwd ") + l.name + pass.tag);
     for (std::size_t i = a; i < b; ++i) item_task[i] = last;
   }
@@ -313,39 +346,46 @@ void FrameworkZero3::collect(Planner& em, const Pass& pass, Reducing& r, const m
       const double p = items[i].rerun ? 0.0 : l.ops[static_cast<std::size_t>(items[i].op)].params;
       if (p <= 0) continue;
       if (r.bucket > 0 && r.bucket + p > f.reduce_bucket_params) {
-        reduce(em, pass, r.bucket, r.bucket_ready);
+        reduce(em, pass, f.per_parameter ? r.tensors : std::vector<double>{r.bucket}, r.bucket_ready);
         r.bucket = 0;
+        r.tensors.clear();
       }
       r.bucket += p;
+      if (f.per_parameter)
+        for (double x : models::param_tensors(l.ops[static_cast<std::size_t>(items[i].op)])) r.tensors.push_back(x);
       r.bucket_ready = item_task[i];
     }
   } else if (f.gather_per_layer && l.kind != models::LayerKind::Block) {
     r.root += l.params();
     r.root_ready = last;
   } else if (l.params() > 0) {
-    reduce(em, pass, l.params(), last);
+    reduce(em, pass, {l.params()}, last);
   }
 }
 
 // Both frameworks reduce on a stream of their own, but it shares the NICs with the gathers: one
 // queue for both keeps their bytes from crossing the network at twice its speed (the analytical
 // backend prices each collective alone).
-void FrameworkZero3::reduce(Planner& em, const Pass& pass, double params, int ready) {
+// `tensors`: one reduce-scatter each (the bucket whole, or DeepSpeed before 0.6's tensor by tensor,
+// partition_parameters.py _reduce_scatter_gradients).
+void FrameworkZero3::reduce(Planner& em, const Pass& pass, const std::vector<double>& tensors, int ready) {
   const auto& f = em.spec().framework;
   const double rbytes = f.reduce_bytes > 0 ? f.reduce_bytes : grad_bytes_per_param(em.training().precision);
   int& comm = em.comm_stream(pass.stage);
-  std::vector<int> deps{ready};
-  if (last_rs_ >= 0) deps.push_back(last_rs_);
-  if (comm >= 0) deps.push_back(comm);
-  last_rs_ = sharded_collective(em, pass.stage, CollectiveOp::ReduceScatter, params * rbytes, deps, "zero3 reduce-scatter" + pass.tag);
-  if (hybrid_shard(em.spec())) {  // FSDP2's foreach_reduce: the shard all-reduced across the replicas next
-    taskgraph::Collective c{CollectiveOp::AllReduce, em.spec().algorithm, em.replicate_groups(pass.stage),
-                            params * rbytes / em.shape().shard_ranks};
-    c.launch_s = f.collective_launch_s;
-    last_rs_ = em.group_collective(pass.stage, std::move(c), {last_rs_}, "zero3 all-reduce across replicas" + pass.tag);
+  for (double params : tensors) {
+    std::vector<int> deps{ready};
+    if (last_rs_ >= 0) deps.push_back(last_rs_);
+    if (comm >= 0) deps.push_back(comm);
+    last_rs_ = sharded_collective(em, pass.stage, CollectiveOp::ReduceScatter, params * rbytes, deps, "zero3 reduce-scatter" + pass.tag);
+    if (hybrid_shard(em.spec())) {  // FSDP2's foreach_reduce: the shard all-reduced across the replicas next
+      taskgraph::Collective c{CollectiveOp::AllReduce, em.spec().algorithm, em.replicate_groups(pass.stage),
+                              params * rbytes / em.shape().shard_ranks};
+      c.launch_s = f.collective_launch_s;
+      last_rs_ = em.group_collective(pass.stage, std::move(c), {last_rs_}, "zero3 all-reduce across replicas" + pass.tag);
+    }
+    comm = last_rs_;
+    if (em.replica() == 0 && pass.stage == 0) ++em.plan().zero3_reduce_scatters;
   }
-  comm = last_rs_;
-  if (em.replica() == 0 && pass.stage == 0) ++em.plan().zero3_reduce_scatters;
 }
 
 }  // namespace
