@@ -39,7 +39,6 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
   // Rings and trees run one channel per NIC once a group leaves its node (algorithms.cpp).
   const bool spans = p > per_node;
   const double channels = spans ? std::max(1.0, std::min<double>(c.nics_per_node, per_node)) : 1.0;
-  const double log2p = std::ceil(std::log2(p));
   auto set = [&](algorithms::FlowCount n) {
     b.flows = n.flows * groups;
     b.widest = n.widest * groups;
