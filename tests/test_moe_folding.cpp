@@ -163,9 +163,10 @@ TEST(MoeOverlap, WarmUpAndCoolDownPassesRunAlone) {
   EXPECT_EQ(count(3), (std::pair{7, 7}));
 }
 
-// Each paired piece's all-to-all leaves max(0, A - K / (1 - m / SMs)) exposed, K the paired
-// pass's piece beside it and m the SMs the all-to-all kernels hold (16 for NCCL's, 20 for
-// DeepEP's); each piece alone leaves A. The step is then shorter than with the all-to-alls on
+// Each paired piece's all-to-all leaves max(0, A - K') exposed, K' = K / (1 - m / SMs), K the
+// paired pass's piece beside it and m the SMs the all-to-all kernels hold while in flight (16 for
+// NCCL's, 20 for DeepEP's), and slows that piece by K' - K, or m / SMs x A when A < K'; each piece
+// alone leaves A. The step is then shorter than with the all-to-alls on
 // the stream, by at most the all-to-all time.
 TEST(MoeOverlap, ExposedAllToAllIsTheClosedFormPerPair) {
   test::TempDir dir;
@@ -192,9 +193,9 @@ TEST(MoeOverlap, ExposedAllToAllIsTheClosedFormPerPair) {
         }
         ++paired;
         EXPECT_EQ(c.margin_sms, sms);
-        const double k = compute[static_cast<std::size_t>(c.hidden_work)];
-        EXPECT_NEAR(r.work_all_to_all_seconds[w], std::max(0.0, a - k / (1 - share)), 1e-12);
-        EXPECT_NEAR(r.work_interference_seconds[w], k / (1 - share) - k, 1e-12);
+        const double k = compute[static_cast<std::size_t>(c.hidden_work)], slowed = k / (1 - share);
+        EXPECT_NEAR(r.work_all_to_all_seconds[w], std::max(0.0, a - slowed), 1e-12);
+        EXPECT_NEAR(r.work_interference_seconds[w], a >= slowed ? slowed - k : share * a, 1e-12);
       }
     }
     // Two micro-batches, F0 B0 F1 B1: F1 beside B0, F0 and B1 alone; 4 MoE layers, 2 all-to-alls each.

@@ -107,6 +107,7 @@ SliceFacts slice_facts(const config::Scenario& s) {
   slice.tensor = p.tensor;
   slice.sequence_parallel = p.sequence_parallel;
   slice.expert = p.expert;
+  slice.expert_tensor = p.expert_tensor;
   SliceFacts f;
   f.graph = std::make_shared<const models::ModelGraph>(s.model.build(slice));
   return f;
@@ -374,7 +375,7 @@ void check_sweep_budget(const config::Scenario& base, const std::vector<strategi
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag, int confirm) {
   double seconds = 0, bytes = 0, gpus = 0;
   std::size_t count = 0;
-  std::map<std::tuple<const SweepGroup*, int, bool, int>, SliceFacts> facts;
+  std::map<std::tuple<const SweepGroup*, int, bool, int, int>, SliceFacts> facts;
   std::vector<double> replays;  // what replaying each candidate the closed form prices would take
   for (const auto& g : groups) {
     for (std::size_t i = 0; i < g.candidates.size(); ++i) {
@@ -383,7 +384,7 @@ void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string
       s.parallelism = p;
       if (i < g.precisions.size()) s.training.precision = g.precisions[i];
       // Candidates differ in few of the fields the model slice depends on: built once for each.
-      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.expert));
+      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.expert, p.expert_tensor));
       if (fresh) it->second = slice_facts(s);
       const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       bytes = std::max(bytes, e.bytes);

@@ -53,8 +53,7 @@ constexpr int kNcclAllToAllSms = 16, kDeepEpSms = 20;
 taskgraph::InlineCollective overlapped_all_to_all(const ParallelismSpec& p, int group, double bytes, int hidden_work) {
   taskgraph::InlineCollective c{CollectiveOp::AllToAll, group, bytes, 1.0};
   if (hidden_work < 0) return c;  // beside nothing: priced alone, all exposed
-  c.cut = taskgraph::OverlapCut::Bulk;
-  c.hidden_work = hidden_work;
+  c.hidden_work = hidden_work;  // slowing it while in flight (results::inline_cost)
   c.margin_sms = p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::DualPipe ? kDeepEpSms : kNcclAllToAllSms;
   return c;
 }
