@@ -193,6 +193,23 @@ TEST(MoeOverlap, ExposedAllToAllIsTheClosedFormPerPair) {
         }
         ++paired;
         EXPECT_EQ(c.margin_sms, sms);
+        // Beside the piece Megatron-Core's combined 1F1B layer runs it beside (the first all-to-all
+        // of a piece is its dispatch forward, its combine's gradient backward).
+        const std::string mine = r.plan.graph.works[w].name, other = r.plan.graph.works[static_cast<std::size_t>(c.hidden_work)].name;
+        auto ends = [](const std::string& x, const std::string& tail) { return x.size() >= tail.size() && x.substr(x.size() - tail.size()) == tail; };
+        EXPECT_NE(mine.substr(0, 3), other.substr(0, 3)) << mine << " beside " << other;
+        if (ends(mine, "before dispatch")) {  // dispatch | mlp_bwd
+          EXPECT_TRUE(ends(other, " experts")) << other;
+        }
+        if (mine.rfind("fwd", 0) == 0 && ends(mine, " experts")) {  // combine | pre_dispatch_bwd
+          EXPECT_TRUE(ends(other, "after dispatch")) << other;
+        }
+        if (ends(mine, "before combine")) {  // combine_bwd | pre_dispatch_fwd
+          EXPECT_TRUE(ends(other, "before dispatch")) << other;
+        }
+        if (mine.rfind("bwd", 0) == 0 && ends(mine, " experts")) {  // dispatch_bwd | mlp_fwd
+          EXPECT_TRUE(ends(other, " experts")) << other;
+        }
         const double k = compute[static_cast<std::size_t>(c.hidden_work)], slowed = k / (1 - share);
         EXPECT_NEAR(r.work_all_to_all_seconds[w], std::max(0.0, a - slowed), 1e-12);
         EXPECT_NEAR(r.work_interference_seconds[w], a >= slowed ? slowed - k : share * a, 1e-12);

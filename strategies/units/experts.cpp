@@ -124,8 +124,9 @@ class Experts final : public Unit {
 // mlp_bwd->mlp_bwd_dw->mlp_fwd | pre_dispatch_bwd"): forward dispatch beside the backward's
 // experts, forward combine beside the backward's part before the dispatch, backward combine beside
 // the forward's part before the dispatch, backward dispatch beside the forward's experts. Indices
-// into the other direction's works (moe_pass_works).
-constexpr std::array<std::array<std::size_t, 2>, 2> kHiddenBy{{{0, 1}, {1, 2}}};  // [forward][a2a]
+// into the other direction's works (moe_pass_works: backward's are after the combine, experts,
+// before the dispatch, in the order backward runs them).
+constexpr std::array<std::size_t, 2> kForwardHiddenBy{1, 2}, kBackwardHiddenBy{0, 1};
 
 Inline Experts::mode(Planner& em, const Pass& pass) {
   if (em.spec().moe_a2a_overlap == ParallelismSpec::MoeOverlap::None) return Inline::None;
@@ -148,7 +149,7 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
     if (mode == Inline::Paired) other = works(em, s, !forward, l, Inline::None);
     for (std::size_t a = 0; a < 2; ++a)
       w[a].comms.push_back(overlapped_all_to_all(em.spec(), group, l.experts.dispatch_bytes,
-                                                 mode == Inline::Paired ? other[kHiddenBy[forward ? 0 : 1][a]] : -1));
+                                                 mode == Inline::Paired ? other[(forward ? kForwardHiddenBy : kBackwardHiddenBy)[a]] : -1));
   }
   const double load = slowest_expert_load(em.spec(), em.model(), l);
   if (slower(load)) {
