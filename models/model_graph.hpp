@@ -74,6 +74,9 @@ struct BuildOptions {
   // Expert parallelism (Megatron-Core): the experts of an MoE layer split over `expert` ranks, each
   // holding num_experts / expert of them and computing the tokens all ranks route to them.
   std::int64_t expert = 1;
+  // Expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size): each expert's MLP
+  // split over this many ranks; 0: over `tensor`, as the dense MLP.
+  std::int64_t expert_tensor = 0;
 };
 
 enum class KernelKind { Gemm, Conv, Attention, Memory };

@@ -73,14 +73,20 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
 // weights, and the shared experts run as one dense MLP on every token. On average each expert gets
 // tokens x experts_per_token / num_experts of every GPU's tokens, i.e. tokens x experts_per_token
 // x expert / num_experts from the expert-parallel group; a capacity factor pads it to that many
-// times as much.
+// times as much. Folded (expert tensor parallelism `expert_tensor` other than `tensor`), each expert
+// splits over expert_tensor ranks and gets the tokens of expert x expert_tensor / tensor GPUs'
+// worth of micro-batches: every GPU still computes tokens x experts_per_token / tensor tokens'
+// expert work, at an expert_tensor-th of the width.
 void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
   const double e = x.e;
   const I k = s.experts_per_token, E = s.num_experts, local = E / o.expert;
-  const double routed = static_cast<double>(x.tokens) * static_cast<double>(k) * static_cast<double>(o.expert) / static_cast<double>(E);
+  const I etp = o.expert_tensor > 0 ? o.expert_tensor : o.tensor;
+  const double folded = static_cast<double>(etp) / static_cast<double>(o.tensor);  // 1 unless folded
+  const double routed =
+      static_cast<double>(x.tokens) * static_cast<double>(k) * static_cast<double>(o.expert) * folded / static_cast<double>(E);
   const double padded = s.capacity_factor > 0 ? routed * s.capacity_factor : routed;
   const I per_expert = std::max<I>(1, static_cast<I>(std::ceil(padded)));
-  const I f = s.expert_ffn_hidden_size / o.tensor;
+  const I f = s.expert_ffn_hidden_size / etp;
   const double tkh = static_cast<double>(x.tokens) * static_cast<double>(k) * static_cast<double>(x.h);
   Op router = linear("moe.router", x.tokens, x.h, E, e, s.expert_bias, x.gathered_split);
   router.params /= x.t;
@@ -98,7 +104,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   if (s.mlp == Mlp::SwiGlu) l.ops.push_back(elementwise("moe.experts.swiglu", act, e, 2.0, 2.0 * act * e, 6.0));
   else l.ops.push_back(elementwise("moe.experts.gelu", act, e, 1.0, act * e, 10.0));
   Op down = expert_linear("moe.experts.down", local, per_expert, f, x.h, e, false);
-  if (s.expert_bias) down.params += static_cast<double>(local * x.h) / x.t;  // added once, on one rank's share
+  if (s.expert_bias) down.params += static_cast<double>(local * x.h) / static_cast<double>(etp);  // added once, on one rank's share
   down.useful = useful;
   l.ops.push_back(down);
   split.last = l.ops.size();

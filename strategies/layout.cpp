@@ -20,7 +20,7 @@ Layout layout_of(const ParallelismSpec& p, const TrainingSpec& t) {
   // Gradients are summed over data x context ranks (context parallelism splits sequences, not weights).
   k.grad_ranks = p.data * p.context;
   k.shard_ranks = hybrid_shard(p) ? p.shard_size * p.context : k.grad_ranks;
-  k.expert_data = p.data / p.expert;
+  k.expert_data = p.expert_data();
   k.sync = p.updates == Updates::Sync;
   // Every asynchronous worker runs on its own, so each gets its own tasks.
   k.replicas = p.all_replicas || !k.sync ? p.data : 1;

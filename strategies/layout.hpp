@@ -23,7 +23,7 @@ struct Layout {
   std::int64_t micro_batches = 1;  // per replica and step: the global batch over data x micro-batch size
   int grad_ranks = 1;      // data x context: the ranks that sum the same gradients
   int shard_ranks = 1;     // the ranks ZeRO shards over: grad_ranks, or shard_size x context (HSDP)
-  int expert_data = 1;     // data / expert: the ranks that sum the same experts' gradients
+  int expert_data = 1;     // tensor x data / (expert x expert_tensor): the ranks that sum the same experts' gradients
   bool sync = true;        // synchronous updates
   int replicas = 1;        // data-parallel replicas given their own tasks (every one when asynchronous)
   int iterations = 1;      // local steps per simulated step (EASGD's period)

@@ -1,20 +1,32 @@
-// Expert parallelism in the emitter (Megatron-Core's layout): the `expert` GPUs of an
-// expert-parallel group are consecutive data-parallel ranks of one stage and tensor rank; expert
-// gradients are summed over the data / expert GPUs holding the same experts, dense ones over all
-// data-parallel GPUs. The MoE passes and the expert gradients' sync are strategies/units/experts.cpp.
+// Expert parallelism in the emitter (Megatron-Core's layout): the MoE layers' grid of
+// expert_tensor x expert x expert-data ranks folds over each stage's tensor x data ranks in
+// Megatron-Core's expert order tp-ep-dp (megatron/core/parallel_state.py, initialize_model_parallel:
+// the expert RankGenerator's order "tp-ep-dp-pp" over the same ranks as the dense "tp-cp-dp-pp"),
+// so an expert-parallel group is expert consecutive blocks of expert_tensor ranks: inside one node
+// whenever expert x expert_tensor GPUs fit in it. With expert_tensor = tensor (the default) that is
+// consecutive data ranks of one tensor rank. Expert gradients are summed over the expert-data
+// ranks holding the same experts, dense ones over all data-parallel GPUs. The MoE passes and the
+// expert gradients' sync are strategies/units/experts.cpp.
 #include "strategies/memory.hpp"
 #include "strategies/stack_memory.hpp"
 #include "strategies/planner.hpp"
 
 namespace dtsim::strategies {
 
+// The GPU of expert coordinates (expert tensor rank, expert rank, expert-data rank) on stage s:
+// the stage's rank i = et + ETP (ep + EP edp) is dense rank t + tensor d (context is 1 with experts).
+int Planner::expert_gpu(int s, int et, int ep, int edp) const {
+  const int i = et + p_.expert_tensor_size() * (ep + p_.expert * edp);
+  return place_.gpu(i / p_.tensor, s, i % p_.tensor);
+}
+
 std::vector<int> Planner::expert_groups(int s) {
   auto [it, fresh] = expert_groups_.try_emplace(s);
   if (fresh)
-    for (int t = 0; t < p_.tensor; ++t)
-      for (int first = 0; first < p_.data; first += p_.expert) {
+    for (int et = 0; et < p_.expert_tensor_size(); ++et)
+      for (int edp = 0; edp < p_.expert_data(); ++edp) {
         std::vector<int> ranks;
-        for (int d = first; d < first + p_.expert; ++d) ranks.push_back(place_.gpu(d, s, t));
+        for (int ep = 0; ep < p_.expert; ++ep) ranks.push_back(expert_gpu(s, et, ep, edp));
         it->second.push_back(plan_.graph.add_group(std::move(ranks)));
       }
   return it->second;
@@ -23,10 +35,10 @@ std::vector<int> Planner::expert_groups(int s) {
 std::vector<int> Planner::expert_data_groups(int s) {
   auto [it, fresh] = expert_data_groups_.try_emplace(s);
   if (fresh)
-    for (int t = 0; t < p_.tensor; ++t)
-      for (int e = 0; e < p_.expert; ++e) {
+    for (int et = 0; et < p_.expert_tensor_size(); ++et)
+      for (int ep = 0; ep < p_.expert; ++ep) {
         std::vector<int> ranks;
-        for (int d = e; d < p_.data; d += p_.expert) ranks.push_back(place_.gpu(d, s, t));
+        for (int edp = 0; edp < p_.expert_data(); ++edp) ranks.push_back(expert_gpu(s, et, ep, edp));
         it->second.push_back(plan_.graph.add_group(std::move(ranks)));
       }
   return it->second;
@@ -53,7 +65,7 @@ int Planner::dense_and_expert_collective(int s, CollectiveOp op, double dense, d
     stream = group_collective(s, op, std::move(groups), params * bytes_per_param, std::move(deps), label);
   };
   one(data_groups(s), dense, dense_label);
-  if (experts > 0 && p_.data / p_.expert > 1) one(expert_data_groups(s), experts, expert_label);
+  if (experts > 0 && p_.expert_data() > 1) one(expert_data_groups(s), experts, expert_label);
   return stream;
 }
 
@@ -65,7 +77,7 @@ double Planner::update_shard(const Layers& ls) const {
   double experts = 0;
   if (p_.expert > 1)
     for (const auto* l : ls) experts += l->expert_params();
-  return (all - experts) / shard_ranks() + experts / (p_.data / p_.expert);
+  return (all - experts) / shard_ranks() + experts / p_.expert_data();
 }
 
 MemoryBreakdown Planner::state_memory(const Layers& ls) const {
@@ -77,7 +89,7 @@ MemoryBreakdown Planner::state_memory(const Layers& ls) const {
   double experts = 0;
   for (const auto* l : ls) experts += l->expert_params();
   MemoryBreakdown m = states(all - experts, grad_ranks());
-  const MemoryBreakdown e = states(experts, p_.data / p_.expert);
+  const MemoryBreakdown e = states(experts, p_.expert_data());
   m.params += e.params;
   m.gradients += e.gradients;
   m.optimizer += e.optimizer;

@@ -47,6 +47,7 @@ class Planner {
   const TrainingSpec& training() const { return t_; }
   const models::ModelGraph& model() const { return g_; }
   const HostSpec& host() const { return host_; }
+  const std::vector<PipeOp>& stage_ops(int s) const { return seq_[static_cast<std::size_t>(s)]; }  // its schedule's passes
   Plan& plan() { return plan_; }
   WorkTable& works() { return table_; }
   int replica() const { return d_; }  // the replica being emitted
@@ -147,8 +148,10 @@ class Planner {
   void link_previous_step();
   double activation_change(int s, const PipeOp& op, double a) const;
   double live_before_window(int s) const;
-  // Expert parallelism's shares of the optimizer's parameters and of memory (plan_experts.cpp).
+  // Expert parallelism's shares of the optimizer's parameters and of memory, and the GPU of
+  // expert coordinates (expert tensor, expert and expert-data rank) on stage s (plan_experts.cpp).
   double update_shard(const Layers& ls) const;
+  int expert_gpu(int s, int et, int ep, int edp) const;
   MemoryBreakdown state_memory(const Layers& ls) const;
 
   const models::ModelGraph& g_;

@@ -114,6 +114,20 @@ struct ParallelismSpec {
   // out of the data-parallel ones (consecutive data ranks), which exchange tokens by all-to-all;
   // expert gradients are summed over the data / expert GPUs holding the same experts.
   int expert = 1;
+  // MoE parallel folding (Megatron-Core --expert-tensor-parallel-size): the MoE layers' own grid of
+  // expert_tensor x expert x expert-data ranks over the stage's tensor x data ranks, in Megatron-
+  // Core's expert order tp-ep-dp (parallel_state.py, the expert RankGenerator). 0: as `tensor`,
+  // which keeps the expert-parallel groups on one tensor rank and carved out of the data ranks.
+  int expert_tensor = 0;
+  int expert_tensor_size() const { return expert_tensor > 0 ? expert_tensor : tensor; }
+  // The ranks holding the same experts, which sum their gradients: tensor x data / (expert x
+  // expert_tensor), data / expert when expert_tensor is tensor.
+  int expert_data() const { return tensor * data / (expert * expert_tensor_size()); }
+  // Expert all-to-all overlap: each steady-state forward of an MoE layer runs beside another
+  // micro-batch's backward of it, the all-to-alls of one beside the computation of the other
+  // (Megatron-Core's --overlap-moe-expert-parallel-comm, combined_1f1b.py; DeepSeek's DualPipe).
+  enum class MoeOverlap : std::uint8_t { None, Megatron1F1B, DualPipe };
+  MoeOverlap moe_a2a_overlap = MoeOverlap::None;
   // Router load imbalance: expert i gets (1 + expert_skew z_i) times its even share of the tokens,
   // z_i standard normal drawn from expert_seed per MoE layer; the GPU with the most sets the pace.
   double expert_skew = 0;

@@ -61,6 +61,7 @@ std::uint64_t work_hash(const taskgraph::Work& w) {
     h.add(static_cast<int>(c.cut));
     h.add(c.chunks);
     h.add(c.margin_sms);
+    if (c.hidden_work >= 0) h.add(c.hidden_work);  // only then: other works keep their hashes
   }
   return h.h;
 }
@@ -83,7 +84,7 @@ bool same_work(const taskgraph::Work& a, const taskgraph::Work& b) {
     const auto &x = a.comms[i], &y = b.comms[i];
     if (x.op != y.op || x.group != y.group || !same_bits(x.bytes, y.bytes) || !same_bits(x.count, y.count) ||
         x.hidden_by != y.hidden_by || !same_bits(x.hidden_share, y.hidden_share) || x.cut != y.cut || x.chunks != y.chunks ||
-        x.margin_sms != y.margin_sms)
+        x.margin_sms != y.margin_sms || x.hidden_work != y.hidden_work)
       return false;
   }
   return true;

@@ -191,7 +191,15 @@ TEST(Units, ExpertParallelismEmitsWhatItCounts) {
   for (const char* parallelism :
        {R"("data": 16, "expert": 8)", R"("data": 16, "expert": 8, "zero_stage": 1)", R"("data": 16, "expert": 8, "zero_stage": 2)",
         R"("data": 16, "expert": 8, "zero_stage": 3)", R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full")",
-        R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 2)", R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 3)"}) {
+        R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 2)", R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 3)",
+        // folded over tensor x data ranks (expert > data), and expert tensor parallelism 1 under TP 2
+        R"("tensor": 2, "data": 8, "expert": 16, "expert_tensor": 1, "sequence_parallel": true)",
+        R"("tensor": 2, "data": 8, "expert": 4, "expert_tensor": 1, "zero_stage": 2)",
+        R"("tensor": 2, "data": 8, "expert": 4, "expert_tensor": 1, "zero_stage": 3)",
+        // the all-to-alls inline on the pieces before them, paired or alone
+        R"("data": 16, "expert": 8, "moe_a2a_overlap": "megatron-1f1b")",
+        R"("data": 8, "expert": 4, "pipeline": 2, "pipeline_schedule": "interleaved-1f1b", "virtual_stages": 2, "moe_a2a_overlap": "megatron-1f1b")",
+        R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full", "moe_a2a_overlap": "dualpipe")"}) {
     SCOPED_TRACE(parallelism);
     const auto c = count_and_plan(moe(parallelism));
     ASSERT_TRUE(c.counted.count("experts"));

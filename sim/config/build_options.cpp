@@ -11,6 +11,7 @@ models::BuildOptions build_options(const Scenario& s) {
   o.context = p.context;
   o.context_balanced = p.context_load_balance;
   o.expert = p.expert;
+  o.expert_tensor = p.expert_tensor;
   return o;
 }
 
@@ -20,6 +21,7 @@ models::BuildOptions whole_model_options(const Scenario& s) {
   o.sequence_parallel = false;
   o.context = 1;
   o.expert = 1;
+  o.expert_tensor = 0;
   return o;
 }
 

@@ -208,6 +208,8 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/activation_offload", "activations are copied to host memory and back"},
       {"scenario /parallelism/activation_offload_copies", "those copies overlap compute, or block it"},
       {"scenario /parallelism/expert", "expert-parallel GPUs"},
+      {"scenario /parallelism/expert_tensor", "GPUs each expert's MLP is split over (Megatron-Core's expert tensor parallelism); the expert grid then folds over tensor x data GPUs (default: as tensor)"},
+      {"scenario /parallelism/moe_a2a_overlap", "expert all-to-alls run beside another micro-batch's computation: Megatron-Core's 1F1B overlap or DualPipe"},
       {"scenario /parallelism/expert_skew", "how unevenly tokens go to experts (0: evenly)"},
       {"scenario /parallelism/expert_seed", "the seed that draws the skewed routing"},
       {"scenario /training", "how long and in what precision"},

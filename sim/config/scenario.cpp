@@ -64,15 +64,56 @@ void parse_context(Reader& r, Scenario& s) {
       if (r.has(key)) r.fail(key, "needs context parallelism (parallelism.context > 1)");
 }
 
+// MoE parallel folding (Megatron-Core --expert-tensor-parallel-size): the MoE layers' grid of
+// expert_tensor x expert x expert-data ranks over the stage's tensor x data ranks. Without
+// expert_tensor the experts split over `tensor` as before and the groups come out of `data`.
+void parse_expert_grid(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  p.expert_tensor = static_cast<int>(r.integer("expert_tensor", 1, kMaxGpus, 0));
+  if (p.expert_tensor == 0) {
+    if (p.data % p.expert != 0)
+      r.fail("expert", fmt::format("{} does not divide data ({}): expert-parallel groups are carved out of the data-parallel GPUs "
+                                   "(give expert_tensor to fold them over tensor x data ranks)",
+                                   p.expert, p.data));
+    return;
+  }
+  const auto* m = std::get_if<models::TransformerSpec>(&s.model.family);
+  if (!m || !m->moe()) r.fail("expert_tensor", "expert tensor parallelism needs a mixture-of-experts model (model.num_experts)");
+  if (m->expert_ffn_hidden_size % p.expert_tensor != 0)
+    r.fail("expert_tensor", fmt::format("{} does not divide model.expert_ffn_hidden_size ({})", p.expert_tensor, m->expert_ffn_hidden_size));
+  const std::int64_t grid = static_cast<std::int64_t>(p.expert) * p.expert_tensor, ranks = static_cast<std::int64_t>(p.tensor) * p.data;
+  if (ranks % grid != 0)
+    r.fail("expert_tensor", fmt::format("expert ({}) x expert_tensor ({}) = {} does not divide tensor ({}) x data ({}) = {}: the "
+                                        "expert grid folds over a stage's tensor x data GPUs",
+                                        p.expert, p.expert_tensor, grid, p.tensor, p.data, ranks));
+}
+
+// Expert all-to-all overlap (strategies::ParallelismSpec::MoeOverlap), with what Megatron-Core
+// asserts for it (transformer_config.py, overlap_moe_expert_parallel_comm).
+void parse_moe_overlap(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  using O = strategies::ParallelismSpec::MoeOverlap;
+  const std::string o = r.choice("moe_a2a_overlap", {"none", "megatron-1f1b", "dualpipe"}, "none");
+  p.moe_a2a_overlap = o == "megatron-1f1b" ? O::Megatron1F1B : o == "dualpipe" ? O::DualPipe : O::None;
+  if (p.moe_a2a_overlap == O::None) return;
+  if (p.expert == 1) r.fail("moe_a2a_overlap", "overlaps expert all-to-alls: it needs expert > 1");
+  if (p.moe_a2a_overlap != O::Megatron1F1B) return;
+  if (p.recompute == strategies::Recompute::Full)
+    r.fail("moe_a2a_overlap", "Megatron-Core refuses full recomputation with overlap_moe_expert_parallel_comm (use \"dualpipe\" "
+                              "or recompute \"selective\")");
+  if (p.pipeline > 1 && p.schedule != strategies::Schedule::Interleaved)
+    r.fail("moe_a2a_overlap", "Megatron-Core's overlap needs virtual pipeline stages when pipeline > 1: set "
+                              "\"pipeline_schedule\": \"interleaved-1f1b\"");
+}
+
 // Expert parallelism (strategies::ParallelismSpec::expert) and the router's load skew, after the
 // rest of `parallelism`, with what it is not modelled with.
 void parse_expert_parallelism(Reader& r, Scenario& s) {
   auto& p = s.parallelism;
   p.expert = static_cast<int>(r.integer("expert", 1, kMaxGpus, 1));
   if (const std::string why = s.model.expert_split_error(p.expert); !why.empty()) r.fail("expert", why);
-  if (p.data % p.expert != 0)
-    r.fail("expert", fmt::format("{} does not divide data ({}): expert-parallel groups are carved out of the data-parallel GPUs",
-                                 p.expert, p.data));
+  parse_expert_grid(r, s);
+  parse_moe_overlap(r, s);
   p.expert_skew = r.number("expert_skew", Range{0.0, 10.0}, 0.0);
   p.expert_seed = static_cast<std::uint64_t>(r.integer("expert_seed", 0, std::int64_t{1} << 53, 1));
   if (r.has("expert_skew") && p.expert_skew > 0 && p.expert == 1)
@@ -340,6 +381,9 @@ Scenario load_scenario(const std::string& path) {
     // which every replica simulated leaves no room for.
     if (s.parallelism.expert > 1 && s.parallelism.expert_skew > 0)
       throw InputError(s.file, "/stragglers", "stragglers with expert parallelism are modelled with an even router: leave expert_skew at 0");
+    // Every replica's tasks join its expert-parallel group by data rank; a folded group spans tensor ranks too.
+    if (s.parallelism.expert > 1 && s.parallelism.expert_tensor_size() != s.parallelism.tensor)
+      throw InputError(s.file, "/stragglers", "stragglers with folded expert parallelism (expert_tensor other than tensor) are not modelled");
     parse_stragglers(*st, s, doc.origins);
   }
   if (auto f = root.optional_object("faults")) {

@@ -388,7 +388,9 @@ double analytical_times(const Platform& pf, const LoweredCollective& lc, double&
 }
 
 double inline_time(const Platform& pf, const taskgraph::InlineCollective& c, const std::vector<int>& ranks) {
-  return c.count * analytical_time(pf, lower(pf, c.op, Algorithm::Ring, c.bytes, ranks));
+  // An overlapped expert all-to-all runs inline: direct, as its tasks do (Experts::all_to_all).
+  const Algorithm a = c.op == CollectiveOp::AllToAll ? Algorithm::Direct : Algorithm::Ring;
+  return c.count * analytical_time(pf, lower(pf, c.op, a, c.bytes, ranks));
 }
 
 double ring_all_reduce_closed_form(int p, double bytes, double alpha, double bandwidth) {

@@ -107,6 +107,7 @@ SliceFacts slice_facts(const config::Scenario& s) {
   slice.tensor = p.tensor;
   slice.sequence_parallel = p.sequence_parallel;
   slice.expert = p.expert;
+  slice.expert_tensor = p.expert_tensor;
   SliceFacts f;
   f.graph = std::make_shared<const models::ModelGraph>(s.model.build(slice));
   return f;
@@ -153,6 +154,13 @@ double step_tasks(const Counting& k) {
 struct Geometry {
   double ranks = 1, groups = 1, per_node = 1;
 };
+// How many of `members` ranks `stride` stage ranks apart share a node, the stage's ranks being
+// tensor ranks (contiguous) within data ranks `dp_stride` GPUs apart: the expert grid's groups.
+double folded_per_node(double members, double stride, double T, double dp_stride, double gpus_per_node) {
+  if (stride >= T) return std::clamp(std::floor(gpus_per_node / (dp_stride * stride / T)), 1.0, members);
+  return std::clamp(T / stride * std::max(1.0, std::floor(gpus_per_node / dp_stride)), 1.0, members);
+}
+
 Geometry geometry(strategies::GroupKind kind, const config::Scenario& s) {
   const auto& p = s.parallelism;
   const auto& c = s.cluster;
@@ -165,9 +173,12 @@ Geometry geometry(strategies::GroupKind kind, const config::Scenario& s) {
   switch (kind) {
     case strategies::GroupKind::Data:  // a group's context ranks spread over nodes leave one data rank per node
       return {G, T, cp_per_node * (cp_per_node < C ? 1.0 : std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D))};
-    case strategies::GroupKind::ExpertData:
-      return {D / E, T * E, std::clamp(std::floor(c.gpus_per_node / (dp_stride * E)), 1.0, D / E)};
-    case strategies::GroupKind::Expert: return {E, T * D / E, std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E)};
+    case strategies::GroupKind::ExpertData: {  // expert-data ranks: every (expert x expert_tensor)-th stage rank
+      const double R = p.expert_tensor_size(), edp = p.expert_data();
+      return {edp, R * E, folded_per_node(edp, E * R, T, dp_stride, c.gpus_per_node)};
+    }
+    case strategies::GroupKind::Expert:  // expert ranks: every expert_tensor-th stage rank
+      return {E, T * D / E, folded_per_node(E, p.expert_tensor_size(), T, dp_stride, c.gpus_per_node)};
     case strategies::GroupKind::ExpertBlock: return {E, T, std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E)};
     case strategies::GroupKind::Tensor: return {T, 1, std::min<double>(T, c.gpus_per_node)};
     case strategies::GroupKind::StagePair: return {2, 1, 1};
@@ -372,7 +383,7 @@ void check_sweep_budget(const config::Scenario& base, const std::vector<strategi
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag, int confirm) {
   double seconds = 0, bytes = 0, gpus = 0;
   std::size_t count = 0;
-  std::map<std::tuple<const SweepGroup*, int, bool, int>, SliceFacts> facts;
+  std::map<std::tuple<const SweepGroup*, int, bool, int, int>, SliceFacts> facts;
   std::vector<double> replays;  // what replaying each candidate the closed form prices would take
   for (const auto& g : groups) {
     for (std::size_t i = 0; i < g.candidates.size(); ++i) {
@@ -381,7 +392,7 @@ void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string
       s.parallelism = p;
       if (i < g.precisions.size()) s.training.precision = g.precisions[i];
       // Candidates differ in few of the fields the model slice depends on: built once for each.
-      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.expert));
+      auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.expert, p.expert_tensor));
       if (fresh) it->second = slice_facts(s);
       const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       bytes = std::max(bytes, e.bytes);

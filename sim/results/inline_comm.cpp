@@ -9,6 +9,12 @@ using taskgraph::OverlapCut;
 InlineCost inline_cost(const taskgraph::InlineCollective& c, double total, const std::function<double(double)>& alone,
                        double kernel_s, double margin_share) {
   InlineCost out;
+  if (c.hidden_work >= 0) {  // an expert all-to-all beside another micro-batch's piece
+    const double a = total / c.count, slowed = kernel_s / (1.0 - margin_share);
+    out.exposed = c.count * std::max(0.0, a - slowed);
+    out.interference = c.count * (a >= slowed ? slowed - kernel_s : margin_share * a);
+    return out;
+  }
   if (c.cut == OverlapCut::None) {
     out.exposed = c.hidden_by >= 0 ? c.count * std::max(0.0, total / c.count - c.hidden_share * kernel_s) : total;
     return out;

@@ -26,6 +26,10 @@ struct InlineCost {
 //   exposed (n - 1) max(0, r - K'/n) + r, the last share after the last slice.
 // - Bulk: the whole collective beside the whole GEMM; exposed max(0, alone(bytes) - K').
 // The interference is K' - kernel_s in each.
+// An overlapped expert all-to-all (c.hidden_work >= 0; `kernel_s` is then that whole work) holds
+// its SMs only while in flight, with the compute beside it running on the rest: with a = total /
+// count, if a >= K' the compute is slowed throughout (exposed a - K', interference K' - kernel_s),
+// else it is slowed for a only (exposed 0, interference margin_share x a).
 InlineCost inline_cost(const taskgraph::InlineCollective& c, double total, const std::function<double(double)>& alone,
                        double kernel_s, double margin_share);
 

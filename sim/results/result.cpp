@@ -170,7 +170,10 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
   }
   if (s.parallelism.expert > 1) {
     j["parallelism"]["expert"] = s.parallelism.expert;
-    j["parallelism"]["expert_data"] = s.parallelism.data / s.parallelism.expert;
+    j["parallelism"]["expert_data"] = s.parallelism.expert_data();
+    if (s.parallelism.expert_tensor > 0) j["parallelism"]["expert_tensor"] = s.parallelism.expert_tensor;
+    using O = strategies::ParallelismSpec::MoeOverlap;
+    if (const auto o = s.parallelism.moe_a2a_overlap; o != O::None) j["parallelism"]["moe_a2a_overlap"] = o == O::DualPipe ? "dualpipe" : "megatron-1f1b";
     j["parallelism"]["expert_skew"] = s.parallelism.expert_skew;
     if (r.timed) {
       j["parallelism"]["all_to_all_s_per_step"] = r.all_to_all_s;

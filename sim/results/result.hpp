@@ -70,13 +70,18 @@ struct Result {
   std::string fewest_fit_stopped;        // why that search ended without an answer, if its budget did
   bool timed = true;  // false for `dtsim memory`
   // The breakdown's comm_interference part is shown (result.json, summary, report) under a
-  // software stack, and only there, so results without one keep their bytes.
-  bool shows_interference() const { return !scenario_spec.device.stack.is_default(); }
+  // software stack or an expert all-to-all overlap (whose kernels hold SMs whatever the stack),
+  // and only there, so other results keep their bytes.
+  bool shows_interference() const {
+    return !scenario_spec.device.stack.is_default() ||
+           scenario_spec.parallelism.moe_a2a_overlap != strategies::ParallelismSpec::MoeOverlap::None;
+  }
 
   config::Scenario scenario_spec;
   strategies::Plan plan;
   replay::Timeline timeline;
   std::vector<double> work_seconds, work_comm_seconds, work_interference_seconds;
+  std::vector<double> work_all_to_all_seconds;  // of work_comm_seconds, overlapped expert all-to-alls' exposed part
   taskgraph::TaskGraph repeated;  // several steps, when simulated; else the plan's graph was replayed
   const taskgraph::TaskGraph& replayed() const { return steps ? repeated : plan.graph; }
   double wall_time_s = 0;

@@ -96,15 +96,20 @@ void price_inline_comms(Result& r, const config::Scenario& s, const network::Pla
   const std::string dtype = config::compute_dtype(s.training.precision);
   r.work_comm_seconds.assign(g.works.size(), 0.0);
   r.work_interference_seconds.assign(g.works.size(), 0.0);
+  r.work_all_to_all_seconds.assign(g.works.size(), 0.0);
+  const std::vector<double> compute = r.work_seconds;  // kernels only, before any communication
   for (std::size_t w = 0; w < g.works.size(); ++w)
     for (const auto& c : g.works[w].comms) {
       const auto& ranks = g.groups[static_cast<std::size_t>(c.group)];
       auto alone = [&](double bytes) { return network::inline_time(platform, {c.op, c.group, bytes, 1.0}, ranks); };
-      const double kernel = c.hidden_by < 0 ? 0.0
+      // Overlapped expert all-to-alls are hidden by another micro-batch's whole pass piece.
+      const double kernel = c.hidden_work >= 0 ? compute[static_cast<std::size_t>(c.hidden_work)]
+          : c.hidden_by < 0 ? 0.0
           : cost::quote_kernel(s.device, g.works[w].kernels[static_cast<std::size_t>(c.hidden_by)], dtype).seconds;
       const auto one = inline_cost(c, network::inline_time(platform, c, ranks), alone, kernel, cost::sm_share(s.device, c.margin_sms));
       r.work_comm_seconds[w] += one.exposed;
       r.work_interference_seconds[w] += one.interference;
+      if (c.op == taskgraph::CollectiveOp::AllToAll) r.work_all_to_all_seconds[w] += one.exposed;
     }
 }
 
@@ -247,6 +252,8 @@ void step_time_and_breakdown(Result& r, const config::Scenario& s, const Replaye
   for (std::size_t i = 0; i < replayed.tasks.size(); ++i)
     if (replayed.tasks[i].is_collective && replayed.tasks[i].collective().op == taskgraph::CollectiveOp::AllToAll)
       r.all_to_all_s += r.timeline.end[i] - r.timeline.start[i];
+    else if (const int w = replayed.tasks[i].work; !replayed.tasks[i].is_collective && w >= 0 && !r.work_all_to_all_seconds.empty())
+      r.all_to_all_s += r.work_all_to_all_seconds[static_cast<std::size_t>(w)];  // what an overlapped one leaves exposed
   r.all_to_all_s /= static_cast<double>(steps) * s.parallelism.pipeline;
   const double samples = samples_per_step(r, s);
   if (s.parallelism.updates != strategies::Updates::Sync) {

@@ -25,6 +25,21 @@ std::string describe(const strategies::ParallelismSpec& p) {
   return s;
 }
 
+// The scenario's expert grid and all-to-all overlap, where a candidate can keep them (the checks
+// of sim/config/scenario.cpp): folding needs expert x expert_tensor to divide tensor x data,
+// Megatron-Core's overlap no full recomputation and virtual stages under a pipeline. Without
+// experts neither applies.
+bool keep_moe_settings(strategies::ParallelismSpec& p) {
+  using O = strategies::ParallelismSpec::MoeOverlap;
+  if (p.expert == 1) {
+    p.expert_tensor = 0, p.moe_a2a_overlap = O::None;
+    return true;
+  }
+  if (p.expert_tensor > 0 && (p.tensor * p.data) % (p.expert * p.expert_tensor) != 0) return false;
+  return p.moe_a2a_overlap != O::Megatron1F1B ||
+         (p.recompute != strategies::Recompute::Full && (p.pipeline == 1 || p.schedule == strategies::Schedule::Interleaved));
+}
+
 // Expert-parallel sizes to try on `dp` data-parallel GPUs: 1, and for a mixture of experts every
 // power of two that divides both dp and the experts (what the planner can lay out).
 std::vector<int> expert_sizes(const models::ModelSpec& m, int dp) {
@@ -101,6 +116,7 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     if (ep == 1) c.p.expert_skew = 0;  // one GPU holds every expert: no GPU gets more than another
                     // The scenario's HSDP shard groups where they still divide the data ranks (not with experts).
                     if (c.p.shard_size > 0 && (dp % c.p.shard_size != 0 || ep > 1)) c.p.shard_size = 0;
+                    if (!keep_moe_settings(c.p)) continue;
                     c.precision = precision;
                     c.precision_named = precision == strategies::Precision::Fp8 || precision != precisions.front();
                     out.push_back(c);
@@ -203,7 +219,7 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
   par["recompute"] = strategies::to_string(p.recompute);
   par["sequence_parallel"] = p.sequence_parallel;
   if (p.expert > 1) par["expert"] = p.expert;
-  else par.erase("expert"), par.erase("expert_skew"), par.erase("expert_seed");
+  else par.erase("expert"), par.erase("expert_skew"), par.erase("expert_seed"), par.erase("expert_tensor"), par.erase("moe_a2a_overlap");
   par.erase("context");
   for (const char* k : {"context_comm", "context_load_balance"}) par.erase(k);
   if (p.context > 1) {

@@ -58,6 +58,9 @@ struct InlineCollective {
   OverlapCut cut = OverlapCut::None;
   int chunks = 0;
   int margin_sms = 0;
+  // MoE all-to-all overlap: the whole of work `hidden_work` (another micro-batch's pass, which runs
+  // beside it) hides it instead of kernel `hidden_by`; -1: none.
+  int hidden_work = -1;
 };
 
 // Kernels executed back to back; identical tasks on many ranks share one Work, priced once.

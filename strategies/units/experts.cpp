@@ -44,9 +44,42 @@ double slowest_expert_load(const ParallelismSpec& p, const models::ModelGraph& g
   return worst;
 }
 
+// SMs the all-to-all kernels hold while the paired computation runs: NCCL's all-to-all under
+// Megatron-Core's overlap (16 on DGX-class H100/H800 with 8 NICs: microbench comm_interference.json
+// comm-001, comm-012), DeepEP's kernels under DualPipe (20: "only 20 SMs are sufficient to fully
+// utilize the bandwidths of IB and NVLink", DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.2.2).
+constexpr int kNcclAllToAllSms = 16, kDeepEpSms = 20;
+
+taskgraph::InlineCollective overlapped_all_to_all(const ParallelismSpec& p, int group, double bytes, int hidden_work) {
+  taskgraph::InlineCollective c{CollectiveOp::AllToAll, group, bytes, 1.0};
+  if (hidden_work < 0) return c;  // beside nothing: priced alone, all exposed
+  c.hidden_work = hidden_work;  // slowing it while in flight (results::inline_cost)
+  c.margin_sms = p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::DualPipe ? kDeepEpSms : kNcclAllToAllSms;
+  return c;
+}
+
+// Which passes of a stage's schedule run beside another: each forward next to a backward of
+// another micro-batch or chunk (the one it does not depend on), taken in schedule order; the
+// warm-up forwards and the cool-down backwards run alone (Megatron-Core adds one warm-up forward
+// so that paired passes are independent, schedules.py get_pp_rank_microbatches).
+std::vector<bool> paired_passes(const std::vector<PipeOp>& ops) {
+  std::vector<bool> out(ops.size(), false);
+  for (std::size_t i = 0; i + 1 < ops.size(); ++i) {
+    const PipeOp &a = ops[i], &b = ops[i + 1];
+    if (out[i] || a.forward == b.forward || a.part == PipeOp::Part::Weight || b.part == PipeOp::Part::Weight) continue;
+    if (a.micro_batch == b.micro_batch && a.chunk == b.chunk) continue;
+    out[i] = out[i + 1] = true;
+  }
+  return out;
+}
+
 namespace {
 
 bool slower(double load) { return load > 1.0 + 1e-9; }
+
+// How an MoE layer's all-to-alls run: tasks on the network (no overlap), or inline on the pieces
+// before them, alone or beside the paired pass's computation (taskgraph::InlineCollective).
+enum class Inline : std::uint8_t { None, Alone, Paired };
 
 class Experts final : public Unit {
  public:
@@ -56,7 +89,7 @@ class Experts final : public Unit {
   bool splits(const PassKind&) const override { return true; }  // MoE layers stop at their all-to-alls
   bool takes_layers() const override { return true; }
   int emit_layer(Planner& em, Pass& pass, const models::Layer& l, std::vector<int> deps) override {
-    return layer_pass(em, pass.stage, pass.chunk, pass.kind.forward, l, std::move(deps), pass.tag);
+    return layer_pass(em, pass.stage, pass.chunk, pass.kind.forward, l, std::move(deps), pass.tag, mode(em, pass));
   }
   void after_gradient_sync(Planner& em, int s) override;
 
@@ -70,22 +103,54 @@ class Experts final : public Unit {
   };
   Passes passes(const Count& c) const;
   static double buckets(const Count& c);
-  int layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps, const std::string& tag);
+  int layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps, const std::string& tag,
+                 Inline mode);
   int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label);
-  const std::array<int, 4>& works(Planner& em, int s, bool forward, const models::Layer& l);
+  const std::array<int, 4>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode);
+  Inline mode(Planner& em, const Pass& pass);
 
-  // Per (forward, layer, tensor group) an MoE layer's works: before the dispatch, the experts,
-  // after the combine, and the experts at the most loaded GPU's load (-1: none slower); per stage
-  // the last expert task of that GPU.
-  std::map<std::tuple<bool, const models::Layer*, int>, std::array<int, 4>> moe_works_;
+  // Per (forward, layer, tensor group, all-to-alls) an MoE layer's works: before the dispatch, the
+  // experts, after the combine, and the experts at the most loaded GPU's load (-1: none slower);
+  // per stage the last expert task of that GPU, and which passes of its schedule are paired.
+  std::map<std::tuple<bool, const models::Layer*, int, Inline>, std::array<int, 4>> moe_works_;
   std::map<int, int> last_slow_;
+  std::map<int, std::vector<bool>> paired_;
 };
 
-const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const models::Layer& l) {
+// A pass's forward A2A #1 (dispatch) and #2 (combine), and backward #1 (combine's gradient) and #2
+// (dispatch's), each beside the piece of the paired pass that Megatron-Core's combined 1F1B layer
+// runs beside it (model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run: "comm_stream:
+// combine_bwd | dispatch_fwd->dispatch_bwd | combine_fwd; comp_stream: pre_dispatch_fwd |
+// mlp_bwd->mlp_bwd_dw->mlp_fwd | pre_dispatch_bwd"): forward dispatch beside the backward's
+// experts, forward combine beside the backward's part before the dispatch, backward combine beside
+// the forward's part before the dispatch, backward dispatch beside the forward's experts. Indices
+// into the other direction's works (moe_pass_works: backward's are after the combine, experts,
+// before the dispatch, in the order backward runs them).
+constexpr std::array<std::size_t, 2> kForwardHiddenBy{1, 2}, kBackwardHiddenBy{0, 1};
+
+Inline Experts::mode(Planner& em, const Pass& pass) {
+  if (em.spec().moe_a2a_overlap == ParallelismSpec::MoeOverlap::None) return Inline::None;
+  auto [it, fresh] = paired_.try_emplace(pass.stage);
+  const auto& ops = em.stage_ops(pass.stage);
+  if (fresh) it->second = paired_passes(ops);
+  if (!pass.op || ops.empty()) return Inline::Alone;
+  const auto index = static_cast<std::size_t>(pass.op - ops.data());
+  return index < it->second.size() && it->second[index] ? Inline::Paired : Inline::Alone;
+}
+
+const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode) {
   const int tpg = em.tensor_group(s);
-  auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg}, std::array<int, 4>{-1, -1, -1, -1});
+  auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg, mode}, std::array<int, 4>{-1, -1, -1, -1});
   if (!fresh) return it->second;
   auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg);
+  if (mode != Inline::None) {  // the two all-to-alls ride on the pieces before them
+    const int group = em.expert_groups(s).front();  // holds the stage's first GPU, where its tasks run
+    std::array<int, 4> other{-1, -1, -1, -1};
+    if (mode == Inline::Paired) other = works(em, s, !forward, l, Inline::None);
+    for (std::size_t a = 0; a < 2; ++a)
+      w[a].comms.push_back(overlapped_all_to_all(em.spec(), group, l.experts.dispatch_bytes,
+                                                 mode == Inline::Paired ? other[(forward ? kForwardHiddenBy : kBackwardHiddenBy)[a]] : -1));
+  }
   const double load = slowest_expert_load(em.spec(), em.model(), l);
   if (slower(load)) {
     taskgraph::Work slow = w[1];
@@ -119,16 +184,17 @@ int Experts::all_to_all(Planner& em, int s, const models::Layer& l, std::vector<
 // GPU's expert work runs too, at its load, and the combine waits for it: the slowest expert GPU
 // sets the pace, and what this GPU waits is straggler wait.
 int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps,
-                        const std::string& tag) {
+                        const std::string& tag, Inline mode) {
   const std::string what = (forward ? "fwd " : "bwd ") + l.name + tag;
   if (!l.experts.moe()) return em.compute(s, em.pass_work(forward, chunk, &l, em.tensor_group(s)), std::move(deps), what);
-  const auto w = works(em, s, forward, l);
-  if (!forward && em.spec().recompute == Recompute::Full) {  // the forward again, all-to-alls included
-    const int again = layer_pass(em, s, chunk, true, l, std::move(deps), tag + " recompute");
+  const auto w = works(em, s, forward, l, mode);
+  if (!forward && em.spec().recompute == Recompute::Full) {  // the forward again, all-to-alls included (beside nothing)
+    const int again = layer_pass(em, s, chunk, true, l, std::move(deps), tag + " recompute", mode == Inline::None ? mode : Inline::Alone);
     deps = {again};
   }
   const int before = em.compute(s, w[0], std::move(deps), what + (forward ? " before dispatch" : " before combine"));
-  const int first = all_to_all(em, s, l, {before}, (forward ? "dispatch " : "combine grad ") + l.name + tag);
+  const bool inlined = mode != Inline::None;  // the all-to-alls ride on the pieces before them
+  const int first = inlined ? before : all_to_all(em, s, l, {before}, (forward ? "dispatch " : "combine grad ") + l.name + tag);
   std::vector<int> done{em.compute(s, w[1], {first}, what + " experts")};
   if (w[3] >= 0) {
     const int slow_rank = em.shape().place.gpu(em.replica() + 1, s, 0);  // stands for the group's most loaded GPU
@@ -137,6 +203,7 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
     last_slow_[s] = em.plan().graph.add_compute(slow_rank, w[3], taskgraph::Category::Compute, what + " experts, most loaded GPU", after);
     done.push_back(last_slow_[s]);
   }
+  if (inlined) return em.compute(s, w[2], done, what + (forward ? " after combine" : " after dispatch"));
   const int second = all_to_all(em, s, l, done, (forward ? "combine " : "dispatch grad ") + l.name + tag);
   return em.compute(s, w[2], {second}, what + (forward ? " after combine" : " after dispatch"));
 }
@@ -147,7 +214,7 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
 // last waits for the dense ones too, so that the optimizer after it has every gradient.
 void Experts::after_gradient_sync(Planner& em, int s) {
   const auto& p = em.spec();
-  if (p.data / p.expert <= 1) return;
+  if (p.expert_data() <= 1) return;
   const Layers mine = em.shape().stage_layers(s);
   const auto buckets = make_buckets(mine, grad_bytes_per_param(em.training().precision), p.bucket_bytes, p.first_bucket_bytes,
                                     BucketParams::Expert);
@@ -184,7 +251,7 @@ Experts::Passes Experts::passes(const Count& c) const {
           continue;
         }
         out.computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0));
-        out.all_to_alls += times * 2;
+        if (c.p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::None) out.all_to_alls += times * 2;  // else inline
       }
     }
   out.computes *= c.per_replica();

@@ -2,6 +2,7 @@
 // Every mechanism unit's maker, for the registry (strategies/unit.cpp). One file per unit.
 #include <memory>
 
+#include "sim/taskgraph/task_graph.hpp"
 #include "strategies/unit.hpp"
 
 namespace dtsim::strategies {
@@ -18,6 +19,12 @@ std::unique_ptr<Unit> make_optimizer_offload(const ParallelismSpec& p);  // unit
 // How many times its even share of the tokens the most loaded GPU of an expert-parallel group
 // gets in layer l of graph g under the router's skew (units/experts.cpp).
 double slowest_expert_load(const ParallelismSpec& p, const models::ModelGraph& g, const models::Layer& l);
+
+// Expert all-to-all overlap (units/experts.cpp): which passes of a stage's schedule run beside a
+// pass of the other direction, and an all-to-all of `bytes` per GPU on `group` carried by a piece
+// of a pass, beside work `hidden_work` of the paired pass (-1: beside nothing).
+std::vector<bool> paired_passes(const std::vector<PipeOp>& ops);
+taskgraph::InlineCollective overlapped_all_to_all(const ParallelismSpec& p, int group, double bytes, int hidden_work);
 
 // DeepSpeed's or FSDP's ZeRO-3 runs the passes (rather than Megatron-LM's idealised one).
 bool framework_zero3(const ParallelismSpec& p);
