@@ -191,6 +191,8 @@ Kernel gemm(const std::string& name, I m, I n, I k, double e) {
 // layer wrote is split: each rank holds 1/t of its channels, a contiguous block unless a concat
 // interleaved the ranks' blocks. The image is whole on every rank.
 struct Tensors {
+  Tensors(const CnnSpec& s, const BuildOptions& o)
+      : spec(s), t(o.tensor), n(static_cast<double>(o.micro_batch)), e(static_cast<double>(o.activation_bytes)) {}
   const CnnSpec& spec;
   I t = 1;
   double n = 1, e = 2;  // images per micro-batch, bytes per element
@@ -213,7 +215,7 @@ struct Tensors {
 
 Tensors tensors_of(const CnnSpec& spec, const BuildOptions& o) {
   const std::size_t ops = spec.ops.size();
-  Tensors ts{spec, o.tensor, static_cast<double>(o.micro_batch), static_cast<double>(o.activation_bytes)};
+  Tensors ts(spec, o);
   ts.image = {spec.channels, spec.image_size, spec.image_size};
   // Which tensors need a gradient (not the image, nor what only the image feeds), and how many
   // ops read each tensor: a tensor read twice has its two gradients summed in backward.
@@ -370,7 +372,10 @@ ModelGraph build_cnn(const CnnSpec& spec, const BuildOptions& o) {
   const Tensors ts = tensors_of(spec, o);
   const double e = ts.e, n = ts.n;
   ModelGraph g{spec.name, o, {}, 0};
-  for (const auto& name : spec.layers) g.layers.push_back(Layer{name, LayerKind::Block, {}, 0, 0, {o.tensor > 1}});
+  for (const auto& name : spec.layers) {
+    g.layers.emplace_back().name = name;
+    g.layers.back().tensor_split.splittable = o.tensor > 1;
+  }
   Kept kept{ts, {}, {}};
   std::vector<std::set<int>> gathered(g.layers.size());
   for (std::size_t i = 0; i < spec.ops.size(); ++i) {
@@ -394,7 +399,11 @@ ModelGraph build_cnn(const CnnSpec& spec, const BuildOptions& o) {
   // Under the channel split each rank gathers the logits and computes the whole (small) loss.
   const int last = static_cast<int>(spec.ops.size()) - 1;
   const double logits = n * static_cast<double>(spec.classes);
-  Layer head{"loss", LayerKind::Head, {}, ts.whole(last), 0, {o.tensor > 1}};
+  Layer head;
+  head.name = "loss";
+  head.kind = LayerKind::Head;
+  head.input_bytes = ts.whole(last);
+  head.tensor_split.splittable = o.tensor > 1;
   if (ts.share(last) < 1.0) head.tensor_split.channel_gathers = {ts.whole(last)};
   Op loss;
   loss.name = "cross_entropy";

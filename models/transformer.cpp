@@ -157,7 +157,7 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   // and (for the input gradients of the column-parallel GEMMs) backward; with sequence
   // parallelism each pass also gathers the sharded inputs of QKV and fc1, and backward gathers
   // them once more for the weight gradients (Korthikanti et al. 2022, Sec. 4.2.2).
-  l.tensor_split = {true, x.th * e, 2, 2, 2, 4};
+  l.tensor_split = {true, x.th * e, 2, 2, 2, 4, {}, {}};
   return l;
 }
 
