@@ -90,7 +90,14 @@ class CnnBuilder {
 // deviation (fp32), ReLU its output, max pooling its input and int64 indices, average pooling its
 // input, dropout a one-byte mask; each tensor once, however many ops keep it. Convolutions and
 // fully connected layers count as model FLOPs; backward skips the input gradient of ops whose
-// input needs none (the image). Tensor parallelism does not split these layers.
+// input needs none (the image).
+// Tensor parallelism t is AlexNet's channel split (Krizhevsky et al. 2012, section 3.2): each rank
+// computes 1/t of every convolution's and fully connected layer's output channels (1/t of a
+// grouped convolution's groups) and holds 1/t of their weights; batch norm, ReLU, pooling,
+// dropout and adds work on the rank's own channels. An op that reads every channel of a split
+// tensor all-gathers it first (once per layer) and keeps the gathered whole for backward, where
+// its input gradient, partial over the rank's outputs, is reduce-scattered back to the channel
+// shares (Layer::tensor_split.channel_gathers, channel_sums). The loss gathers the logits.
 ModelGraph build_cnn(const CnnSpec& spec, const BuildOptions& options);
 
 // Forward multiply-accumulates of one image in convolutions and fully connected layers: the

@@ -12,6 +12,19 @@ struct Overload : F... {
 // clang 14 (the fuzz build's compiler) does not deduce an aggregate's template arguments yet.
 template <class... F>
 Overload(F...) -> Overload<F...>;
+
+// AlexNet's channel split (Krizhevsky et al. 2012): each rank computes 1/t of every convolution's
+// and fully connected layer's outputs, and a grouped convolution 1/t of its groups.
+std::string cnn_channel_split_error(const CnnSpec& m, std::int64_t t) {
+  for (const auto& op : m.ops) {
+    if (op.kind != CnnOpKind::Conv && op.kind != CnnOpKind::Fc) continue;
+    if (op.filters % t != 0)
+      return fmt::format("{} does not divide the {} outputs of {} (tensor parallelism splits a CNN's channels)", t, op.filters, op.name);
+    if (op.groups > 1 && op.groups % t != 0)
+      return fmt::format("{} does not divide the {} groups of {} (tensor parallelism splits a CNN's channels)", t, op.groups, op.name);
+  }
+  return "";
+}
 }  // namespace
 
 const char* ModelSpec::kind() const {
@@ -53,11 +66,7 @@ std::string ModelSpec::tensor_split_error(std::int64_t t) const {
                         return fmt::format("{} does not divide model.expert_ffn_hidden_size ({})", t, m.expert_ffn_hidden_size);
                       return "";
                     },
-                             [&](const CnnSpec&) -> std::string {
-                               if (t == 1) return "";
-                               return fmt::format("{}-way tensor parallelism cannot split a CNN's layers (model.kind \"cnn\"): "
-                                                  "use data or pipeline parallelism", t);
-                             }},
+                             [&](const CnnSpec& m) { return cnn_channel_split_error(m, t); }},
                     family);
 }
 

@@ -173,6 +173,11 @@ struct TensorSplit {
   double bytes = 0;
   double forward_sums = 0, backward_sums = 0;        // partial results summed across the group
   double forward_gathers = 0, backward_gathers = 0;  // sharded inputs gathered (sequence parallel only)
+  // A CNN split by output channels (Krizhevsky et al. 2012, section 3.2), with or without sequence
+  // parallelism: the whole bytes of each channel-split input gathered before an op that reads
+  // every channel (forward), and of each such input's gradient, partial over this rank's output
+  // channels, reduce-scattered back to the ranks' channel shares (backward). One entry each.
+  std::vector<double> channel_gathers, channel_sums;
   bool operator==(const TensorSplit&) const = default;
 };
 

@@ -162,12 +162,12 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   // and (for the input gradients of the column-parallel GEMMs) backward; with sequence
   // parallelism each pass also gathers the sharded inputs of QKV and fc1, and backward gathers
   // them once more for the weight gradients (Korthikanti et al. 2022, Sec. 4.2.2).
-  l.tensor_split = {true, x.th * e, 2, 2, 2, 4};
+  l.tensor_split = {true, x.th * e, 2, 2, 2, 4, {}, {}};
   // Folded experts (expert tensor parallelism other than tensor) take the sequence-parallel shard
   // each rank holds straight to the all-to-all and back (Megatron-Core's alltoall dispatcher with
   // expert TP 1): only attention's pair remains, unless shared experts run tensor-parallel.
   const bool folded = o.expert_tensor > 0 && o.expert_tensor != o.tensor;
-  if (s.moe_block(index) && folded && s.shared_experts == 0) l.tensor_split = {true, x.th * e, 1, 1, 1, 2};
+  if (s.moe_block(index) && folded && s.shared_experts == 0) l.tensor_split = {true, x.th * e, 1, 1, 1, 2, {}, {}};
   return l;
 }
 

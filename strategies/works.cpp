@@ -144,6 +144,8 @@ std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, 
   std::vector<InlineCollective> out;
   if (sp && gathers > 0) out.push_back(c(CollectiveOp::AllGather, gathers));
   if (sums > 0) out.push_back(c(sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, sums));
+  for (double bytes : forward ? split.channel_gathers : split.channel_sums)
+    out.push_back(InlineCollective{forward ? CollectiveOp::AllGather : CollectiveOp::ReduceScatter, group, bytes, 1});
   // Full recomputation re-runs a block's forward, collectives included, before its backward.
   if (!forward && (p.recompute == Recompute::Full || p.recompute == Recompute::Stage) && layer.kind == models::LayerKind::Block) {
     auto again = tensor_parallel_comms(layer, true, g, p, group);

@@ -138,7 +138,6 @@ TEST(CnnScenario, LayerListErrorsNameTheEntry) {
             "/model/layers: the last op gives 12 values per image, but the model has 10 classes");
   EXPECT_EQ(error_of(R"({"kind": "cnn", "image_size": 8, "classes": 10, "layers": [{"op": "fc", "units": 10, "size": 3}]})"),
             "/model/layers/0/size: unknown key");
-  EXPECT_EQ(error_of(R"({"preset": "resnet-50"})", R"({"data": 4, "tensor": 2})"),
-            "/parallelism/tensor: 2-way tensor parallelism cannot split a CNN's layers (model.kind \"cnn\"): use data or "
-            "pipeline parallelism");
+  // Tensor parallelism splits a CNN's channels (tests/test_cnn_split.cpp).
+  EXPECT_EQ(error_of(R"({"preset": "resnet-50"})", R"({"data": 4, "tensor": 2})"), "");
 }

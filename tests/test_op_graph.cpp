@@ -86,14 +86,14 @@ TEST(OpGraph, StageTransfersCarryTheTensorTheLastLayerHandsOn) {
 TEST(OpGraph, TensorCollectivesFollowTheLayersSplitRule) {
   auto g = models::build_transformer(small(), {1, 2, models::Attention::Standard, 2, false});
   auto& block = g.layers[1];
-  block.tensor_split = {true, 1000, 3, 1, 0, 0};
+  block.tensor_split = {true, 1000, 3, 1, 0, 0, {}, {}};
   const auto p = pipeline(1, 2);
   const auto fwd = strategies::tensor_parallel_comms(block, true, g, p, 0);
   ASSERT_EQ(fwd.size(), 1u);
   EXPECT_EQ(fwd[0].op, taskgraph::CollectiveOp::AllReduce);
   EXPECT_DOUBLE_EQ(fwd[0].bytes, 1000);
   EXPECT_DOUBLE_EQ(fwd[0].count, 3);
-  block.tensor_split = {true, 1000, 0, 0, 0, 0};
+  block.tensor_split = {true, 1000, 0, 0, 0, 0, {}, {}};
   EXPECT_TRUE(strategies::tensor_parallel_comms(block, true, g, p, 0).empty());
 }
 

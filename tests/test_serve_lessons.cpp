@@ -46,10 +46,10 @@ json lessons_from(int port) {
 TEST(ServeLessons, EveryLecturesLessonIsServedInOrder) {
   Server server;
   const json lessons = lessons_from(server.port());
-  ASSERT_GE(lessons.size(), 11u);
+  ASSERT_GE(lessons.size(), 12u);
   for (const char* name : {"all-reduce-vs-parameter-server", "all-reduce-algorithms", "pipeline-bubble", "zero-and-offload",
                            "tensor-pipeline-data", "stragglers-backup-workers", "sync-vs-async", "failures-checkpoints",
-                           "input-stalls", "cnn-gpus-vs-tpu-pods", "hand-placement"}) {
+                           "input-stalls", "cnn-gpus-vs-tpu-pods", "hand-placement", "channel-split"}) {
     bool found = false;
     for (const auto& l : lessons) found = found || l["name"] == name;
     EXPECT_TRUE(found) << name;

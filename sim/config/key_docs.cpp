@@ -156,7 +156,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /hardware/host_cores", "a node's CPU cores (offloaded optimizer steps)"},
       {"scenario /hardware/host_core", "one CPU core's fp32 rate"},
       {"scenario /parallelism", "how the model is split and replicated over the GPUs"},
-      {"scenario /parallelism/tensor", "tensor-parallel GPUs (Megatron's intra-layer split)"},
+      {"scenario /parallelism/tensor", "tensor-parallel GPUs (Megatron's intra-layer split; a CNN's channels, as AlexNet split them)"},
       {"scenario /parallelism/pipeline", "pipeline stages"},
       {"scenario /parallelism/context", "context-parallel GPUs (the sequence split, ring attention)"},
       {"scenario /parallelism/data", "data-parallel replicas; default: the GPUs left after tensor x pipeline x context"},
