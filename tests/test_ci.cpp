@@ -94,7 +94,9 @@ std::vector<std::string> xml_elements(const std::string& x) {
     if (tag.front() == '?') continue;
     if (tag.front() == '/') {
       EXPECT_FALSE(stack.empty());
-      if (!stack.empty()) EXPECT_EQ(stack.back(), tag.substr(1));
+      if (!stack.empty()) {
+        EXPECT_EQ(stack.back(), tag.substr(1));
+      }
       if (!stack.empty()) stack.pop_back();
       continue;
     }

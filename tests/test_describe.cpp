@@ -161,7 +161,9 @@ TEST(Registries, ScheduleNamesRoundTripAndAreWhatTheLoaderAccepts) {
   }
   EXPECT_FALSE(dtsim::strategies::schedule_from_string("1F1B").has_value());
   for (const auto& k : dtsim::config::declared_keys())
-    if (k.key.pointer == "/parallelism/pipeline_schedule") EXPECT_EQ(k.key.choices, names);
+    if (k.key.pointer == "/parallelism/pipeline_schedule") {
+      EXPECT_EQ(k.key.choices, names);
+    }
 }
 
 }  // namespace

@@ -102,7 +102,9 @@ TEST(ImportRun, EachWritesAScenarioThatRuns) {
     std::ofstream(out) << scenario.dump(2);
     const auto run = run_dtsim({"run", out, "--format", "json", "-o", dir.path(c[0] + "-out")}, dir);
     EXPECT_EQ(run.code, 0) << c[0] << ": " << run.err;
-    if (run.code == 0) EXPECT_GT(nlohmann::json::parse(run.out)["step_time_s"].get<double>(), 0.0) << c[0];
+    if (run.code == 0) {
+      EXPECT_GT(nlohmann::json::parse(run.out)["step_time_s"].get<double>(), 0.0) << c[0];
+    }
   }
 }
 
