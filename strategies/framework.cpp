@@ -1,5 +1,7 @@
 #include "strategies/framework.hpp"
 
+#include "strategies/recompute.hpp"
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -121,7 +123,7 @@ struct Units {
 
 }  // namespace
 
-std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute) {
+std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck) {
   std::vector<ParamUse> out;
   const int n = static_cast<int>(layers.size());
   auto ops = [&](int li, bool backward, bool reversed) {
@@ -139,16 +141,16 @@ std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers
   };
   for (int li = 0; li < n; ++li) ops(li, false, false);
   for (int li = n - 1; li >= 0; --li) {
-    const bool rerun = recompute && block(layers[static_cast<std::size_t>(li)]);
+    const bool rerun = reruns_whole(ck.of(*layers[static_cast<std::size_t>(li)]));
     if (rerun && f.regather_for_recompute && !f.gather_per_layer) ops(li, true, false);
     ops(li, true, true);
   }
   return out;
 }
 
-std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute,
+std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck,
                                   std::vector<int>* wait) {
-  const auto uses = param_uses(layers, f, recompute);
+  const auto uses = param_uses(layers, f, ck);
   if (wait) wait->assign(uses.size(), -1);
   const Units units(layers, f, uses);
 
@@ -175,8 +177,8 @@ std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layer
   return out;
 }
 
-double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute) {
-  const auto uses = param_uses(layers, f, recompute);
+double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck) {
+  const auto uses = param_uses(layers, f, ck);
   const Units units(layers, f, uses);
   std::map<std::pair<int, int>, double> size;
   for (const auto& u : uses) size[units.key(u)] = units.size(u);

@@ -38,6 +38,7 @@ Layout layout_of(const models::ModelGraph& g, const ParallelismSpec& p, const Tr
   if (!p.stage_blocks.empty() && (k.virtual_stages != 1 || static_cast<int>(p.stage_blocks.size()) != p.pipeline))
     throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
   k.chunk_layers = split_chunks(g, k.chunks, p.stage_blocks);
+  k.checkpoints = Checkpoints(p, k.chunk_layers, k.pipeline);
   return k;
 }
 

@@ -14,7 +14,8 @@ namespace dtsim::strategies {
 // Full keeps each block's input and re-runs one block at a time before its backward (Megatron's
 // full recomputation); Stage is GPipe's re-materialisation (Huang et al. 2019, Sec. 2.3): each
 // pipeline chunk keeps only its input per micro-batch and re-runs its whole forward before its
-// backward.
+// backward. Which blocks Full reaches: ParallelismSpec::recompute_layers, recompute_every,
+// recompute_group (strategies/recompute.hpp).
 enum class Recompute { None, Selective, Full, Stage };
 // Gradient compression before synchronisation: fp16 halves fp32 gradients; int8 quantises to one
 // byte per value (as 1-bit/8-bit Adam-style schemes do); top-k keeps a fraction of the values with
@@ -54,6 +55,13 @@ struct ParallelismSpec {
   int data = 1, tensor = 1, pipeline = 1;
   std::int64_t micro_batch = 1;
   Recompute recompute = Recompute::None;
+  // Under full recomputation, which blocks it reaches (0: every one). recompute_layers: the first
+  // N blocks of each pipeline chunk, the rest keep all their activations (Megatron-LM
+  // --recompute-method block --recompute-num-layers N). recompute_every: every n-th block of a
+  // stage, counted through its chunks in order (torchtitan's selective_ac_option = "n").
+  // recompute_group: every block, checkpointed N at a time, each group keeping only its input
+  // and rebuilt whole before its backward (Megatron-LM --recompute-method uniform).
+  int recompute_layers = 0, recompute_every = 0, recompute_group = 1;
   int zero_stage = 0;
   // PyTorch DDP defaults: bucket_cap_mb = 25 and a 1 MiB first bucket (torch/nn/parallel/distributed.py).
   double bucket_bytes = 25.0 * 1024 * 1024;

@@ -132,8 +132,7 @@ models::Kernel fp8_weight_cast_kernel(double params) {
   return k;
 }
 
-std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward, const models::ModelGraph& g,
-                                                    const ParallelismSpec& p, int group) {
+std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward, const ParallelismSpec& p, int group) {
   if (p.tensor <= 1) return {};
   const auto& split = layer.tensor_split;
   const bool sp = p.sequence_parallel;
@@ -143,12 +142,13 @@ std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, 
   std::vector<InlineCollective> out;
   if (sp && gathers > 0) out.push_back(c(CollectiveOp::AllGather, gathers));
   if (sums > 0) out.push_back(c(sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, sums));
-  // Full recomputation re-runs a block's forward, collectives included, before its backward.
-  if (!forward && (p.recompute == Recompute::Full || p.recompute == Recompute::Stage) && layer.kind == models::LayerKind::Block) {
-    auto again = tensor_parallel_comms(layer, true, g, p, group);
-    out.insert(out.end(), again.begin(), again.end());
-  }
   return out;
+}
+
+// Full recomputation re-runs a block's forward, collectives included, before its backward.
+std::vector<InlineCollective> recompute_comms(const models::Layer& layer, Recompute r, const ParallelismSpec& p, int group) {
+  if (!reruns_whole(r) || layer.kind != models::LayerKind::Block) return {};
+  return tensor_parallel_comms(layer, true, p, group);
 }
 
 std::vector<InlineCollective> context_parallel_comms(const models::Layer& layer, bool forward, const ParallelismSpec& p,
@@ -184,7 +184,7 @@ int append(taskgraph::Work& w, const models::Op& op, const std::vector<models::K
 }
 }  // namespace
 
-taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
+taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& /*g: as backward's*/,
                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp) {
   taskgraph::Work w;
   w.name = layers.size() == 1 ? "fwd " + layers[0]->name : fmt::format("fwd {}..{}", layers.front()->name, layers.back()->name);
@@ -192,7 +192,7 @@ taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, co
     int attention = -1;
     std::vector<TpLinearAt> linears;
     for (const auto& op : l->ops) attention = append(w, op, op.forward, attention, linears);
-    auto c = overlap_tp_comms(tensor_parallel_comms(*l, true, g, p, tp_group), linears, p);
+    auto c = overlap_tp_comms(tensor_parallel_comms(*l, true, p, tp_group), linears, p);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
     auto x = context_parallel_comms(*l, true, p, cp, attention);
     w.comms.insert(w.comms.end(), x.begin(), x.end());
@@ -201,15 +201,18 @@ taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, co
 }
 
 taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp) {
+                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp, const Checkpoints* ck) {
+  const Checkpoints own = ck ? Checkpoints() : Checkpoints(p, {layers}, 1);
+  if (!ck) ck = &own;
   taskgraph::Work w;
   w.name = layers.size() == 1 ? "bwd " + layers[0]->name : fmt::format("bwd {}..{}", layers.back()->name, layers.front()->name);
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     const auto& l = **it;
+    const Recompute r = ck->of(l);
     int reran = -1;
     std::vector<TpLinearAt> linears;
     for (const auto& op : l.ops)
-      if (rerun(l, op, p.recompute)) reran = append(w, op, op.forward, reran, linears);
+      if (rerun(l, op, r)) reran = append(w, op, op.forward, reran, linears);
     if (reran >= 0) {  // recomputing attention exchanges K and V again
       auto x = context_parallel_comms(l, true, p, cp, reran);
       w.comms.insert(w.comms.end(), x.begin(), x.end());
@@ -220,7 +223,10 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
     w.comms.insert(w.comms.end(), x.begin(), x.end());
     if (!p.fused_grad_accumulation && l.params() > 0)
       w.kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
-    auto c = overlap_tp_comms(tensor_parallel_comms(l, false, g, p, tp_group), linears, p);
+    auto tp = tensor_parallel_comms(l, false, p, tp_group);
+    auto again = recompute_comms(l, r, p, tp_group);
+    tp.insert(tp.end(), again.begin(), again.end());
+    auto c = overlap_tp_comms(std::move(tp), linears, p);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
   }
   return w;
@@ -243,8 +249,8 @@ double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int el
 }
 
 taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                                   const ParallelismSpec& p, int tp_group, bool weight) {
-  taskgraph::Work whole = backward_work(layers, g, p, tp_group);
+                                   const ParallelismSpec& p, int tp_group, bool weight, const Checkpoints* ck) {
+  taskgraph::Work whole = backward_work(layers, g, p, tp_group, {}, ck);
   taskgraph::Work w;
   w.name = (weight ? "bwd weight " : "bwd input ") + whole.name.substr(4);
   std::vector<int> kept(whole.kernels.size(), -1);
@@ -263,7 +269,7 @@ taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& laye
 }
 
 std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
-                                             const ParallelismSpec& p, int tp_group) {
+                                             const ParallelismSpec& p, int tp_group, Recompute r) {
   std::array<taskgraph::Work, 3> w;
   const std::size_t first = l.experts.first, last = l.experts.last, n = l.ops.size();
   const char* pass = forward ? "fwd " : "bwd ";
@@ -276,14 +282,16 @@ std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forwa
   } else {
     // Full recomputation re-runs the whole forward, all-to-alls included: the planner emits it.
     for (const auto& op : l.ops)
-      if (p.recompute != Recompute::Full && rerun(l, op, p.recompute)) add(w[0], op.forward);
+      if (r != Recompute::Full && rerun(l, op, r)) add(w[0], op.forward);
     for (std::size_t i = n; i-- > 0;) add(w[i >= last ? 0 : i >= first ? 1 : 2], l.ops[i].backward);
     if (!p.fused_grad_accumulation && l.params() > 0)
       w[2].kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
   }
-  w[2].comms = tensor_parallel_comms(l, forward, g, p, tp_group);
-  if (!forward && p.recompute == Recompute::Full)  // the re-run forward's collectives go with it
-    w[2].comms.resize(w[2].comms.size() - tensor_parallel_comms(l, true, g, p, tp_group).size());
+  w[2].comms = tensor_parallel_comms(l, forward, p, tp_group);
+  if (!forward && r != Recompute::Full) {  // a full re-run's collectives go with the forward the planner emits
+    auto again = recompute_comms(l, r, p, tp_group);
+    w[2].comms.insert(w[2].comms.end(), again.begin(), again.end());
+  }
   return w;
 }
 

@@ -110,6 +110,28 @@ TEST(ClosedForm, AgreesWithTheAnalyticalReplayOnAGrid) {
   EXPECT_LT(worst, kBound) << worst_case;
 }
 
+// Recomputing some blocks only (recompute_layers, recompute_every, recompute_group): each block
+// priced as recomputed or not, one closed form shared across the strategies as the sweep shares it.
+TEST(ClosedForm, SomeBlocksRecomputedAgreeWithTheReplay) {
+  const Scenario base = two_nodes();
+  dtsim::results::ClosedForm closed(base);
+  for (int pp : {1, 2})
+    for (int rule : {0, 1, 2, 3}) {
+      Scenario s = with(base, {2, pp, 1, Schedule::OneFOneB, 0, Recompute::Full});
+      auto& p = s.parallelism;
+      if (rule == 1) p.recompute_layers = 2;
+      if (rule == 2) p.recompute_every = 3;
+      if (rule == 3) p.recompute_group = 4;
+      ASSERT_EQ(dtsim::results::closed_form_gap(s), "");
+      const auto replayed = dtsim::results::simulate(s);
+      const auto estimated = closed.estimate(s);
+      EXPECT_EQ(estimated.memory.peak(), replayed.memory.peak()) << pp << " " << rule;
+      EXPECT_EQ(estimated.hardware_flops, replayed.hardware_flops) << pp << " " << rule;
+      const double rel = std::abs(estimated.step_time_s - replayed.step_time_s) / replayed.step_time_s;
+      EXPECT_LT(rel, pp == 1 ? 1e-9 : kBound) << pp << " " << rule;
+    }
+}
+
 TEST(ClosedForm, StrategiesItDoesNotKnowAreLeftToTheReplay) {
   const Scenario base = two_nodes();
   EXPECT_EQ(dtsim::results::closed_form_gap(base), "");

@@ -61,6 +61,32 @@ TEST(ImportRun, TorchtitanTomlWithFsdpAndOpLevelCheckpointing) {
   EXPECT_EQ(r.gpus, 0);  // -1 takes whatever the cluster has
 }
 
+// Megatron-LM's full recomputation reaches the blocks --recompute-method and --recompute-num-layers
+// name; torchtitan's selective_ac_option = "n" every n-th block.
+TEST(ImportRun, WhichBlocksFullRecomputationReaches) {
+  using dtsim::config::import_megatron_args;
+  const std::string full = "torchrun pretrain_gpt.py --recompute-granularity full ";
+  auto r = import_megatron_args(full + "--recompute-method block --recompute-num-layers 4", "x.sh");
+  EXPECT_EQ(r.parallelism["recompute"], "full");
+  EXPECT_EQ(r.parallelism["recompute_layers"], 4);
+  EXPECT_TRUE(names(r.mapped, "--recompute-num-layers"));
+  r = import_megatron_args(full + "--recompute-num-layers 2 --recompute-method uniform", "x.sh");
+  EXPECT_EQ(r.parallelism["recompute_group"], 2);
+  r = import_megatron_args(full + "--recompute-method uniform --recompute-num-layers 1", "x.sh");
+  EXPECT_FALSE(r.parallelism.contains("recompute_group"));  // one block at a time: plain full
+  EXPECT_FALSE(r.parallelism.contains("recompute_layers"));
+  r = import_megatron_args("torchrun pretrain_gpt.py --recompute-activations --recompute-method block --recompute-num-layers 4", "x.sh");
+  EXPECT_EQ(r.parallelism["recompute"], "selective");
+  EXPECT_FALSE(r.parallelism.contains("recompute_layers"));
+  EXPECT_TRUE(names(r.ignored, "--recompute-num-layers (read only with --recompute-granularity full)"));
+  std::string toml = slurp(kData + "llama3_8b.toml");
+  toml.replace(toml.find("selective_ac_option = \"op\""), 26, "selective_ac_option = \"2\"");
+  const auto t = dtsim::config::import_torchtitan_toml(toml, "x.toml");
+  EXPECT_EQ(t.parallelism["recompute"], "full");
+  EXPECT_EQ(t.parallelism["recompute_every"], 2);
+  EXPECT_TRUE(names(t.mapped, "activation_checkpoint.selective_ac_option"));
+}
+
 TEST(ImportRun, DeepSpeed2021ZeroThreeConfig) {
   const auto r = dtsim::config::import_deepspeed_config(nlohmann::json::parse(slurp(kData + "ds_zero_stage_3_config_release.json")), "x.json");
   EXPECT_EQ(r.parallelism["framework"], "deepspeed");

@@ -131,7 +131,33 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     p["recompute"] = v == "selective" ? "selective" : "full", m.run.mapped.push_back(f);
   } else if (f == "--recompute-activations") {
     p["recompute"] = "selective", m.run.mapped.push_back(f);
+  } else if (f == "--recompute-method" || f == "--recompute-num-layers") {
+    m.run.mapped.push_back(f);  // read together after the loop (map_recompute_blocks)
   }
+}
+
+// Which blocks --recompute-granularity full reaches (TransformerBlock._checkpointed_forward): the
+// first N of each pipeline chunk (--recompute-method block), or all, N at a time (uniform; 1 is
+// plain full recomputation). Without full granularity Megatron reads neither flag.
+void map_recompute_blocks(const Args& args, Mapper& m) {
+  std::string method, layers;
+  for (const auto& [flag, value] : args) {
+    if (flag == "--recompute-method") method = value;
+    if (flag == "--recompute-num-layers") layers = value;
+  }
+  if (method.empty() && layers.empty()) return;
+  auto& p = m.run.parallelism;
+  auto drop = [&](const std::string& why) {
+    for (const char* f : {"--recompute-method", "--recompute-num-layers"})
+      if (std::erase(m.run.mapped, std::string(f)) > 0) m.run.ignored.push_back(fmt::format("{} ({})", f, why));
+  };
+  if (p.value("recompute", std::string()) != "full") return drop("read only with --recompute-granularity full");
+  if (method != "block" && method != "uniform") return drop("needs --recompute-method block or uniform");
+  nlohmann::ordered_json n;
+  std::erase(m.run.mapped, std::string("--recompute-num-layers"));
+  if (layers.empty() || !m.number("--recompute-num-layers", layers, n, "layers")) return;
+  if (method == "block") p["recompute_layers"] = n["layers"];
+  else if (n["layers"].get<long long>() > 1) p["recompute_group"] = n["layers"];
 }
 
 void map_training(const std::string& f, const std::string& v, Mapper& m) {
@@ -179,6 +205,7 @@ ImportedRun import_megatron_args(const std::string& text, const std::string& fil
     if (no_effect(flag)) run.ignored.push_back(flag);
     else run.unmapped.push_back(fmt::format("{}{} (not modelled)", flag, value.empty() ? "" : " " + value));
   }
+  map_recompute_blocks(args, m);
   if (run.model.contains("num_experts") && !run.model.contains("experts_per_token")) run.model["experts_per_token"] = 2;
   // Megatron turns sequence parallelism off without tensor parallelism (arguments.py, validate_args).
   if (run.parallelism.value("sequence_parallel", false) && run.parallelism.value("tensor", 1) <= 1) {

@@ -94,6 +94,30 @@ void parse_expert_parallelism(Reader& r, Scenario& s) {
     refuse("pipeline_schedule", "this pipeline schedule");
 }
 
+// `recompute` and which blocks full recomputation reaches (strategies::ParallelismSpec).
+void parse_recompute(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  const std::string rc = r.choice("recompute", {"none", "selective", "full", "stage"}, "none");
+  p.recompute = rc == "stage"  ? strategies::Recompute::Stage
+                : rc == "full" ? strategies::Recompute::Full
+                : rc == "selective" ? strategies::Recompute::Selective
+                                    : strategies::Recompute::None;
+  const std::int64_t blocks = std::max<std::int64_t>(1, s.model.blocks());
+  p.recompute_layers = static_cast<int>(r.integer("recompute_layers", 1, blocks, 0));
+  // torchtitan takes any n: one beyond the blocks checkpoints none.
+  p.recompute_every = static_cast<int>(r.integer("recompute_every", 1, 1000000, 0));
+  p.recompute_group = static_cast<int>(r.integer("recompute_group", 1, blocks, 1));
+  const char* given = nullptr;
+  for (const char* key : {"recompute_layers", "recompute_every", "recompute_group"}) {
+    if (!r.has(key)) continue;
+    if (p.recompute != strategies::Recompute::Full)
+      r.fail(key, fmt::format("chooses which blocks full recomputation checkpoints, and recompute is \"{}\": did you mean "
+                              "\"recompute\": \"full\"?", rc));
+    if (given) r.fail(key, fmt::format("give one of recompute_layers, recompute_every and recompute_group, not {} and {}", given, key));
+    given = key;
+  }
+}
+
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
   const auto& m = s.model;
@@ -147,11 +171,7 @@ void parse_parallelism(Reader r, Scenario& s) {
     r.fail("zero_stage", "pipedream updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it");
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
-  std::string rc = r.choice("recompute", {"none", "selective", "full", "stage"}, "none");
-  p.recompute = rc == "stage"  ? strategies::Recompute::Stage
-                : rc == "full" ? strategies::Recompute::Full
-                : rc == "selective" ? strategies::Recompute::Selective
-                                    : strategies::Recompute::None;
+  parse_recompute(r, s);
   p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
   p.first_bucket_bytes = r.quantity("first_bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.first_bucket_bytes);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);

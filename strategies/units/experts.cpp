@@ -85,7 +85,7 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
   const int tpg = em.tensor_group(s);
   auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg}, std::array<int, 4>{-1, -1, -1, -1});
   if (!fresh) return it->second;
-  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg);
+  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg, em.shape().checkpoints.of(l));
   const double load = slowest_expert_load(em.spec(), em.model(), l);
   if (slower(load)) {
     taskgraph::Work slow = w[1];
@@ -123,7 +123,7 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
   const std::string what = (forward ? "fwd " : "bwd ") + l.name + tag;
   if (!l.experts.moe()) return em.compute(s, em.pass_work(forward, chunk, &l, em.tensor_group(s)), std::move(deps), what);
   const auto w = works(em, s, forward, l);
-  if (!forward && em.spec().recompute == Recompute::Full) {  // the forward again, all-to-alls included
+  if (!forward && em.shape().checkpoints.of(l) == Recompute::Full) {  // the forward again, all-to-alls included
     const int again = layer_pass(em, s, chunk, true, l, std::move(deps), tag + " recompute");
     deps = {again};
   }
@@ -177,12 +177,12 @@ Experts::Passes Experts::passes(const Count& c) const {
   for (int j = 0; j < c.k.chunks; ++j)
     for (const auto& [kind, n] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
       if (!c.split(kind) || c.taken(kind)) continue;
-      const double times = static_cast<double>(n) * (!kind.forward && c.p.recompute == Recompute::Full ? 2 : 1);
       for (const auto* l : c.k.chunk_layers[static_cast<std::size_t>(j)]) {
         if (!l->experts.moe()) {
           out.computes += static_cast<double>(n);
           continue;
         }
+        const double times = static_cast<double>(n) * (!kind.forward && c.k.checkpoints.of(*l) == Recompute::Full ? 2 : 1);
         out.computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0));
         out.all_to_alls += times * 2;
       }

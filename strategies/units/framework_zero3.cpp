@@ -16,9 +16,8 @@ namespace dtsim::strategies {
 
 namespace {
 
-bool full_rerun(Recompute r) { return r == Recompute::Full || r == Recompute::Stage; }
 bool rerun_op(const models::Layer& l, const models::Op& op, Recompute r) {
-  return l.kind == models::LayerKind::Block && (full_rerun(r) || (r == Recompute::Selective && op.selective));
+  return l.kind == models::LayerKind::Block && (reruns_whole(r) || (r == Recompute::Selective && op.selective));
 }
 
 // One op's part of a pass: its forward (or recompute forward) or its backward kernels, and the
@@ -54,7 +53,7 @@ std::vector<Item> layer_items(const models::Layer& l, int li, bool forward, cons
     if (l.params() > 0 && !items.empty()) items.front().wait = use_at(-1);
     return items;
   }
-  const bool regather = full_rerun(r) && f.regather_for_recompute;
+  const bool regather = reruns_whole(r) && f.regather_for_recompute;
   for (auto& it : items) {
     const double p = l.ops[static_cast<std::size_t>(it.op)].params;
     if (p > 0 && (!it.rerun || regather)) it.wait = use_at(it.op);
@@ -83,15 +82,15 @@ struct Trace {
   std::vector<Gather> gathers;
   std::size_t forward_uses = 0;
   Trace() = default;
-  Trace(const Layers& layers, const FrameworkSpec& f, bool rc) : uses(param_uses(layers, f, rc)) {
-    gathers = zero3_gathers(layers, f, rc, &wait);
+  Trace(const Layers& layers, const FrameworkSpec& f, const Checkpoints& ck) : uses(param_uses(layers, f, ck)) {
+    gathers = zero3_gathers(layers, f, ck, &wait);
     forward_uses = static_cast<std::size_t>(std::count_if(uses.begin(), uses.end(), [](const ParamUse& u) { return !u.backward; }));
   }
 };
 
 // Compute tasks one micro-batch's forward and backward of `layers` take.
-double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, Recompute r) {
-  const Trace trace(layers, f, full_rerun(r));
+double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, const Checkpoints& ck) {
+  const Trace trace(layers, f, ck);
   const int n = static_cast<int>(layers.size());
   double segments = 0;
   std::vector<int> early;
@@ -99,7 +98,8 @@ double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, Re
     std::size_t cursor = forward ? 0 : trace.forward_uses;
     for (int step = 0; step < n; ++step) {
       const int li = forward ? step : n - 1 - step;
-      const auto items = layer_items(*layers[static_cast<std::size_t>(li)], li, forward, f, r, trace.uses, trace.wait, cursor, early);
+      const auto& l = *layers[static_cast<std::size_t>(li)];
+      const auto items = layer_items(l, li, forward, f, ck.of(l), trace.uses, trace.wait, cursor, early);
       segments += static_cast<double>(segment_starts(items).size());
     }
   }
@@ -125,8 +125,8 @@ class FrameworkZero3 final : public Unit {
     if (!on_) return 0;
     double computes = 0, collectives = 0;
     for (const auto& layers : c.k.chunk_layers) {
-      computes += segments_per_micro_batch(layers, c.p.framework, c.p.recompute);
-      collectives += static_cast<double>(Trace(layers, c.p.framework, full_rerun(c.p.recompute)).gathers.size() +
+      computes += segments_per_micro_batch(layers, c.p.framework, c.k.checkpoints);
+      collectives += static_cast<double>(Trace(layers, c.p.framework, c.k.checkpoints).gathers.size() +
                                          zero3_reduce_buckets(layers, c.p.framework).size());
     }
     const double m = static_cast<double>(c.k.micro_batches);
@@ -136,7 +136,7 @@ class FrameworkZero3 final : public Unit {
     if (!on_) return {};
     double gathers = 0, reduces = 0;
     for (const auto& layers : c.k.chunk_layers) {
-      gathers += static_cast<double>(Trace(layers, c.p.framework, full_rerun(c.p.recompute)).gathers.size());
+      gathers += static_cast<double>(Trace(layers, c.p.framework, c.k.checkpoints).gathers.size());
       reduces += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
     }
     const double times = static_cast<double>(c.k.micro_batches) * c.per_collective();
@@ -180,7 +180,8 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
   const auto& f = em.spec().framework;
   const bool forward = pass.kind.forward;
   const Layers& layers = *pass.layers;
-  if (trace_.uses.empty()) trace_ = Trace(layers, f, full_rerun(em.spec().recompute));
+  const Checkpoints& ck = em.shape().checkpoints;
+  if (trace_.uses.empty()) trace_ = Trace(layers, f, ck);
   const std::int64_t key = static_cast<std::int64_t>(em.replica()) * em.shape().micro_batches + pass.op->micro_batch;
   Micro mb{gather_task_[key], gather_pred_[key]};
   if (mb.task.empty()) {
@@ -196,7 +197,7 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
   for (int step = 0; step < n; ++step) {
     const int li = forward ? step : n - 1 - step;
     const models::Layer& l = *layers[static_cast<std::size_t>(li)];
-    const auto items = layer_items(l, li, forward, f, em.spec().recompute, trace_.uses, trace_.wait, cursor, early);
+    const auto items = layer_items(l, li, forward, f, ck.of(l), trace_.uses, trace_.wait, cursor, early);
     for (int g : early) gather(em, pass, mb, g);
     const auto item_task = emit_segments(em, pass, mb, l, items, last);
     if (forward) em.after_layer(pass, l, last, this);  // activation offload
@@ -272,8 +273,14 @@ int FrameworkZero3::segment_work(Planner& em, const Pass& pass, const models::La
     if (!forward && !p.fused_grad_accumulation && o.params > 0)
       w.kernels.push_back(models::grad_accumulate_kernel(o.params, em.model().options.activation_bytes));
   }
-  if (b == items.size())
-    w.comms = overlap_tp_comms(tensor_parallel_comms(l, fwd, em.model(), p, em.tensor_group(pass.stage)), linears, p);
+  if (b == items.size()) {
+    auto tp = tensor_parallel_comms(l, fwd, p, em.tensor_group(pass.stage));
+    if (!fwd) {
+      auto again = recompute_comms(l, em.shape().checkpoints.of(l), p, em.tensor_group(pass.stage));
+      tp.insert(tp.end(), again.begin(), again.end());
+    }
+    w.comms = overlap_tp_comms(std::move(tp), linears, p);
+  }
   wit->second = em.works().get(std::move(w));
   return wit->second;
 }
