@@ -127,6 +127,14 @@ struct Kernel {
   bool operator==(const Kernel&) const = default;
 };
 
+// One call eager PyTorch makes where the graph has one op or a part of it: its kernel and the
+// tensor it returns.
+struct Call {
+  Kernel kernel;
+  double output_bytes = 0;
+  bool operator==(const Call&) const = default;
+};
+
 // A Megatron tensor-parallel linear layer: column-parallel (QKV, fc1: the sequence-parallel input
 // is gathered before it, its input gradient summed after) or row-parallel (the output projection
 // and fc2: its output summed after it, the output gradient gathered before its backward). A
@@ -148,6 +156,11 @@ struct Op {
   bool expert = false;
   // Share of the matmul FLOPs that count as model FLOPs: capacity padding computes zeros.
   double useful = 1.0;
+  // A linear layer's matmuls and fused attention as separate calls, in the order a framework
+  // without fused projections runs them (torchtitan's Llama: the QKV projection is wq, wk and wv,
+  // the gate-and-up projection w1 and w3). Op-level checkpointing saves or recomputes them one by
+  // one (strategies/recompute.hpp). Empty for other ops.
+  std::vector<Call> calls;
   bool operator==(const Op&) const = default;
 };
 

@@ -58,7 +58,8 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     f.causal = true;  // latent attention is a language model's: causal
     f.flops = 2.0 * static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q) * static_cast<double>(dqk + dv);
     f.bytes = 2.0 * q_bytes + 2.0 * v_bytes;
-    l.ops.push_back(flash_attention(f, 2.0 * q_bytes + 2.0 * v_bytes + static_cast<double>(bh * x.q) * 4.0));
+    const double lse = static_cast<double>(bh * x.q) * 4.0;
+    l.ops.push_back(flash_attention(f, 2.0 * q_bytes + 2.0 * v_bytes + lse, v_bytes + lse));
   } else {
     standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
   }

@@ -36,6 +36,7 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
   op.params = static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0);
   op.saved_bytes = op.saved_bytes_selective = static_cast<double>(tokens) * static_cast<double>(in) * e / saved_split;
   op.matmul = true;
+  op.calls = {{op.forward.front(), static_cast<double>(tokens) * static_cast<double>(out) * e}};
   return op;
 }
 
@@ -63,6 +64,7 @@ Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool cu
   };
   for (auto* pass : {&op.forward, &op.backward})
     for (auto& k : *pass) k = fp8_gemm(k);
+  op.calls.front().kernel = op.forward.front();
   // Casts are memory-bound (no matmul FLOPs: the op's FLOPs stay its GEMMs', as MFU counts them).
   const double cast = current ? 6.0 : 4.0;                // bytes moved per element
   const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
@@ -138,7 +140,7 @@ Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool b
                : linear(name, tokens, in, out, e, bias, saved_split);
 }
 
-Op flash_attention(const Kernel& forward, double saved_bytes) {
+Op flash_attention(const Kernel& forward, double saved_bytes, double output_bytes) {
   Op fa;
   fa.name = "flash_attention";
   Kernel bw = forward;
@@ -151,7 +153,23 @@ Op flash_attention(const Kernel& forward, double saved_bytes) {
   fa.backward.front().role = KernelRole::FlashBackward;
   fa.saved_bytes = fa.saved_bytes_selective = saved_bytes;
   fa.matmul = true;
+  fa.calls = {{forward, output_bytes}};
   return fa;
+}
+
+void split_calls(Op& op, const std::vector<I>& columns, double e) {
+  const Kernel whole = op.calls.front().kernel;
+  const double b = static_cast<double>(whole.batch), m = static_cast<double>(whole.m), k = static_cast<double>(whole.k);
+  op.calls.clear();
+  for (I n : columns) {
+    Kernel part = whole;
+    part.n = n;
+    const double N = static_cast<double>(n);
+    part.flops = 2.0 * b * m * N * k;
+    // As gemm() and fp8_linear's GEMM count their operands: FP8 inputs, a 2-byte output.
+    part.bytes = whole.fp8 ? b * (m * k + k * N + 2.0 * m * N) : e * b * (m * k + k * N + m * N);
+    op.calls.push_back({part, b * m * N * e});
+  }
 }
 
 void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_saved, double v_saved, bool dropout) {

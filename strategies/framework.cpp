@@ -126,24 +126,26 @@ struct Units {
 std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck) {
   std::vector<ParamUse> out;
   const int n = static_cast<int>(layers.size());
-  auto ops = [&](int li, bool backward, bool reversed) {
+  auto ops = [&](int li, bool backward, bool reversed, bool recompute) {
     const auto& l = *layers[static_cast<std::size_t>(li)];
     if (f.gather_per_layer) {
       if (l.params() > 0) out.push_back({li, -1, l.params(), backward});
       return;
     }
+    // The recompute forward uses the weights of the ops it re-runs (op-level checkpointing: some).
+    const auto again = reruns(l, recompute ? ck.of(l) : Recompute::None);
     const int m = static_cast<int>(l.ops.size());
     for (int k = 0; k < m; ++k) {
       const int oi = reversed ? m - 1 - k : k;
       const double p = l.ops[static_cast<std::size_t>(oi)].params;
-      if (p > 0) out.push_back({li, oi, p, backward});
+      if (p > 0 && (!recompute || again[static_cast<std::size_t>(oi)].any())) out.push_back({li, oi, p, backward});
     }
   };
-  for (int li = 0; li < n; ++li) ops(li, false, false);
+  for (int li = 0; li < n; ++li) ops(li, false, false, false);
   for (int li = n - 1; li >= 0; --li) {
-    const bool rerun = reruns_whole(ck.of(*layers[static_cast<std::size_t>(li)]));
-    if (rerun && f.regather_for_recompute && !f.gather_per_layer) ops(li, true, false);
-    ops(li, true, true);
+    const bool rerun = checkpoints_block(ck.of(*layers[static_cast<std::size_t>(li)]));
+    if (rerun && f.regather_for_recompute && !f.gather_per_layer) ops(li, true, false, true);
+    ops(li, true, true, false);
   }
   return out;
 }

@@ -15,8 +15,10 @@ namespace dtsim::strategies {
 // full recomputation); Stage is GPipe's re-materialisation (Huang et al. 2019, Sec. 2.3): each
 // pipeline chunk keeps only its input per micro-batch and re-runs its whole forward before its
 // backward. Which blocks Full reaches: ParallelismSpec::recompute_layers, recompute_every,
-// recompute_group (strategies/recompute.hpp).
-enum class Recompute { None, Selective, Full, Stage };
+// recompute_group (strategies/recompute.hpp). Op is torchtitan's op-level policy: each block keeps
+// its input and what its matmuls and attention return, but for every second matmul, and re-runs
+// the rest (strategies/recompute.hpp).
+enum class Recompute { None, Selective, Full, Stage, Op };
 // Gradient compression before synchronisation: fp16 halves fp32 gradients; int8 quantises to one
 // byte per value (as 1-bit/8-bit Adam-style schemes do); top-k keeps a fraction of the values with
 // their 4-byte indices and must gather instead of sum (Lin et al. 2018, Deep Gradient Compression).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -99,18 +100,12 @@ int WorkTable::get(taskgraph::Work w) {
   return ids.back();
 }
 
-namespace {
-bool rerun(const models::Layer& l, const models::Op& op, Recompute r) {
-  return l.kind == models::LayerKind::Block &&
-         (r == Recompute::Full || r == Recompute::Stage || (r == Recompute::Selective && op.selective));
-}
-}  // namespace
-
 double recompute_flops(const models::Layer& layer, Recompute r) {
   double f = 0;
-  for (const auto& op : layer.ops)
-    if (op.matmul && rerun(layer, op, r))
-      for (const auto& k : op.forward) f += k.flops;
+  const auto again = reruns(layer, r);
+  for (std::size_t i = 0; i < layer.ops.size(); ++i)
+    if (layer.ops[i].matmul && again[i].any())
+      for (const auto& k : rerun_kernels(layer.ops[i], again[i])) f += k.flops;
   return f;
 }
 
@@ -146,9 +141,13 @@ std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, 
 }
 
 // Full recomputation re-runs a block's forward, collectives included, before its backward.
+// Op-level checkpointing keeps what the reduce-scatters return (torchtitan's save list names
+// reduce_scatter_tensor) and runs the all-gathers (or all-reduces) again.
 std::vector<InlineCollective> recompute_comms(const models::Layer& layer, Recompute r, const ParallelismSpec& p, int group) {
-  if (!reruns_whole(r) || layer.kind != models::LayerKind::Block) return {};
-  return tensor_parallel_comms(layer, true, p, group);
+  if (!checkpoints_block(r) || layer.kind != models::LayerKind::Block) return {};
+  auto again = tensor_parallel_comms(layer, true, p, group);
+  if (r == Recompute::Op) std::erase_if(again, [](const InlineCollective& c) { return c.op == CollectiveOp::ReduceScatter; });
+  return again;
 }
 
 std::vector<InlineCollective> context_parallel_comms(const models::Layer& layer, bool forward, const ParallelismSpec& p,
@@ -211,8 +210,11 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
     const Recompute r = ck->of(l);
     int reran = -1;
     std::vector<TpLinearAt> linears;
-    for (const auto& op : l.ops)
-      if (rerun(l, op, r)) reran = append(w, op, op.forward, reran, linears);
+    const auto again = reruns(l, r);
+    for (std::size_t i = 0; i < l.ops.size(); ++i) {
+      if (again[i].whole) reran = append(w, l.ops[i], l.ops[i].forward, reran, linears);
+      else if (again[i].any()) std::ranges::copy(rerun_kernels(l.ops[i], again[i]), std::back_inserter(w.kernels));
+    }
     if (reran >= 0) {  // recomputing attention exchanges K and V again
       auto x = context_parallel_comms(l, true, p, cp, reran);
       w.comms.insert(w.comms.end(), x.begin(), x.end());
@@ -224,8 +226,8 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
     if (!p.fused_grad_accumulation && l.params() > 0)
       w.kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
     auto tp = tensor_parallel_comms(l, false, p, tp_group);
-    auto again = recompute_comms(l, r, p, tp_group);
-    tp.insert(tp.end(), again.begin(), again.end());
+    auto rerun_tp = recompute_comms(l, r, p, tp_group);
+    tp.insert(tp.end(), rerun_tp.begin(), rerun_tp.end());
     auto c = overlap_tp_comms(std::move(tp), linears, p);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
   }
@@ -281,8 +283,9 @@ std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forwa
     for (std::size_t i = 0; i < n; ++i) add(w[i < first ? 0 : i < last ? 1 : 2], l.ops[i].forward);
   } else {
     // Full recomputation re-runs the whole forward, all-to-alls included: the planner emits it.
-    for (const auto& op : l.ops)
-      if (r != Recompute::Full && rerun(l, op, r)) add(w[0], op.forward);
+    const auto again = reruns(l, r);
+    for (std::size_t i = 0; i < n && r != Recompute::Full; ++i)
+      if (again[i].any()) add(w[0], rerun_kernels(l.ops[i], again[i]));
     for (std::size_t i = n; i-- > 0;) add(w[i >= last ? 0 : i >= first ? 1 : 2], l.ops[i].backward);
     if (!p.fused_grad_accumulation && l.params() > 0)
       w[2].kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));

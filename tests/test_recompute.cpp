@@ -199,3 +199,111 @@ TEST(RecomputeBlocks, KeysNeedFullRecomputationAndOneRule) {
   EXPECT_EQ(recompute_error(R"({"data": 8, "micro_batch_size": 4, "recompute": "full", "recompute_every": 13})"), "");
   EXPECT_EQ(recompute_error(R"({"data": 8, "micro_batch_size": 4, "recompute": "full", "recompute_group": 4})"), "");
 }
+
+namespace {
+// A Llama block's shape, small: GQA (16 heads, 4 KV heads of 64), SwiGLU, RMSNorm, no biases.
+models::ModelGraph llama(std::int64_t tensor = 1, bool sp = false) {
+  models::TransformerSpec s;
+  s.name = "llama-small";
+  s.num_layers = 2;
+  s.hidden_size = 1024;
+  s.num_heads = 16;
+  s.num_kv_heads = 4;
+  s.ffn_hidden_size = 2816;
+  s.seq_len = 512;
+  s.vocab_size = 32000;
+  s.mlp = models::Mlp::SwiGlu;
+  s.norm = models::Norm::RmsNorm;
+  s.linear_bias = false;
+  s.position_embedding = models::PositionEmbedding::Rotary;
+  s.dropout = false;
+  s.tied_embeddings = false;
+  return models::build_transformer(s, {2, 2, models::Attention::Flash, tensor, sp});
+}
+
+strategies::Checkpoints op_level(const models::ModelGraph& g, int tensor = 1, bool sp = false) {
+  strategies::ParallelismSpec p;
+  p.recompute = Recompute::Op;
+  p.tensor = tensor;
+  p.sequence_parallel = sp;
+  strategies::Layers all;
+  for (const auto& l : g.layers) all.push_back(&l);
+  return strategies::Checkpoints(p, {all}, 1);
+}
+}  // namespace
+
+// torchtitan's op-level policy on one Llama block: the matmuls run wq, wk, wv, wo, w1, w3, w2, of
+// which the 1st, 3rd, 5th and 7th return what is kept (q, v, the gate, the block's output
+// projection), as does the fused attention (O and the log-sum-exp); with the block's input that
+// is all. t = 2 x 512 tokens, 2 bytes a value.
+TEST(RecomputeOpLevel, KeepsWhatTorchtitansPolicySavesForOneLlamaBlock) {
+  const auto g = llama();
+  const auto& b = block(g, 0);
+  const double t = 2 * 512, h = 1024, e = 2, kv = 4 * 64, ffn = 2816, lse = 2 * 16 * 512 * 4.0;
+  const double hand = t * h * e     // the input
+                      + t * h * e   // q (wq)
+                      + t * kv * e  // v (wv)
+                      + t * h * e + lse  // attention's O and log-sum-exp
+                      + t * ffn * e      // the gate (w1)
+                      + t * h * e;       // w2's output
+  EXPECT_DOUBLE_EQ(op_level(g).kept({&b}), hand);
+  // Less than selective recomputation keeps under flash attention (everything), more than full.
+  EXPECT_LT(hand, b.saved_bytes());
+  EXPECT_GT(hand, b.input_bytes);
+  // Under sequence parallelism over 4 ranks: a quarter of the tokens' input, and the two
+  // reduce-scatters' outputs (saved by the policy) besides.
+  const auto sp = llama(4, true);
+  const double quarter = t * h * e / 4;
+  const double hand_sp = quarter + t * (h / 4) * e + t * (kv / 4) * e + t * (h / 4) * e + lse / 4 + t * (ffn / 4) * e +
+                         t * h * e + 2 * quarter;
+  EXPECT_DOUBLE_EQ(op_level(sp, 4, true).kept({&block(sp, 0)}), hand_sp);
+}
+
+// What backward re-runs: the norms, wk, wo, the first residual, w3 and SwiGLU; not wq, wv, w1, w2,
+// attention, nor the last residual (after w2, the last op whose backward needs a saved input).
+// Its matmul FLOPs are wk's, wo's and w3's: 2 t h (kv + h + ffn).
+TEST(RecomputeOpLevel, ReRunsEverySecondMatmulAndTheElementwiseOps) {
+  const auto g = llama();
+  const auto& b = block(g, 0);
+  const auto again = strategies::reruns(b, Recompute::Op);
+  std::vector<std::string> whole, parts;
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    if (again[i].whole) whole.push_back(b.ops[i].name);
+    for (std::size_t c : again[i].calls) parts.push_back(b.ops[i].name + "." + std::to_string(c));
+  }
+  EXPECT_EQ(whole, (std::vector<std::string>{"norm1", "attention.residual", "norm2", "mlp.swiglu"}));
+  EXPECT_EQ(parts, (std::vector<std::string>{"qkv.1", "attention.out.0", "mlp.gate_up.1"}));
+  const double t = 2 * 512, h = 1024, kv = 4 * 64, ffn = 2816;
+  EXPECT_DOUBLE_EQ(strategies::recompute_flops(b, Recompute::Op), 2 * t * h * (kv + h + ffn));
+  // The same kernels open the block's backward.
+  strategies::ParallelismSpec p;
+  p.recompute = Recompute::Op;
+  const auto ck = op_level(g);
+  const auto w = strategies::backward_work({&b}, g, p, 0, {}, &ck);
+  const auto none = strategies::backward_work({&b}, g, strategies::ParallelismSpec{}, 0);
+  EXPECT_EQ(w.kernels.size(), none.kernels.size() + 7);
+  EXPECT_EQ(w.kernels[1].n, 4 * 64);  // wk alone: 4 KV heads of 64
+  // Tensor-parallel collectives: the forward's all-gathers again, not its reduce-scatters (kept).
+  p.tensor = 4;
+  p.sequence_parallel = true;
+  const auto sp = llama(4, true);
+  const auto comms = strategies::recompute_comms(block(sp, 0), Recompute::Op, p, 0);
+  ASSERT_EQ(comms.size(), 1u);
+  EXPECT_EQ(comms[0].op, taskgraph::CollectiveOp::AllGather);
+  EXPECT_EQ(comms[0].count, 2);
+}
+
+// A linear with a bias is aten.addmm, which torchtitan's save list does not name: GPT-2's block
+// keeps only its input and what attention returns, and re-runs every linear whole.
+TEST(RecomputeOpLevel, BiasedLinearsAreReRunWhole) {
+  const auto g = small();
+  const auto& b = block(g, 0);
+  const double t = 1024, h = 768, e = 2, lse = 12 * 1024 * 4.0;
+  strategies::ParallelismSpec p;
+  p.recompute = Recompute::Op;
+  EXPECT_DOUBLE_EQ(strategies::Checkpoints(p, {{&b}}, 1).kept({&b}), t * h * e + t * h * e + lse);
+  double linears = 0;
+  for (const auto& op : b.ops)
+    if (op.matmul && op.name != "flash_attention") linears += op.forward.front().flops;
+  EXPECT_DOUBLE_EQ(strategies::recompute_flops(b, Recompute::Op), linears);
+}

@@ -116,7 +116,7 @@ void map_training(Reader& r) {
   if (mode == "full") p["recompute"] = "full";
   else if (mode == "none") p["recompute"] = "none";
   else if (option == "op")
-    p["recompute"] = "selective", r.run.unmapped.push_back("activation_checkpoint.selective_ac_option op (torchtitan's op-level policy saves every other matmul's output: imported as Megatron's selective, which keeps more)");
+    p["recompute"] = "op", r.run.mapped.push_back("activation_checkpoint.selective_ac_option");
   else
     map_layer_checkpointing(r, option);
   r.run.mapped.push_back("activation_checkpoint.mode");

@@ -171,7 +171,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/fsdp", "fully sharded data parallel: the same as zero_stage 3"},
       {"scenario /parallelism/offload_optimizer", "the optimizer state and step live on the host (ZeRO-Offload)"},
       {"scenario /parallelism/placement", "which groups are nearest: tp-pp-dp (tensor inside a node, then pipeline) or tp-dp-pp"},
-      {"scenario /parallelism/recompute", "activation recomputation: none, selective (attention), full (every block) or stage"},
+      {"scenario /parallelism/recompute", "activation recomputation: none, selective (attention), full (every block), stage, or op (torchtitan's op-level policy)"},
       {"scenario /parallelism/recompute_layers", "recompute full: only the first N blocks of each pipeline chunk (Megatron --recompute-method block); 0: every block"},
       {"scenario /parallelism/recompute_every", "recompute full: only every n-th block of a stage (torchtitan selective_ac_option = n); 0: every block"},
       {"scenario /parallelism/recompute_group", "recompute full: blocks checkpointed N at a time, each run keeping its input (Megatron --recompute-method uniform)"},

@@ -3,6 +3,7 @@
 // FSDP's per unit, so a layer at a time. Gathers queue on one stream, each issued no earlier than
 // its prefetch depth allows; reduce-scatters on another.
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -15,10 +16,6 @@
 namespace dtsim::strategies {
 
 namespace {
-
-bool rerun_op(const models::Layer& l, const models::Op& op, Recompute r) {
-  return l.kind == models::LayerKind::Block && (reruns_whole(r) || (r == Recompute::Selective && op.selective));
-}
 
 // One op's part of a pass: its forward (or recompute forward) or its backward kernels, and the
 // gather it waits for.
@@ -39,8 +36,9 @@ std::vector<Item> layer_items(const models::Layer& l, int li, bool forward, cons
   if (forward) {
     for (int k = 0; k < m; ++k) items.push_back({k, false});
   } else {
+    const auto again = reruns(l, r);
     for (int k = 0; k < m; ++k)
-      if (rerun_op(l, l.ops[static_cast<std::size_t>(k)], r)) items.push_back({k, true});
+      if (again[static_cast<std::size_t>(k)].any()) items.push_back({k, true});
     for (int k = m - 1; k >= 0; --k) items.push_back({k, false});
   }
   auto use_at = [&](int op_index) {
@@ -53,7 +51,7 @@ std::vector<Item> layer_items(const models::Layer& l, int li, bool forward, cons
     if (l.params() > 0 && !items.empty()) items.front().wait = use_at(-1);
     return items;
   }
-  const bool regather = reruns_whole(r) && f.regather_for_recompute;
+  const bool regather = checkpoints_block(r) && f.regather_for_recompute;
   for (auto& it : items) {
     const double p = l.ops[static_cast<std::size_t>(it.op)].params;
     if (p > 0 && (!it.rerun || regather)) it.wait = use_at(it.op);
@@ -260,11 +258,15 @@ int FrameworkZero3::segment_work(Planner& em, const Pass& pass, const models::La
   w.name = std::string(fwd ? "fwd " : "bwd ") + l.name;
   if (several) w.name += "." + l.ops[static_cast<std::size_t>(items[a].op)].name;
   std::vector<TpLinearAt> linears;  // the segment's tensor-parallel GEMMs (tp_overlap.hpp)
+  const auto again = fwd ? std::vector<Rerun>{} : reruns(l, em.shape().checkpoints.of(l));
   for (std::size_t i = a; i < b; ++i) {
     const auto& o = l.ops[static_cast<std::size_t>(items[i].op)];
     const std::size_t at = w.kernels.size();
     const bool forward = fwd || items[i].rerun;
-    if (forward) {
+    if (items[i].rerun && !again[static_cast<std::size_t>(items[i].op)].whole) {
+      std::ranges::copy(rerun_kernels(o, again[static_cast<std::size_t>(items[i].op)]), std::back_inserter(w.kernels));
+      continue;  // a part of the op: no linear whose collectives it could hide
+    } else if (forward) {
       w.kernels.insert(w.kernels.end(), o.forward.begin(), o.forward.end());
     } else {
       w.kernels.insert(w.kernels.end(), o.backward.begin(), o.backward.end());
