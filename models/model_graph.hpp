@@ -6,7 +6,10 @@
 // The op graph of a model: what each layer computes, stores and owns. No hardware, no strategy.
 namespace dtsim::models {
 
-enum class Mlp { Gelu, SwiGlu };
+// Gelu and SquaredRelu: two matrices around an element-wise activation (SquaredRelu: relu(x)^2,
+// So et al. 2021, Primer; Nemotron-4, Megatron-LM --squared-relu, TE activation "srelu");
+// SwiGlu: a gated MLP of three.
+enum class Mlp { Gelu, SwiGlu, SquaredRelu };
 enum class Norm { LayerNorm, RmsNorm };
 enum class PositionEmbedding { Learned, Rotary };
 enum class Attention { Standard, Flash };
@@ -86,7 +89,8 @@ enum class KernelRole {
   SwiGluForward, SwiGluBackward,      // over tokens x ffn (the output's elements)
   ResidualForward, ResidualBackward,  // (dropout and) residual add over tokens x hidden
   FlashForward, FlashBackward,        // fused attention; batch = b x heads, m = queries, n = keys, k = head dim
-  BiasWeightGrad                      // a weight-gradient GEMM of a linear layer with a bias (k = tokens, n = outputs)
+  BiasWeightGrad,                     // a weight-gradient GEMM of a linear layer with a bias (k = tokens, n = outputs)
+  SquaredReluForward, SquaredReluBackward  // over tokens x ffn
 };
 
 // The three passes of a convolution (see conv_kernel below).

@@ -128,9 +128,13 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
   } else {
     l.ops.push_back(block_linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x, x.gathered_split));
     l.ops.back().tp_linear = TpLinear::Column;
-    Op act = elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0);
-    mark_role(act, KernelRole::GeluForward, KernelRole::GeluBackward, tf, e, false);
-    l.ops.push_back(act);
+    if (s.mlp == Mlp::SquaredRelu) {
+      l.ops.push_back(squared_relu("mlp.squared_relu", tf, e));
+    } else {
+      Op act = elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0);
+      mark_role(act, KernelRole::GeluForward, KernelRole::GeluBackward, tf, e, false);
+      l.ops.push_back(act);
+    }
   }
   Op fc2 = block_linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false, x);
   fc2.tp_linear = TpLinear::Row;

@@ -113,6 +113,19 @@ Op dropout_add(const std::string& name, double elems, double e, bool dropout) {
 }
 
 
+// Forward y = max(x, 0)^2: reads x, writes y; 2 FLOPs per element (the max, the square).
+// Backward dx = 2 max(x, 0) dy: reads the saved x and dy, writes dx; 3 FLOPs per element.
+// Transformer Engine's srelu/dsrelu kernels are these (transformer_engine/common/activation).
+Op squared_relu(const std::string& name, double elems, double e) {
+  Op op;
+  op.name = name;
+  op.forward = {memory(name, 2.0 * elems * e, 2.0 * elems)};
+  op.backward = {memory(name + ".bwd", 3.0 * elems * e, 3.0 * elems)};
+  op.saved_bytes = op.saved_bytes_selective = elems * e;
+  mark_role(op, KernelRole::SquaredReluForward, KernelRole::SquaredReluBackward, elems, e, false);
+  return op;
+}
+
 Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
   Slice x{};
   x.b = o.micro_batch;

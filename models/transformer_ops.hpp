@@ -27,6 +27,8 @@ void mark_bias_grad(Op& op, I tokens, I out, double e);
 void mark_role(Op& op, KernelRole forward, KernelRole backward, double elems, double e, bool dropout);
 Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e);
 Op dropout_add(const std::string& name, double elems, double e, bool dropout);
+// relu(x)^2 over `elems` elements, as one fused kernel each way.
+Op squared_relu(const std::string& name, double elems, double e);
 
 // Shapes of one tensor-parallel rank's slice of a block.
 struct Slice {

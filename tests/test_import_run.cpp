@@ -88,6 +88,12 @@ TEST(ImportRun, WhichBlocksFullRecomputationReaches) {
   EXPECT_TRUE(names(t.mapped, "activation_checkpoint.selective_ac_option"));
 }
 
+TEST(ImportRun, MegatronSquaredReluIsTheMlp) {
+  const auto r = dtsim::config::import_megatron_args("torchrun pretrain_gpt.py --squared-relu --num-layers 32", "x.sh");
+  EXPECT_EQ(r.model["mlp"], "squared-relu");
+  EXPECT_TRUE(names(r.mapped, "--squared-relu"));
+}
+
 TEST(ImportRun, DeepSpeed2021ZeroThreeConfig) {
   const auto r = dtsim::config::import_deepspeed_config(nlohmann::json::parse(slurp(kData + "ds_zero_stage_3_config_release.json")), "x.json");
   EXPECT_EQ(r.parallelism["framework"], "deepspeed");

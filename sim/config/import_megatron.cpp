@@ -98,6 +98,8 @@ void map_model(const std::string& f, const std::string& v, Mapper& m) {
     m.run.mapped.push_back(f);  // num_kv_heads comes from --num-query-groups
   } else if (f == "--swiglu") {
     model["mlp"] = "swiglu", m.run.mapped.push_back(f);
+  } else if (f == "--squared-relu") {
+    model["mlp"] = "squared-relu", m.run.mapped.push_back(f);
   } else if (f == "--normalization") {
     model["norm"] = v == "RMSNorm" ? "rmsnorm" : "layernorm", m.run.mapped.push_back(f);
   } else if (f == "--position-embedding-type") {

@@ -62,7 +62,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /model/ffn_hidden_size", "the MLP's inner width; default 4 x hidden_size"},
       {"scenario /model/seq_len", "tokens per sample"},
       {"scenario /model/vocab_size", "vocabulary size (embedding and output layer)"},
-      {"scenario /model/mlp", "the MLP: gelu (two matrices) or swiglu (three)"},
+      {"scenario /model/mlp", "the MLP: gelu or squared-relu (two matrices around relu(x)^2, Nemotron-4), or swiglu (three)"},
       {"scenario /model/norm", "layernorm or rmsnorm"},
       {"scenario /model/position_embedding", "learned (a table of seq_len x hidden_size) or rotary"},
       {"scenario /model/tied_embeddings", "the output layer shares the input embedding's weights"},
