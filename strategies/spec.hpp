@@ -97,7 +97,8 @@ struct ParallelismSpec {
   // Stage-to-stage sends that hold the sender until they finish (Megatron-LM 2021 synchronised
   // the device after each batch_isend_irecv), instead of running beside its next pass.
   bool blocking_p2p = false;
-  // Transformer blocks per pipeline stage when not split evenly (no virtual stages).
+  // Transformer blocks per model chunk when not split evenly: one count per stage, or with virtual
+  // stages per chunk in model order, chunk j on stage j % pipeline (Megatron-LM's order).
   std::vector<int> stage_blocks;
   // Gradient buckets by priority (P3, Jayarajan et al. 2019; ByteScheduler, Peng et al. 2019):
   // queued buckets holding earlier layers go first, each bucket's parameters are updated as soon

@@ -94,6 +94,27 @@ TEST(ImportRun, MegatronSquaredReluIsTheMlp) {
   EXPECT_TRUE(names(r.mapped, "--squared-relu"));
 }
 
+// Megatron-LM's uneven first and last stages and virtual stages as stage_layers per model chunk
+// (get_num_layers_to_build: the first and last stages' layers, the rest even, each stage's split
+// over its virtual stages; chunk j on stage j % pipeline).
+TEST(ImportRun, MegatronUnevenPipelineStages) {
+  using dtsim::config::import_megatron_args;
+  const std::string base = "torchrun pretrain_gpt.py --num-layers 24 --pipeline-model-parallel-size 4 ";
+  auto r = import_megatron_args(base + "--decoder-first-pipeline-num-layers 4 --decoder-last-pipeline-num-layers 4 "
+                                       "--num-virtual-stages-per-pipeline-rank 2", "x.sh");
+  EXPECT_EQ(r.parallelism["virtual_stages"], 2);
+  EXPECT_EQ(r.parallelism["pipeline_schedule"], "interleaved-1f1b");
+  EXPECT_EQ(r.parallelism["stage_layers"], nlohmann::json::parse("[2, 4, 4, 2, 2, 4, 4, 2]"));
+  r = import_megatron_args(base + "--num-layers-per-virtual-pipeline-stage 3", "x.sh");
+  EXPECT_EQ(r.parallelism["virtual_stages"], 2);  // 24 / 4 / 3
+  EXPECT_FALSE(r.parallelism.contains("stage_layers"));
+  r = import_megatron_args(base + "--decoder-first-pipeline-num-layers 3", "x.sh");  // 21 over 3 stages: 7 each
+  EXPECT_EQ(r.parallelism["stage_layers"], nlohmann::json::parse("[3, 7, 7, 7]"));
+  r = import_megatron_args(base + "--decoder-first-pipeline-num-layers 3 --num-virtual-stages-per-pipeline-rank 2", "x.sh");
+  EXPECT_FALSE(r.parallelism.contains("stage_layers"));  // stage 0's 3 layers do not split into 2
+  EXPECT_TRUE(names(r.unmapped, "--decoder-first-pipeline-num-layers (stage 0's 3 layers")) << r.unmapped.size();
+}
+
 TEST(ImportRun, DeepSpeed2021ZeroThreeConfig) {
   const auto r = dtsim::config::import_deepspeed_config(nlohmann::json::parse(slurp(kData + "ds_zero_stage_3_config_release.json")), "x.json");
   EXPECT_EQ(r.parallelism["framework"], "deepspeed");

@@ -165,7 +165,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/micro_batch_size", "samples per micro-batch"},
       {"scenario /parallelism/pipeline_schedule", "naive, gpipe, 1f1b, interleaved-1f1b, pipedream, pipedream-2bw or zero-bubble-h1"},
       {"scenario /parallelism/virtual_stages", "interleaved-1f1b: model chunks per GPU"},
-      {"scenario /parallelism/stage_layers", "blocks per pipeline stage, one count per stage (uneven stages)"},
+      {"scenario /parallelism/stage_layers", "blocks per pipeline stage, one count per stage (uneven stages); with virtual stages one per model chunk, chunk j on stage j % pipeline"},
       {"scenario /parallelism/sequence_parallel", "tensor parallelism also splits norms and dropout along the sequence"},
       {"scenario /parallelism/zero_stage", "ZeRO: 1 shards optimizer state, 2 also gradients, 3 also weights"},
       {"scenario /parallelism/fsdp", "fully sharded data parallel: the same as zero_stage 3"},

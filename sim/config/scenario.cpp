@@ -125,6 +125,32 @@ void parse_recompute(Reader& r, Scenario& s) {
   }
 }
 
+// Uneven pipeline chunks (strategies::ParallelismSpec::stage_blocks): one block count per stage,
+// or with virtual stages one per model chunk in model order, chunk j on stage j % pipeline (as
+// Megatron-LM assigns layers to virtual pipeline ranks: get_transformer_layer_offset).
+void parse_stage_layers(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  const auto& m = s.model;
+  if (!r.has("stage_layers")) return;
+  const Json& v = r.raw("stage_layers");
+  auto bad = [&](const std::string& why) { r.fail("stage_layers", why); };
+  const int chunks = p.pipeline * p.virtual_stages;
+  if (!v.is_array() || static_cast<int>(v.size()) != chunks)
+    bad(p.virtual_stages > 1 ? fmt::format("expected a list of {} block counts, one per model chunk ({} stages x {} virtual "
+                                           "stages), chunk j on stage j % {}",
+                                           chunks, p.pipeline, p.virtual_stages, p.pipeline)
+                             : fmt::format("expected a list of {} block counts, one per pipeline stage", p.pipeline));
+  std::int64_t sum = 0;
+  for (const auto& n : v) {
+    if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.blocks())
+      bad(p.virtual_stages > 1 ? "each model chunk needs a whole number of blocks, at least 1"
+                               : "each stage needs a whole number of blocks, at least 1");
+    sum += n.get<std::int64_t>();
+    p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
+  }
+  if (sum != m.blocks()) bad(fmt::format("the stages hold {} blocks, but {} is {}", sum, m.blocks_key(), m.blocks()));
+}
+
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
   const auto& m = s.model;
@@ -148,24 +174,10 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
     r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
   const std::int64_t chunks = static_cast<std::int64_t>(p.pipeline) * p.virtual_stages;
-  if (chunks > m.blocks())
-    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than {} ({})", p.pipeline,
+  if (chunks > m.blocks())  // every model chunk holds a block at least
+    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than {} ({}): each model chunk needs a block", p.pipeline,
                                    p.virtual_stages, m.blocks_key(), m.blocks()));
-  if (r.has("stage_layers")) {
-    const Json& v = r.raw("stage_layers");
-    auto bad = [&](const std::string& why) { r.fail("stage_layers", why); };
-    if (!v.is_array() || static_cast<int>(v.size()) != p.pipeline)
-      bad(fmt::format("expected a list of {} block counts, one per pipeline stage", p.pipeline));
-    if (p.virtual_stages > 1) bad("uneven stages with virtual stages are not modelled");
-    std::int64_t sum = 0;
-    for (const auto& n : v) {
-      if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.blocks())
-        bad("each stage needs a whole number of blocks, at least 1");
-      sum += n.get<std::int64_t>();
-      p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
-    }
-    if (sum != m.blocks()) bad(fmt::format("the stages hold {} blocks, but {} is {}", sum, m.blocks_key(), m.blocks()));
-  }
+  parse_stage_layers(r, s);
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   if (p.sequence_parallel && p.tensor == 1) r.fail("sequence_parallel", "sequence parallelism needs tensor > 1");
   p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 3, 0));
