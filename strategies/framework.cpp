@@ -1,10 +1,10 @@
 #include "strategies/framework.hpp"
 
-#include "strategies/recompute.hpp"
-
 #include <algorithm>
 #include <map>
 #include <utility>
+
+#include "strategies/recompute.hpp"
 
 namespace dtsim::strategies {
 

@@ -307,3 +307,21 @@ TEST(RecomputeOpLevel, BiasedLinearsAreReRunWhole) {
     if (op.matmul && op.name != "flash_attention") linears += op.forward.front().flops;
   EXPECT_DOUBLE_EQ(strategies::recompute_flops(b, Recompute::Op), linears);
 }
+
+// torchtitan's policy is read off dense transformer blocks: MoE blocks and CNNs are refused.
+TEST(RecomputeOpLevel, MixtureOfExpertsAndCnnsAreRefused) {
+  test::TempDir dir;
+  dir.file("base.json", test::kValidScenario);
+  auto error = [&](const std::string& model) {
+    try {
+      config::load_scenario(dir.file("c.json", R"({"extends": "base.json", "model": )" + model +
+                                                   R"(, "parallelism": {"data": 8, "micro_batch_size": 4, "recompute": "op"}})"));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error(R"({"preset": "mixtral-8x7b"})").find("mixture-of-experts blocks is not modelled"), std::string::npos);
+  EXPECT_NE(error(R"({"preset": "resnet-50"})").find("not a CNN's"), std::string::npos);
+  EXPECT_EQ(error(R"({"preset": "gpt2"})"), "");
+}

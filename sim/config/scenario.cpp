@@ -104,11 +104,13 @@ void parse_recompute(Reader& r, Scenario& s) {
                 : rc == "op"        ? strategies::Recompute::Op
                                     : strategies::Recompute::None;
   // torchtitan's policy names PyTorch's matmul and attention ops: a transformer's dense blocks.
-  if (p.recompute == strategies::Recompute::Op && std::string(s.model.kind()) == "cnn")
-    r.fail("recompute", "op-level checkpointing (torchtitan's policy) is modelled for transformer blocks, not a CNN's");
-  if (p.recompute == strategies::Recompute::Op && std::string(s.model.kind()) != "cnn" && s.model.transformer().moe())
-    r.fail("recompute", "op-level checkpointing of mixture-of-experts blocks is not modelled (their grouped GEMMs are not "
-                        "in torchtitan's save list as dtsim knows it): use \"full\" or \"selective\"");
+  if (p.recompute == strategies::Recompute::Op) {
+    if (std::string(s.model.kind()) == "cnn")
+      r.fail("recompute", "op-level checkpointing (torchtitan's policy) is modelled for transformer blocks, not a CNN's");
+    if (s.model.transformer().moe())
+      r.fail("recompute", "op-level checkpointing of mixture-of-experts blocks is not modelled (their grouped GEMMs are not "
+                          "in torchtitan's save list as dtsim knows it): use \"full\" or \"selective\"");
+  }
   const std::int64_t blocks = std::max<std::int64_t>(1, s.model.blocks());
   p.recompute_layers = static_cast<int>(r.integer("recompute_layers", 1, blocks, 0));
   // torchtitan takes any n: one beyond the blocks checkpoints none.

@@ -266,7 +266,8 @@ int FrameworkZero3::segment_work(Planner& em, const Pass& pass, const models::La
     if (items[i].rerun && !again[static_cast<std::size_t>(items[i].op)].whole) {
       std::ranges::copy(rerun_kernels(o, again[static_cast<std::size_t>(items[i].op)]), std::back_inserter(w.kernels));
       continue;  // a part of the op: no linear whose collectives it could hide
-    } else if (forward) {
+    }
+    if (forward) {
       w.kernels.insert(w.kernels.end(), o.forward.begin(), o.forward.end());
     } else {
       w.kernels.insert(w.kernels.end(), o.backward.begin(), o.backward.end());
@@ -278,8 +279,8 @@ int FrameworkZero3::segment_work(Planner& em, const Pass& pass, const models::La
   if (b == items.size()) {
     auto tp = tensor_parallel_comms(l, fwd, p, em.tensor_group(pass.stage));
     if (!fwd) {
-      auto again = recompute_comms(l, em.shape().checkpoints.of(l), p, em.tensor_group(pass.stage));
-      tp.insert(tp.end(), again.begin(), again.end());
+      auto rerun_tp = recompute_comms(l, em.shape().checkpoints.of(l), p, em.tensor_group(pass.stage));
+      tp.insert(tp.end(), rerun_tp.begin(), rerun_tp.end());
     }
     w.comms = overlap_tp_comms(std::move(tp), linears, p);
   }
