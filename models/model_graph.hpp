@@ -6,7 +6,10 @@
 // The op graph of a model: what each layer computes, stores and owns. No hardware, no strategy.
 namespace dtsim::models {
 
-enum class Mlp { Gelu, SwiGlu };
+// Gelu and SquaredRelu: two matrices around an element-wise activation (SquaredRelu: relu(x)^2,
+// So et al. 2021, Primer; Nemotron-4, Megatron-LM --squared-relu, TE activation "srelu");
+// SwiGlu: a gated MLP of three.
+enum class Mlp { Gelu, SwiGlu, SquaredRelu };
 enum class Norm { LayerNorm, RmsNorm };
 enum class PositionEmbedding { Learned, Rotary };
 enum class Attention { Standard, Flash };
@@ -89,7 +92,8 @@ enum class KernelRole {
   SwiGluForward, SwiGluBackward,      // over tokens x ffn (the output's elements)
   ResidualForward, ResidualBackward,  // (dropout and) residual add over tokens x hidden
   FlashForward, FlashBackward,        // fused attention; batch = b x heads, m = queries, n = keys, k = head dim
-  BiasWeightGrad                      // a weight-gradient GEMM of a linear layer with a bias (k = tokens, n = outputs)
+  BiasWeightGrad,                     // a weight-gradient GEMM of a linear layer with a bias (k = tokens, n = outputs)
+  SquaredReluForward, SquaredReluBackward  // over tokens x ffn
 };
 
 // The three passes of a convolution (see conv_kernel below).
@@ -130,6 +134,14 @@ struct Kernel {
   bool operator==(const Kernel&) const = default;
 };
 
+// One call eager PyTorch makes where the graph has one op or a part of it: its kernel and the
+// tensor it returns.
+struct Call {
+  Kernel kernel;
+  double output_bytes = 0;
+  bool operator==(const Call&) const = default;
+};
+
 // A Megatron tensor-parallel linear layer: column-parallel (QKV, fc1: the sequence-parallel input
 // is gathered before it, its input gradient summed after) or row-parallel (the output projection
 // and fc2: its output summed after it, the output gradient gathered before its backward). A
@@ -155,6 +167,11 @@ struct Op {
   // LayerNorm's weight and bias), in elements; empty: one tensor of `params`. Frameworks that
   // gather or reduce tensor by tensor (DeepSpeed before 0.6) read them through param_tensors().
   std::vector<double> tensors;
+  // A linear layer's matmuls and fused attention as separate calls, in the order a framework
+  // without fused projections runs them (torchtitan's Llama: the QKV projection is wq, wk and wv,
+  // the gate-and-up projection w1 and w3). Op-level checkpointing saves or recomputes them one by
+  // one (strategies/recompute.hpp). Empty for other ops.
+  std::vector<Call> calls;
   bool operator==(const Op&) const = default;
 };
 

@@ -73,6 +73,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
   const double q_bytes = static_cast<double>(x.tokens) * static_cast<double>(x.heads * x.d) * e;
   l.ops.push_back(block_linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x, x.gathered_split));
   l.ops.back().tp_linear = TpLinear::Column;
+  split_calls(l.ops.back(), {x.heads * x.d, x.kv_heads * x.d, x.kv_heads * x.d}, e);  // wq, wk, wv
   const I bh = x.b * x.heads;
   if (o.attention == Attention::Flash) {
     // One fused kernel (flash_attention in transformer_ops.hpp).
@@ -81,7 +82,8 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     f.causal = !s.vision();  // language models mask the future; a ViT attends over all patches
     // Q and O of this rank's tokens; K and V of every rank's (each chunk streams past, in turn).
     f.bytes = 2.0 * q_bytes + 2.0 * kv * static_cast<double>(o.context);
-    Op fa = flash_attention(f, 2.0 * q_bytes + 2.0 * kv + static_cast<double>(bh * x.q_local) * 4.0);  // Q, O, K, V, log-sum-exp
+    const double lse = static_cast<double>(bh * x.q_local) * 4.0;
+    Op fa = flash_attention(f, 2.0 * q_bytes + 2.0 * kv + lse, q_bytes + lse);  // keeps Q, O, K, V, log-sum-exp; returns O, lse
     fa.context_attention = o.context > 1;
     l.ops.push_back(fa);
     l.context_kv_bytes = o.context > 1 ? 2.0 * kv : 0.0;
@@ -123,15 +125,20 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
   if (s.mlp == Mlp::SwiGlu) {
     l.ops.push_back(block_linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x, x.gathered_split));
     l.ops.back().tp_linear = TpLinear::Column;
+    split_calls(l.ops.back(), {x.ffn, x.ffn}, e);  // w1 (gate), w3 (up)
     Op act = elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0);
     mark_role(act, KernelRole::SwiGluForward, KernelRole::SwiGluBackward, tf, e, false);
     l.ops.push_back(act);
   } else {
     l.ops.push_back(block_linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x, x.gathered_split));
     l.ops.back().tp_linear = TpLinear::Column;
-    Op act = elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0);
-    mark_role(act, KernelRole::GeluForward, KernelRole::GeluBackward, tf, e, false);
-    l.ops.push_back(act);
+    if (s.mlp == Mlp::SquaredRelu) {
+      l.ops.push_back(squared_relu("mlp.squared_relu", tf, e));
+    } else {
+      Op act = elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0);
+      mark_role(act, KernelRole::GeluForward, KernelRole::GeluBackward, tf, e, false);
+      l.ops.push_back(act);
+    }
   }
   Op fc2 = block_linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false, x);
   fc2.tp_linear = TpLinear::Row;

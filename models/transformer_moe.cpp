@@ -58,7 +58,8 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     f.causal = true;  // latent attention is a language model's: causal
     f.flops = 2.0 * static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q) * static_cast<double>(dqk + dv);
     f.bytes = 2.0 * q_bytes + 2.0 * v_bytes;
-    l.ops.push_back(flash_attention(f, 2.0 * q_bytes + 2.0 * v_bytes + static_cast<double>(bh * x.q) * 4.0));
+    const double lse = static_cast<double>(bh * x.q) * 4.0;
+    l.ops.push_back(flash_attention(f, 2.0 * q_bytes + 2.0 * v_bytes + lse, v_bytes + lse));
   } else {
     standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
   }
@@ -102,6 +103,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   l.ops.push_back(up);
   const double act = static_cast<double>(local * per_expert) * static_cast<double>(f);
   if (s.mlp == Mlp::SwiGlu) l.ops.push_back(elementwise("moe.experts.swiglu", act, e, 2.0, 2.0 * act * e, 6.0));
+  else if (s.mlp == Mlp::SquaredRelu) l.ops.push_back(squared_relu("moe.experts.squared_relu", act, e));
   else l.ops.push_back(elementwise("moe.experts.gelu", act, e, 1.0, act * e, 10.0));
   Op down = expert_linear("moe.experts.down", local, per_expert, f, x.h, e, false);
   if (s.expert_bias) down.params += static_cast<double>(local * x.h) / static_cast<double>(etp);  // added once, on one rank's share
@@ -122,7 +124,8 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
       l.ops.push_back(elementwise("moe.shared.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0));
     } else {
       l.ops.push_back(linear("moe.shared.fc1", x.tokens, x.h, sf, e, false, x.gathered_split));
-      l.ops.push_back(elementwise("moe.shared.gelu", tf, e, 1.0, tf * e, 10.0));
+      l.ops.push_back(s.mlp == Mlp::SquaredRelu ? squared_relu("moe.shared.squared_relu", tf, e)
+                                                : elementwise("moe.shared.gelu", tf, e, 1.0, tf * e, 10.0));
     }
     l.ops.push_back(linear("moe.shared.down", x.tokens, sf, x.h, e, false));
   }

@@ -38,6 +38,7 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
   if (bias) op.tensors.push_back(static_cast<double>(out));
   op.saved_bytes = op.saved_bytes_selective = static_cast<double>(tokens) * static_cast<double>(in) * e / saved_split;
   op.matmul = true;
+  op.calls = {{op.forward.front(), static_cast<double>(tokens) * static_cast<double>(out) * e}};
   return op;
 }
 
@@ -65,6 +66,7 @@ Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool cu
   };
   for (auto* pass : {&op.forward, &op.backward})
     for (auto& k : *pass) k = fp8_gemm(k);
+  op.calls.front().kernel = op.forward.front();
   // Casts are memory-bound (no matmul FLOPs: the op's FLOPs stay its GEMMs', as MFU counts them).
   const double cast = current ? 6.0 : 4.0;                // bytes moved per element
   const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
@@ -114,6 +116,19 @@ Op dropout_add(const std::string& name, double elems, double e, bool dropout) {
 }
 
 
+// Forward y = max(x, 0)^2: reads x, writes y; 2 FLOPs per element (the max, the square).
+// Backward dx = 2 max(x, 0) dy: reads the saved x and dy, writes dx; 3 FLOPs per element.
+// Transformer Engine's srelu/dsrelu kernels are these (transformer_engine/common/activation).
+Op squared_relu(const std::string& name, double elems, double e) {
+  Op op;
+  op.name = name;
+  op.forward = {memory(name, 2.0 * elems * e, 2.0 * elems)};
+  op.backward = {memory(name + ".bwd", 3.0 * elems * e, 3.0 * elems)};
+  op.saved_bytes = op.saved_bytes_selective = elems * e;
+  mark_role(op, KernelRole::SquaredReluForward, KernelRole::SquaredReluBackward, elems, e, false);
+  return op;
+}
+
 Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
   Slice x{};
   x.b = o.micro_batch;
@@ -141,7 +156,7 @@ Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool b
                : linear(name, tokens, in, out, e, bias, saved_split);
 }
 
-Op flash_attention(const Kernel& forward, double saved_bytes) {
+Op flash_attention(const Kernel& forward, double saved_bytes, double output_bytes) {
   Op fa;
   fa.name = "flash_attention";
   Kernel bw = forward;
@@ -154,7 +169,23 @@ Op flash_attention(const Kernel& forward, double saved_bytes) {
   fa.backward.front().role = KernelRole::FlashBackward;
   fa.saved_bytes = fa.saved_bytes_selective = saved_bytes;
   fa.matmul = true;
+  fa.calls = {{forward, output_bytes}};
   return fa;
+}
+
+void split_calls(Op& op, const std::vector<I>& columns, double e) {
+  const Kernel whole = op.calls.front().kernel;
+  const double b = static_cast<double>(whole.batch), m = static_cast<double>(whole.m), k = static_cast<double>(whole.k);
+  op.calls.clear();
+  for (I n : columns) {
+    Kernel part = whole;
+    part.n = n;
+    const double N = static_cast<double>(n);
+    part.flops = 2.0 * b * m * N * k;
+    // As gemm() and fp8_linear's GEMM count their operands: FP8 inputs, a 2-byte output.
+    part.bytes = whole.fp8 ? b * (m * k + k * N + 2.0 * m * N) : e * b * (m * k + k * N + m * N);
+    op.calls.push_back({part, b * m * N * e});
+  }
 }
 
 void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_saved, double v_saved, bool dropout) {

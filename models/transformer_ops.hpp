@@ -3,6 +3,7 @@
 // mixture-of-experts / latent-attention parts of models/transformer*.cpp. Internal to models/.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/model_graph.hpp"
 
@@ -26,6 +27,8 @@ void mark_bias_grad(Op& op, I tokens, I out, double e);
 void mark_role(Op& op, KernelRole forward, KernelRole backward, double elems, double e, bool dropout);
 Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e);
 Op dropout_add(const std::string& name, double elems, double e, bool dropout);
+// relu(x)^2 over `elems` elements, as one fused kernel each way.
+Op squared_relu(const std::string& name, double elems, double e);
 
 // Shapes of one tensor-parallel rank's slice of a block.
 struct Slice {
@@ -42,8 +45,12 @@ Slice slice(const TransformerSpec& s, const BuildOptions& o, double e);
 Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool bias, const Slice& x, double saved_split = 1.0);
 
 // Fused attention (FlashAttention) from its forward kernel: backward recomputes the scores,
-// hence 2.5x the forward's matmul work, and reads and writes twice its bytes.
-Op flash_attention(const Kernel& forward, double saved_bytes);
+// hence 2.5x the forward's matmul work, and reads and writes twice its bytes. `output_bytes`: what
+// it returns (O and the log-sum-exp).
+Op flash_attention(const Kernel& forward, double saved_bytes, double output_bytes);
+// A linear op's one GEMM as the separate matmuls of `columns` output columns each (a fused QKV as
+// wq, wk, wv), with outputs of `e` bytes per value.
+void split_calls(Op& op, const std::vector<I>& columns, double e);
 
 // Attention without fusion: scores Q.K^T (keeping `qk_saved` bytes), softmax, optional dropout,
 // then probabilities.V (keeping `v_saved`), over `bh` batch-heads of `q` positions.

@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "strategies/recompute.hpp"
+
 namespace dtsim::strategies {
 
 // Defaults as the frameworks ship them.
@@ -121,27 +123,29 @@ struct Units {
 
 }  // namespace
 
-std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute) {
+std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck) {
   std::vector<ParamUse> out;
   const int n = static_cast<int>(layers.size());
-  auto ops = [&](int li, bool backward, bool reversed) {
+  auto ops = [&](int li, bool backward, bool reversed, bool recompute) {
     const auto& l = *layers[static_cast<std::size_t>(li)];
     if (f.gather_per_layer) {
       if (l.params() > 0) out.push_back({li, -1, l.params(), backward});
       return;
     }
+    // The recompute forward uses the weights of the ops it re-runs (op-level checkpointing: some).
+    const auto again = reruns(l, recompute ? ck.of(l) : Recompute::None);
     const int m = static_cast<int>(l.ops.size());
     for (int k = 0; k < m; ++k) {
       const int oi = reversed ? m - 1 - k : k;
       const double p = l.ops[static_cast<std::size_t>(oi)].params;
-      if (p > 0) out.push_back({li, oi, p, backward});
+      if (p > 0 && (!recompute || again[static_cast<std::size_t>(oi)].any())) out.push_back({li, oi, p, backward});
     }
   };
-  for (int li = 0; li < n; ++li) ops(li, false, false);
+  for (int li = 0; li < n; ++li) ops(li, false, false, false);
   for (int li = n - 1; li >= 0; --li) {
-    const bool rerun = recompute && block(layers[static_cast<std::size_t>(li)]);
-    if (rerun && f.regather_for_recompute && !f.gather_per_layer) ops(li, true, false);
-    ops(li, true, true);
+    const bool rerun = checkpoints_block(ck.of(*layers[static_cast<std::size_t>(li)]));
+    if (rerun && f.regather_for_recompute && !f.gather_per_layer) ops(li, true, false, true);
+    ops(li, true, true, false);
   }
   return out;
 }
@@ -158,9 +162,9 @@ std::vector<double> gathered_tensors(const std::vector<const models::Layer*>& la
 bool per_tensor(const FrameworkSpec& f) { return f.per_parameter && !f.gather_per_layer; }
 }  // namespace
 
-std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute,
+std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck,
                                   std::vector<int>* wait) {
-  const auto uses = param_uses(layers, f, recompute);
+  const auto uses = param_uses(layers, f, ck);
   if (wait) wait->assign(uses.size(), -1);
   const Units units(layers, f, uses);
 
@@ -194,8 +198,8 @@ std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layer
   return out;
 }
 
-double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute) {
-  const auto uses = param_uses(layers, f, recompute);
+double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck) {
+  const auto uses = param_uses(layers, f, ck);
   const Units units(layers, f, uses);
   std::map<std::pair<int, int>, double> size;
   for (const auto& u : uses) size[units.key(u)] = units.size(u);

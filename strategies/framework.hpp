@@ -82,22 +82,24 @@ struct Gather {
   int burst = 0;
 };
 
+class Checkpoints;  // strategies/recompute.hpp
+
 // A micro-batch's parameter uses in order: each sub-module (op with parameters) of each layer
-// in forward order, then backward layer by layer, the recompute forward first where `recompute`
-// re-runs a block. At layer granularity (FSDP) one use per layer and direction.
+// in forward order, then backward layer by layer, the recompute forward first where `ck` re-runs
+// a block whole. At layer granularity (FSDP) one use per layer and direction.
 struct ParamUse {
   int layer = 0;
   int op = -1;  // -1: the whole layer (FSDP unit)
   double params = 0;
   bool backward = false;
 };
-std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute);
+std::vector<ParamUse> param_uses(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck);
 
 // The all-gathers one micro-batch issues on one rank, in order, following the framework's
 // rules: persistent parameters skipped, parameters kept between uses within the reuse distance
 // (or FSDP's root unit), and DeepSpeed's coalescing of the next uses up to the prefetch bucket.
 // `wait`, when given, receives per use (param_uses order) the gather it waits for, -1 for none.
-std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute,
+std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck,
                                   std::vector<int>* wait = nullptr);
 
 // The most parameter elements gathered on one GPU at once in a micro-batch: at each use, those
@@ -105,7 +107,7 @@ std::vector<Gather> zero3_gathers(const std::vector<const models::Layer*>& layer
 // the next parameters not yet gathered, added one by one while fewer than
 // min(max_live_params - gathered, prefetch_bucket_params) are in flight (DeepSpeed's
 // fetch_sub_module; FSDP and megatron-lm: the next gather unit), none with prefetch depth 0.
-double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, bool recompute);
+double zero3_gathered_peak(const std::vector<const models::Layer*>& layers, const FrameworkSpec& f, const Checkpoints& ck);
 
 // Elements the reduce-scatters of one micro-batch carry, bucket by bucket in backward order.
 // With `reduce_bucket_params` 0, one per layer.

@@ -36,9 +36,10 @@ Layout layout_of(const models::ModelGraph& g, const ParallelismSpec& p, const Tr
     throw std::invalid_argument("zero-bubble-h1 is modelled without ZeRO-3");
   if (p.schedule == Schedule::PipeDream && p.zero_stage > 0 && p.data > 1)
     throw std::invalid_argument("pipedream is modelled without ZeRO");
-  if (!p.stage_blocks.empty() && (k.virtual_stages != 1 || static_cast<int>(p.stage_blocks.size()) != p.pipeline))
-    throw std::invalid_argument("stage_blocks needs one count per stage and no virtual stages");
+  if (!p.stage_blocks.empty() && static_cast<int>(p.stage_blocks.size()) != k.chunks)
+    throw std::invalid_argument("stage_blocks needs one count per model chunk (pipeline x virtual stages)");
   k.chunk_layers = split_chunks(g, k.chunks, p.stage_blocks);
+  k.checkpoints = Checkpoints(p, k.chunk_layers, k.pipeline);
   return k;
 }
 

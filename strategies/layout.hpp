@@ -8,11 +8,10 @@
 
 #include "models/model_graph.hpp"
 #include "strategies/placement.hpp"
+#include "strategies/recompute.hpp"
 #include "strategies/spec.hpp"
 
 namespace dtsim::strategies {
-
-using Layers = std::vector<const models::Layer*>;
 
 struct Layout {
   explicit Layout(const ParallelismSpec& p) : place(p) {}
@@ -30,6 +29,8 @@ struct Layout {
   Placement place;         // the GPU of each (data, stage, tensor, context) coordinate
   // Each model chunk's layers in model order; empty unless laid out over a model graph.
   std::vector<Layers> chunk_layers;
+  // Which blocks recomputation reaches, over chunk_layers.
+  Checkpoints checkpoints;
 
   int stage_of(int chunk) const { return chunk % pipeline; }
   int gpus() const { return data * pipeline * tensor * context; }

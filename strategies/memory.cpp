@@ -2,22 +2,14 @@
 
 #include <algorithm>
 
+#include "strategies/recompute.hpp"
+
 namespace dtsim::strategies {
 
 double kept_activations(const std::vector<const models::Layer*>& layers, Recompute r) {
-  double b = 0;
-  bool first_block = true;
-  for (const auto* l : layers) {
-    const bool block = l->kind == models::LayerKind::Block;
-    if (block && (r == Recompute::Full || (r == Recompute::Stage && first_block))) {
-      b += l->input_bytes;
-      first_block = false;
-      continue;
-    }
-    if (block && r == Recompute::Stage) continue;
-    for (const auto& op : l->ops) b += (block && r == Recompute::Selective) ? op.saved_bytes_selective : op.saved_bytes;
-  }
-  return b;
+  ParallelismSpec p;
+  p.recompute = r;
+  return Checkpoints(p, {layers}, 1).kept(layers);
 }
 
 MemoryBreakdown model_state_memory(double params, Precision p, models::OptimizerKind o, int zero_stage, int dp) {

@@ -12,9 +12,9 @@ struct MemoryBreakdown {
   double peak() const { return params + gradients + optimizer + activations + other; }
 };
 
-// Activation bytes a micro-batch leaves behind after its forward through `layers`: what each op
-// saves, less what recomputation drops (full recomputation keeps only each block's input; stage
-// recomputation only the first block's, `layers` being one pipeline chunk).
+// Activation bytes a micro-batch leaves behind after its forward through `layers`, every block
+// recomputed as `r` (full recomputation keeps only each block's input; stage recomputation only
+// the first block's, `layers` being one pipeline chunk). A layout's own: Checkpoints::kept.
 double kept_activations(const std::vector<const models::Layer*>& layers, Recompute r);
 
 // Model states for `params` parameters, sharded over `dp` ranks by ZeRO stage (Rajbhandari et al.

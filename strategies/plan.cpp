@@ -62,7 +62,7 @@ int Planner::pass_work(bool forward, int chunk, const models::Layer* layer, int 
     const Layers one{layer};
     const Layers& layers = layer ? one : k_.chunk_layers[static_cast<std::size_t>(chunk)];
     const ContextGroups& cp = cp_groups_[static_cast<std::size_t>(stage_of(chunk))];
-    it->second = table_.get(forward ? forward_work(layers, g_, p_, tpg, cp) : backward_work(layers, g_, p_, tpg, cp));
+    it->second = table_.get(forward ? forward_work(layers, g_, p_, tpg, cp) : backward_work(layers, g_, p_, tpg, cp, &k_.checkpoints));
   }
   return it->second;
 }

@@ -11,7 +11,7 @@ void Planner::start_layout() {
   plan_.micro_batches = k_.micro_batches;
   plan_.graph.num_ranks = k_.gpus();
   chunk_kept_.clear();
-  for (const auto& layers : k_.chunk_layers) chunk_kept_.push_back(kept_activations(layers, p_.recompute));
+  for (const auto& layers : k_.chunk_layers) chunk_kept_.push_back(k_.checkpoints.kept(layers));
 }
 
 // The same checks and decisions as run() up to the passes, then finish()'s memory and FLOPs:

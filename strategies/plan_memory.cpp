@@ -7,16 +7,11 @@ namespace dtsim::strategies {
 
 MemoryBreakdown Planner::stage_memory(int s) const {
   const Layers mine = stage_layers(s);
-  double rebuild = 0;  // under full recomputation one block at a time is rebuilt in full
-  for (const auto* l : mine)
-    if (p_.recompute == Recompute::Full && l->kind == models::LayerKind::Block) rebuild = std::max(rebuild, l->saved_bytes());
-  if (p_.recompute == Recompute::Stage)  // a whole chunk, one micro-batch at a time
-    for (int j = s; j < k_.chunks; j += p_.pipeline) {
-      double chunk = 0;
-      for (const auto* l : k_.chunk_layers[static_cast<std::size_t>(j)])
-        if (l->kind == models::LayerKind::Block) chunk += l->saved_bytes();
-      rebuild = std::max(rebuild, chunk);
-    }
+  // Backward rebuilds one checkpointed run at a time in full: a block under full recomputation,
+  // a whole chunk under stage recomputation, one micro-batch at a time.
+  double rebuild = 0;
+  for (int j = s; j < k_.chunks; j += p_.pipeline)
+    rebuild = std::max(rebuild, k_.checkpoints.rebuilt(k_.chunk_layers[static_cast<std::size_t>(j)]));
   MemoryBreakdown m = state_memory(mine);
   if (p_.offload_optimizer) m.optimizer = 0;
   // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
@@ -47,13 +42,13 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     // On the GPU only the layer being run and the one being copied; the rest waits on the host
     // (copies keeping pace with compute).
     double layer = 0;
-    for (const auto* l : mine) layer = std::max(layer, kept_activations({l}, p_.recompute));
+    for (const auto* l : mine) layer = std::max(layer, k_.checkpoints.kept({l}));
     m.activations = std::min(peak, 2.0 * layer) + rebuild;
   }
   if (p_.zero_stage == 3 && shard_ranks() > 1 && p_.framework.max_live_params > 0) {
     // DeepSpeed: what its coordinator holds gathered at worst, prefetch bounded by
     // stage3_max_live_parameters and the prefetch bucket.
-    m.other += zero3_gathered_peak(mine, p_.framework, p_.recompute == Recompute::Full || p_.recompute == Recompute::Stage) * weight_bytes_per_param(t_.precision);
+    m.other += zero3_gathered_peak(mine, p_.framework, k_.checkpoints) * weight_bytes_per_param(t_.precision);
   } else if (p_.zero_stage == 3 && shard_ranks() > 1 && p_.pipeline > 1) {
     // Inside a pipeline stage FSDP2 keeps the stage's layers gathered from the first forward to
     // the end of the step and accumulates their gradients unsharded until the last backward

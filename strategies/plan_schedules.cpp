@@ -30,7 +30,8 @@ int Planner::part_work(PipeOp::Part part, int chunk, int tpg) {
   auto [it, fresh] = part_works_.try_emplace({static_cast<int>(part), chunk, tpg}, -1);
   if (fresh)
     it->second = table_.get(
-        backward_part_work(k_.chunk_layers[static_cast<std::size_t>(chunk)], g_, p_, tpg, part == PipeOp::Part::Weight));
+        backward_part_work(k_.chunk_layers[static_cast<std::size_t>(chunk)], g_, p_, tpg, part == PipeOp::Part::Weight,
+                           &k_.checkpoints));
   return it->second;
 }
 

@@ -149,7 +149,7 @@ Plan Planner::finish() {
   host_memory();
   const double micro_batches = static_cast<double>(k_.micro_batches) * p_.data * plan_.iterations_per_step;
   double recompute = 0;
-  for (const auto& l : g_.layers) recompute += recompute_flops(l, p_.recompute);
+  for (const auto& l : g_.layers) recompute += recompute_flops(l, k_.checkpoints.of(l));
   // Each tensor and context rank computes its share of every micro-batch.
   const double shares = static_cast<double>(p_.tensor) * p_.context;
   plan_.model_flops_per_step = g_.model_flops() * shares * micro_batches;

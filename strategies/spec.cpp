@@ -57,6 +57,7 @@ const char* to_string(Recompute r) {
     case Recompute::Selective: return "selective";
     case Recompute::Full: return "full";
     case Recompute::Stage: return "stage";
+    case Recompute::Op: return "op";
   }
   return "?";
 }

@@ -14,8 +14,11 @@ namespace dtsim::strategies {
 // Full keeps each block's input and re-runs one block at a time before its backward (Megatron's
 // full recomputation); Stage is GPipe's re-materialisation (Huang et al. 2019, Sec. 2.3): each
 // pipeline chunk keeps only its input per micro-batch and re-runs its whole forward before its
-// backward.
-enum class Recompute { None, Selective, Full, Stage };
+// backward. Which blocks Full reaches: ParallelismSpec::recompute_layers, recompute_every,
+// recompute_group (strategies/recompute.hpp). Op is torchtitan's op-level policy: each block keeps
+// its input and what its matmuls and attention return, but for every second matmul, and re-runs
+// the rest (strategies/recompute.hpp).
+enum class Recompute { None, Selective, Full, Stage, Op };
 // Gradient compression before synchronisation: fp16 halves fp32 gradients; int8 quantises to one
 // byte per value (as 1-bit/8-bit Adam-style schemes do); top-k keeps a fraction of the values with
 // their 4-byte indices and must gather instead of sum (Lin et al. 2018, Deep Gradient Compression).
@@ -54,6 +57,13 @@ struct ParallelismSpec {
   int data = 1, tensor = 1, pipeline = 1;
   std::int64_t micro_batch = 1;
   Recompute recompute = Recompute::None;
+  // Under full recomputation, which blocks it reaches (0: every one). recompute_layers: the first
+  // N blocks of each pipeline chunk, the rest keep all their activations (Megatron-LM
+  // --recompute-method block --recompute-num-layers N). recompute_every: every n-th block of a
+  // stage, counted through its chunks in order (torchtitan's selective_ac_option = "n").
+  // recompute_group: every block, checkpointed N at a time, each group keeping only its input
+  // and rebuilt whole before its backward (Megatron-LM --recompute-method uniform).
+  int recompute_layers = 0, recompute_every = 0, recompute_group = 1;
   int zero_stage = 0;
   // PyTorch DDP defaults: bucket_cap_mb = 25 and a 1 MiB first bucket (torch/nn/parallel/distributed.py).
   double bucket_bytes = 25.0 * 1024 * 1024;
@@ -87,7 +97,8 @@ struct ParallelismSpec {
   // Stage-to-stage sends that hold the sender until they finish (Megatron-LM 2021 synchronised
   // the device after each batch_isend_irecv), instead of running beside its next pass.
   bool blocking_p2p = false;
-  // Transformer blocks per pipeline stage when not split evenly (no virtual stages).
+  // Transformer blocks per model chunk when not split evenly: one count per stage, or with virtual
+  // stages per chunk in model order, chunk j on stage j % pipeline (Megatron-LM's order).
   std::vector<int> stage_blocks;
   // Gradient buckets by priority (P3, Jayarajan et al. 2019; ByteScheduler, Peng et al. 2019):
   // queued buckets holding earlier layers go first, each bucket's parameters are updated as soon

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -100,18 +101,12 @@ int WorkTable::get(taskgraph::Work w) {
   return ids.back();
 }
 
-namespace {
-bool rerun(const models::Layer& l, const models::Op& op, Recompute r) {
-  return l.kind == models::LayerKind::Block &&
-         (r == Recompute::Full || r == Recompute::Stage || (r == Recompute::Selective && op.selective));
-}
-}  // namespace
-
 double recompute_flops(const models::Layer& layer, Recompute r) {
   double f = 0;
-  for (const auto& op : layer.ops)
-    if (op.matmul && rerun(layer, op, r))
-      for (const auto& k : op.forward) f += k.flops;
+  const auto again = reruns(layer, r);
+  for (std::size_t i = 0; i < layer.ops.size(); ++i)
+    if (layer.ops[i].matmul && again[i].any())
+      for (const auto& k : rerun_kernels(layer.ops[i], again[i])) f += k.flops;
   return f;
 }
 
@@ -133,8 +128,7 @@ models::Kernel fp8_weight_cast_kernel(double params) {
   return k;
 }
 
-std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward, const models::ModelGraph& g,
-                                                    const ParallelismSpec& p, int group) {
+std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward, const ParallelismSpec& p, int group) {
   if (p.tensor <= 1) return {};
   const auto& split = layer.tensor_split;
   const bool sp = p.sequence_parallel;
@@ -146,12 +140,17 @@ std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, 
   if (sums > 0) out.push_back(c(sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, sums));
   for (double bytes : forward ? split.channel_gathers : split.channel_sums)
     out.push_back(InlineCollective{forward ? CollectiveOp::AllGather : CollectiveOp::ReduceScatter, group, bytes, 1});
-  // Full recomputation re-runs a block's forward, collectives included, before its backward.
-  if (!forward && (p.recompute == Recompute::Full || p.recompute == Recompute::Stage) && layer.kind == models::LayerKind::Block) {
-    auto again = tensor_parallel_comms(layer, true, g, p, group);
-    out.insert(out.end(), again.begin(), again.end());
-  }
   return out;
+}
+
+// Full recomputation re-runs a block's forward, collectives included, before its backward.
+// Op-level checkpointing keeps what the reduce-scatters return (torchtitan's save list names
+// reduce_scatter_tensor) and runs the all-gathers (or all-reduces) again.
+std::vector<InlineCollective> recompute_comms(const models::Layer& layer, Recompute r, const ParallelismSpec& p, int group) {
+  if (!checkpoints_block(r) || layer.kind != models::LayerKind::Block) return {};
+  auto again = tensor_parallel_comms(layer, true, p, group);
+  if (r == Recompute::Op) std::erase_if(again, [](const InlineCollective& c) { return c.op == CollectiveOp::ReduceScatter; });
+  return again;
 }
 
 std::vector<InlineCollective> context_parallel_comms(const models::Layer& layer, bool forward, const ParallelismSpec& p,
@@ -187,7 +186,7 @@ int append(taskgraph::Work& w, const models::Op& op, const std::vector<models::K
 }
 }  // namespace
 
-taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
+taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& /*g: as backward's*/,
                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp) {
   taskgraph::Work w;
   w.name = layers.size() == 1 ? "fwd " + layers[0]->name : fmt::format("fwd {}..{}", layers.front()->name, layers.back()->name);
@@ -195,7 +194,7 @@ taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, co
     int attention = -1;
     std::vector<TpLinearAt> linears;
     for (const auto& op : l->ops) attention = append(w, op, op.forward, attention, linears);
-    auto c = overlap_tp_comms(tensor_parallel_comms(*l, true, g, p, tp_group), linears, p);
+    auto c = overlap_tp_comms(tensor_parallel_comms(*l, true, p, tp_group), linears, p);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
     auto x = context_parallel_comms(*l, true, p, cp, attention);
     w.comms.insert(w.comms.end(), x.begin(), x.end());
@@ -204,15 +203,21 @@ taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, co
 }
 
 taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp) {
+                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp, const Checkpoints* ck) {
+  const Checkpoints own = ck ? Checkpoints() : Checkpoints(p, {layers}, 1);
+  if (!ck) ck = &own;
   taskgraph::Work w;
   w.name = layers.size() == 1 ? "bwd " + layers[0]->name : fmt::format("bwd {}..{}", layers.back()->name, layers.front()->name);
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     const auto& l = **it;
+    const Recompute r = ck->of(l);
     int reran = -1;
     std::vector<TpLinearAt> linears;
-    for (const auto& op : l.ops)
-      if (rerun(l, op, p.recompute)) reran = append(w, op, op.forward, reran, linears);
+    const auto again = reruns(l, r);
+    for (std::size_t i = 0; i < l.ops.size(); ++i) {
+      if (again[i].whole) reran = append(w, l.ops[i], l.ops[i].forward, reran, linears);
+      else if (again[i].any()) std::ranges::copy(rerun_kernels(l.ops[i], again[i]), std::back_inserter(w.kernels));
+    }
     if (reran >= 0) {  // recomputing attention exchanges K and V again
       auto x = context_parallel_comms(l, true, p, cp, reran);
       w.comms.insert(w.comms.end(), x.begin(), x.end());
@@ -223,7 +228,10 @@ taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, c
     w.comms.insert(w.comms.end(), x.begin(), x.end());
     if (!p.fused_grad_accumulation && l.params() > 0)
       w.kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
-    auto c = overlap_tp_comms(tensor_parallel_comms(l, false, g, p, tp_group), linears, p);
+    auto tp = tensor_parallel_comms(l, false, p, tp_group);
+    auto rerun_tp = recompute_comms(l, r, p, tp_group);
+    tp.insert(tp.end(), rerun_tp.begin(), rerun_tp.end());
+    auto c = overlap_tp_comms(std::move(tp), linears, p);
     w.comms.insert(w.comms.end(), c.begin(), c.end());
   }
   return w;
@@ -246,8 +254,8 @@ double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int el
 }
 
 taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                                   const ParallelismSpec& p, int tp_group, bool weight) {
-  taskgraph::Work whole = backward_work(layers, g, p, tp_group);
+                                   const ParallelismSpec& p, int tp_group, bool weight, const Checkpoints* ck) {
+  taskgraph::Work whole = backward_work(layers, g, p, tp_group, {}, ck);
   taskgraph::Work w;
   w.name = (weight ? "bwd weight " : "bwd input ") + whole.name.substr(4);
   std::vector<int> kept(whole.kernels.size(), -1);
@@ -266,7 +274,7 @@ taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& laye
 }
 
 std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
-                                             const ParallelismSpec& p, int tp_group) {
+                                             const ParallelismSpec& p, int tp_group, Recompute r) {
   std::array<taskgraph::Work, 3> w;
   const std::size_t first = l.experts.first, last = l.experts.last, n = l.ops.size();
   const char* pass = forward ? "fwd " : "bwd ";
@@ -278,15 +286,18 @@ std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forwa
     for (std::size_t i = 0; i < n; ++i) add(w[i < first ? 0 : i < last ? 1 : 2], l.ops[i].forward);
   } else {
     // Full recomputation re-runs the whole forward, all-to-alls included: the planner emits it.
-    for (const auto& op : l.ops)
-      if (p.recompute != Recompute::Full && rerun(l, op, p.recompute)) add(w[0], op.forward);
+    const auto again = reruns(l, r);
+    for (std::size_t i = 0; i < n && r != Recompute::Full; ++i)
+      if (again[i].any()) add(w[0], rerun_kernels(l.ops[i], again[i]));
     for (std::size_t i = n; i-- > 0;) add(w[i >= last ? 0 : i >= first ? 1 : 2], l.ops[i].backward);
     if (!p.fused_grad_accumulation && l.params() > 0)
       w[2].kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
   }
-  w[2].comms = tensor_parallel_comms(l, forward, g, p, tp_group);
-  if (!forward && p.recompute == Recompute::Full)  // the re-run forward's collectives go with it
-    w[2].comms.resize(w[2].comms.size() - tensor_parallel_comms(l, true, g, p, tp_group).size());
+  w[2].comms = tensor_parallel_comms(l, forward, p, tp_group);
+  if (!forward && r != Recompute::Full) {  // a full re-run's collectives go with the forward the planner emits
+    auto again = recompute_comms(l, r, p, tp_group);
+    w[2].comms.insert(w[2].comms.end(), again.begin(), again.end());
+  }
   return w;
 }
 

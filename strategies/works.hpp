@@ -7,6 +7,7 @@
 
 #include "models/model_graph.hpp"
 #include "sim/taskgraph/task_graph.hpp"
+#include "strategies/recompute.hpp"
 #include "strategies/spec.hpp"
 
 namespace dtsim::strategies {
@@ -29,10 +30,14 @@ class WorkTable {
 };
 
 // The tensor-parallel collectives a layer's pass blocks on, from its split rule
-// (models::TensorSplit), on the tensor group `group`.
-std::vector<taskgraph::InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward,
-                                                               const models::ModelGraph& g, const ParallelismSpec& p,
+// (models::TensorSplit), on the tensor group `group`; a backward's recomputation adds its own
+// (recompute_comms).
+std::vector<taskgraph::InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward, const ParallelismSpec& p,
                                                                int group);
+// The collectives a backward's recomputation of the layer re-runs first, recomputed as `r`: the
+// whole forward's under full or stage recomputation.
+std::vector<taskgraph::InlineCollective> recompute_comms(const models::Layer& layer, Recompute r, const ParallelismSpec& p,
+                                                         int group);
 
 // A stage's context-parallel groups: all its context ranks, and the pair closing the ring.
 struct ContextGroups {
@@ -46,17 +51,19 @@ std::vector<taskgraph::InlineCollective> context_parallel_comms(const models::La
                                                                 const ParallelismSpec& p, const ContextGroups& groups,
                                                                 int attention_kernel);
 
-// Forward and backward work of a run of layers; backward first re-runs what recomputation drops.
+// Forward and backward work of a run of layers; backward first re-runs what recomputation drops,
+// each block as `ck` says (null: every block as p.recompute, `layers` being one chunk).
 taskgraph::Work forward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp = {});
 taskgraph::Work backward_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp = {});
+                              const ParallelismSpec& p, int tp_group, const ContextGroups& cp = {},
+                              const Checkpoints* ck = nullptr);
 // Zero-bubble's halves of a backward (Qi et al. 2024): the input-gradient pass B (everything
 // but the weight gradients: recomputation, dgrad GEMMs, attention and element-wise backward,
 // the tensor-parallel collectives on the input gradient) or the weight-gradient pass W (the
 // wgrad GEMMs, the embedding's scatter-add, and gradient accumulation).
 taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& layers, const models::ModelGraph& g,
-                                   const ParallelismSpec& p, int tp_group, bool weight);
+                                   const ParallelismSpec& p, int tp_group, bool weight, const Checkpoints* ck = nullptr);
 // A kernel that computes a weight gradient: "*.wgrad" GEMMs and convolutions, the embedding
 // table's scatter-add.
 bool weight_gradient_kernel(const models::Kernel& k);
@@ -67,10 +74,10 @@ double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int el
 // is the ops before the dispatch, the experts, the ops after the combine; backward is the ops
 // after the combine (their gradients, re-run ones first), the experts, the ops before the
 // dispatch with the weight-gradient accumulation. Tensor-parallel collectives go with the last.
-// Under full recomputation backward leaves out the re-run forward: the planner emits it, with its
-// all-to-alls, before the backward.
+// Recomputed as `r`. Under full recomputation backward leaves out the re-run forward: the
+// planner emits it, with its all-to-alls, before the backward.
 std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
-                                             const ParallelismSpec& p, int tp_group);
+                                             const ParallelismSpec& p, int tp_group, Recompute r);
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);
 

@@ -11,6 +11,7 @@
 #include "sim/results/result.hpp"
 #include "strategies/framework.hpp"
 #include "strategies/memory.hpp"
+#include "strategies/recompute.hpp"
 
 using namespace dtsim;
 
@@ -256,7 +257,7 @@ TEST(Frameworks, MaxLiveParametersBoundGatheredMemory) {
   auto peak = [&](double bucket, double live) {
     f.prefetch_bucket_params = bucket;
     f.max_live_params = live;
-    return strategies::zero3_gathered_peak(layers, f, false);
+    return strategies::zero3_gathered_peak(layers, f, strategies::Checkpoints(strategies::ParallelismSpec{}, {layers}, 1));
   };
   // Live bound below the embedding: nothing is prefetched, the largest sub-module alone.
   EXPECT_DOUBLE_EQ(peak(1e9, 1), 1114112.0);

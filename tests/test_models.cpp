@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "models/model_graph.hpp"
+#include "sim/cost/eager_kernels.hpp"
 #include "sim/config/merge.hpp"
 #include "sim/config/scenario.hpp"
 #include "helpers.hpp"
@@ -38,6 +41,14 @@ TEST(Models, LlamaParameterCountsMatchPublishedSizes) {
   // Meta's model cards: Llama 3 8B has 8.03 B parameters, 70B has 70.6 B.
   EXPECT_NEAR(build(preset("llama-3-8b")).params() / 8.03e9, 1.0, 0.01);
   EXPECT_NEAR(build(preset("llama-3-70b")).params() / 70.6e9, 1.0, 0.01);
+}
+
+TEST(Models, Nemotron4ParameterCountMatchesItsReport) {
+  // Parmar et al. 2024, Sec. 2: 3.2 B embedding (input and output, untied) and 12.5 B other parameters.
+  const auto g = build(preset("nemotron-4-15b"));
+  const double embedding = g.layers.front().params() + g.layers.back().params();
+  EXPECT_NEAR(embedding / 3.2e9, 1.0, 0.02);
+  EXPECT_NEAR((g.params() - embedding) / 12.5e9, 1.0, 0.01);
 }
 
 TEST(Models, Gpt2ParameterCount) {
@@ -113,4 +124,40 @@ TEST(OptimizerStep, PassesOverTheParametersFollowTheMixedPrecisionRecipe) {
   EXPECT_DOUBLE_EQ(models::optimizer_kernel(OptimizerKind::Adam, 1e9, UpdatePath::Bf16Master).bytes, 38e9);
   EXPECT_DOUBLE_EQ(models::optimizer_kernel(OptimizerKind::Adam, 1e9, UpdatePath::Fp16Master).bytes, 52e9);
   EXPECT_DOUBLE_EQ(models::optimizer_kernel(OptimizerKind::Sgd, 1e9, UpdatePath::Fp32).bytes, 24e9);
+}
+
+// Squared ReLU (Nemotron-4, Megatron-LM --squared-relu, TE activation "srelu"): the GELU block's
+// two matrices around y = relu(x)^2 over tokens x ffn. By hand for t = 2 x 256 tokens, ffn 1024,
+// bf16: one fused kernel each way, forward 2 t ffn bytes x 2 and 2 FLOPs a value, backward 3 x 2
+// bytes and 3 FLOPs a value, the input kept; eager PyTorch runs relu then pow forward, and
+// pow_backward's copy, scale and multiply then relu's threshold_backward.
+TEST(Models, SquaredReluMlpByHand) {
+  models::TransformerSpec s;
+  s.name = "srelu";
+  s.num_layers = 1;
+  s.hidden_size = 256;
+  s.num_heads = 4;
+  s.num_kv_heads = 4;
+  s.ffn_hidden_size = 1024;
+  s.seq_len = 256;
+  s.vocab_size = 1000;
+  const auto gelu = models::build_transformer(s, {2, 2});
+  s.mlp = models::Mlp::SquaredRelu;
+  const auto srelu = models::build_transformer(s, {2, 2});
+  const auto& b = srelu.layers[1];
+  const auto act = std::find_if(b.ops.begin(), b.ops.end(), [](const models::Op& o) { return o.name == "mlp.squared_relu"; });
+  ASSERT_NE(act, b.ops.end());
+  const double n = 2.0 * 256 * 1024, e = 2;
+  EXPECT_DOUBLE_EQ(act->forward.at(0).bytes, 2 * n * e);
+  EXPECT_DOUBLE_EQ(act->forward.at(0).flops, 2 * n);
+  EXPECT_DOUBLE_EQ(act->backward.at(0).bytes, 3 * n * e);
+  EXPECT_DOUBLE_EQ(act->backward.at(0).flops, 3 * n);
+  EXPECT_DOUBLE_EQ(act->saved_bytes, n * e);
+  EXPECT_EQ(srelu.params(), gelu.params());  // two matrices, as GELU's
+  EXPECT_EQ(srelu.model_flops(), gelu.model_flops());
+  const auto fwd = cost::element_plan(cost::Elementwise::Eager, act->forward.at(0));
+  const auto bwd = cost::element_plan(cost::Elementwise::Eager, act->backward.at(0));
+  EXPECT_EQ(fwd.passes, (std::vector<double>{2 * n * e, 2 * n * e}));
+  EXPECT_EQ(bwd.passes, (std::vector<double>{2 * n * e, 2 * n * e, 3 * n * e, 3 * n * e}));
+  EXPECT_TRUE(cost::element_plan(cost::Elementwise::Compiled, act->forward.at(0)).passes.empty());  // Inductor fuses it
 }

@@ -138,12 +138,12 @@ TEST(TensorParallel, FourAllReducesOfBshPerBlock) {
   auto s = setup(1, 2, 2, 4);
   const auto& block = s.graph.layers[1];
   double fwd = 0, bwd = 0;
-  for (const auto& c : strategies::tensor_parallel_comms(block, true, s.graph, s.par, 0)) {
+  for (const auto& c : strategies::tensor_parallel_comms(block, true, s.par, 0)) {
     EXPECT_EQ(c.op, taskgraph::CollectiveOp::AllReduce);
     EXPECT_DOUBLE_EQ(c.bytes, 2.0 * 1024 * 768 * 2);  // b s h in 16-bit
     fwd += c.count;
   }
-  for (const auto& c : strategies::tensor_parallel_comms(block, false, s.graph, s.par, 0)) bwd += c.count;
+  for (const auto& c : strategies::tensor_parallel_comms(block, false, s.par, 0)) bwd += c.count;
   EXPECT_EQ(fwd, 2);
   EXPECT_EQ(bwd, 2);
 }
@@ -152,7 +152,7 @@ TEST(TensorParallel, SequenceParallelTradesAllReducesForGatherScatterPairs) {
   auto s = setup(1, 2, 2, 4);
   s.par.sequence_parallel = true;
   double ag = 0, rs = 0;
-  for (const auto& c : strategies::tensor_parallel_comms(s.graph.layers[1], true, s.graph, s.par, 0))
+  for (const auto& c : strategies::tensor_parallel_comms(s.graph.layers[1], true, s.par, 0))
     (c.op == taskgraph::CollectiveOp::AllGather ? ag : rs) += c.count;
   EXPECT_EQ(ag, 2);
   EXPECT_EQ(rs, 2);

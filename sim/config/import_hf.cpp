@@ -75,6 +75,7 @@ class Mapper {
 
 std::string mlp_of(Mapper& m, const char* key, const char* fallback) {
   const std::string act = m.value(key, fallback).get<std::string>();
+  if (act == "relu2") return "squared-relu";                     // Nemotron's relu(x)^2
   return act == "silu" || act == "swiglu" ? "swiglu" : "gelu";  // a gated SiLU MLP is SwiGLU
 }
 

@@ -98,6 +98,8 @@ void map_model(const std::string& f, const std::string& v, Mapper& m) {
     m.run.mapped.push_back(f);  // num_kv_heads comes from --num-query-groups
   } else if (f == "--swiglu") {
     model["mlp"] = "swiglu", m.run.mapped.push_back(f);
+  } else if (f == "--squared-relu") {
+    model["mlp"] = "squared-relu", m.run.mapped.push_back(f);
   } else if (f == "--normalization") {
     model["norm"] = v == "RMSNorm" ? "rmsnorm" : "layernorm", m.run.mapped.push_back(f);
   } else if (f == "--position-embedding-type") {
@@ -118,9 +120,9 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
                                                          {"--micro-batch-size", "micro_batch_size"}};
   if (auto it = degrees.find(f); it != degrees.end()) {
     m.number(f, v, p, it->second);
-  } else if (f == "--num-layers-per-virtual-pipeline-stage") {
-    // dtsim counts chunks per GPU: num_layers / (pipeline x this), resolved once the model is known.
-    m.run.unmapped.push_back(fmt::format("{} {} (give parallelism.virtual_stages = layers / (pipeline x {}))", f, v, v));
+  } else if (f == "--num-layers-per-virtual-pipeline-stage" || f == "--num-virtual-stages-per-pipeline-rank" ||
+             f == "--decoder-first-pipeline-num-layers" || f == "--decoder-last-pipeline-num-layers") {
+    m.run.mapped.push_back(f);  // read together once the layers and stages are known (map_pipeline_split)
   } else if (f == "--sequence-parallel") {
     p["sequence_parallel"] = true, m.run.mapped.push_back(f);
   } else if (f == "--use-distributed-optimizer") {
@@ -131,7 +133,94 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     p["recompute"] = v == "selective" ? "selective" : "full", m.run.mapped.push_back(f);
   } else if (f == "--recompute-activations") {
     p["recompute"] = "selective", m.run.mapped.push_back(f);
+  } else if (f == "--recompute-method" || f == "--recompute-num-layers") {
+    m.run.mapped.push_back(f);  // read together after the loop (map_recompute_blocks)
   }
+}
+
+// The flag's number, or 0 when it is absent or not a whole number.
+long long flag_number(const Args& args, const std::string& flag) {
+  for (const auto& [f, v] : args)
+    if (f == flag) {
+      try {
+        std::size_t used = 0;
+        const long long n = std::stoll(v, &used);
+        return used == v.size() ? n : 0;
+      } catch (const std::exception&) {
+        return 0;
+      }
+    }
+  return 0;
+}
+
+// Blocks per model chunk as Megatron-LM builds them (transformer_block.py, get_num_layers_to_build):
+// the first and last stages hold what --decoder-first/last-pipeline-num-layers give, the others
+// share the rest evenly, and each stage's layers split evenly over its virtual stages; chunk j
+// (virtual rank j / pipeline) runs on stage j % pipeline. Empty with a reason when they do not divide.
+std::vector<long long> chunk_layers(long long layers, long long stages, long long virtual_stages, long long first,
+                                    long long last, std::string& why) {
+  const long long fixed = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
+  const long long rest = layers - first - last, middle = stages - fixed;
+  if (rest < 0 || (middle > 0 && rest % middle != 0) || (middle == 0 && rest != 0))
+    return why = fmt::format("{} layers less the first and last stages' do not divide over {} stages", layers, middle), std::vector<long long>{};
+  std::vector<long long> per_stage(static_cast<std::size_t>(stages), middle > 0 ? rest / middle : 0);
+  if (first > 0) per_stage.front() = first;
+  if (last > 0) per_stage.back() = last;
+  std::vector<long long> out(static_cast<std::size_t>(stages * virtual_stages));
+  for (long long st = 0; st < stages; ++st) {
+    if (per_stage[static_cast<std::size_t>(st)] % virtual_stages != 0 || per_stage[static_cast<std::size_t>(st)] == 0)
+      return why = fmt::format("stage {}'s {} layers do not split into {} virtual stages of at least one", st,
+                               per_stage[static_cast<std::size_t>(st)], virtual_stages), std::vector<long long>{};
+    for (long long v = 0; v < virtual_stages; ++v) out[static_cast<std::size_t>(v * stages + st)] = per_stage[static_cast<std::size_t>(st)] / virtual_stages;
+  }
+  return out;
+}
+
+// Virtual stages (--num-virtual-stages-per-pipeline-rank, or layers per stage over
+// --num-layers-per-virtual-pipeline-stage) and uneven first and last stages as stage_layers.
+void map_pipeline_split(const Args& args, Mapper& m) {
+  auto& p = m.run.parallelism;
+  const long long layers = m.run.model.value("num_layers", 0LL), stages = p.value("pipeline", 1LL);
+  const long long first = flag_number(args, "--decoder-first-pipeline-num-layers"), last = flag_number(args, "--decoder-last-pipeline-num-layers");
+  auto unmap = [&](std::initializer_list<const char*> flags, const std::string& why) {
+    for (const char* f : flags)
+      if (std::erase(m.run.mapped, std::string(f)) > 0) m.run.unmapped.push_back(fmt::format("{} ({})", f, why));
+  };
+  long long v = flag_number(args, "--num-virtual-stages-per-pipeline-rank");
+  if (const long long per = flag_number(args, "--num-layers-per-virtual-pipeline-stage"); per > 0) {
+    if (layers > 0 && layers % (stages * per) == 0) v = layers / stages / per;  // arguments.py: (num_layers // pipeline) // this
+    else unmap({"--num-layers-per-virtual-pipeline-stage"}, "does not divide the layers per stage: give parallelism.virtual_stages");
+  }
+  if (v > 1) p["virtual_stages"] = v, p["pipeline_schedule"] = "interleaved-1f1b";
+  if ((first == 0 && last == 0) || layers == 0) return;
+  std::string why = stages < 2 ? "needs --pipeline-model-parallel-size above 1" : "";
+  const auto split = why.empty() ? chunk_layers(layers, stages, std::max(1LL, v), first, last, why) : std::vector<long long>{};
+  if (split.empty()) return unmap({"--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"}, why);
+  p["stage_layers"] = split;
+}
+
+// Which blocks --recompute-granularity full reaches (TransformerBlock._checkpointed_forward): the
+// first N of each pipeline chunk (--recompute-method block), or all, N at a time (uniform; 1 is
+// plain full recomputation). Without full granularity Megatron reads neither flag.
+void map_recompute_blocks(const Args& args, Mapper& m) {
+  std::string method, layers;
+  for (const auto& [flag, value] : args) {
+    if (flag == "--recompute-method") method = value;
+    if (flag == "--recompute-num-layers") layers = value;
+  }
+  if (method.empty() && layers.empty()) return;
+  auto& p = m.run.parallelism;
+  auto drop = [&](const std::string& why) {
+    for (const char* f : {"--recompute-method", "--recompute-num-layers"})
+      if (std::erase(m.run.mapped, std::string(f)) > 0) m.run.ignored.push_back(fmt::format("{} ({})", f, why));
+  };
+  if (p.value("recompute", std::string()) != "full") return drop("read only with --recompute-granularity full");
+  if (method != "block" && method != "uniform") return drop("needs --recompute-method block or uniform");
+  nlohmann::ordered_json n;
+  std::erase(m.run.mapped, std::string("--recompute-num-layers"));
+  if (layers.empty() || !m.number("--recompute-num-layers", layers, n, "layers")) return;
+  if (method == "block") p["recompute_layers"] = n["layers"];
+  else if (n["layers"].get<long long>() > 1) p["recompute_group"] = n["layers"];
 }
 
 void map_training(const std::string& f, const std::string& v, Mapper& m) {
@@ -179,6 +268,8 @@ ImportedRun import_megatron_args(const std::string& text, const std::string& fil
     if (no_effect(flag)) run.ignored.push_back(flag);
     else run.unmapped.push_back(fmt::format("{}{} (not modelled)", flag, value.empty() ? "" : " " + value));
   }
+  map_recompute_blocks(args, m);
+  map_pipeline_split(args, m);
   if (run.model.contains("num_experts") && !run.model.contains("experts_per_token")) run.model["experts_per_token"] = 2;
   // Megatron turns sequence parallelism off without tensor parallelism (arguments.py, validate_args).
   if (run.parallelism.value("sequence_parallel", false) && run.parallelism.value("tensor", 1) <= 1) {

@@ -2,6 +2,7 @@
 // [activation_checkpoint], [compile], float8 converters) as dtsim scenario keys.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <toml++/toml.h>
 
@@ -96,6 +97,20 @@ void map_parallelism(Reader& r) {
   }
 }
 
+// selective_ac_option = "n": every n-th block fully checkpointed, the others keep everything
+// (activation_checkpoint.py, _apply_layer_sac; 0 and 1 wrap every block).
+void map_layer_checkpointing(Reader& r, const std::string& option) {
+  auto& p = r.run.parallelism;
+  p["recompute"] = "full";
+  const bool digits = !option.empty() && std::all_of(option.begin(), option.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || option.size() > 6) {
+    r.run.unmapped.push_back(fmt::format("activation_checkpoint.selective_ac_option {} (neither \"op\" nor a number: imported as full)", option));
+    return;
+  }
+  if (const int n = std::stoi(option); n > 1) p["recompute_every"] = n;
+  r.run.mapped.push_back("activation_checkpoint.selective_ac_option");
+}
+
 void map_training(Reader& r) {
   auto& t = r.run.training;
   auto& p = r.run.parallelism;
@@ -114,9 +129,9 @@ void map_training(Reader& r) {
   if (mode == "full") p["recompute"] = "full";
   else if (mode == "none") p["recompute"] = "none";
   else if (option == "op")
-    p["recompute"] = "selective", r.run.unmapped.push_back("activation_checkpoint.selective_ac_option op (torchtitan's op-level policy saves every other matmul's output: imported as Megatron's selective, which keeps more)");
+    p["recompute"] = "op", r.run.mapped.push_back("activation_checkpoint.selective_ac_option");
   else
-    p["recompute"] = "full", r.run.unmapped.push_back(fmt::format("activation_checkpoint.selective_ac_option {} (every {}-th block checkpointed: imported as full)", option, option));
+    map_layer_checkpointing(r, option);
   r.run.mapped.push_back("activation_checkpoint.mode");
 }
 

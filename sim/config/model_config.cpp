@@ -51,7 +51,8 @@ models::TransformerSpec parse_transformer(Reader& r, const std::string& name) {
   m.ffn_hidden_size = r.integer("ffn_hidden_size", 1, 10000000, 4 * m.hidden_size);
   m.seq_len = r.integer("seq_len", 1, 10000000);
   m.vocab_size = r.integer("vocab_size", 1, 100000000);
-  m.mlp = r.choice("mlp", {"gelu", "swiglu"}, "gelu") == "swiglu" ? models::Mlp::SwiGlu : models::Mlp::Gelu;
+  const std::string mlp = r.choice("mlp", {"gelu", "swiglu", "squared-relu"}, "gelu");
+  m.mlp = mlp == "swiglu" ? models::Mlp::SwiGlu : mlp == "squared-relu" ? models::Mlp::SquaredRelu : models::Mlp::Gelu;
   m.tied_embeddings = r.boolean("tied_embeddings", true);
   m.norm = r.choice("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? models::Norm::RmsNorm
                                                                                   : models::Norm::LayerNorm;

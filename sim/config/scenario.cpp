@@ -152,6 +152,65 @@ void parse_shard_size(Reader& r, Scenario& s) {
     r.fail("shard_size", "1 shards nothing: for full replicas under this framework give zero_stage 0 (data parallelism)");
 }
 
+// `recompute` and which blocks full recomputation reaches (strategies::ParallelismSpec).
+void parse_recompute(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  const std::string rc = r.choice("recompute", {"none", "selective", "full", "stage", "op"}, "none");
+  p.recompute = rc == "stage"  ? strategies::Recompute::Stage
+                : rc == "full" ? strategies::Recompute::Full
+                : rc == "selective" ? strategies::Recompute::Selective
+                : rc == "op"        ? strategies::Recompute::Op
+                                    : strategies::Recompute::None;
+  // torchtitan's policy names PyTorch's matmul and attention ops: a transformer's dense blocks.
+  if (p.recompute == strategies::Recompute::Op) {
+    if (std::string(s.model.kind()) == "cnn")
+      r.fail("recompute", "op-level checkpointing (torchtitan's policy) is modelled for transformer blocks, not a CNN's");
+    if (s.model.transformer().moe())
+      r.fail("recompute", "op-level checkpointing of mixture-of-experts blocks is not modelled (their grouped GEMMs are not "
+                          "in torchtitan's save list as dtsim knows it): use \"full\" or \"selective\"");
+  }
+  const std::int64_t blocks = std::max<std::int64_t>(1, s.model.blocks());
+  p.recompute_layers = static_cast<int>(r.integer("recompute_layers", 1, blocks, 0));
+  // torchtitan takes any n: one beyond the blocks checkpoints none.
+  p.recompute_every = static_cast<int>(r.integer("recompute_every", 1, 1000000, 0));
+  p.recompute_group = static_cast<int>(r.integer("recompute_group", 1, blocks, 1));
+  const char* given = nullptr;
+  for (const char* key : {"recompute_layers", "recompute_every", "recompute_group"}) {
+    if (!r.has(key)) continue;
+    if (p.recompute != strategies::Recompute::Full)
+      r.fail(key, fmt::format("chooses which blocks full recomputation checkpoints, and recompute is \"{}\": did you mean "
+                              "\"recompute\": \"full\"?", rc));
+    if (given) r.fail(key, fmt::format("give one of recompute_layers, recompute_every and recompute_group, not {} and {}", given, key));
+    given = key;
+  }
+}
+
+// Uneven pipeline chunks (strategies::ParallelismSpec::stage_blocks): one block count per stage,
+// or with virtual stages one per model chunk in model order, chunk j on stage j % pipeline (as
+// Megatron-LM assigns layers to virtual pipeline ranks: get_transformer_layer_offset).
+void parse_stage_layers(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  const auto& m = s.model;
+  if (!r.has("stage_layers")) return;
+  const Json& v = r.raw("stage_layers");
+  auto bad = [&](const std::string& why) { r.fail("stage_layers", why); };
+  const int chunks = p.pipeline * p.virtual_stages;
+  if (!v.is_array() || static_cast<int>(v.size()) != chunks)
+    bad(p.virtual_stages > 1 ? fmt::format("expected a list of {} block counts, one per model chunk ({} stages x {} virtual "
+                                           "stages), chunk j on stage j % {}",
+                                           chunks, p.pipeline, p.virtual_stages, p.pipeline)
+                             : fmt::format("expected a list of {} block counts, one per pipeline stage", p.pipeline));
+  std::int64_t sum = 0;
+  for (const auto& n : v) {
+    if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.blocks())
+      bad(p.virtual_stages > 1 ? "each model chunk needs a whole number of blocks, at least 1"
+                               : "each stage needs a whole number of blocks, at least 1");
+    sum += n.get<std::int64_t>();
+    p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
+  }
+  if (sum != m.blocks()) bad(fmt::format("the stages hold {} blocks, but {} is {}", sum, m.blocks_key(), m.blocks()));
+}
+
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
   const auto& m = s.model;
@@ -175,24 +234,10 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
     r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
   const std::int64_t chunks = static_cast<std::int64_t>(p.pipeline) * p.virtual_stages;
-  if (chunks > m.blocks())
-    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than {} ({})", p.pipeline,
+  if (chunks > m.blocks())  // every model chunk holds a block at least
+    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than {} ({}): each model chunk needs a block", p.pipeline,
                                    p.virtual_stages, m.blocks_key(), m.blocks()));
-  if (r.has("stage_layers")) {
-    const Json& v = r.raw("stage_layers");
-    auto bad = [&](const std::string& why) { r.fail("stage_layers", why); };
-    if (!v.is_array() || static_cast<int>(v.size()) != p.pipeline)
-      bad(fmt::format("expected a list of {} block counts, one per pipeline stage", p.pipeline));
-    if (p.virtual_stages > 1) bad("uneven stages with virtual stages are not modelled");
-    std::int64_t sum = 0;
-    for (const auto& n : v) {
-      if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.blocks())
-        bad("each stage needs a whole number of blocks, at least 1");
-      sum += n.get<std::int64_t>();
-      p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
-    }
-    if (sum != m.blocks()) bad(fmt::format("the stages hold {} blocks, but {} is {}", sum, m.blocks_key(), m.blocks()));
-  }
+  parse_stage_layers(r, s);
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   if (p.sequence_parallel && p.tensor == 1) r.fail("sequence_parallel", "sequence parallelism needs tensor > 1");
   p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 3, 0));
@@ -204,11 +249,7 @@ void parse_parallelism(Reader r, Scenario& s) {
     r.fail("zero_stage", "pipedream updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it");
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
-  std::string rc = r.choice("recompute", {"none", "selective", "full", "stage"}, "none");
-  p.recompute = rc == "stage"  ? strategies::Recompute::Stage
-                : rc == "full" ? strategies::Recompute::Full
-                : rc == "selective" ? strategies::Recompute::Selective
-                                    : strategies::Recompute::None;
+  parse_recompute(r, s);
   p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
   p.first_bucket_bytes = r.quantity("first_bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.first_bucket_bytes);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);

@@ -19,7 +19,8 @@ void rebalance_stages(Reader& r, Scenario& s) {
   auto& p = s.parallelism;
   if (p.pipeline < 2) r.fail("rebalance_stages", "needs pipeline parallelism (parallelism.pipeline > 1)");
   if (!p.stage_blocks.empty()) r.fail("rebalance_stages", "parallelism.stage_layers already fixes the split");
-  if (p.virtual_stages > 1) r.fail("rebalance_stages", "uneven stages with virtual stages are not modelled");
+  if (p.virtual_stages > 1)
+    r.fail("rebalance_stages", "rebalancing virtual stages is not modelled: give parallelism.stage_layers, one count per model chunk");
   std::vector<double> slowdown(static_cast<std::size_t>(p.pipeline), 1.0);
   for (const auto& [gpu, slow] : s.stragglers.slow_gpus) {
     // The stage of GPU t + T (st + P d), or t + T (d + D st) with the pipeline outermost (Placement).

@@ -16,6 +16,10 @@ using models::KernelRole;
 // - SwiGLU as F.silu(g) * u: silu (reads g, writes s) and mul (reads s, u, writes y); backward:
 //   mul's two gradients (dy·u, dy·s), silu_backward (reads ds, g) and chunk's backward, a cat of
 //   dg and du into the fc1 output's gradient (reads 2, writes 2).
+// - squared ReLU as Megatron-LM writes it, torch.pow(F.relu(x), 2) (megatron/core/activations.py,
+//   run eager): relu (reads x, writes r) and pow (reads r, writes y); backward: pow_backward's
+//   grad * (2 * r.pow(1)) (torch/csrc/autograd/FunctionsManual.cpp: a copy, a scale, a multiply
+//   by the gradient) and relu's threshold_backward (reads the gradient and r).
 // - x + dropout(y): native_dropout (reads y, writes out and the bool mask), then add; backward:
 //   native_dropout_backward (reads grad and mask) and the add that sums the residual's two
 //   gradients, as autograd accumulates a tensor used twice.
@@ -30,6 +34,8 @@ std::vector<double> eager_passes(const models::Kernel& k) {
     case KernelRole::GeluBackward: return {3 * e * n};
     case KernelRole::SwiGluForward: return {2 * e * n, 3 * e * n};
     case KernelRole::SwiGluBackward: return {3 * e * n, 3 * e * n, 3 * e * n, 4 * e * n};
+    case KernelRole::SquaredReluForward: return {2 * e * n, 2 * e * n};
+    case KernelRole::SquaredReluBackward: return {2 * e * n, 2 * e * n, 3 * e * n, 3 * e * n};
     case KernelRole::ResidualForward:
     case KernelRole::ResidualBackward:
       if (k.dropout) return {(2 * e + 1) * n, 3 * e * n};

@@ -130,6 +130,7 @@ struct Counting {
         count{layout, s.parallelism, s.training, {}, false, facts.graph.get()} {
     try {
       layout.chunk_layers = strategies::split_chunks(*facts.graph, layout.chunks, s.parallelism.stage_blocks);
+      layout.checkpoints = strategies::Checkpoints(s.parallelism, layout.chunk_layers, layout.pipeline);
     } catch (const std::exception&) {
       layout.chunk_layers.assign(static_cast<std::size_t>(layout.chunks), {});
     }

@@ -119,14 +119,14 @@ struct ClosedForm::Impl {
   // One pass of one layer on the tensor group starting at GPU `tp_base`: its kernels as
   // cost::price_works sums them, plus its inline collectives as simulate() adds them.
   double layer_seconds(const models::Layer& l, bool forward, const models::ModelGraph& g, const strategies::ParallelismSpec& p,
-                       int tp_base) {
+                       const strategies::Checkpoints& ck, int tp_base) {
     // A tensor group inside one node costs the same on every node: keyed by its place in the node.
     const int gpn = base.cluster.gpus_per_node;
     const int where = p.tensor <= gpn && tp_base / gpn == (tp_base + p.tensor - 1) / gpn ? tp_base % gpn : tp_base + (1 << 30);
-    auto [it, fresh] = layers.try_emplace(LayerKey{twin.at(&l), forward, static_cast<int>(p.recompute), p.fused_grad_accumulation, where}, 0.0);
+    auto [it, fresh] = layers.try_emplace(LayerKey{twin.at(&l), forward, static_cast<int>(ck.of(l)), p.fused_grad_accumulation, where}, 0.0);
     if (!fresh) return it->second;
     const Layers one{&l};
-    const auto w = forward ? strategies::forward_work(one, g, p, 0) : strategies::backward_work(one, g, p, 0);
+    const auto w = forward ? strategies::forward_work(one, g, p, 0) : strategies::backward_work(one, g, p, 0, {}, &ck);
     double s = 0;
     for (const auto& k : w.kernels) s += cost::quote_kernel(base.device, k, dtype).seconds;
     s *= w.repeat;
@@ -210,8 +210,8 @@ struct ClosedForm::Impl::Step {
     for (int j = 0; j < chunks; ++j) {
       const int stage = j % P;
       for (const auto* l : layout.chunk_layers[static_cast<std::size_t>(j)]) {
-        F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, rep(stage));
-        const double b = im.layer_seconds(*l, false, g, p, rep(stage));
+        F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, layout.checkpoints, rep(stage));
+        const double b = im.layer_seconds(*l, false, g, p, layout.checkpoints, rep(stage));
         B[static_cast<std::size_t>(j)] += b;
         layer_bwd[static_cast<std::size_t>(j)].push_back(b);
       }
@@ -302,7 +302,7 @@ struct ClosedForm::Impl::Step {
         z.gather.push_back(data_collective(CollectiveOp::AllGather, n * wbytes, 0));
         z.reduce.push_back(data_collective(CollectiveOp::ReduceScatter, n * gbytes, 0));
       }
-      z.forward.push_back(im.layer_seconds(*ls[i], true, g, p, rep(0)));
+      z.forward.push_back(im.layer_seconds(*ls[i], true, g, p, layout.checkpoints, rep(0)));
     }
     z.backward = layer_bwd[0];
     z.optimizer = optimizer_seconds(params_of(ls) / layout.shard_ranks);

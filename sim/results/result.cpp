@@ -163,6 +163,9 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
                                  {"reduce_scatters_per_step", r.plan.zero3_reduce_scatters}};
   if (strategies::hybrid_shard(s.parallelism)) j["parallelism"]["shard_size"] = s.parallelism.shard_size;  // HSDP
   if (s.parallelism.activation_offload) j["parallelism"]["activation_offload"] = true;
+  if (s.parallelism.recompute_layers > 0) j["parallelism"]["recompute_layers"] = s.parallelism.recompute_layers;
+  if (s.parallelism.recompute_every > 0) j["parallelism"]["recompute_every"] = s.parallelism.recompute_every;
+  if (s.parallelism.recompute_group > 1) j["parallelism"]["recompute_group"] = s.parallelism.recompute_group;
   if (s.parallelism.context > 1) {
     j["parallelism"]["context"] = s.parallelism.context;
     j["parallelism"]["context_comm"] = s.parallelism.context_all_gather ? "all_gather" : "p2p";

@@ -108,6 +108,8 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     c.p.virtual_stages = v;
                     c.p.zero_stage = zero;
                     c.p.recompute = rc;
+                    c.p.recompute_layers = c.p.recompute_every = 0;  // every block, as the label says
+                    c.p.recompute_group = 1;
                     c.p.sequence_parallel = tp > 1;
                     c.p.all_replicas = false;
                     c.p.context = cp;
@@ -217,6 +219,7 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
   par["virtual_stages"] = p.virtual_stages;
   par["zero_stage"] = p.zero_stage;
   par["recompute"] = strategies::to_string(p.recompute);
+  for (const char* k : {"recompute_layers", "recompute_every", "recompute_group"}) par.erase(k);
   par["sequence_parallel"] = p.sequence_parallel;
   if (p.expert > 1) par["expert"] = p.expert;
   else par.erase("expert"), par.erase("expert_skew"), par.erase("expert_seed"), par.erase("expert_tensor"), par.erase("moe_a2a_overlap");

@@ -23,7 +23,7 @@ class ActivationOffload final : public Unit {
   // After a layer's forward, its saved activations go to the host.
   void after_layer(Planner& em, Pass& pass, const models::Layer& l, int task) override {
     if (!on_ || !pass.kind.forward) return;
-    const double bytes = kept_activations({&l}, em.spec().recompute);
+    const double bytes = em.shape().checkpoints.kept({&l});
     if (bytes <= 0) return;
     const int mb = pass.op->micro_batch;
     const int id = em.pcie_copy(pass.stage, bytes, {task}, true, "offload act " + l.name + label(pass.chunk, mb));
@@ -43,7 +43,7 @@ class ActivationOffload final : public Unit {
     const bool overlapped = em.spec().framework.activation_offload_overlapped;
     const int issue = overlapped ? em.previous_compute(pass.stage) : em.compute_stream(pass.stage);
     if (issue >= 0) after.push_back(issue);
-    const int id = em.pcie_copy(pass.stage, kept_activations({&l}, em.spec().recompute), after, false,
+    const int id = em.pcie_copy(pass.stage, em.shape().checkpoints.kept({&l}), after, false,
                                 "fetch act " + l.name + label(pass.chunk, mb));
     deps.push_back(id);
     if (!overlapped) em.compute_stream(pass.stage) = id;
@@ -56,7 +56,7 @@ class ActivationOffload final : public Unit {
     double n = 0;
     for (int j = 0; j < c.k.chunks; ++j) {
       double layers = 0;
-      for (const auto* l : c.k.chunk_layers[static_cast<std::size_t>(j)]) layers += kept_activations({l}, c.p.recompute) > 0 ? 1 : 0;
+      for (const auto* l : c.k.chunk_layers[static_cast<std::size_t>(j)]) layers += c.k.checkpoints.kept({l}) > 0 ? 1 : 0;
       for (const auto& [kind, count] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
         if (kind.part == PipeOp::Part::Weight) continue;
         const double times = kind.previous_step ? c.per_replica() - c.k.iterations : c.per_replica();

@@ -142,7 +142,7 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
   const int tpg = em.tensor_group(s);
   auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg, mode}, std::array<int, 4>{-1, -1, -1, -1});
   if (!fresh) return it->second;
-  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg);
+  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg, em.shape().checkpoints.of(l));
   if (mode != Inline::None) {  // the two all-to-alls ride on the pieces before them
     const int group = em.expert_groups(s).front();  // holds the stage's first GPU, where its tasks run
     std::array<int, 4> other{-1, -1, -1, -1};
@@ -188,7 +188,7 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
   const std::string what = (forward ? "fwd " : "bwd ") + l.name + tag;
   if (!l.experts.moe()) return em.compute(s, em.pass_work(forward, chunk, &l, em.tensor_group(s)), std::move(deps), what);
   const auto w = works(em, s, forward, l, mode);
-  if (!forward && em.spec().recompute == Recompute::Full) {  // the forward again, all-to-alls included (beside nothing)
+  if (!forward && em.shape().checkpoints.of(l) == Recompute::Full) {  // the forward again, all-to-alls included (beside nothing)
     const int again = layer_pass(em, s, chunk, true, l, std::move(deps), tag + " recompute", mode == Inline::None ? mode : Inline::Alone);
     deps = {again};
   }
@@ -244,12 +244,12 @@ Experts::Passes Experts::passes(const Count& c) const {
   for (int j = 0; j < c.k.chunks; ++j)
     for (const auto& [kind, n] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
       if (!c.split(kind) || c.taken(kind)) continue;
-      const double times = static_cast<double>(n) * (!kind.forward && c.p.recompute == Recompute::Full ? 2 : 1);
       for (const auto* l : c.k.chunk_layers[static_cast<std::size_t>(j)]) {
         if (!l->experts.moe()) {
           out.computes += static_cast<double>(n);
           continue;
         }
+        const double times = static_cast<double>(n) * (!kind.forward && c.k.checkpoints.of(*l) == Recompute::Full ? 2 : 1);
         out.computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0));
         if (c.p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::None) out.all_to_alls += times * 2;  // else inline
       }

@@ -3,6 +3,7 @@
 // FSDP's per unit, so a layer at a time. Gathers queue on one stream, each issued no earlier than
 // its prefetch depth allows; reduce-scatters on another.
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -15,11 +16,6 @@
 namespace dtsim::strategies {
 
 namespace {
-
-bool full_rerun(Recompute r) { return r == Recompute::Full || r == Recompute::Stage; }
-bool rerun_op(const models::Layer& l, const models::Op& op, Recompute r) {
-  return l.kind == models::LayerKind::Block && (full_rerun(r) || (r == Recompute::Selective && op.selective));
-}
 
 // One op's part of a pass: its forward (or recompute forward) or its backward kernels, and the
 // gather it waits for.
@@ -40,8 +36,9 @@ std::vector<Item> layer_items(const models::Layer& l, int li, bool forward, cons
   if (forward) {
     for (int k = 0; k < m; ++k) items.push_back({k, false});
   } else {
+    const auto again = reruns(l, r);
     for (int k = 0; k < m; ++k)
-      if (rerun_op(l, l.ops[static_cast<std::size_t>(k)], r)) items.push_back({k, true});
+      if (again[static_cast<std::size_t>(k)].any()) items.push_back({k, true});
     for (int k = m - 1; k >= 0; --k) items.push_back({k, false});
   }
   auto use_at = [&](int op_index) {
@@ -54,7 +51,7 @@ std::vector<Item> layer_items(const models::Layer& l, int li, bool forward, cons
     if (l.params() > 0 && !items.empty()) items.front().wait = use_at(-1);
     return items;
   }
-  const bool regather = full_rerun(r) && f.regather_for_recompute;
+  const bool regather = checkpoints_block(r) && f.regather_for_recompute;
   for (auto& it : items) {
     const double p = l.ops[static_cast<std::size_t>(it.op)].params;
     if (p > 0 && (!it.rerun || regather)) it.wait = use_at(it.op);
@@ -84,8 +81,8 @@ struct Trace {
   std::size_t forward_uses = 0;
   std::vector<int> burst_first;  // per_parameter: each burst's first gather, and the count at the end
   Trace() = default;
-  Trace(const Layers& layers, const FrameworkSpec& f, bool rc) : uses(param_uses(layers, f, rc)) {
-    gathers = zero3_gathers(layers, f, rc, &wait);
+  Trace(const Layers& layers, const FrameworkSpec& f, const Checkpoints& ck) : uses(param_uses(layers, f, ck)) {
+    gathers = zero3_gathers(layers, f, ck, &wait);
     forward_uses = static_cast<std::size_t>(std::count_if(uses.begin(), uses.end(), [](const ParamUse& u) { return !u.backward; }));
     for (std::size_t g = 0; g < gathers.size(); ++g)
       if (g == 0 || gathers[g].burst != gathers[g - 1].burst) burst_first.push_back(static_cast<int>(g));
@@ -96,8 +93,8 @@ struct Trace {
 };
 
 // Compute tasks one micro-batch's forward and backward of `layers` take.
-double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, Recompute r) {
-  const Trace trace(layers, f, full_rerun(r));
+double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, const Checkpoints& ck) {
+  const Trace trace(layers, f, ck);
   const int n = static_cast<int>(layers.size());
   double segments = 0;
   std::vector<int> early;
@@ -105,7 +102,8 @@ double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, Re
     std::size_t cursor = forward ? 0 : trace.forward_uses;
     for (int step = 0; step < n; ++step) {
       const int li = forward ? step : n - 1 - step;
-      const auto items = layer_items(*layers[static_cast<std::size_t>(li)], li, forward, f, r, trace.uses, trace.wait, cursor, early);
+      const auto& l = *layers[static_cast<std::size_t>(li)];
+      const auto items = layer_items(l, li, forward, f, ck.of(l), trace.uses, trace.wait, cursor, early);
       segments += static_cast<double>(segment_starts(items).size());
     }
   }
@@ -131,8 +129,8 @@ class FrameworkZero3 final : public Unit {
     if (!on_) return 0;
     double computes = 0, collectives = 0;
     for (const auto& layers : c.k.chunk_layers) {
-      computes += segments_per_micro_batch(layers, c.p.framework, c.p.recompute);
-      collectives += static_cast<double>(Trace(layers, c.p.framework, full_rerun(c.p.recompute)).gathers.size() +
+      computes += segments_per_micro_batch(layers, c.p.framework, c.k.checkpoints);
+      collectives += static_cast<double>(Trace(layers, c.p.framework, c.k.checkpoints).gathers.size() +
                                          zero3_reduce_buckets(layers, c.p.framework).size());
     }
     const double m = static_cast<double>(c.k.micro_batches);
@@ -144,7 +142,7 @@ class FrameworkZero3 final : public Unit {
     if (!on_) return {};
     double gathers = 0, reduces = 0;
     for (const auto& layers : c.k.chunk_layers) {
-      gathers += static_cast<double>(Trace(layers, c.p.framework, full_rerun(c.p.recompute)).gathers.size());
+      gathers += static_cast<double>(Trace(layers, c.p.framework, c.k.checkpoints).gathers.size());
       reduces += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
     }
     const double times = static_cast<double>(c.k.micro_batches) * c.per_collective();
@@ -194,7 +192,8 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
   const auto& f = em.spec().framework;
   const bool forward = pass.kind.forward;
   const Layers& layers = *pass.layers;
-  if (trace_.uses.empty()) trace_ = Trace(layers, f, full_rerun(em.spec().recompute));
+  const Checkpoints& ck = em.shape().checkpoints;
+  if (trace_.uses.empty()) trace_ = Trace(layers, f, ck);
   const std::int64_t key = static_cast<std::int64_t>(em.replica()) * em.shape().micro_batches + pass.op->micro_batch;
   Micro mb{gather_task_[key], gather_pred_[key]};
   if (mb.task.empty()) {
@@ -210,7 +209,7 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
   for (int step = 0; step < n; ++step) {
     const int li = forward ? step : n - 1 - step;
     const models::Layer& l = *layers[static_cast<std::size_t>(li)];
-    const auto items = layer_items(l, li, forward, f, em.spec().recompute, trace_.uses, trace_.wait, cursor, early);
+    const auto items = layer_items(l, li, forward, f, ck.of(l), trace_.uses, trace_.wait, cursor, early);
     for (int g : early) gather(em, pass, mb, g);
     const auto item_task = emit_segments(em, pass, mb, l, items, last);
     if (forward) em.after_layer(pass, l, last, this);  // activation offload
@@ -296,10 +295,15 @@ int FrameworkZero3::segment_work(Planner& em, const Pass& pass, const models::La
   w.name = std::string(fwd ? "fwd " : "bwd ") + l.name;
   if (several) w.name += "." + l.ops[static_cast<std::size_t>(items[a].op)].name;
   std::vector<TpLinearAt> linears;  // the segment's tensor-parallel GEMMs (tp_overlap.hpp)
+  const auto again = fwd ? std::vector<Rerun>{} : reruns(l, em.shape().checkpoints.of(l));
   for (std::size_t i = a; i < b; ++i) {
     const auto& o = l.ops[static_cast<std::size_t>(items[i].op)];
     const std::size_t at = w.kernels.size();
     const bool forward = fwd || items[i].rerun;
+    if (items[i].rerun && !again[static_cast<std::size_t>(items[i].op)].whole) {
+      std::ranges::copy(rerun_kernels(o, again[static_cast<std::size_t>(items[i].op)]), std::back_inserter(w.kernels));
+      continue;  // a part of the op: no linear whose collectives it could hide
+    }
     if (forward) {
       w.kernels.insert(w.kernels.end(), o.forward.begin(), o.forward.end());
     } else {
@@ -309,8 +313,14 @@ int FrameworkZero3::segment_work(Planner& em, const Pass& pass, const models::La
     if (!forward && !p.fused_grad_accumulation && o.params > 0)
       w.kernels.push_back(models::grad_accumulate_kernel(o.params, em.model().options.activation_bytes));
   }
-  if (b == items.size())
-    w.comms = overlap_tp_comms(tensor_parallel_comms(l, fwd, em.model(), p, em.tensor_group(pass.stage)), linears, p);
+  if (b == items.size()) {
+    auto tp = tensor_parallel_comms(l, fwd, p, em.tensor_group(pass.stage));
+    if (!fwd) {
+      auto rerun_tp = recompute_comms(l, em.shape().checkpoints.of(l), p, em.tensor_group(pass.stage));
+      tp.insert(tp.end(), rerun_tp.begin(), rerun_tp.end());
+    }
+    w.comms = overlap_tp_comms(std::move(tp), linears, p);
+  }
   wit->second = em.works().get(std::move(w));
   return wit->second;
 }

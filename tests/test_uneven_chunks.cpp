@@ -1,0 +1,88 @@
+// Issue 30 item 2: uneven virtual pipeline stages (parallelism.stage_layers with one count per model
+// chunk), against the interleaved schedule's closed forms.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "helpers.hpp"
+#include "models/model_graph.hpp"
+#include "sim/config/scenario.hpp"
+#include "sim/core/errors.hpp"
+#include "strategies/plan.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+// Llama-shaped, no dropout: the embedding keeps nothing, so a chunk keeps its blocks' alone.
+models::ModelGraph llama(int layers) {
+  models::TransformerSpec s;
+  s.name = "llama-small";
+  s.num_layers = layers;
+  s.hidden_size = 1024;
+  s.num_heads = 16;
+  s.num_kv_heads = 4;
+  s.ffn_hidden_size = 2816;
+  s.seq_len = 512;
+  s.vocab_size = 32000;
+  s.mlp = models::Mlp::SwiGlu;
+  s.norm = models::Norm::RmsNorm;
+  s.linear_bias = false;
+  s.position_embedding = models::PositionEmbedding::Rotary;
+  s.dropout = false;
+  s.tied_embeddings = false;
+  return models::build_transformer(s, {1, 2, models::Attention::Flash, 1, false});
+}
+
+}  // namespace
+
+// Megatron-LM's uneven first and last stages under interleaving (--decoder-first/last-pipeline-
+// num-layers 4 of 24 layers, 4 stages, 2 virtual stages): chunks [2, 4, 4, 2, 2, 4, 4, 2], each
+// stage's two chunks alike. Interleaved 1F1B holds stage s's first W_s + 1 forwards at its peak,
+// W_s = 2 (p - s - 1) + (v - 1) p (Megatron's schedules.py warm-up): under full recomputation
+// (W_s + 1) x blocks per chunk x one block's input, and one block rebuilt.
+TEST(UnevenChunks, InterleavedMemoryIsTheWarmUpsChunksInFlight) {
+  const auto g = llama(24);
+  strategies::ParallelismSpec p;
+  p.pipeline = 4;
+  p.virtual_stages = 2;
+  p.schedule = strategies::Schedule::Interleaved;
+  p.recompute = strategies::Recompute::Full;
+  p.stage_blocks = {2, 4, 4, 2, 2, 4, 4, 2};
+  strategies::TrainingSpec t;
+  t.global_batch = 8;
+  const auto laid = strategies::plan_layout(g, p, t, {});
+  const auto& b = g.layers[1];
+  const int blocks[] = {2, 4, 4, 2};
+  for (int s = 0; s < 3; ++s) {  // the last stage also keeps the head's logits
+    const int warm = 2 * (4 - s - 1) + (2 - 1) * 4;
+    EXPECT_DOUBLE_EQ(laid.plan.stage_memory[static_cast<std::size_t>(s)].activations,
+                     (warm + 1) * blocks[s] * b.input_bytes + b.saved_bytes())
+        << s;
+  }
+  EXPECT_EQ(laid.plan.stage_layers, (std::vector<int>{4, 8, 8, 4}));
+}
+
+namespace {
+std::string error_of(const std::string& parallelism) {
+  test::TempDir dir;
+  dir.file("base.json", test::kValidScenario);
+  try {
+    config::load_scenario(dir.file("c.json", R"({"extends": "base.json", "cluster": {"nodes": 2}, "parallelism": )" + parallelism + "}"));
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(UnevenChunks, OneCountPerModelChunk) {
+  const std::string base = R"({"data": 2, "pipeline": 4, "tensor": 2, "micro_batch_size": 4, "pipeline_schedule": "interleaved-1f1b", "virtual_stages": 2, )";
+  EXPECT_EQ(error_of(base + R"("stage_layers": [1, 2, 2, 1, 1, 2, 2, 1]})"), "");
+  const std::string four = error_of(base + R"("stage_layers": [3, 3, 3, 3]})");
+  EXPECT_NE(four.find("expected a list of 8 block counts, one per model chunk"), std::string::npos) << four;
+  const std::string sum = error_of(base + R"("stage_layers": [1, 2, 2, 1, 1, 2, 2, 2]})");
+  EXPECT_NE(sum.find("the stages hold 13 blocks, but model.num_layers is 12"), std::string::npos) << sum;
+  const std::string zero = error_of(base + R"("stage_layers": [0, 3, 2, 1, 1, 2, 2, 1]})");
+  EXPECT_NE(zero.find("each model chunk needs a whole number of blocks, at least 1"), std::string::npos) << zero;
+}
