@@ -148,13 +148,10 @@ std::string swatch(const char* colour, const std::string& text, double opacity =
                      opacity, text);
 }
 
-}  // namespace
-
-Drawing draw(const results::Result& r, int max_gpus) {
-  const auto& g = r.replayed();
-  const auto& t = r.timeline;
+// The simulated GPUs drawn (at most max_gpus, evenly spaced by rank), and the note saying so.
+std::vector<int> drawn_gpus(const results::Result& r, int max_gpus, std::string& note) {
   std::set<int> all;
-  for (const auto& task : g.tasks)
+  for (const auto& task : r.replayed().tasks)
     if (!task.is_collective) all.insert(task.rank);
   const std::vector<int> ranks(all.begin(), all.end());
   std::vector<int> gpus;
@@ -165,55 +162,50 @@ Drawing draw(const results::Result& r, int max_gpus) {
     for (int i = 0; i < max_gpus; ++i)
       gpus.push_back(ranks[static_cast<std::size_t>(static_cast<long long>(i) * (n - 1) / (max_gpus - 1))]);
   }
-  Drawing d;
   if (n < r.gpus)
-    d.note += fmt::format("The replay simulates {} of the {} GPUs in the cluster (a representative set of the ranks; the others run the "
-                          "same tasks as one of these and are not drawn). ",
-                          n, r.gpus);
+    note += fmt::format("The replay simulates {} of the {} GPUs in the cluster (a representative set of the ranks; the others run the "
+                        "same tasks as one of these and are not drawn). ",
+                        n, r.gpus);
   if (n > max_gpus)
-    d.note += fmt::format("Sampled: {} of the {} simulated GPUs are drawn, evenly spaced by rank (first and last included).",
-                          gpus.size(), n);
+    note += fmt::format("Sampled: {} of the {} simulated GPUs are drawn, evenly spaced by rank (first and last included).",
+                        gpus.size(), n);
   else
-    d.note += n == 1 ? std::string("The one simulated GPU is drawn.") : fmt::format("All {} simulated GPUs are drawn.", n);
+    note += n == 1 ? std::string("The one simulated GPU is drawn.") : fmt::format("All {} simulated GPUs are drawn.", n);
+  return gpus;
+}
 
+// Where each GPU sat idle, and why (sim/replay/waits.hpp), up to the end of the timeline: one
+// analysis per GPU, each reading the same graph and timeline, so they run side by side.
+std::vector<std::vector<replay::IdleSpan>> idle_spans(const results::Result& r, const std::vector<int>& gpus) {
+  const auto& g = r.replayed();
+  const auto& t = r.timeline;
+  std::vector<std::vector<replay::IdleSpan>> idle(gpus.size());
+  std::atomic<std::size_t> next{0};
+  auto analyse = [&] {
+    for (std::size_t i; (i = next++) < gpus.size();)
+      replay::step_breakdown(g, t, r.work_seconds, r.work_comm_seconds, {.rank = gpus[i], .horizon = t.makespan, .idle = &idle[i], .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds,
+                                       .slowed_by_interference = r.comm_share_is_sms && !r.scenario_spec.stragglers.enabled});
+  };
+  std::vector<std::thread> helpers;
+  const std::size_t threads = std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()), gpus.size(), 16});
+  for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(analyse);
+  analyse();
+  for (auto& h : helpers) h.join();
+  return idle;
+}
+
+// Per row, four lanes: idle gaps and compute on top, the loader, the collectives.
+enum { kIdle, kCompute, kLoader, kCollective, kLanes };
+using Lanes = std::array<std::vector<Mark>, kLanes>;
+
+template <class X>
+std::vector<Lanes> lane_marks(const results::Result& r, const std::vector<int>& gpus, const X& x) {
+  const auto& g = r.replayed();
+  const auto& t = r.timeline;
   std::map<int, int> lane;
   for (std::size_t i = 0; i < gpus.size(); ++i) lane[gpus[i]] = static_cast<int>(i);
-  const double width = 1100, left = 70, top = 22, row = 32, span = std::max(t.makespan, 1e-12);
-  const double height = top + row * static_cast<double>(gpus.size()) + 24;
-  auto x = [&](double s) { return left + s / span * width; };
-  std::string& svg = d.svg;
-  svg = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{:.0f}' height='{:.0f}' font-family='sans-serif' font-size='11'>\n",
-                    left + width + 40, height);
-  // Axis: ticks centred on their time, grid lines under the rows, its name below.
-  for (int tick = 0; tick <= 10; ++tick) {
-    const double at = x(span * tick / 10);
-    svg += fmt::format("<line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{:.0f}' stroke='#eee'/><text x='{:.1f}' y='12' text-anchor='middle' "
-                       "fill='#555'>{:.3g} s</text>\n",
-                       at, top - 4, at, height - 20, at, span * tick / 10);
-  }
-  svg += fmt::format("<text x='{:.1f}' y='{:.0f}' text-anchor='middle' fill='#555'>time since the step began (s)</text>\n",
-                     left + width / 2, height - 6);
-
-  // Where each GPU sat idle, and why (sim/replay/waits.hpp), up to the end of the timeline: one
-  // analysis per GPU, each reading the same graph and timeline, so they run side by side.
-  std::vector<std::vector<replay::IdleSpan>> idle(gpus.size());
-  {
-    std::atomic<std::size_t> next{0};
-    auto analyse = [&] {
-      for (std::size_t i; (i = next++) < gpus.size();)
-        replay::step_breakdown(g, t, r.work_seconds, r.work_comm_seconds, {.rank = gpus[i], .horizon = t.makespan, .idle = &idle[i], .comm_core_share = r.comm_core_share, .sms = r.comm_share_is_sms, .work_interference_seconds = &r.work_interference_seconds,
-                                         .slowed_by_interference = r.comm_share_is_sms && !r.scenario_spec.stragglers.enabled});
-    };
-    std::vector<std::thread> helpers;
-    const std::size_t threads = std::min<std::size_t>({std::max(1u, std::thread::hardware_concurrency()), gpus.size(), 16});
-    for (std::size_t k = 1; k < threads; ++k) helpers.emplace_back(analyse);
-    analyse();
-    for (auto& h : helpers) h.join();
-  }
-
-  // Per row, four lanes: idle gaps and compute on top, the loader, the collectives.
-  enum { kIdle, kCompute, kLoader, kCollective, kLanes };
-  std::vector<std::array<std::vector<Mark>, kLanes>> marks(gpus.size());
+  const auto idle = idle_spans(r, gpus);
+  std::vector<Lanes> marks(gpus.size());
   for (std::size_t i = 0; i < gpus.size(); ++i)
     for (const auto& s : idle[i])
       if (s.end > s.start)
@@ -233,9 +225,35 @@ Drawing draw(const results::Result& r, int max_gpus) {
         if (auto it = lane.find(gpu); it != lane.end() && (task.collective().only < 0 || task.collective().only == gpu))
           marks[static_cast<std::size_t>(it->second)][kCollective].push_back(m);
   }
+  return marks;
+}
+
+}  // namespace
+
+Drawing draw(const results::Result& r, int max_gpus) {
+  const auto& t = r.timeline;
+  Drawing d;
+  const std::vector<int> gpus = drawn_gpus(r, max_gpus, d.note);
+  const double width = 1100, left = 70, top = 22, row = 32, span = std::max(t.makespan, 1e-12);
+  const double height = top + row * static_cast<double>(gpus.size()) + 24;
+  auto x = [&](double s) { return left + s / span * width; };
+  std::string& svg = d.svg;
+  svg = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{:.0f}' height='{:.0f}' font-family='sans-serif' font-size='11'>\n",
+                    left + width + 40, height);
+  // Axis: ticks centred on their time, grid lines under the rows, its name below.
+  for (int tick = 0; tick <= 10; ++tick) {
+    const double at = x(span * tick / 10);
+    svg += fmt::format("<line x1='{:.1f}' y1='{}' x2='{:.1f}' y2='{:.0f}' stroke='#eee'/><text x='{:.1f}' y='12' text-anchor='middle' "
+                       "fill='#555'>{:.3g} s</text>\n",
+                       at, top - 4, at, height - 20, at, span * tick / 10);
+  }
+  svg += fmt::format("<text x='{:.1f}' y='{:.0f}' text-anchor='middle' fill='#555'>time since the step began (s)</text>\n",
+                     left + width / 2, height - 6);
+
+  auto marks = lane_marks(r, gpus, x);
   constexpr double kY[kLanes] = {0, 0, 15, 21}, kHeight[kLanes] = {13, 13, 4, 7};
   bool dense = false;
-  auto lane_marks = [&](std::vector<Mark> v) {
+  auto shown = [&](std::vector<Mark> v) {
     std::vector<Mark> out;
     if (rasterise(v, left, width, out)) {
       dense = true;
@@ -246,7 +264,7 @@ Drawing draw(const results::Result& r, int max_gpus) {
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     svg += fmt::format("<text class='gpu' x='4' y='{}'>GPU {}</text>\n", top + row * static_cast<double>(i) + 11, gpus[i]);
     for (int l = 0; l < kLanes; ++l)
-      for (const auto& m : lane_marks(std::move(marks[i][static_cast<std::size_t>(l)]))) {
+      for (const auto& m : shown(std::move(marks[i][static_cast<std::size_t>(l)]))) {
         const std::string what = m.count == 1 ? m.first
                                  : m.cls.empty() ? fmt::format("{} tasks, {} to {}", m.count, m.first, m.last)
                                                  : fmt::format("{}, {} gaps", m.first, m.count);

@@ -164,21 +164,10 @@ void add_flows(const taskgraph::TaskGraph& g, const std::map<std::pair<std::size
   }
 }
 
-}  // namespace
-
-nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
-  const auto& g = r.replayed();
-  const auto& t = r.timeline;
-  // GPUs that run tasks (one per pipeline stage of the first replica), up to max_ranks of them.
-  std::vector<int> shown;
-  for (const auto& task : g.tasks)
-    if (!task.is_collective && std::find(shown.begin(), shown.end(), task.rank) == shown.end() &&
-        static_cast<int>(shown.size()) < max_ranks)
-      shown.push_back(task.rank);
-  auto visible = [&](int rank) { return std::find(shown.begin(), shown.end(), rank) != shown.end(); };
-
-  // Slices by rank and kind of track, in the times written (microseconds), so that the check
-  // for overlap is the one a reader of the file makes.
+// Slices by rank and kind of track, in the times written (microseconds), so that the check for
+// overlap is the one a reader of the file makes.
+template <class Visible>
+std::map<std::pair<int, int>, std::vector<Slice>> tracks_of(const taskgraph::TaskGraph& g, const replay::Timeline& t, const Visible& visible) {
   std::map<std::pair<int, int>, std::vector<Slice>> tracks;
   for (std::size_t i = 0; i < g.tasks.size(); ++i) {
     const auto& task = g.tasks[i];
@@ -195,6 +184,23 @@ nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
         if (visible(rank) && (task.collective().only < 0 || task.collective().only == rank))
           tracks[{rank, kCommunication}].push_back({i, rank, group, ts, dur});
   }
+  return tracks;
+}
+
+}  // namespace
+
+nlohmann::json chrome_trace(const results::Result& r, int max_ranks) {
+  const auto& g = r.replayed();
+  const auto& t = r.timeline;
+  // GPUs that run tasks (one per pipeline stage of the first replica), up to max_ranks of them.
+  std::vector<int> shown;
+  for (const auto& task : g.tasks)
+    if (!task.is_collective && std::find(shown.begin(), shown.end(), task.rank) == shown.end() &&
+        static_cast<int>(shown.size()) < max_ranks)
+      shown.push_back(task.rank);
+  auto visible = [&](int rank) { return std::find(shown.begin(), shown.end(), rank) != shown.end(); };
+
+  auto tracks = tracks_of(g, t, visible);
 
   nlohmann::json events = nlohmann::json::array();
   const auto stands_for = copies_of(r, shown);

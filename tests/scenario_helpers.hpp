@@ -21,17 +21,32 @@ inline void expect_parts_sum_to_step(const results::Result& r) {
   EXPECT_NEAR(b.total(), r.step_time_s, 1e-6 * r.step_time_s);
 }
 
-// `json` extends "base.json", written beside it as kValidScenario.
-inline results::Result simulate_over_base(const std::string& json) {
+// tiny-gpt (4 blocks, hidden 256, sequence 256, vocabulary 4096, tied embeddings) on 8 GPUs of
+// two 4-GPU nodes, data 8, ZeRO-3, micro-batch 4, global batch 64: 2 micro-batches per step, bf16.
+inline constexpr const char* kTinyGptZero3 = R"({
+  "schema_version": 1, "name": "tiny",
+  "model": {"preset": "tiny-gpt"},
+  "hardware": {"device": "a100-sxm-80gb"},
+  "cluster": {"nodes": 2, "gpus_per_node": 4,
+              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
+              "inter_node": {"nics_per_node": 4, "nic_bandwidth_GBps": 25, "latency_us": 5}},
+  "parallelism": {"data": 8, "micro_batch_size": 4, "zero_stage": 3},
+  "training": {"global_batch_size": 64, "precision": "bf16"},
+  "simulation": {"backend": "analytical"}
+})";
+
+// `json` extends "base.json", written beside it as `base`.
+inline results::Result simulate_over(const std::string& base, const std::string& json) {
   TempDir dir;
-  dir.file("base.json", kValidScenario);
+  dir.file("base.json", base);
   return results::simulate(config::load_scenario(dir.file("s.json", json)));
 }
+inline results::Result simulate_over_base(const std::string& json) { return simulate_over(kValidScenario, json); }
 
-// The input error `json` gives, as "pointer: reason"; empty when it loads.
-inline std::string input_error_over_base(const std::string& json) {
+// The input error `json` (extending `base`) gives, as "pointer: reason"; empty when it loads.
+inline std::string input_error_over(const std::string& base, const std::string& json) {
   TempDir dir;
-  dir.file("base.json", kValidScenario);
+  dir.file("base.json", base);
   try {
     config::load_scenario(dir.file("s.json", json));
   } catch (const InputError& e) {
@@ -39,5 +54,6 @@ inline std::string input_error_over_base(const std::string& json) {
   }
   return "";
 }
+inline std::string input_error_over_base(const std::string& json) { return input_error_over(kValidScenario, json); }
 
 }  // namespace dtsim::test

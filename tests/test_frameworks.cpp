@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "helpers.hpp"
+#include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/network/collectives.hpp"
@@ -17,39 +17,12 @@ using namespace dtsim;
 
 namespace {
 
-// tiny-gpt (4 blocks, hidden 256, sequence 256, vocabulary 4096, tied embeddings) on 8 GPUs of
-// two 4-GPU nodes, data 8, micro-batch 4, global batch 64: 2 micro-batches per step, bf16.
-// Parameters per sub-module: embedding 4096*256 + 256*256 = 1,114,112; per block qkv 197,376,
-// attention out 65,792, fc1 263,168, fc2 262,400 and two norms of 512; final norm 512.
-const char* kBase = R"({
-  "schema_version": 1, "name": "tiny",
-  "model": {"preset": "tiny-gpt"},
-  "hardware": {"device": "a100-sxm-80gb"},
-  "cluster": {"nodes": 2, "gpus_per_node": 4,
-              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
-              "inter_node": {"nics_per_node": 4, "nic_bandwidth_GBps": 25, "latency_us": 5}},
-  "parallelism": {"data": 8, "micro_batch_size": 4, "zero_stage": 3},
-  "training": {"global_batch_size": 64, "precision": "bf16"},
-  "simulation": {"backend": "analytical"}
-})";
-
-results::Result run(const std::string& parallelism) {
-  test::TempDir dir;
-  dir.file("base.json", kBase);
-  return results::simulate(
-      config::load_scenario(dir.file("s.json", R"({"extends": "base.json", "parallelism": )" + parallelism + "}")));
-}
-
-std::string error_of(const std::string& parallelism) {
-  test::TempDir dir;
-  dir.file("base.json", kBase);
-  try {
-    config::load_scenario(dir.file("s.json", R"({"extends": "base.json", "parallelism": )" + parallelism + "}"));
-  } catch (const InputError& e) {
-    return e.pointer() + ": " + e.reason();
-  }
-  return "";
-}
+// test::kTinyGptZero3. Parameters per sub-module: embedding 4096*256 + 256*256 = 1,114,112; per
+// block qkv 197,376, attention out 65,792, fc1 263,168, fc2 262,400 and two norms of 512; final
+// norm 512.
+std::string over(const std::string& parallelism) { return R"({"extends": "base.json", "parallelism": )" + parallelism + "}"; }
+results::Result run(const std::string& parallelism) { return test::simulate_over(test::kTinyGptZero3, over(parallelism)); }
+std::string error_of(const std::string& parallelism) { return test::input_error_over(test::kTinyGptZero3, over(parallelism)); }
 
 // Bytes all ZeRO-3 all-gathers of the step carry, and how many collectives of each kind.
 struct Counted {

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "graph_queries.hpp"
 #include "helpers.hpp"
 #include "scenario_helpers.hpp"
 #include "sim/config/import_run.hpp"
@@ -27,19 +28,6 @@ config::Scenario gpt2(const test::TempDir& dir, const std::string& extra, int no
     "parallelism": {"micro_batch_size": 4)" + extra + R"(},
     "training": {"global_batch_size": )" + std::to_string(64 * nodes) + R"(}, "simulation": {"backend": "analytical"}})";
   return config::load_scenario(dir.file("hsdp.json", json));
-}
-
-int count(const taskgraph::TaskGraph& g, CollectiveOp op, const std::string& label_start) {
-  int n = 0;
-  for (const auto& t : g.tasks)
-    if (t.is_collective && t.collective().op == op && t.label().rfind(label_start, 0) == 0) ++n;
-  return n;
-}
-
-const taskgraph::Task* find(const taskgraph::TaskGraph& g, const std::string& label) {
-  for (const auto& t : g.tasks)
-    if (t.label() == label) return &t;
-  return nullptr;
 }
 
 }  // namespace
@@ -86,13 +74,13 @@ TEST(Hsdp, GathersInTheNodeAndAllReducesTheShardAcrossNodes) {
   const auto& g = r.plan.graph;
   const auto graph = s.model.build(models::BuildOptions{4, 2, models::Attention::Standard});
   const int layers = static_cast<int>(graph.layers.size()), micro = 64 * 2 / (16 * 4);
-  EXPECT_EQ(count(g, CollectiveOp::AllGather, "zero3 gather"), 2 * layers * micro);
-  EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "zero3 reduce"), layers * micro);
-  EXPECT_EQ(count(g, CollectiveOp::AllReduce, "zero3 reduce"), layers * micro);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::AllGather, "zero3 gather"), 2 * layers * micro);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::ReduceScatter, "zero3 reduce"), layers * micro);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::AllReduce, "zero3 reduce"), layers * micro);
   const auto& block = graph.layers[1];
-  const auto* gather = find(g, "zero3 gather " + block.name + " c0 mb0");
-  const auto* reduce = find(g, "zero3 reduce " + block.name + " c0 mb0");
-  const auto* across = find(g, "zero3 reduce " + block.name + " c0 mb0 across replicas");
+  const auto* gather = test::find_task(g, "zero3 gather " + block.name + " c0 mb0");
+  const auto* reduce = test::find_task(g, "zero3 reduce " + block.name + " c0 mb0");
+  const auto* across = test::find_task(g, "zero3 reduce " + block.name + " c0 mb0 across replicas");
   ASSERT_TRUE(gather && reduce && across);
   EXPECT_DOUBLE_EQ(gather->collective().bytes, 2 * block.params());
   EXPECT_DOUBLE_EQ(reduce->collective().bytes, 2 * block.params());
@@ -128,9 +116,9 @@ TEST(Hsdp, FsdpReducesTheShardAcrossReplicas) {
   const auto full = results::simulate(gpt2(dir, fsdp, 2));
   const auto hsdp = results::simulate(gpt2(dir, fsdp + R"(, "shard_size": 8)", 2));
   const auto& g = hsdp.plan.graph;
-  EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "zero3 reduce-scatter"),
-            count(g, CollectiveOp::AllReduce, "zero3 all-reduce across replicas"));
-  EXPECT_GT(count(g, CollectiveOp::AllReduce, "zero3 all-reduce across replicas"), 0);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::ReduceScatter, "zero3 reduce-scatter"),
+            test::count_collectives(g, CollectiveOp::AllReduce, "zero3 all-reduce across replicas"));
+  EXPECT_GT(test::count_collectives(g, CollectiveOp::AllReduce, "zero3 all-reduce across replicas"), 0);
   double scattered = 0, across = 0;
   for (const auto& t : g.tasks)
     if (t.is_collective && t.label().rfind("zero3 reduce-scatter", 0) == 0) scattered += t.collective().bytes;

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <string>
 
-#include "helpers.hpp"
+#include <nlohmann/json.hpp>
+
+#include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/cost/stack.hpp"
@@ -16,43 +18,21 @@ using namespace dtsim;
 
 namespace {
 
-// tiny-gpt (4 blocks, hidden 256, LayerNorm, linear biases, learned positions, tied embeddings)
-// on 8 GPUs of two 4-GPU nodes, data 8, ZeRO-3, 2 micro-batches of 4, bf16. Its tensors: the
-// embedding's table 4096 x 256 and positions 256 x 256; per block norm1 (2 x 256), qkv (256 x 768,
-// 768), attention out (256 x 256, 256), norm2, fc1 (256 x 1024, 1024), fc2 (1024 x 256, 256):
-// 12 tensors; the final norm's 2; the head shares the table.
-const char* kBase = R"({
-  "schema_version": 1, "name": "tiny",
-  "model": {"preset": "tiny-gpt"},
-  "hardware": {"device": "a100-sxm-80gb"},
-  "cluster": {"nodes": 2, "gpus_per_node": 4,
-              "intra_node": {"bandwidth_GBps": 300, "latency_us": 2},
-              "inter_node": {"nics_per_node": 4, "nic_bandwidth_GBps": 25, "latency_us": 5}},
-  "parallelism": {"data": 8, "micro_batch_size": 4, "zero_stage": 3, "framework": "deepspeed"},
-  "training": {"global_batch_size": 64, "precision": "bf16"},
-  "simulation": {"backend": "analytical"}
-})";
+// test::kTinyGptZero3 under DeepSpeed. Its tensors: the embedding's table 4096 x 256 and
+// positions 256 x 256; per block norm1 (2 x 256), qkv (256 x 768, 768), attention out (256 x 256,
+// 256), norm2, fc1 (256 x 1024, 1024), fc2 (1024 x 256, 256): 12 tensors; the final norm's 2; the
+// head shares the table.
+const std::string kBase = [] {
+  auto j = nlohmann::json::parse(test::kTinyGptZero3);
+  j["parallelism"]["framework"] = "deepspeed";
+  return j.dump();
+}();
 
 std::string scenario(const std::string& zero3, const std::string& stack) {
   return R"({"extends": "base.json", "parallelism": {"zero3": )" + zero3 + R"(}, "stack": )" + stack + "}";
 }
-
-results::Result run(const std::string& zero3, const std::string& stack) {
-  test::TempDir dir;
-  dir.file("base.json", kBase);
-  return results::simulate(config::load_scenario(dir.file("s.json", scenario(zero3, stack))));
-}
-
-std::string error_of(const std::string& json) {
-  test::TempDir dir;
-  dir.file("base.json", kBase);
-  try {
-    config::load_scenario(dir.file("s.json", json));
-  } catch (const InputError& e) {
-    return e.pointer() + ": " + e.reason();
-  }
-  return "";
-}
+results::Result run(const std::string& zero3, const std::string& stack) { return test::simulate_over(kBase, scenario(zero3, stack)); }
+std::string error_of(const std::string& json) { return test::input_error_over(kBase, json); }
 
 bool starts(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 

@@ -10,6 +10,7 @@
 #include "sim/results/capacity.hpp"
 #include "sim/results/closed_form.hpp"
 #include "sim/results/result.hpp"
+#include "graph_queries.hpp"
 #include "helpers.hpp"
 #include "scenario_helpers.hpp"
 
@@ -60,21 +61,8 @@ Counts counts(const config::Scenario& s) {
   return c;
 }
 
-const taskgraph::Task* find(const taskgraph::TaskGraph& g, const std::string& label) {
-  for (const auto& t : g.tasks)
-    if (t.label() == label) return &t;
-  return nullptr;
-}
-
 std::size_t group_size(const taskgraph::TaskGraph& g, const taskgraph::Task& t) {
   return g.groups[static_cast<std::size_t>(t.collective().groups.at(0))].size();
-}
-
-int count(const taskgraph::TaskGraph& g, taskgraph::CollectiveOp op, const std::string& label_start) {
-  int n = 0;
-  for (const auto& t : g.tasks)
-    if (t.is_collective && t.collective().op == op && t.label().rfind(label_start, 0) == 0) ++n;
-  return n;
 }
 
 }  // namespace
@@ -122,10 +110,10 @@ TEST(MoeZero, Zero2ReduceScattersExpertGradientsOverExpertDataGroups) {
   const auto& g = r.plan.graph;
   using taskgraph::CollectiveOp;
   const int micro = 64 / kD;  // 4 micro-batches of 1
-  EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "zero2 reduce experts"), micro - 1);
-  EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "zero2 reduce c0"), micro - 1);
-  const auto* dense = find(g, "zero2 reduce c0 mb0");
-  const auto* expert = find(g, "zero2 reduce experts c0 mb0");
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::ReduceScatter, "zero2 reduce experts"), micro - 1);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::ReduceScatter, "zero2 reduce c0"), micro - 1);
+  const auto* dense = test::find_task(g, "zero2 reduce c0 mb0");
+  const auto* expert = test::find_task(g, "zero2 reduce experts c0 mb0");
   ASSERT_TRUE(dense && expert);
   EXPECT_EQ(group_size(g, *dense), static_cast<std::size_t>(kD));
   EXPECT_EQ(dense->collective().groups.size(), 1u);  // tensor 1: one data-parallel group
@@ -133,15 +121,15 @@ TEST(MoeZero, Zero2ReduceScattersExpertGradientsOverExpertDataGroups) {
   EXPECT_EQ(group_size(g, *expert), static_cast<std::size_t>(kD / kE));
   EXPECT_EQ(expert->collective().groups.size(), static_cast<std::size_t>(kE));  // one per expert rank
   EXPECT_DOUBLE_EQ(expert->collective().bytes, 2 * c.experts / kE);
-  const auto* gather = find(g, "zero gather params");
-  const auto* gather_experts = find(g, "zero gather expert params");
+  const auto* gather = test::find_task(g, "zero gather params");
+  const auto* gather_experts = test::find_task(g, "zero gather expert params");
   ASSERT_TRUE(gather && gather_experts);
   EXPECT_EQ(group_size(g, *gather), static_cast<std::size_t>(kD));
   EXPECT_DOUBLE_EQ(gather->collective().bytes, 2 * c.dense);
   EXPECT_EQ(group_size(g, *gather_experts), static_cast<std::size_t>(kD / kE));
   EXPECT_DOUBLE_EQ(gather_experts->collective().bytes, 2 * c.experts / kE);
   // The last micro-batch's gradients go in buckets, as under ZeRO-1.
-  EXPECT_GT(count(g, CollectiveOp::ReduceScatter, "reduce_scatter expert bucket"), 0);
+  EXPECT_GT(test::count_collectives(g, CollectiveOp::ReduceScatter, "reduce_scatter expert bucket"), 0);
   test::expect_parts_sum_to_step(r);
 }
 
@@ -157,9 +145,9 @@ TEST(MoeZero, Zero3GathersExpertsOverExpertDataGroups) {
   using taskgraph::CollectiveOp;
   const int micro = 64 / kD;
   const int moe = static_cast<int>(kLayers);
-  EXPECT_EQ(count(g, CollectiveOp::AllGather, "zero3 gather experts of"), moe * micro * 2);
-  EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "zero3 reduce experts of"), moe * micro);
-  EXPECT_EQ(count(g, CollectiveOp::AllToAll, ""), moe * micro * 2 * 2);  // dispatch and combine, forward and backward
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::AllGather, "zero3 gather experts of"), moe * micro * 2);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::ReduceScatter, "zero3 reduce experts of"), moe * micro);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::AllToAll, ""), moe * micro * 2 * 2);  // dispatch and combine, forward and backward
   const double expert_layer = c.experts / kLayers / kE;  // this GPU's 2 experts of one layer
   int checked = 0;
   for (const auto& t : g.tasks) {
@@ -177,7 +165,7 @@ TEST(MoeZero, Zero3GathersExpertsOverExpertDataGroups) {
   }
   EXPECT_GT(checked, 3 * moe * micro);
   // Each MoE layer's forward starts once its experts are gathered.
-  const auto* gather = find(g, "zero3 gather experts of block.0 c0 mb0");
+  const auto* gather = test::find_task(g, "zero3 gather experts of block.0 c0 mb0");
   ASSERT_TRUE(gather) << "no expert gather for block.0";
   bool waits = false;
   for (const auto& t : g.tasks)
@@ -185,7 +173,7 @@ TEST(MoeZero, Zero3GathersExpertsOverExpertDataGroups) {
       for (int d : t.deps) waits |= &g.tasks[static_cast<std::size_t>(d)] == gather;
   EXPECT_TRUE(waits);
   // No gradient buckets after backward: every layer's gradients were reduce-scattered already.
-  EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "reduce_scatter expert bucket"), 0);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::ReduceScatter, "reduce_scatter expert bucket"), 0);
   test::expect_parts_sum_to_step(r);
 }
 

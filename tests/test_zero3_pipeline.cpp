@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "graph_queries.hpp"
 #include "helpers.hpp"
 #include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
@@ -25,13 +26,6 @@ config::Scenario two_stages(const test::TempDir& dir, const std::string& extra) 
   return config::load_scenario(dir.file("zero3-pp.json", json));
 }
 
-int count(const taskgraph::TaskGraph& g, CollectiveOp op, const std::string& label_start) {
-  int n = 0;
-  for (const auto& t : g.tasks)
-    if (t.is_collective && t.collective().op == op && t.label().rfind(label_start, 0) == 0) ++n;
-  return n;
-}
-
 }  // namespace
 
 // One gather and one reduce-scatter per layer and step, over the stage's 4 data-parallel GPUs,
@@ -44,8 +38,8 @@ TEST(Zero3Pipeline, GathersOncePerStepAndReducesAfterTheLastBackward) {
   const auto& g = r.plan.graph;
   const auto graph = s.model.build(models::BuildOptions{4, 2, models::Attention::Standard});
   const int layers = static_cast<int>(graph.layers.size());
-  EXPECT_EQ(count(g, CollectiveOp::AllGather, "zero3 gather"), layers);
-  EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "zero3 reduce"), layers);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::AllGather, "zero3 gather"), layers);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::ReduceScatter, "zero3 reduce"), layers);
   double gathered = 0, reduced = 0;
   for (const auto& t : g.tasks) {
     if (!t.is_collective || t.label().rfind("zero3 ", 0) != 0) continue;
@@ -104,9 +98,9 @@ TEST(Zero3Pipeline, HybridShardingInsideTheStages) {
   const auto r = results::simulate(s);
   const auto& g = r.plan.graph;
   const int layers = static_cast<int>(s.model.build(models::BuildOptions{4, 2, models::Attention::Standard}).layers.size());
-  EXPECT_EQ(count(g, CollectiveOp::AllGather, "zero3 gather"), layers);
-  EXPECT_EQ(count(g, CollectiveOp::ReduceScatter, "zero3 reduce"), layers);
-  EXPECT_EQ(count(g, CollectiveOp::AllReduce, "zero3 reduce"), layers);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::AllGather, "zero3 gather"), layers);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::ReduceScatter, "zero3 reduce"), layers);
+  EXPECT_EQ(test::count_collectives(g, CollectiveOp::AllReduce, "zero3 reduce"), layers);
   test::expect_parts_sum_to_step(r);
 }
 

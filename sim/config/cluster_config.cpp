@@ -29,43 +29,28 @@ Roles parse_roles(Reader r) {
   return roles;
 }
 
-}  // namespace
+void parse_intra_node(Reader intra, network::ClusterSpec& c) {
+  std::string fabric = intra.choice("fabric", {"nvswitch", "nvlink-ring", "pcie"}, "nvswitch");
+  c.fabric = fabric == "pcie" ? network::Fabric::Pcie : fabric == "nvlink-ring" ? network::Fabric::NvLinkRing : network::Fabric::NvSwitch;
+  if (c.fabric == network::Fabric::NvLinkRing && c.gpus_per_node < 3)
+    intra.fail("fabric", "an NVLink ring needs at least 3 GPUs per node");
+  // A PCIe node's GPUs talk through the host bridge; by default it carries one GPU link's worth.
+  const auto bridge = intra.optional_quantity("host_bridge_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+  if (bridge && c.fabric != network::Fabric::Pcie) intra.fail("fabric", "host_bridge_bandwidth is for \"pcie\" nodes");
+  c.host_bridge_bandwidth = bridge.value_or(0.0);
+  c.intra_bandwidth = intra.quantity("bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
+  c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
+  c.intra_efficiency = intra.number("efficiency", Range{0.0, 1.0, true}, 1.0);
+  if (intra.has("efficiency_points")) c.intra_efficiency_points = intra.efficiency_points("efficiency_points");
+  // The NVSwitches reduce (NVLink SHARP); NCCL's model (inter_node.nccl) says when NVLS runs.
+  c.intra_nvls = intra.boolean("nvls", false);
+  if (c.intra_nvls && c.fabric != network::Fabric::NvSwitch)
+    intra.fail("nvls", "NVLink SHARP reduces in NVSwitches: it needs \"fabric\": \"nvswitch\"");
+  intra.finish();
+}
 
-network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& roles) {
-  if (auto ro = r.optional_object("roles")) roles = parse_roles(*ro);
-  network::ClusterSpec c;
-  c.name = preset.empty() ? "inline" : preset;
-  c.nodes = static_cast<int>(r.integer("nodes", 1, kMaxGpus));
-  // Up to one NVLink 5 domain: NVLink Switch systems connect up to 576 GPUs (GB200 NVL72 uses 72).
-  c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 576));
-  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus)
-    r.fail("nodes", fmt::format("{} nodes x {} GPUs is more than {} GPUs", c.nodes, c.gpus_per_node, kMaxGpus));
-  // On a torus the chips of a node talk over the torus links like any others.
-  const Json& inter_json = r.raw("inter_node");
-  const bool torus = inter_json.is_object() && inter_json.contains("topology") && inter_json["topology"].is_string() &&
-                     inter_json["topology"].get<std::string>().starts_with("torus");
-  if (torus && r.has("intra_node")) r.fail("intra_node", "a torus links every chip to its neighbours: leave intra_node out");
-  if (!torus) {
-    Reader intra = r.object("intra_node");
-    std::string fabric = intra.choice("fabric", {"nvswitch", "nvlink-ring", "pcie"}, "nvswitch");
-    c.fabric = fabric == "pcie" ? network::Fabric::Pcie : fabric == "nvlink-ring" ? network::Fabric::NvLinkRing : network::Fabric::NvSwitch;
-    if (c.fabric == network::Fabric::NvLinkRing && c.gpus_per_node < 3)
-      intra.fail("fabric", "an NVLink ring needs at least 3 GPUs per node");
-    // A PCIe node's GPUs talk through the host bridge; by default it carries one GPU link's worth.
-    const auto bridge = intra.optional_quantity("host_bridge_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
-    if (bridge && c.fabric != network::Fabric::Pcie) intra.fail("fabric", "host_bridge_bandwidth is for \"pcie\" nodes");
-    c.host_bridge_bandwidth = bridge.value_or(0.0);
-    c.intra_bandwidth = intra.quantity("bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
-    c.intra_latency = intra.quantity("latency", Dimension::Time, Range{0.0, 1.0});
-    c.intra_efficiency = intra.number("efficiency", Range{0.0, 1.0, true}, 1.0);
-    if (intra.has("efficiency_points")) c.intra_efficiency_points = intra.efficiency_points("efficiency_points");
-    // The NVSwitches reduce (NVLink SHARP); NCCL's model (inter_node.nccl) says when NVLS runs.
-    c.intra_nvls = intra.boolean("nvls", false);
-    if (c.intra_nvls && c.fabric != network::Fabric::NvSwitch)
-      intra.fail("nvls", "NVLink SHARP reduces in NVSwitches: it needs \"fabric\": \"nvswitch\"");
-    intra.finish();
-  }
-  Reader inter = r.object("inter_node");
+// The NICs and NCCL's tuning model.
+void parse_inter_links(Reader& inter, network::ClusterSpec& c) {
   c.nics_per_node = static_cast<int>(inter.integer("nics_per_node", 1, 576));
   if (c.nics_per_node > c.gpus_per_node)
     inter.fail("nics_per_node", fmt::format("{} NICs for {} GPUs per node: more NICs than GPUs is not modelled",
@@ -88,6 +73,9 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
     if (c.intra_nvls && c.nccl_gpu < Gpu::Hopper)
       inter.fail("nccl", "intra_node.nvls is set, but NCCL runs NVLink SHARP on Hopper or Blackwell GPUs only");
   }
+}
+
+void parse_topology(Reader& inter, network::ClusterSpec& c, bool torus) {
   std::string topo =
       inter.choice("topology", {"fat-tree", "rail-optimized", "single-switch", "torus-2d", "torus-3d"}, "fat-tree");
   c.topology = topo == "single-switch"    ? network::Topology::SingleSwitch
@@ -117,6 +105,53 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
       if (inter.has(k)) inter.fail(k, "for \"topology\": \"torus-2d\" or \"torus-3d\"");
   }
   c.oversubscription = inter.number("oversubscription", Range{1.0, 1000.0}, 1.0);
+}
+
+void parse_pcie(Reader& pcie, network::ClusterSpec& c) {
+  // Each node's PCIe tree between its GPUs and host memory (offload copies, central storage).
+  // A node smaller than a preset's switch is one switch; a "pcie" node's GPUs already reach
+  // the host through their own links and the host bridge, which this leaves as they are.
+  c.gpus_per_pcie_switch = std::min(c.gpus_per_node, static_cast<int>(pcie.integer("gpus_per_switch", 1, 576, 1)));
+  if (c.gpus_per_node % c.gpus_per_pcie_switch != 0)
+    pcie.fail("gpus_per_switch", fmt::format("{} GPUs per node do not split into switches of {}", c.gpus_per_node, c.gpus_per_pcie_switch));
+  c.pcie_switch_bandwidth = pcie.optional_quantity("switch_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}).value_or(0.0);
+  c.pcie_latency = pcie.quantity("latency", Dimension::Time, Range{0.0, 1.0}, c.pcie_latency);
+  pcie.finish();
+}
+
+void parse_background(Reader& bg, network::ClusterSpec& c) {
+  // Other jobs on the same network: the share of each kind of link they keep busy.
+  const Range share{0.0, 0.99};
+  c.background_intra = bg.number("intra_node", share, 0.0);
+  c.background_nic = bg.number("nic", share, 0.0);
+  c.background_uplink = bg.number("uplink", share, 0.0);
+  const bool uplinks = c.topology == network::Topology::RailOptimized ||
+                       (c.topology == network::Topology::FatTree && c.oversubscription > 1.0);
+  if (c.background_uplink > 0 && !uplinks)
+    bg.fail("uplink", "this fabric has no shared uplinks (rail-optimized, or fat-tree with oversubscription > 1)");
+  bg.finish();
+}
+
+}  // namespace
+
+network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& roles) {
+  if (auto ro = r.optional_object("roles")) roles = parse_roles(*ro);
+  network::ClusterSpec c;
+  c.name = preset.empty() ? "inline" : preset;
+  c.nodes = static_cast<int>(r.integer("nodes", 1, kMaxGpus));
+  // Up to one NVLink 5 domain: NVLink Switch systems connect up to 576 GPUs (GB200 NVL72 uses 72).
+  c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 576));
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus)
+    r.fail("nodes", fmt::format("{} nodes x {} GPUs is more than {} GPUs", c.nodes, c.gpus_per_node, kMaxGpus));
+  // On a torus the chips of a node talk over the torus links like any others.
+  const Json& inter_json = r.raw("inter_node");
+  const bool torus = inter_json.is_object() && inter_json.contains("topology") && inter_json["topology"].is_string() &&
+                     inter_json["topology"].get<std::string>().starts_with("torus");
+  if (torus && r.has("intra_node")) r.fail("intra_node", "a torus links every chip to its neighbours: leave intra_node out");
+  if (!torus) parse_intra_node(r.object("intra_node"), c);
+  Reader inter = r.object("inter_node");
+  parse_inter_links(inter, c);
+  parse_topology(inter, c, torus);
   if (auto ps = r.optional_object("parameter_servers")) {
     c.ps_servers = static_cast<int>(ps->integer("count", 1, 65536));
     c.ps_nic_bandwidth = ps->quantity("nic_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
@@ -127,29 +162,8 @@ network::ClusterSpec parse_cluster(Reader r, const std::string& preset, Roles& r
   if (c.topology == network::Topology::SingleSwitch && c.oversubscription != 1.0)
     inter.fail("oversubscription", "a single switch is not oversubscribed; use \"fat-tree\"");
   inter.finish();
-  if (auto pcie = r.optional_object("pcie")) {
-    // Each node's PCIe tree between its GPUs and host memory (offload copies, central storage).
-    // A node smaller than a preset's switch is one switch; a "pcie" node's GPUs already reach
-    // the host through their own links and the host bridge, which this leaves as they are.
-    c.gpus_per_pcie_switch = std::min(c.gpus_per_node, static_cast<int>(pcie->integer("gpus_per_switch", 1, 576, 1)));
-    if (c.gpus_per_node % c.gpus_per_pcie_switch != 0)
-      pcie->fail("gpus_per_switch", fmt::format("{} GPUs per node do not split into switches of {}", c.gpus_per_node, c.gpus_per_pcie_switch));
-    c.pcie_switch_bandwidth = pcie->optional_quantity("switch_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}).value_or(0.0);
-    c.pcie_latency = pcie->quantity("latency", Dimension::Time, Range{0.0, 1.0}, c.pcie_latency);
-    pcie->finish();
-  }
-  if (auto bg = r.optional_object("background_traffic")) {
-    // Other jobs on the same network: the share of each kind of link they keep busy.
-    const Range share{0.0, 0.99};
-    c.background_intra = bg->number("intra_node", share, 0.0);
-    c.background_nic = bg->number("nic", share, 0.0);
-    c.background_uplink = bg->number("uplink", share, 0.0);
-    const bool uplinks = c.topology == network::Topology::RailOptimized ||
-                         (c.topology == network::Topology::FatTree && c.oversubscription > 1.0);
-    if (c.background_uplink > 0 && !uplinks)
-      bg->fail("uplink", "this fabric has no shared uplinks (rail-optimized, or fat-tree with oversubscription > 1)");
-    bg->finish();
-  }
+  if (auto pcie = r.optional_object("pcie")) parse_pcie(*pcie, c);
+  if (auto bg = r.optional_object("background_traffic")) parse_background(*bg, c);
   r.finish();
   return c;
 }

@@ -211,6 +211,30 @@ void parse_stage_layers(Reader& r, Scenario& s) {
   if (sum != m.blocks()) bad(fmt::format("the stages hold {} blocks, but {} is {}", sum, m.blocks_key(), m.blocks()));
 }
 
+// Gradient compression, and what ZeRO needs of the all-reduce algorithm.
+void parse_compression(Reader& r, strategies::ParallelismSpec& p) {
+  const std::string comp = r.choice("gradient_compression", {"none", "fp16", "int8", "topk"}, "none");
+  p.compression = comp == "fp16"   ? strategies::Compression::Fp16
+                  : comp == "int8" ? strategies::Compression::Int8
+                  : comp == "topk" ? strategies::Compression::TopK
+                                   : strategies::Compression::None;
+  p.topk_ratio = r.number("topk_ratio", Range{0.0, 1.0, true}, 0.01);
+  if (r.has("topk_ratio") && p.compression != strategies::Compression::TopK)
+    r.fail("topk_ratio", fmt::format("applies to gradient_compression \"topk\" only, and this one is \"{}\": did you mean "
+                                     "\"gradient_compression\": \"topk\"?", comp));
+  if (p.compression != strategies::Compression::None && p.zero_stage > 0)
+    r.fail("gradient_compression", "compression with ZeRO's sharded gradients is not modelled");
+  const bool reduces = p.algorithm != taskgraph::Algorithm::ParameterServer && p.algorithm != taskgraph::Algorithm::CentralStorage;
+  if (p.zero_stage > 0 && !reduces)
+    r.fail("all_reduce_algorithm", "ZeRO shards gradients with reduce-scatter; parameter servers and central storage do not");
+  const bool scatter_gather = p.algorithm == taskgraph::Algorithm::Ring || p.algorithm == taskgraph::Algorithm::Auto ||
+                              p.algorithm == taskgraph::Algorithm::HalvingDoubling ||
+                              p.algorithm == taskgraph::Algorithm::Direct || p.algorithm == taskgraph::Algorithm::RoundRobin;
+  if (p.zero_stage > 0 && !scatter_gather)
+    r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
+                                               taskgraph::to_string(p.algorithm)));
+}
+
 void parse_parallelism(Reader r, Scenario& s) {
   auto& p = s.parallelism;
   const auto& m = s.model;
@@ -272,26 +296,7 @@ void parse_parallelism(Reader r, Scenario& s) {
   }
   if (p.algorithm == taskgraph::Algorithm::CentralStorage && s.cluster.nodes > 1)
     r.fail("all_reduce_algorithm", "central storage keeps variables in one host's memory: it needs cluster.nodes = 1");
-  const std::string comp = r.choice("gradient_compression", {"none", "fp16", "int8", "topk"}, "none");
-  p.compression = comp == "fp16"   ? strategies::Compression::Fp16
-                  : comp == "int8" ? strategies::Compression::Int8
-                  : comp == "topk" ? strategies::Compression::TopK
-                                   : strategies::Compression::None;
-  p.topk_ratio = r.number("topk_ratio", Range{0.0, 1.0, true}, 0.01);
-  if (r.has("topk_ratio") && p.compression != strategies::Compression::TopK)
-    r.fail("topk_ratio", fmt::format("applies to gradient_compression \"topk\" only, and this one is \"{}\": did you mean "
-                                     "\"gradient_compression\": \"topk\"?", comp));
-  if (p.compression != strategies::Compression::None && p.zero_stage > 0)
-    r.fail("gradient_compression", "compression with ZeRO's sharded gradients is not modelled");
-  const bool reduces = p.algorithm != taskgraph::Algorithm::ParameterServer && p.algorithm != taskgraph::Algorithm::CentralStorage;
-  if (p.zero_stage > 0 && !reduces)
-    r.fail("all_reduce_algorithm", "ZeRO shards gradients with reduce-scatter; parameter servers and central storage do not");
-  const bool scatter_gather = p.algorithm == taskgraph::Algorithm::Ring || p.algorithm == taskgraph::Algorithm::Auto ||
-                              p.algorithm == taskgraph::Algorithm::HalvingDoubling ||
-                              p.algorithm == taskgraph::Algorithm::Direct || p.algorithm == taskgraph::Algorithm::RoundRobin;
-  if (p.zero_stage > 0 && !scatter_gather)
-    r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
-                                               taskgraph::to_string(p.algorithm)));
+  parse_compression(r, p);
   parse_framework(r, s);
   parse_shard_size(r, s);
   parse_expert_parallelism(r, s);
@@ -344,25 +349,8 @@ Reference parse_reference(Reader& ref) {
   ref.finish();
   return r;
 }
-}  // namespace
-
-Scenario load_scenario(const std::string& path) {
-  Document doc = load_with_extends(path);
-  const std::string model_preset = expand_preset(doc, "model", "models/presets", "model");
-  const std::string cluster_preset = expand_preset(doc, "cluster", "hardware_profiles/clusters", "cluster");
-
-  Scenario s;
-  s.file = path;
-  Reader root(doc.json, "", doc.origins);
-  if (root.integer("schema_version", 1, 1, 1) != 1) root.fail("schema_version", "only version 1 is known");
-  s.name = root.text("name");
-  if (s.name.empty()) root.fail("name", "must not be empty");
-  s.description = root.text("description", "");
-  s.model_preset = model_preset;
-  s.cluster_preset = cluster_preset;
-  s.model = parse_model(root.object("model"), model_preset, doc.origins);
-  s.cluster = parse_cluster(root.object("cluster"), cluster_preset, s.roles);
-
+// hardware: the device profile, its reserved memory and the host beside it.
+void parse_hardware(Reader& root, const Document& doc, const std::string& cluster_preset, Scenario& s) {
   // A cluster preset is the machines' network, not their GPU model: say so where it is missed.
   const std::string no_device =
       cluster_preset.empty() ? "required key is missing"
@@ -394,16 +382,10 @@ Scenario load_scenario(const std::string& path) {
   s.host.cores_per_gpu = cores / s.cluster.gpus_per_node;
   s.host.core_flops = hw.quantity("host_core", Dimension::FlopRate, Range{0.0, 1e15, true}, 72e9);
   hw.finish();
+}
 
-  parse_parallelism(root.object("parallelism"), s);
-  // Unless simulation.steps says: asynchronous updates and priority buckets show over several steps.
-  if (s.parallelism.updates != strategies::Updates::Sync) s.steps_simulated = 10;
-  if (s.parallelism.priority_buckets) s.steps_simulated = 4;
-  // A flush-free pipeline's first step carries its fill; later ones show the steady state.
-  if (strategies::asynchronous(s.parallelism.schedule)) s.steps_simulated = 4;
-  parse_training(root.object("training"), s);
-  parse_stack(root, s);
-  refuse_idle_compression(s, *doc.origins);
+// Keys of different sections that refuse each other.
+void refuse_unmodelled_pairs(const Scenario& s) {
   if (s.parallelism.context > 1 && s.training.attention != models::Attention::Flash)
     throw InputError(s.file, "/parallelism/context",
                      "context parallelism runs on fused attention (Transformer Engine's, as Megatron-Core does): set "
@@ -417,61 +399,104 @@ Scenario load_scenario(const std::string& path) {
                        "with the model state sharded (tensor, pipeline or ZeRO), give checkpoint_GB: the chief's "
                        "own state is not the whole checkpoint");
   }
-  if (auto st = root.optional_object("stragglers")) {
-    // The skewed router's most loaded GPU is stood for by another replica's GPU (plan_experts.cpp),
-    // which every replica simulated leaves no room for.
-    if (s.parallelism.expert > 1 && s.parallelism.expert_skew > 0)
-      throw InputError(s.file, "/stragglers", "stragglers with expert parallelism are modelled with an even router: leave expert_skew at 0");
-    // Every replica's tasks join its expert-parallel group by data rank; a folded group spans tensor ranks too.
-    if (s.parallelism.expert > 1 && s.parallelism.expert_tensor_size() != s.parallelism.tensor)
-      throw InputError(s.file, "/stragglers", "stragglers with folded expert parallelism (expert_tensor other than tensor) are not modelled");
-    parse_stragglers(*st, s, doc.origins);
-  }
-  if (auto f = root.optional_object("faults")) {
-    auto& fs = s.faults;
-    fs.enabled = true;
-    fs.gpu_mtbf_s = f->quantity("gpu_mtbf", Dimension::Time, Range{0.0, 1e13, true}, 0.0);
-    fs.node_mtbf_s = f->quantity("node_mtbf", Dimension::Time, Range{0.0, 1e13, true}, 0.0);
-    if (fs.gpu_mtbf_s == 0 && fs.node_mtbf_s == 0) f->fail_here("give gpu_mtbf_hours or node_mtbf_hours");
-    fs.checkpoint_interval_s = f->quantity("checkpoint_interval", Dimension::Time, Range{0.0, 1e9, true}, 0.0);
-    fs.checkpoint_save_s = f->quantity("checkpoint_save", Dimension::Time, Range{0.0, 1e6});
-    fs.restart_s = f->quantity("restart", Dimension::Time, Range{0.0, 1e6});
-    f->finish();
-  }
-  if (auto in = root.optional_object("input_pipeline")) {
-    auto& ip = s.parallelism.input;
-    ip.enabled = true;
-    ip.cpu_seconds_per_sample = in->quantity("cpu_per_sample", Dimension::Time, Range{0.0, 3600.0}, 0.0);
-    ip.workers_per_gpu = static_cast<int>(in->integer("loader_workers_per_gpu", 1, 1024, 1));
-    ip.sample_bytes = in->quantity("sample", Dimension::Bytes, Range{0.0, 1e12}, 0.0);
-    const double storage = in->quantity("storage_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 1e15);
-    ip.storage_bandwidth_per_gpu = storage / s.cluster.gpus_per_node;  // per node, shared by its GPUs
-    in->finish();
-    // Unless simulation.steps says: the first step waits for its first micro-batch from empty
-    // loaders, later ones for what the loaders keep up with.
-    s.steps_simulated = std::max(s.steps_simulated, 4);
-  }
-  if (auto sim = root.optional_object("simulation")) {
-    s.seed = static_cast<std::uint64_t>(sim->integer("seed", 0, (std::int64_t{1} << 53), 1));
-    s.backend = sim->choice("backend", {"simgrid", "analytical"}, "simgrid") == "analytical" ? Backend::Analytical
-                                                                                          : Backend::SimGrid;
-    s.steps_simulated = static_cast<int>(sim->integer("steps", 1, 100000, s.steps_simulated));
-    if (s.parallelism.updates != strategies::Updates::Sync && s.steps_simulated < 2)
-      sim->fail("steps", "asynchronous updates are measured over several steps: give 2 or more");
-    if (s.parallelism.priority_buckets && s.steps_simulated < 2)
-      sim->fail("steps", "priority order overlaps one step's updates with the next forward: give 2 or more");
-    if ((!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty()) && s.backend == Backend::Analytical)
-      sim->fail("backend", "throttled periods and flapping links change over time: only the simgrid backend replays them");
-    sim->finish();
-  }
-  // SimGrid gets a route between every pair of chips of a torus up to 256 chips; beyond, only
-  // between chips on one line of it, which is all the data-parallel all-reduce uses.
+}
+
+void parse_straggler_section(Reader& st, Scenario& s, const std::shared_ptr<Origins>& origins) {
+  // The skewed router's most loaded GPU is stood for by another replica's GPU (plan_experts.cpp),
+  // which every replica simulated leaves no room for.
+  if (s.parallelism.expert > 1 && s.parallelism.expert_skew > 0)
+    throw InputError(s.file, "/stragglers", "stragglers with expert parallelism are modelled with an even router: leave expert_skew at 0");
+  // Every replica's tasks join its expert-parallel group by data rank; a folded group spans tensor ranks too.
+  if (s.parallelism.expert > 1 && s.parallelism.expert_tensor_size() != s.parallelism.tensor)
+    throw InputError(s.file, "/stragglers", "stragglers with folded expert parallelism (expert_tensor other than tensor) are not modelled");
+  parse_stragglers(st, s, origins);
+}
+
+void parse_faults(Reader& f, Scenario& s) {
+  auto& fs = s.faults;
+  fs.enabled = true;
+  fs.gpu_mtbf_s = f.quantity("gpu_mtbf", Dimension::Time, Range{0.0, 1e13, true}, 0.0);
+  fs.node_mtbf_s = f.quantity("node_mtbf", Dimension::Time, Range{0.0, 1e13, true}, 0.0);
+  if (fs.gpu_mtbf_s == 0 && fs.node_mtbf_s == 0) f.fail_here("give gpu_mtbf_hours or node_mtbf_hours");
+  fs.checkpoint_interval_s = f.quantity("checkpoint_interval", Dimension::Time, Range{0.0, 1e9, true}, 0.0);
+  fs.checkpoint_save_s = f.quantity("checkpoint_save", Dimension::Time, Range{0.0, 1e6});
+  fs.restart_s = f.quantity("restart", Dimension::Time, Range{0.0, 1e6});
+  f.finish();
+}
+
+void parse_input_pipeline(Reader& in, Scenario& s) {
+  auto& ip = s.parallelism.input;
+  ip.enabled = true;
+  ip.cpu_seconds_per_sample = in.quantity("cpu_per_sample", Dimension::Time, Range{0.0, 3600.0}, 0.0);
+  ip.workers_per_gpu = static_cast<int>(in.integer("loader_workers_per_gpu", 1, 1024, 1));
+  ip.sample_bytes = in.quantity("sample", Dimension::Bytes, Range{0.0, 1e12}, 0.0);
+  const double storage = in.quantity("storage_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 1e15);
+  ip.storage_bandwidth_per_gpu = storage / s.cluster.gpus_per_node;  // per node, shared by its GPUs
+  in.finish();
+  // Unless simulation.steps says: the first step waits for its first micro-batch from empty
+  // loaders, later ones for what the loaders keep up with.
+  s.steps_simulated = std::max(s.steps_simulated, 4);
+}
+
+void parse_simulation(Reader& sim, Scenario& s) {
+  s.seed = static_cast<std::uint64_t>(sim.integer("seed", 0, (std::int64_t{1} << 53), 1));
+  s.backend = sim.choice("backend", {"simgrid", "analytical"}, "simgrid") == "analytical" ? Backend::Analytical
+                                                                                        : Backend::SimGrid;
+  s.steps_simulated = static_cast<int>(sim.integer("steps", 1, 100000, s.steps_simulated));
+  if (s.parallelism.updates != strategies::Updates::Sync && s.steps_simulated < 2)
+    sim.fail("steps", "asynchronous updates are measured over several steps: give 2 or more");
+  if (s.parallelism.priority_buckets && s.steps_simulated < 2)
+    sim.fail("steps", "priority order overlaps one step's updates with the next forward: give 2 or more");
+  if ((!s.stragglers.throttles.empty() || !s.stragglers.flapping_links.empty()) && s.backend == Backend::Analytical)
+    sim.fail("backend", "throttled periods and flapping links change over time: only the simgrid backend replays them");
+  sim.finish();
+}
+
+// SimGrid gets a route between every pair of chips of a torus up to 256 chips; beyond, only
+// between chips on one line of it, which is all the data-parallel all-reduce uses.
+void refuse_large_torus_routes(const Scenario& s) {
   const auto& par = s.parallelism;
   if (s.backend == Backend::SimGrid && !s.cluster.torus_dims.empty() && s.cluster.num_gpus() > 256 &&
       (par.tensor > 1 || par.pipeline > 1 || par.updates != strategies::Updates::Sync))
     throw InputError(s.file, "/simulation/backend",
                      "on a torus of more than 256 chips the simgrid backend routes only data-parallel all-reduces: "
                      "use \"backend\": \"analytical\"");
+}
+}  // namespace
+
+Scenario load_scenario(const std::string& path) {
+  Document doc = load_with_extends(path);
+  const std::string model_preset = expand_preset(doc, "model", "models/presets", "model");
+  const std::string cluster_preset = expand_preset(doc, "cluster", "hardware_profiles/clusters", "cluster");
+
+  Scenario s;
+  s.file = path;
+  Reader root(doc.json, "", doc.origins);
+  if (root.integer("schema_version", 1, 1, 1) != 1) root.fail("schema_version", "only version 1 is known");
+  s.name = root.text("name");
+  if (s.name.empty()) root.fail("name", "must not be empty");
+  s.description = root.text("description", "");
+  s.model_preset = model_preset;
+  s.cluster_preset = cluster_preset;
+  s.model = parse_model(root.object("model"), model_preset, doc.origins);
+  s.cluster = parse_cluster(root.object("cluster"), cluster_preset, s.roles);
+  parse_hardware(root, doc, cluster_preset, s);
+
+  parse_parallelism(root.object("parallelism"), s);
+  // Unless simulation.steps says: asynchronous updates and priority buckets show over several steps.
+  if (s.parallelism.updates != strategies::Updates::Sync) s.steps_simulated = 10;
+  if (s.parallelism.priority_buckets) s.steps_simulated = 4;
+  // A flush-free pipeline's first step carries its fill; later ones show the steady state.
+  if (strategies::asynchronous(s.parallelism.schedule)) s.steps_simulated = 4;
+  parse_training(root.object("training"), s);
+  parse_stack(root, s);
+  refuse_idle_compression(s, *doc.origins);
+  refuse_unmodelled_pairs(s);
+  if (auto st = root.optional_object("stragglers")) parse_straggler_section(*st, s, doc.origins);
+  if (auto f = root.optional_object("faults")) parse_faults(*f, s);
+  if (auto in = root.optional_object("input_pipeline")) parse_input_pipeline(*in, s);
+  if (auto sim = root.optional_object("simulation")) parse_simulation(*sim, s);
+  refuse_large_torus_routes(s);
   if (auto ref = root.optional_object("reference")) s.reference = parse_reference(*ref);
   root.finish();
   return s;

@@ -31,44 +31,49 @@ void rebalance_stages(Reader& r, Scenario& s) {
   p.stage_blocks = strategies::balance_stages(static_cast<int>(s.model.blocks()), slowdown);
 }
 
+void parse_jitter(Reader& j, faults::StragglerSpec& sp) {
+  const std::string d = j.choice("distribution", {"exponential", "lognormal", "empirical"});
+  if (d == "exponential") {
+    sp.jitter = faults::Jitter::Exponential;
+    sp.mean = j.number("mean", Range{0.0, 100.0, true});
+  } else if (d == "lognormal") {
+    sp.jitter = faults::Jitter::Lognormal;
+    sp.sigma = j.number("sigma", Range{0.0, 10.0, true});
+  } else {
+    sp.jitter = faults::Jitter::Empirical;
+    const Json& v = j.raw("values");
+    if (!v.is_array() || v.empty()) j.fail("values", "expected a non-empty list of slowdown multipliers");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_number() || !(v[i].get<double>() > 0) || v[i].get<double>() > 1000)
+        j.fail("values", fmt::format("entry {} must be a multiplier > 0 and <= 1000", i));
+      sp.values.push_back(v[i].get<double>());
+    }
+  }
+  j.finish();
+}
+
+void parse_slow_gpus(Reader& st, Scenario& s, const std::shared_ptr<Origins>& origins) {
+  auto& sp = s.stragglers;
+  const Json& v = st.raw("slow_gpus");
+  if (!v.is_array()) st.fail("slow_gpus", "expected a list of {\"gpu\": N, \"slowdown\": X}");
+  if (static_cast<std::int64_t>(v.size()) > s.cluster.num_gpus())
+    st.fail("slow_gpus", fmt::format("{} entries for {} GPUs", v.size(), s.cluster.num_gpus()));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    Reader e(v[i], st.pointer("slow_gpus") + "/" + std::to_string(i), origins);
+    const int gpu = static_cast<int>(e.integer("gpu", 0, s.cluster.num_gpus() - 1));
+    sp.slow_gpus.emplace_back(gpu, e.number("slowdown", Range{0.0, 1000.0, true}));
+    e.finish();
+  }
+}
+
 }  // namespace
 
 void parse_stragglers(Reader& st, Scenario& s, const std::shared_ptr<Origins>& origins) {
   auto& sp = s.stragglers;
   sp.enabled = true;
   sp.seed = static_cast<std::uint64_t>(st.integer("seed", 0, std::int64_t{1} << 53, 1));
-  if (auto j = st.optional_object("jitter")) {
-    const std::string d = j->choice("distribution", {"exponential", "lognormal", "empirical"});
-    if (d == "exponential") {
-      sp.jitter = faults::Jitter::Exponential;
-      sp.mean = j->number("mean", Range{0.0, 100.0, true});
-    } else if (d == "lognormal") {
-      sp.jitter = faults::Jitter::Lognormal;
-      sp.sigma = j->number("sigma", Range{0.0, 10.0, true});
-    } else {
-      sp.jitter = faults::Jitter::Empirical;
-      const Json& v = j->raw("values");
-      if (!v.is_array() || v.empty()) j->fail("values", "expected a non-empty list of slowdown multipliers");
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        if (!v[i].is_number() || !(v[i].get<double>() > 0) || v[i].get<double>() > 1000)
-          j->fail("values", fmt::format("entry {} must be a multiplier > 0 and <= 1000", i));
-        sp.values.push_back(v[i].get<double>());
-      }
-    }
-    j->finish();
-  }
-  if (st.has("slow_gpus")) {
-    const Json& v = st.raw("slow_gpus");
-    if (!v.is_array()) st.fail("slow_gpus", "expected a list of {\"gpu\": N, \"slowdown\": X}");
-    if (static_cast<std::int64_t>(v.size()) > s.cluster.num_gpus())
-      st.fail("slow_gpus", fmt::format("{} entries for {} GPUs", v.size(), s.cluster.num_gpus()));
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      Reader e(v[i], st.pointer("slow_gpus") + "/" + std::to_string(i), origins);
-      const int gpu = static_cast<int>(e.integer("gpu", 0, s.cluster.num_gpus() - 1));
-      sp.slow_gpus.emplace_back(gpu, e.number("slowdown", Range{0.0, 1000.0, true}));
-      e.finish();
-    }
-  }
+  if (auto j = st.optional_object("jitter")) parse_jitter(*j, sp);
+  if (st.has("slow_gpus")) parse_slow_gpus(st, s, origins);
   auto list = [&](const char* key, auto&& one) {
     if (!st.has(key)) return;
     const Json& v = st.raw(key);

@@ -127,6 +127,18 @@ void ps_serve_round(asio::io_context& io, std::vector<tcp::socket>& workers, std
   run_all(io, errors);
 }
 
+namespace {
+
+// Sends `out` and receives `in` on `s` at once, as both ends of a bulk measurement do.
+void send_and_receive(asio::io_context& io, tcp::socket& s, std::vector<char>& out, std::vector<char>& in) {
+  std::vector<boost::system::error_code> errors(2);
+  asio::async_write(s, asio::buffer(out), [&](const boost::system::error_code& e, std::size_t) { errors[0] = e; });
+  asio::async_read(s, asio::buffer(in), [&](const boost::system::error_code& e, std::size_t) { errors[1] = e; });
+  run_all(io, errors);
+}
+
+}  // namespace
+
 LinkMeasure measure_loopback(double bulk_bytes) { return measure_link(bulk_bytes, "", "127.0.0.1", ""); }
 
 LinkMeasure measure_link(double bulk_bytes, const std::string& netns_a, const std::string& address_a,
@@ -155,12 +167,7 @@ LinkMeasure measure_link(double bulk_bytes, const std::string& netns_a, const st
         asio::write(s, asio::buffer(&b, 1));
       }
       std::vector<char> out(bytes, 1), in(bytes);
-      for (int i = 0; i < kBulkWarm + kBulk; ++i) {
-        std::vector<boost::system::error_code> errors(2);
-        asio::async_write(s, asio::buffer(out), [&](const boost::system::error_code& e, std::size_t) { errors[0] = e; });
-        asio::async_read(s, asio::buffer(in), [&](const boost::system::error_code& e, std::size_t) { errors[1] = e; });
-        run_all(io, errors);
-      }
+      for (int i = 0; i < kBulkWarm + kBulk; ++i) send_and_receive(io, s, out, in);
     } catch (...) {
       peer_error = std::current_exception();
     }
@@ -188,11 +195,8 @@ LinkMeasure measure_link(double bulk_bytes, const std::string& netns_a, const st
       std::vector<char> out(bytes, 2), in(bytes);
       std::vector<double> rate;
       for (int i = 0; i < kBulkWarm + kBulk; ++i) {
-        std::vector<boost::system::error_code> errors(2);
         const double t = now();
-        asio::async_write(s, asio::buffer(out), [&](const boost::system::error_code& e, std::size_t) { errors[0] = e; });
-        asio::async_read(s, asio::buffer(in), [&](const boost::system::error_code& e, std::size_t) { errors[1] = e; });
-        run_all(io, errors);
+        send_and_receive(io, s, out, in);
         if (i >= kBulkWarm) rate.push_back(static_cast<double>(bytes) / (now() - t));
       }
       std::nth_element(rate.begin(), rate.begin() + kBulk / 2, rate.end());

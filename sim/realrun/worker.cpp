@@ -55,6 +55,25 @@ nlohmann::json serve(const WorkerOptions& o, tcp::acceptor& acceptor, asio::io_c
   return {{"role", "server"}, {"round_s", rounds}};
 }
 
+// The companion: keeps a worker's cores busy with a worker's step while the kernels are
+// profiled, until the realrun command kills it.
+nlohmann::json run_companion(const WorkerOptions& o) {
+  // Each step's wall and CPU time go out as a line, so realrun can compare the machine's speed
+  // now with the workers' in training (speed_check.hpp). The lines stop before they could fill
+  // the pipe: a blocked companion would leave its cores idle.
+  Mlp mlp(MlpShape{o.batch, o.dims}, o.seed);
+  std::vector<float> grad(static_cast<std::size_t>(mlp.params()));
+  for (int step = 0;; ++step) {
+    const double t0 = now(), c0 = cpu_now();
+    mlp.gradients(grad);
+    mlp.apply(grad, 0.0f);
+    if (step < kCompanionLines) {
+      const std::string line = fmt::format("{:.9f} {:.9f}\n", now() - t0, cpu_now() - c0);
+      if (write(STDOUT_FILENO, line.data(), line.size()) < 0) return {};
+    }
+  }
+}
+
 }  // namespace
 
 nlohmann::json run_worker(const WorkerOptions& o) {
@@ -81,24 +100,7 @@ nlohmann::json run_worker(const WorkerOptions& o) {
   // Peers in other namespaces may not listen yet: retry a while (the command's timeout bounds it).
   constexpr double kPatience = 60;
   if (o.role == "server") return serve(o, acceptor, io);
-  if (o.role == "companion") {
-    // Keeps a worker's cores busy with a worker's step while the kernels are profiled, until
-    // the realrun command kills it.
-    // Each step's wall and CPU time go out as a line, so realrun can compare the machine's speed
-    // now with the workers' in training (speed_check.hpp). The lines stop before they could fill
-    // the pipe: a blocked companion would leave its cores idle.
-    Mlp mlp(MlpShape{o.batch, o.dims}, o.seed);
-    std::vector<float> grad(static_cast<std::size_t>(mlp.params()));
-    for (int step = 0;; ++step) {
-      const double t0 = now(), c0 = cpu_now();
-      mlp.gradients(grad);
-      mlp.apply(grad, 0.0f);
-      if (step < kCompanionLines) {
-        const std::string line = fmt::format("{:.9f} {:.9f}\n", now() - t0, cpu_now() - c0);
-        if (write(STDOUT_FILENO, line.data(), line.size()) < 0) return {};
-      }
-    }
-  }
+  if (o.role == "companion") return run_companion(o);
 
   MlpShape shape{o.batch, o.dims};
   Mlp mlp(shape, o.seed);  // every worker starts from the same weights

@@ -15,103 +15,126 @@
 
 namespace dtsim::replay {
 
-Timeline replay_analytical_shared(const ReplayInput& in) {
-  const auto& g = in.graph;
-  const std::size_t n = g.tasks.size();
-  Timeline out;
-  out.backend = "analytical";
-  out.network_model = "per-collective fair share, no contention between collectives";
-  out.start.assign(n, 0.0);
-  out.end.assign(n, 0.0);
-  // Identical collectives cost the same; TaskGraph keeps each distinct one once, at one address.
-  std::unordered_map<const taskgraph::Collective*, double> priced;
-  auto collective_seconds = [&](const taskgraph::Collective& c) {
-    auto [it, fresh] = priced.try_emplace(&c, 0.0);
-    if (fresh) {
-      auto lowered = network::lower(in.platform, c, groups_of(g, c));
-      out.flows += lowered.flow_count();
-      it->second = network::analytical_time(in.platform, lowered);
+namespace {
+
+// Compute on a GPU's own stream shares its cores; the data loader runs beside it, and PCIe copies
+// on copy engines (as in SimGrid, where they are flows or timers).
+bool shares(const taskgraph::Task& t) {
+  return !t.is_collective && t.category != taskgraph::Category::Input && t.category != taskgraph::Category::Copy;
+}
+
+class SharedCores {
+ public:
+  explicit SharedCores(const ReplayInput& in) : in_(in), g_(in.graph), slowed_(1.0 - in.comm_core_share) {
+    const std::size_t n = g_.tasks.size();
+    out_.backend = "analytical";
+    out_.network_model = "per-collective fair share, no contention between collectives";
+    out_.start.assign(n, 0.0);
+    out_.end.assign(n, 0.0);
+    members_.resize(n);
+    prog_.resize(n);
+  }
+
+  Timeline run() {
+    Dispatcher dispatch(g_, in_.reuse);
+    auto start = [this](std::size_t i) { start_task(i); };
+    // A compute task's predicted end holds what is left of it at its current rate.
+    if (in_.reuse) in_.reuse->follow(now_, out_);
+    dispatch.begin(start);
+    while (!events_.empty()) {
+      const auto [t, i, version] = events_.top();
+      events_.pop();
+      if (version != prog_[i].version) continue;  // re-timed since
+      now_ = t;
+      const auto& task = g_.tasks[i];
+      if (task.is_collective)
+        for (int gpu : members_[i]) change(gpu, -1);
+      else if (shares(task))
+        running_[task.rank].erase(i);
+      dispatch.ended(i, start);
     }
-    return it->second;
-  };
-  // Compute on a GPU's own stream shares its cores; the data loader runs beside it, and PCIe copies
-  // on copy engines (as in SimGrid, where they are flows or timers).
-  auto shares = [&](const taskgraph::Task& t) {
-    return !t.is_collective && t.category != taskgraph::Category::Input && t.category != taskgraph::Category::Copy;
-  };
-  const double slowed = 1.0 - in.comm_core_share;
-  std::map<int, int> in_flight;                  // GPU -> its collectives in flight
-  std::map<int, std::set<std::size_t>> running;  // GPU -> its compute tasks running
-  std::vector<std::vector<int>> members(n);      // a running collective's GPUs
+    if (in_.reuse) in_.reuse->extend(out_, false);
+    for (double e : out_.end) out_.makespan = std::max(out_.makespan, e);
+    return std::move(out_);
+  }
+
+ private:
   struct Progress {
     double left = 0, since = 0;  // seconds of work at full rate left, as of `since`
     int version = 0;             // events of older versions are stale
   };
-  std::vector<Progress> prog(n);
-  auto rate = [&](int gpu) {
-    auto it = in_flight.find(gpu);
-    return it != in_flight.end() && it->second > 0 ? slowed : 1.0;
-  };
-
   using Event = std::tuple<double, std::size_t, int>;  // end time, task, version
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
-  double now = 0;
-  // A GPU's count of collectives changes by `delta`: its running compute moves to the new rate.
-  auto change = [&](int gpu, int delta) {
-    const double before = rate(gpu);
-    in_flight[gpu] += delta;
-    const double after = rate(gpu);
-    auto it = running.find(gpu);
-    if (before == after || it == running.end()) return;
-    for (std::size_t i : it->second) {
-      auto& p = prog[i];
-      p.left = std::max(0.0, p.left - (now - p.since) * before);
-      p.since = now;
-      out.end[i] = now + p.left / after;
-      events.emplace(out.end[i], i, ++p.version);
+
+  // Identical collectives cost the same; TaskGraph keeps each distinct one once, at one address.
+  double collective_seconds(const taskgraph::Collective& c) {
+    auto [it, fresh] = priced_.try_emplace(&c, 0.0);
+    if (fresh) {
+      auto lowered = network::lower(in_.platform, c, groups_of(g_, c));
+      out_.flows += lowered.flow_count();
+      it->second = network::analytical_time(in_.platform, lowered);
     }
-  };
-  auto start = [&](std::size_t i) {
-    const auto& t = g.tasks[i];
-    out.start[i] = now;
+    return it->second;
+  }
+
+  double rate(int gpu) const {
+    auto it = in_flight_.find(gpu);
+    return it != in_flight_.end() && it->second > 0 ? slowed_ : 1.0;
+  }
+
+  // A GPU's count of collectives changes by `delta`: its running compute moves to the new rate.
+  void change(int gpu, int delta) {
+    const double before = rate(gpu);
+    in_flight_[gpu] += delta;
+    const double after = rate(gpu);
+    auto it = running_.find(gpu);
+    if (before == after || it == running_.end()) return;
+    for (std::size_t i : it->second) {
+      auto& p = prog_[i];
+      p.left = std::max(0.0, p.left - (now_ - p.since) * before);
+      p.since = now_;
+      out_.end[i] = now_ + p.left / after;
+      events_.emplace(out_.end[i], i, ++p.version);
+    }
+  }
+
+  void start_task(std::size_t i) {
+    const auto& t = g_.tasks[i];
+    out_.start[i] = now_;
     if (t.is_collective) {
-      out.end[i] = now + collective_seconds(t.collective());
-      events.emplace(out.end[i], i, 0);
+      out_.end[i] = now_ + collective_seconds(t.collective());
+      events_.emplace(out_.end[i], i, 0);
       std::set<int> gpus;
       if (t.collective().only >= 0) gpus.insert(t.collective().only);
       else
-        for (const auto& grp : groups_of(g, t.collective())) gpus.insert(grp.begin(), grp.end());
-      members[i].assign(gpus.begin(), gpus.end());
-      for (int gpu : members[i]) change(gpu, +1);
+        for (const auto& grp : groups_of(g_, t.collective())) gpus.insert(grp.begin(), grp.end());
+      members_[i].assign(gpus.begin(), gpus.end());
+      for (int gpu : members_[i]) change(gpu, +1);
     } else if (shares(t)) {
-      prog[i] = {in.seconds(i), now, 0};
-      running[t.rank].insert(i);
-      out.end[i] = now + prog[i].left / rate(t.rank);
-      events.emplace(out.end[i], i, 0);
+      prog_[i] = {in_.seconds(i), now_, 0};
+      running_[t.rank].insert(i);
+      out_.end[i] = now_ + prog_[i].left / rate(t.rank);
+      events_.emplace(out_.end[i], i, 0);
     } else {
-      out.end[i] = now + in.seconds(i);
-      events.emplace(out.end[i], i, 0);
+      out_.end[i] = now_ + in_.seconds(i);
+      events_.emplace(out_.end[i], i, 0);
     }
-  };
-  Dispatcher dispatch(g, in.reuse);
-  // A compute task's predicted end holds what is left of it at its current rate.
-  if (in.reuse) in.reuse->follow(now, out);
-  dispatch.begin(start);
-  while (!events.empty()) {
-    const auto [t, i, version] = events.top();
-    events.pop();
-    if (version != prog[i].version) continue;  // re-timed since
-    now = t;
-    const auto& task = g.tasks[i];
-    if (task.is_collective)
-      for (int gpu : members[i]) change(gpu, -1);
-    else if (shares(task))
-      running[task.rank].erase(i);
-    dispatch.ended(i, start);
   }
-  if (in.reuse) in.reuse->extend(out, false);
-  for (double e : out.end) out.makespan = std::max(out.makespan, e);
-  return out;
-}
+
+  const ReplayInput& in_;
+  const taskgraph::TaskGraph& g_;
+  const double slowed_;
+  Timeline out_;
+  std::unordered_map<const taskgraph::Collective*, double> priced_;
+  std::map<int, int> in_flight_;                  // GPU -> its collectives in flight
+  std::map<int, std::set<std::size_t>> running_;  // GPU -> its compute tasks running
+  std::vector<std::vector<int>> members_;         // a running collective's GPUs
+  std::vector<Progress> prog_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  double now_ = 0;
+};
+
+}  // namespace
+
+Timeline replay_analytical_shared(const ReplayInput& in) { return SharedCores(in).run(); }
 
 }  // namespace dtsim::replay

@@ -60,6 +60,37 @@ int last_gpu(const taskgraph::TaskGraph& g, const Timeline& t) {
   return last == g.tasks.size() ? -1 : g.tasks[last].rank;
 }
 
+// The intervals in which a collective `rank` takes part is in flight, sorted and merged.
+std::vector<std::pair<double, double>> comm_intervals(const taskgraph::TaskGraph& g, const Timeline& t, int rank) {
+  std::vector<std::pair<double, double>> comm;
+  for (std::size_t i = 0; i < g.tasks.size(); ++i) {
+    const auto& task = g.tasks[i];
+    if (!task.is_collective) continue;
+    bool member = task.collective().only == rank;
+    if (task.collective().only < 0)
+      for (const auto& grp : groups_of(g, task.collective()))
+        member = member || std::find(grp.begin(), grp.end(), rank) != grp.end();
+    if (member && t.end[i] > t.start[i]) comm.emplace_back(t.start[i], t.end[i]);
+  }
+  std::sort(comm.begin(), comm.end());
+  std::vector<std::pair<double, double>> merged;
+  for (const auto& iv : comm) {
+    if (!merged.empty() && iv.first <= merged.back().second) merged.back().second = std::max(merged.back().second, iv.second);
+    else merged.push_back(iv);
+  }
+  return merged;
+}
+
+// Of the GPU's tasks starting at `next_start` (from mine[next] on), the first that waited for
+// something ending then; else the first of them; kNone when none is left.
+std::size_t first_waiter(const Timeline& t, const Waits& waits, const std::vector<std::size_t>& mine, std::size_t next,
+                         double next_start) {
+  if (next >= mine.size()) return Waits::kNone;
+  for (std::size_t k = next; k < mine.size() && t.start[mine[k]] == next_start; ++k)
+    if (const std::size_t d = waits.binding(mine[k]); d != Waits::kNone && t.end[d] == next_start) return mine[k];
+  return mine[next];
+}
+
 }  // namespace
 
 Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const std::vector<double>& work_seconds,
@@ -80,25 +111,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
   std::sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) { return t.start[x] != t.start[y] ? t.start[x] < t.start[y] : x < y; });
   const Waits waits(g, t, work_seconds, rank, scope.slowed_by_interference);
   // Shared cores: the intervals in which a collective of this GPU is in flight, merged.
-  std::vector<std::pair<double, double>> comm;
-  if (scope.comm_core_share > 0) {
-    for (std::size_t i = 0; i < g.tasks.size(); ++i) {
-      const auto& task = g.tasks[i];
-      if (!task.is_collective) continue;
-      bool member = task.collective().only == rank;
-      if (task.collective().only < 0)
-        for (const auto& grp : groups_of(g, task.collective()))
-          member = member || std::find(grp.begin(), grp.end(), rank) != grp.end();
-      if (member && t.end[i] > t.start[i]) comm.emplace_back(t.start[i], t.end[i]);
-    }
-    std::sort(comm.begin(), comm.end());
-    std::vector<std::pair<double, double>> merged;
-    for (const auto& iv : comm) {
-      if (!merged.empty() && iv.first <= merged.back().second) merged.back().second = std::max(merged.back().second, iv.second);
-      else merged.push_back(iv);
-    }
-    comm = std::move(merged);
-  }
+  const auto comm = scope.comm_core_share > 0 ? comm_intervals(g, t, rank) : std::vector<std::pair<double, double>>{};
   auto overlap = [&](double from, double to) {  // disjoint and sorted: from the first ending after `from`
     double o = 0;
     auto it = std::lower_bound(comm.begin(), comm.end(), from, [](const auto& iv, double x) { return iv.second <= x; });
@@ -147,16 +160,7 @@ Breakdown step_breakdown(const taskgraph::TaskGraph& g, const Timeline& t, const
       // Idle until its next task starts (it may start past the horizon): the first of those
       // starting then that waited for something.
       const double until = std::min(next_start, horizon);
-      std::size_t waiter = Waits::kNone;
-      if (next < mine.size()) {
-        waiter = mine[next];
-        for (std::size_t k = next; k < mine.size() && t.start[mine[k]] == next_start; ++k)
-          if (const std::size_t d = waits.binding(mine[k]); d != Waits::kNone && t.end[d] == next_start) {
-            waiter = mine[k];
-            break;
-          }
-      }
-      waits.charge(clock, until, waiter, before, b, scope.idle);
+      waits.charge(clock, until, first_waiter(t, waits, mine, next, next_start), before, b, scope.idle);
       clock = until;
       continue;
     }

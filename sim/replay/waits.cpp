@@ -180,6 +180,32 @@ std::size_t Waits::ending_last_by(double when) const {
   return best;
 }
 
+namespace {
+
+// The waits for peers (pieces backwards in time) as one stretch in time order: bubble first, the
+// late part at the end, its slowed share last.
+void split_peer_wait(std::vector<IdleSpan> peer_pieces, double peers, double late, double slowed, IdleCause slow_cause,
+                     std::vector<IdleSpan>& pieces) {
+  std::reverse(peer_pieces.begin(), peer_pieces.end());
+  const double bubble_until = peers - late, imbalance_until = peers - slowed;
+  double done = 0;
+  for (const auto& p : peer_pieces) {
+    double lo = p.start;
+    const double len = p.end - p.start;
+    for (const auto& [cause, limit] : {std::pair{IdleCause::PipelineBubble, bubble_until},
+                                       std::pair{IdleCause::StageImbalance, imbalance_until}, std::pair{slow_cause, peers}}) {
+      const double take = std::clamp(limit - done, 0.0, p.start + len - lo);
+      if (take <= 0) continue;
+      const double hi = std::min(p.end, lo + take);
+      if (hi > lo) pieces.push_back({lo, hi, cause});
+      done += hi - lo;
+      lo = hi;
+    }
+  }
+}
+
+}  // namespace
+
 void Waits::charge(double from, double to, std::size_t waiter, std::size_t before, Breakdown& b,
                    std::vector<IdleSpan>* spans) const {
   if (to <= from) return;
@@ -251,26 +277,7 @@ void Waits::charge(double from, double to, std::size_t waiter, std::size_t befor
     (interference_ ? b.comm_interference : b.straggler_wait) += slowed;
     b.stage_imbalance += late - slowed;
     b.pipeline_bubble += peers - late;
-    if (spans) {
-      // The waits for peers as one stretch in time order: bubble first, the late part at the end.
-      std::reverse(peer_pieces.begin(), peer_pieces.end());
-      const double bubble_until = peers - late, imbalance_until = peers - slowed;
-      double done = 0;
-      for (const auto& p : peer_pieces) {
-        double lo = p.start;
-        const double len = p.end - p.start;
-        for (const auto& [cause, limit] : {std::pair{IdleCause::PipelineBubble, bubble_until},
-                                           std::pair{IdleCause::StageImbalance, imbalance_until},
-                                           std::pair{slow_cause, peers}}) {
-          const double take = std::clamp(limit - done, 0.0, p.start + len - lo);
-          if (take <= 0) continue;
-          const double hi = std::min(p.end, lo + take);
-          if (hi > lo) pieces.push_back({lo, hi, cause});
-          done += hi - lo;
-          lo = hi;
-        }
-      }
-    }
+    if (spans) split_peer_wait(std::move(peer_pieces), peers, late, slowed, slow_cause, pieces);
   }
   if (!spans) return;
   std::sort(pieces.begin(), pieces.end(), [](const IdleSpan& a, const IdleSpan& c) { return a.start < c.start; });

@@ -150,12 +150,12 @@ std::vector<replay::Variability::Throttle> group_throttles(const StragglerSpec& 
   return out;
 }
 
-StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps,
-                        const replay::TaskScales* scales, const StragglerSpec* st, int group) {
-  StepReport r;
-  // A step ends when its gradient synchronisation completes: the job's cadence. A replica that
-  // lags behind (and whose gradients backup workers drop) does not hold it up. Without any
-  // collective, when its last task ends.
+namespace {
+
+// When each step ends: when its gradient synchronisation completes, the job's cadence. A replica
+// that lags behind (and whose gradients backup workers drop) does not hold it up. Without any
+// collective, when its last task ends.
+std::vector<double> step_ends(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps) {
   bool synced = false;
   for (const auto& task : g.tasks) synced = synced || (task.is_collective && task.collective().op != taskgraph::CollectiveOp::SendRecv);
   std::vector<double> end(static_cast<std::size_t>(steps), 0.0);
@@ -164,11 +164,11 @@ StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t
     if (synced && !(task.is_collective && task.collective().op != taskgraph::CollectiveOp::SendRecv)) continue;
     end[static_cast<std::size_t>(step_of[i])] = std::max(end[static_cast<std::size_t>(step_of[i])], t.end[i]);
   }
-  double prev = 0;
-  for (double e : end) {
-    r.step_times.push_back(e - prev);
-    prev = e;
-  }
+  return end;
+}
+
+// Mean, median, 99th percentile and maximum of the step times.
+void summarise_steps(StepReport& r) {
   std::vector<double> sorted = r.step_times;
   std::sort(sorted.begin(), sorted.end());
   auto pct = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(q * (sorted.size() - 1) + 0.5))]; };
@@ -178,6 +178,20 @@ StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t
   r.p50 = pct(0.5);
   r.p99 = pct(0.99);
   r.max = sorted.back();
+}
+
+}  // namespace
+
+StepReport report_steps(const taskgraph::TaskGraph& g, const replay::Timeline& t, const std::vector<int>& step_of, int steps,
+                        const replay::TaskScales* scales, const StragglerSpec* st, int group) {
+  StepReport r;
+  const std::vector<double> end = step_ends(g, t, step_of, steps);
+  double prev = 0;
+  for (double e : end) {
+    r.step_times.push_back(e - prev);
+    prev = e;
+  }
+  summarise_steps(r);
   // At the synchronisation of each step: how long each GPU sat idle between its last backward and
   // the end of its optimizer work (one update, or one per bucket), and whose backward ended last.
   std::map<int, std::vector<std::size_t>> own;  // per GPU, its stream's tasks (not its loader)
