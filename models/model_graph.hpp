@@ -93,7 +93,8 @@ enum class KernelRole {
   ResidualForward, ResidualBackward,  // (dropout and) residual add over tokens x hidden
   FlashForward, FlashBackward,        // fused attention; batch = b x heads, m = queries, n = keys, k = head dim
   BiasWeightGrad,                     // a weight-gradient GEMM of a linear layer with a bias (k = tokens, n = outputs)
-  SquaredReluForward, SquaredReluBackward  // over tokens x ffn
+  SquaredReluForward, SquaredReluBackward,  // over tokens x ffn
+  LossForward, LossBackward                 // cross-entropy over tokens x vocabulary (the logits)
 };
 
 // The three passes of a convolution (see conv_kernel below).

@@ -195,6 +195,7 @@ Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   loss.forward = {memory("cross_entropy", tv * (e + 4.0), 5.0 * tv)};
   loss.backward = {memory("cross_entropy.bwd", tv * (4.0 + e), 2.0 * tv)};
   loss.saved_bytes = loss.saved_bytes_selective = 4.0 * tv;
+  mark_role(loss, KernelRole::LossForward, KernelRole::LossBackward, tv, e, false);
   l.ops.push_back(loss);
   // The input gradient of the vocabulary-split head is summed; under sequence parallelism its
   // sharded input is gathered first.
@@ -219,6 +220,7 @@ Layer classifier_layer(const TransformerSpec& s, const BuildOptions& o, double e
   loss.forward = {memory("cross_entropy", logits * (e + 4.0), 5.0 * logits)};
   loss.backward = {memory("cross_entropy.bwd", logits * (4.0 + e), 2.0 * logits)};
   loss.saved_bytes = loss.saved_bytes_selective = 4.0 * logits;
+  mark_role(loss, KernelRole::LossForward, KernelRole::LossBackward, logits, e, false);
   l.ops.push_back(loss);
   l.tensor_split.bytes = x.th * e;
   l.tensor_split.forward_gathers = 1;  // the sequence-sharded tokens, under sequence parallelism

@@ -3,12 +3,15 @@
 // replays SimGrid once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/cost/attention_rates.hpp"
 #include "sim/cost/eager_kernels.hpp"
+#include "sim/cost/loss_kernels.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/cost/stack.hpp"
 #include "sim/results/result.hpp"
@@ -153,4 +156,72 @@ TEST(StackKey, RefusesAnUnknownAttentionAndFlashWithoutFusedAttention) {
   EXPECT_NE(e.find("training.attention"), std::string::npos) << e;
   e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"elementwise": "lazy"}})");
   EXPECT_NE(e.find("/stack/elementwise"), std::string::npos) << e;
+}
+
+// eager-fp32 (torchtitan's F.cross_entropy(pred.float(), labels)): forward the cast (e + 4) and
+// log_softmax (8), backward the zero fill (4), log_softmax_backward (12) and the cast back (4 +
+// e), per logit. Llama 3 8B's head at 8,192 tokens: n = 8,192 x 128,256 bf16 logits.
+TEST(StackLoss, EagerFp32PassesAreTheHandSum) {
+  const auto spec = config::load_model_preset("llama-3-8b");
+  models::BuildOptions o;
+  o.micro_batch = 1;
+  const auto g = spec.build(o);
+  const models::Op* loss = nullptr;
+  for (const auto& l : g.layers)
+    for (const auto& op : l.ops)
+      if (op.name == "cross_entropy") loss = &op;
+  ASSERT_NE(loss, nullptr);
+  ASSERT_EQ(loss->forward.size(), 1u);
+  ASSERT_EQ(loss->backward.size(), 1u);
+  const double n = 8192.0 * 128256.0;
+  EXPECT_EQ(cost::loss_passes(cost::Loss::EagerFp32, loss->forward[0]), (std::vector<double>{6 * n, 8 * n}));
+  EXPECT_EQ(cost::loss_passes(cost::Loss::EagerFp32, loss->backward[0]), (std::vector<double>{4 * n, 12 * n, 6 * n}));
+  EXPECT_TRUE(cost::loss_passes(cost::Loss::Fused, loss->forward[0]).empty());
+  // The fused kernel the model prices: e + 4 per logit each way.
+  EXPECT_DOUBLE_EQ(loss->forward[0].bytes, 6 * n);
+  EXPECT_DOUBLE_EQ(loss->backward[0].bytes, 6 * n);
+  // Only the loss's kernels carry the role.
+  for (const auto& l : g.layers)
+    for (const auto& op : l.ops)
+      for (const auto& k : op.forward) {
+        if (&op != loss) {
+          EXPECT_TRUE(cost::loss_passes(cost::Loss::EagerFp32, k).empty()) << op.name;
+        }
+      }
+}
+
+// Each pass a kernel of its own on the memory-bound curve, at least the dispatch time.
+TEST(StackLoss, EagerLossIsPricedAsItsKernels) {
+  auto d = config::load_device_profile("h100-sxm-80gb");
+  d.stack = *cost::find_stack("pytorch-eager");
+  models::Kernel fwd{"cross_entropy", models::KernelKind::Memory, 1, 0, 0, 0, 0, 6e8};
+  fwd.role = models::KernelRole::LossForward, fwd.elems = 1e8, fwd.elem_bytes = 2;
+  const double overhead = cost::launch_overhead(d, "bf16");
+  double expect = 0;
+  for (double bytes : {6e8, 8e8}) {
+    const models::Kernel pass{"pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
+    expect += std::max(cost::kernel_time(d, pass, "bf16"), d.stack.dispatch_s) + overhead;
+  }
+  EXPECT_DOUBLE_EQ(cost::quote_kernel(d, fwd, "bf16").seconds, expect);
+  d.stack.loss = cost::Loss::Fused;  // the model's one kernel
+  EXPECT_DOUBLE_EQ(cost::quote_kernel(d, fwd, "bf16").seconds, std::max(cost::kernel_time(d, fwd, "bf16"), d.stack.dispatch_s) + overhead);
+}
+
+// pytorch-eager runs torchtitan's fp32 loss; llm-foundry's MPT its fused_crossentropy; the key
+// overrides the preset and refuses what it does not know.
+TEST(StackLoss, PresetsAndKey) {
+  EXPECT_EQ(cost::find_stack("pytorch-eager")->loss, cost::Loss::EagerFp32);
+  for (const char* fused : {"default", "torchtitan-compile", "llm-foundry", "megatron-te", "deepspeed"})
+    EXPECT_EQ(cost::find_stack(fused)->loss, cost::Loss::Fused) << fused;
+  const auto eager = test::simulate_over_base(
+      R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "training": {"attention": "flash"},
+          "stack": {"preset": "pytorch-eager"}})");
+  const auto fused = test::simulate_over_base(
+      R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "training": {"attention": "flash"},
+          "stack": {"preset": "pytorch-eager", "loss": "fused"}})");
+  EXPECT_GT(eager.step_time_s, fused.step_time_s);
+  test::expect_parts_sum_to_step(eager);
+  const auto e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"loss": "eager"}})");
+  EXPECT_NE(e.find("/stack/loss"), std::string::npos) << e;
+  EXPECT_NE(e.find("eager-fp32"), std::string::npos) << e;
 }

@@ -86,6 +86,8 @@ void parse_stack(Reader& root, Scenario& s) {
                                      cost::to_string(st.attention)));
   st.elementwise = *cost::elementwise_from_string(
       r->choice("elementwise", {"fused", "eager", "compiled"}, cost::to_string(st.elementwise)));
+  st.loss = r->choice("loss", {"fused", "eager-fp32"}, cost::to_string(st.loss)) == "eager-fp32" ? cost::Loss::EagerFp32
+                                                                                             : cost::Loss::Fused;
   parse_comm_sms(*r, s);
   parse_tp_overlap(*r, s);
   parse_zero3_gathers(*r, s, preset);

@@ -5,6 +5,7 @@
 
 #include "sim/cost/attention_rates.hpp"
 #include "sim/cost/eager_kernels.hpp"
+#include "sim/cost/loss_kernels.hpp"
 #include "sim/cost/roofline.hpp"
 
 namespace dtsim::cost {
@@ -43,6 +44,11 @@ Stack deepspeed(const std::string& name, Zero3Gathers z) {
   return s;
 }
 
+Stack with_loss(Stack s, Loss l) {
+  s.loss = l;
+  return s;
+}
+
 const std::map<std::string, Stack>& registry() {
   using taskgraph::TpOverlap;
   using strategies::Allocator, strategies::Fp8WeightCopies, strategies::StateBuffers;
@@ -52,8 +58,10 @@ const std::map<std::string, Stack>& registry() {
   static const std::map<std::string, Stack> stacks{
       {"default", Stack{}},
       // PyTorch's SDPA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn).
-      {"pytorch-eager", Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms,
-                              TpOverlap::None, kEager}},
+      // Its loss is F.cross_entropy on fp32 logits, as torchtitan writes it (loss_kernels.cpp).
+      {"pytorch-eager", with_loss(Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms,
+                                        TpOverlap::None, kEager},
+                                  Loss::EagerFp32)},
       // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains.
       {"torchtitan-compile", Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS,
                                    kDeviceCommSms, TpOverlap::None, kTitan}},
@@ -140,6 +148,8 @@ std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s)
   return std::nullopt;
 }
 
+const char* to_string(Loss l) { return l == Loss::EagerFp32 ? "eager-fp32" : "fused"; }
+
 const char* to_string(Zero3Gathers z) { return z == Zero3Gathers::PerParameter ? "per-parameter" : "coalesced"; }
 
 std::vector<std::string> stack_names() {
@@ -154,6 +164,14 @@ std::optional<Stack> find_stack(const std::string& name) {
   return it->second;
 }
 
+namespace {
+// One memory-bound kernel of `bytes`: the device's memory-bound curve, at least kernel_min.
+double memory_pass_seconds(const DeviceProfile& d, double bytes, const std::string& dtype) {
+  const models::Kernel pass{"elementwise_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
+  return kernel_time(d, pass, dtype);
+}
+}  // namespace
+
 // Every kernel the stack launches for `k`: its GPU time, at least the host's dispatch time.
 KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
   const double overhead = launch_overhead(d, dtype);
@@ -162,16 +180,15 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
   const bool attention = k.role == models::KernelRole::FlashForward || k.role == models::KernelRole::FlashBackward;
   if (attention && d.stack.attention != AttentionImpl::GemmCurve) {
     gpu.push_back(attention_seconds(d, k, dtype));
+  } else if (auto loss = loss_passes(d.stack.loss, k); !loss.empty()) {
+    for (double bytes : loss) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
   } else {
     const auto plan = element_plan(d.stack.elementwise, k);
     if (plan.keep) {
       base = quote_unstacked(d, k, dtype);
       gpu.push_back(base.seconds - overhead);
     }
-    for (double bytes : plan.passes) {
-      const models::Kernel pass{"elementwise_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
-      gpu.push_back(kernel_time(d, pass, dtype));  // the device's memory-bound curve, at least kernel_min
-    }
+    for (double bytes : plan.passes) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
   }
   double seconds = 0;
   for (double t : gpu) seconds += std::max(t, d.stack.dispatch_s) + overhead;

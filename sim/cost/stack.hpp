@@ -20,6 +20,9 @@ enum class Elementwise { Fused, Eager, Compiled };
 // tensor by tensor with a device synchronisation before each gather (0.3.13-0.5.10;
 // strategies::FrameworkSpec::per_parameter).
 enum class Zero3Gathers { Coalesced, PerParameter };
+// The loss over the logits (loss_kernels.cpp): fused, the model's own kernel (dtsim's behaviour
+// before stacks), or eager-fp32, PyTorch's F.cross_entropy on logits cast to fp32.
+enum class Loss { Fused, EagerFp32 };
 
 struct Stack {
   std::string name = "default";
@@ -39,9 +42,10 @@ struct Stack {
   // The deepspeed presets: which ZeRO-3 DeepSpeed runs; they need parallelism.framework "deepspeed".
   Zero3Gathers zero3_gathers = Zero3Gathers::Coalesced;
   bool needs_deepspeed = false;
+  Loss loss = Loss::Fused;
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
-           tp_overlap == taskgraph::TpOverlap::None;
+           tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused;
   }
 };
 inline constexpr int kDeviceCommSms = -1;
@@ -53,6 +57,7 @@ std::optional<Elementwise> elementwise_from_string(const std::string& s);
 const char* to_string(taskgraph::TpOverlap t);
 std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s);
 const char* to_string(Zero3Gathers z);
+const char* to_string(Loss l);
 
 // The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp,
 // megatron-te, megatron-te-tp-overlap, deepspeed, deepspeed-0.5.

@@ -1,0 +1,14 @@
+#pragma once
+// The kernels a framework runs for the loss over the logits: the stack's loss mechanism.
+#include <vector>
+
+#include "models/model_graph.hpp"
+#include "sim/cost/stack.hpp"
+
+namespace dtsim::cost {
+
+// The memory-bound passes, one kernel each, that replace the model's own loss kernel `k` (a
+// LossForward or LossBackward role); empty: the model's kernel as it is.
+std::vector<double> loss_passes(Loss loss, const models::Kernel& k);
+
+}  // namespace dtsim::cost
