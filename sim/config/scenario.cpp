@@ -11,6 +11,7 @@
 #include "sim/config/model_config.hpp"
 #include "sim/config/stragglers.hpp"
 #include "sim/config/framework_config.hpp"
+#include "sim/config/scenario_text.hpp"
 #include "sim/config/stack_config.hpp"
 #include "sim/config/training_config.hpp"
 #include "sim/core/errors.hpp"
@@ -305,8 +306,18 @@ Reference parse_reference(Reader& ref) {
 }
 }  // namespace
 
-Scenario load_scenario(const std::string& path) {
-  Document doc = load_with_extends(path);
+namespace {
+Scenario read_scenario(Document doc, const std::string& path);
+}  // namespace
+
+Scenario load_scenario(const std::string& path) { return read_scenario(load_with_extends(path), path); }
+
+Scenario load_scenario_text(const std::string& text, const std::string& name) {
+  return read_scenario(load_with_extends_text(text, name), name);
+}
+
+namespace {
+Scenario read_scenario(Document doc, const std::string& path) {
   const std::string model_preset = expand_preset(doc, "model", "models/presets", "model");
   const std::string cluster_preset = expand_preset(doc, "cluster", "hardware_profiles/clusters", "cluster");
 
@@ -435,5 +446,6 @@ Scenario load_scenario(const std::string& path) {
   root.finish();
   return s;
 }
+}  // namespace
 
 }  // namespace dtsim::config
