@@ -159,3 +159,16 @@ TEST(ServePool, PastThePoolAClientGetsAPolite503) {
   EXPECT_GE(refused, 1);
   EXPECT_EQ(request(server.port(), "POST", "/api/run", gpt2(R"({"data": 8})")).status, 200);
 }
+
+// A thread cannot be killed as a child can: past --time-limit the client gets the child's 504,
+// the simulation ends on its worker unseen, and the other worker answers meanwhile.
+TEST(ServePool, PastTheTimeLimitTheClientGets504AndTheServerServesOn) {
+  Server server({"--time-limit", "1"});
+  const std::string slow = R"({"extends": "gpt2-dp1024-a100", "cluster": {"nodes": 2048}, "parallelism": {"data": 16384},
+    "training": {"global_batch_size": 262144}, "simulation": {"backend": "analytical", "steps": 4},
+    "stragglers": {"seed": 7, "jitter": {"distribution": "lognormal", "sigma": 0.05}}})";
+  const Reply r = request(server.port(), "POST", "/api/run", slow);
+  EXPECT_EQ(r.status, 504) << r.body.substr(0, 300);
+  EXPECT_EQ(r.body, "error: the simulation ran past the server's time limit (1.000000 s)\n");
+  EXPECT_EQ(request(server.port(), "POST", "/api/run", gpt2(R"({"data": 8})")).status, 200);
+}
