@@ -97,7 +97,9 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // a simulation has its own time limit
     const unsigned version = parser_->get().version();
     std::thread([self = shared_from_this(), r = request_of(parser_->get()), version] {
-      const auto run = [&self](const std::string& s, bool report) { return run_simulation(self->o_, self->pool_, s, report); };
+      const auto run = [&self](const std::string& s, bool report) {
+        return run_simulation(self->o_, self->pool_, s, report);
+      };
       api::Answer a = api::handle(self->o_, self->port_, r, run);
       asio::post(self->stream_.get_executor(), [self, a = std::move(a), version] { self->send(a, version); });
     }).detach();

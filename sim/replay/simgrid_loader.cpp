@@ -51,7 +51,8 @@ Entry load() {
     if (auto* e = reinterpret_cast<Entry>(dlsym(h, "dtsim_simgrid_replay"))) return e;
     throw InputError("", "", c.string() + " is not this dtsim's SimGrid replay" + instead);
   }
-  throw InputError("", "", std::string(kModule) + " is not beside the dtsim binary (build the dtsim_simgrid target)" + instead);
+  throw InputError("", "",
+                   std::string(kModule) + " is not beside the dtsim binary (build the dtsim_simgrid target)" + instead);
 }
 
 }  // namespace
