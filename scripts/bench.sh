@@ -117,3 +117,8 @@ for case in "ring 512" "ring 16384" "tree 16384" "halving-doubling 16384"; do
   best_of 1 "$bin" collective --op all_reduce --algorithm "$1" --gpus "$2" -b 1G -e 1G --format json
   printf "%-44s %8s %8s %8s %7s %10d\n" "all_reduce $1" "$2" "$cpu" "$wall" "$(ratio "$cpu")" "$((rss / 1024))"
 done
+
+# `dtsim serve` under load (issue 28 item 2: at least 300 analytical answers a second): answers
+# per second with 1 and 8 clients and the server's CPU per answer (scripts/bench_serve.sh).
+printf "\n"
+scripts/bench_serve.sh "$bin" 5

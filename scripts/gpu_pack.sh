@@ -17,12 +17,15 @@ rm -rf .gpu
 mkdir -p .gpu/lib/fallback .gpu/prebuilt
 cp "$build/dtsim" .gpu/dtsim
 strip --strip-unneeded .gpu/dtsim
+# The SimGrid replay, loaded beside dtsim on its first SimGrid run; SimGrid's libraries are its.
+cp "$build/libdtsim_simgrid.so" .gpu/
+strip --strip-unneeded .gpu/libdtsim_simgrid.so
 
 # What every Ubuntu has (glibc, the C++ runtime): not packed. libstdc++ and libgcc_s go to
 # lib/fallback, used only if the GPU machine's own are older than the ones dtsim was built with.
 base='^(libc|libm|libstdc\+\+|libgcc_s|ld-linux-x86-64|libpthread|libdl|librt|linux-vdso)\.so'
 closure() { ldd "$1" | awk '/=>/ && $3 ~ /^\// {print $3}'; }
-for lib in $(closure "$build/dtsim"); do
+for lib in $(closure "$build/dtsim") $(closure "$build/libdtsim_simgrid.so"); do
   name=$(basename "$lib")
   if [[ $name =~ $base ]]; then
     [[ $name == libstdc++* || $name == libgcc_s* ]] && cp -L "$lib" .gpu/lib/fallback/"$name"

@@ -119,4 +119,22 @@ inline Reply request(int port, const std::string& method, const std::string& pat
   return r;
 }
 
+struct Cli {
+  int code;
+  std::string out, err, report;  // report: out/report.html, with `html`
+};
+
+// `dtsim run scenario.json -o out --format json` (`--html` too, with `html`) in `dir`, as the
+// server's child runs it; `dir` holds scenario.json. DTSIM_BINARY is the build under test.
+inline Cli run_cli(const std::string& dir, bool html = false) {
+  const std::string cmd = "cd " + dir + " && " + DTSIM_BINARY + " run scenario.json -o out --format json" +
+                          (html ? " --html" : "") + " > stdout.txt 2> stderr.txt";
+  const int st = std::system(cmd.c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(dir + "/stdout.txt"), slurp(dir + "/stderr.txt"),
+          html ? slurp(dir + "/out/report.html") : ""};
+}
+
+// Everything before the provenance block, which holds the wall time of the run.
+inline std::string without_provenance(const std::string& json) { return json.substr(0, json.find("\"provenance\"")); }
+
 }  // namespace dtsim::test::serve

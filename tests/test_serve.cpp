@@ -22,22 +22,6 @@ using namespace dtsim::test::serve;
 
 namespace {
 
-struct Cli {
-  int code;
-  std::string out, err;
-};
-
-// `dtsim run scenario.json --format json` in `dir`, as the server runs it.
-Cli run_cli(const test::TempDir& dir) {
-  const std::string cmd = "cd " + dir.path() + " && " + DTSIM_BINARY +
-                          " run scenario.json -o out --format json > stdout.txt 2> stderr.txt";
-  const int st = std::system(cmd.c_str());
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(dir.path("stdout.txt")), slurp(dir.path("stderr.txt"))};
-}
-
-// Everything before the provenance block, which holds the wall time of the run.
-std::string without_provenance(const std::string& json) { return json.substr(0, json.find("\"provenance\"")); }
-
 const std::string kScenario = R"({
   "schema_version": 1, "name": "serve-test",
   "model": {"preset": "gpt2"},
@@ -58,7 +42,7 @@ TEST(Serve, ApiAnswersWhatRunPrintsByteForByte) {
   EXPECT_NE(r.head.find("application/json"), std::string::npos) << r.head;
   test::TempDir dir;
   dir.file("scenario.json", kScenario);
-  const auto cli = run_cli(dir);
+  const auto cli = run_cli(dir.path());
   ASSERT_EQ(cli.code, 0) << cli.err;
   EXPECT_NE(r.body.find("\"provenance\""), std::string::npos);
   EXPECT_EQ(without_provenance(r.body), without_provenance(cli.out));
@@ -73,7 +57,7 @@ TEST(Serve, BadInputIs400WithTheCliErrorText) {
     EXPECT_EQ(r.status, 400) << r.body;
     test::TempDir dir;
     dir.file("scenario.json", bad);
-    const auto cli = run_cli(dir);
+    const auto cli = run_cli(dir.path());
     EXPECT_EQ(cli.code, 2);
     EXPECT_EQ(r.body, cli.err);
     EXPECT_EQ(r.body.rfind("error: scenario.json", 0), 0u) << r.body;
@@ -208,7 +192,7 @@ TEST(Serve, NewStrategiesAnswerWhatRunPrints) {
     EXPECT_EQ(r.status, 200) << c.scenario << "\n" << r.body;
     test::TempDir dir;
     dir.file("scenario.json", c.scenario);
-    const auto cli = run_cli(dir);
+    const auto cli = run_cli(dir.path());
     ASSERT_EQ(cli.code, 0) << c.scenario << "\n" << cli.err;
     EXPECT_EQ(without_provenance(r.body), without_provenance(cli.out)) << c.scenario;
     EXPECT_NE(r.body.find(c.expect), std::string::npos) << c.expect << " in " << r.body;
@@ -234,7 +218,7 @@ TEST(Serve, RefusedNewCombinationsAre400WithTheCliErrorText) {
     EXPECT_EQ(r.status, 400) << r.body;
     test::TempDir dir;
     dir.file("scenario.json", scenario);
-    const auto cli = run_cli(dir);
+    const auto cli = run_cli(dir.path());
     EXPECT_EQ(cli.code, 2);
     EXPECT_EQ(r.body, cli.err);
     EXPECT_NE(r.body.find("error: scenario.json:" + why), std::string::npos) << r.body;

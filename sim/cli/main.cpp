@@ -183,7 +183,12 @@ Command add_serve(CLI::App& app) {
   auto* c = app.add_subcommand("serve", "the explorer page and POST /api/run over HTTP (loopback by default)");
   c->add_option("--port", o->port, "TCP port (0: any free one, printed)")->check(CLI::Range(0, 65535));
   c->add_option("--bind", o->bind, "address to listen on (default 127.0.0.1)");
-  c->add_option("--jobs", o->jobs, "simulations at once; more get HTTP 503")->check(CLI::Range(1, 64));
+  c->add_option("--jobs", o->jobs, "SimGrid simulations at once (each a child process); more get HTTP 503")
+      ->check(CLI::Range(1, 64));
+  c->add_option("--queue", o->queue,
+                "analytical requests that may wait for a core (they run in process, one per core); more get HTTP 503 "
+                "(default 64)")
+      ->check(CLI::Range(0, 4096));
   c->add_option("--time-limit", o->time_limit_s, "seconds per simulation; past it HTTP 504")->check(CLI::Range(1.0, 86400.0));
   c->add_option("--client-timeout", o->client_timeout_s, "seconds a client has to send its request (default 30)")
       ->check(CLI::Range(1, 3600));

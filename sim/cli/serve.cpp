@@ -1,11 +1,13 @@
 // `dtsim serve`: an HTTP server (Boost.Beast) for the explorer page. One thread runs every
 // connection asynchronously, each with a deadline that fires however the client behaves; a request
-// is answered on a thread of its own (api::handle, a child `dtsim run` for a simulation), and past
-// the connection cap a client gets 503 rather than a closed socket.
+// is answered on a thread of its own (api::handle), its simulation on the pool of worker threads
+// (serve_local.cpp; a child `dtsim run` for SimGrid), and past the connection cap a client gets
+// 503 rather than a closed socket.
 #include "sim/cli/serve.hpp"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <utility>  // before Boost 1.74's asio, which uses std::exchange without it
 #include <boost/asio.hpp>
@@ -18,6 +20,7 @@
 
 #include "sim/cli/serve_api.hpp"
 #include "sim/cli/serve_child.hpp"
+#include "sim/cli/serve_local.hpp"
 #include "sim/cli/serve_lessons.hpp"
 #include "sim/core/errors.hpp"
 
@@ -51,8 +54,8 @@ api::Request request_of(const http::request<http::string_body>& req) {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket s, const ServeOptions& o, unsigned short port, std::atomic<int>& count)
-      : stream_(std::move(s)), o_(o), port_(port), count_(count) {}
+  Session(tcp::socket s, const ServeOptions& o, Pool& pool, unsigned short port, std::atomic<int>& count)
+      : stream_(std::move(s)), o_(o), pool_(pool), port_(port), count_(count) {}
   ~Session() { count_.fetch_sub(1); }
 
   // The whole request must arrive within the client timeout: a slow sender gains nothing per byte.
@@ -94,7 +97,9 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();  // a simulation has its own time limit
     const unsigned version = parser_->get().version();
     std::thread([self = shared_from_this(), r = request_of(parser_->get()), version] {
-      const auto run = [&self](const std::string& s, bool report) { return run_child(self->o_, s, report); };
+      const auto run = [&self](const std::string& s, bool report) {
+        return run_simulation(self->o_, self->pool_, s, report);
+      };
       api::Answer a = api::handle(self->o_, self->port_, r, run);
       asio::post(self->stream_.get_executor(), [self, a = std::move(a), version] { self->send(a, version); });
     }).detach();
@@ -110,6 +115,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   const ServeOptions& o_;
+  Pool& pool_;
   unsigned short port_;
   std::atomic<int>& count_;
   beast::flat_buffer buffer_;
@@ -120,9 +126,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
 // A connection within the cap is read; past it the client gets 503 at once. Past four times the
 // cap (a flood), a connection is closed unanswered.
-void admit(tcp::socket s, const ServeOptions& o, unsigned short port) {
+void admit(tcp::socket s, const ServeOptions& o, Pool& pool, unsigned short port) {
   if (g_sessions.fetch_add(1) < o.max_connections) {
-    std::make_shared<Session>(std::move(s), o, port, g_sessions)->read();
+    std::make_shared<Session>(std::move(s), o, pool, port, g_sessions)->read();
     return;
   }
   g_sessions.fetch_sub(1);
@@ -130,16 +136,16 @@ void admit(tcp::socket s, const ServeOptions& o, unsigned short port) {
     g_refusing.fetch_sub(1);
     return;
   }
-  std::make_shared<Session>(std::move(s), o, port, g_refusing)
+  std::make_shared<Session>(std::move(s), o, pool, port, g_refusing)
       ->send(api::text(503, "error: " + std::to_string(o.max_connections) +
                                 " connections are open; try again\n"),
              11);
 }
 
-void accept(tcp::acceptor& acceptor, const ServeOptions& o, unsigned short port) {
-  acceptor.async_accept([&acceptor, &o, port](beast::error_code ec, tcp::socket s) {
-    if (!ec) admit(std::move(s), o, port);
-    if (acceptor.is_open()) accept(acceptor, o, port);
+void accept(tcp::acceptor& acceptor, const ServeOptions& o, Pool& pool, unsigned short port) {
+  acceptor.async_accept([&acceptor, &o, &pool, port](beast::error_code ec, tcp::socket s) {
+    if (!ec) admit(std::move(s), o, pool, port);
+    if (acceptor.is_open()) accept(acceptor, o, pool, port);
   });
 }
 
@@ -168,7 +174,9 @@ int serve(const ServeOptions& o) {
     ioc.stop();
   });
   std::cout << "dtsim serve: http://" << (address.is_v6() ? "[" + o.bind + "]" : o.bind) << ":" << port << "/" << std::endl;
-  accept(acceptor, o, port);
+  // One worker per core: an analytical simulation is CPU alone.
+  Pool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), static_cast<std::size_t>(o.queue));
+  accept(acceptor, o, pool, port);
   ioc.run();
   stop_children();
   std::cout.flush();

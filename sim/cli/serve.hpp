@@ -7,7 +7,10 @@ namespace dtsim::cli {
 struct ServeOptions {
   int port = 8080;              // 0: any free port (printed)
   std::string bind = "127.0.0.1";
-  int jobs = 2;                 // simulations at once; more get 503
+  int jobs = 2;                 // SimGrid simulations (children) at once; more get 503
+  // Analytical simulations run in process, one per core at once; this many more may wait for a
+  // core, and more than that get 503.
+  int queue = 64;
   double time_limit_s = 120;    // per simulation; past it the child is killed and the answer is 504
   std::size_t max_body = 1 << 20;  // bytes of scenario JSON; more get 413
   int client_timeout_s = 30;    // to send a whole request, and to read the answer

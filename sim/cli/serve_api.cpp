@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <boost/asio/ip/address.hpp>
 #include <exception>
 #include <filesystem>
@@ -146,8 +145,6 @@ std::variant<std::string, Answer> prepare(const std::string& body) {
   return changed ? j.dump(2) : body;
 }
 
-std::atomic<int> running{0};
-
 // report.html's timeline (its legend, note and picture), as POST /api/timeline answers it.
 Answer timeline_of(Answer report) {
   if (report.status != 200) return report;
@@ -157,19 +154,13 @@ Answer timeline_of(Answer report) {
   return {200, report.body.substr(begin, end + std::string(reports::kTimelineEnd).size() - begin), report.type};
 }
 
-// A simulation: its result (/api/run) or its timeline (/api/timeline), within the server's limits.
-Answer run_api(const ServeOptions& o, const Request& r, const Runner& run, bool timeline) {
+// A simulation: its result (/api/run) or its timeline (/api/timeline); the runner keeps the
+// server's limits (simulations at once, time).
+Answer run_api(const Request& r, const Runner& run, bool timeline) {
   if (r.method != "POST") return text(405, "POST a scenario JSON\n");
   if (auto refused = gate(r.body)) return *refused;
   auto prepared = prepare(r.body);
   if (auto* a = std::get_if<Answer>(&prepared)) return *a;
-  if (running.fetch_add(1) >= o.jobs) {
-    running.fetch_sub(1);
-    return text(503, fmt::format("error: {} simulations are running; try again\n", o.jobs));
-  }
-  struct Release {
-    ~Release() { running.fetch_sub(1); }
-  } release;
   const std::string& scenario = std::get<std::string>(prepared);
   return timeline ? timeline_of(run(scenario, true)) : run(scenario, false);
 }
@@ -190,7 +181,7 @@ Answer handle(const ServeOptions& o, unsigned short port, const Request& r, cons
       if (r.method != "GET" && r.method != "HEAD") return text(405, "GET only\n");
       return {200, serve_page(), "text/html; charset=utf-8"};
     }
-    if (target == "/api/run" || target == "/api/timeline") return run_api(o, r, run, target == "/api/timeline");
+    if (target == "/api/run" || target == "/api/timeline") return run_api(r, run, target == "/api/timeline");
     if (target == "/api/lessons") {
       if (r.method != "GET" && r.method != "HEAD") return text(405, "GET only\n");
       return {200, lessons::all()};

@@ -31,6 +31,7 @@ std::mutex g_start;  // between starting a child and stopping the server
 bool g_stopping = false;
 std::atomic<bool> g_stop_seen{false};
 std::atomic<int> g_children{0};
+std::atomic<int> g_running{0};  // requests for a child, started or about to be
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -101,7 +102,20 @@ bool wait_for(pid_t pid, double limit_s, int& status) {
 
 }  // namespace
 
+api::Answer time_limit_passed(const ServeOptions& o) {
+  return api::text(504, "error: the simulation ran past the server's time limit (" + std::to_string(o.time_limit_s) +
+                            " s)\n");
+}
+
 api::Answer run_child(const ServeOptions& o, const std::string& scenario, bool report) {
+  // Children at once are --jobs; past it a request is refused rather than queued.
+  if (g_running.fetch_add(1) >= o.jobs) {
+    g_running.fetch_sub(1);
+    return api::text(503, "error: " + std::to_string(o.jobs) + " simulations are running; try again\n");
+  }
+  struct Release {
+    ~Release() { g_running.fetch_sub(1); }
+  } release;
   // Declared before the folder, so that stop_children() sees the child gone only once the folder is.
   struct Count {
     bool on = false;
@@ -129,9 +143,7 @@ api::Answer run_child(const ServeOptions& o, const std::string& scenario, bool r
   int status = 0;
   const bool finished = wait_for(pid, o.time_limit_s, status);
   if (!finished && g_stop_seen.load()) return api::text(503, "error: the server is stopping\n");
-  if (!finished)
-    return api::text(504, "error: the simulation ran past the server's time limit (" + std::to_string(o.time_limit_s) +
-                              " s)\n");
+  if (!finished) return time_limit_passed(o);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (code == 0 && report) return {200, slurp(folder.dir / "out" / "report.html"), "text/html; charset=utf-8"};
   if (code == 0) return {200, slurp(folder.dir / "stdout.txt")};

@@ -60,13 +60,14 @@ bool kernel_file(const std::string& path) {
   return statfs(path.c_str(), &fs_info) == 0 && (fs_info.f_type == PROC_SUPER_MAGIC || fs_info.f_type == SYSFS_MAGIC);
 }
 
-Json load_chain(const std::string& path, const fs::path& root, Origins& origins, std::set<std::string>& active,
-                int depth) {
+// `text`: the first file's bytes, when they come from elsewhere than `path` (a request to `serve`).
+Json load_chain(const std::string& path, const std::string* text, const fs::path& root, Origins& origins,
+                std::set<std::string>& active, int depth) {
   std::error_code ec;
   std::string key = fs::weakly_canonical(path, ec).string();
   if (active.contains(key)) throw InputError(path, "/extends", "extends chain loops back to this file");
   if (depth > kMaxExtendsDepth) throw InputError(path, "/extends", "extends chain is deeper than 16 files");
-  Json doc = parse_json_file(path);
+  Json doc = text ? parse_json_text(*text, path) : parse_json_file(path);
   if (!doc.is_object()) throw InputError(path, "", "a scenario must be a JSON object");
   Json merged = Json::object();
   KeyCatalog::note({"", "/extends", "string", "", "", {}, "", false});
@@ -83,7 +84,7 @@ Json load_chain(const std::string& path, const fs::path& root, Origins& origins,
                        fmt::format("base scenario \"{}\" is a file of /proc or /sys, not a regular file",
                                    ext.get<std::string>()));
     active.insert(key);
-    merged = load_chain(base, root, origins, active, depth + 1);
+    merged = load_chain(base, nullptr, root, origins, active, depth + 1);
     active.erase(key);
     doc.erase("extends");
     // A variant that names itself nothing must not take its base's name: its results would go to
@@ -114,16 +115,28 @@ std::string resolve_named_file(const Document& doc, const std::string& pointer, 
   return file.string();
 }
 
-Document load_with_extends(const std::string& path) {
+namespace {
+Document load_document(const std::string& path, const std::string* text, const std::string& root) {
   Document d;
   d.origins = std::make_shared<Origins>();
   d.origins->default_file = path;
   std::set<std::string> active;
-  d.root = fs::absolute(path).parent_path().string();
-  d.json = load_chain(path, d.root, *d.origins, active, 0);
+  d.root = root;
+  d.json = load_chain(path, text, d.root, *d.origins, active, 0);
   // Pointers recorded for the root belong to the file the user named.
   d.origins->file_by_pointer[""] = path;
   return d;
+}
+}  // namespace
+
+Document load_with_extends(const std::string& path) {
+  return load_document(path, nullptr, fs::absolute(path).parent_path().string());
+}
+
+// No folder: nothing lies in the text's own folder tree, so only the project's shipped files may
+// be named (as from the empty folder `serve`'s child ran in).
+Document load_with_extends_text(const std::string& text, const std::string& name) {
+  return load_document(name, &text, "");
 }
 
 std::string expand_preset(Document& doc, const std::string& key, const std::string& sub, const std::string& what) {

@@ -21,6 +21,10 @@ struct Document {
 // unless allow_extends_outside(true) (the command line's --allow-outside) was called.
 Document load_with_extends(const std::string& path);
 void allow_extends_outside(bool allow);
+// The same for a scenario given as text (a request to `dtsim serve`), read as the file `name` of
+// a folder that holds nothing else: errors name `name`; its "extends" and named files must be the
+// project's own (absolute paths into scenarios/ and the presets' folders).
+Document load_with_extends_text(const std::string& text, const std::string& name);
 
 // Replaces {"preset": NAME, ...overrides} at `pointer` with data_dir()/sub/NAME.json's `field`
 // object, the overrides merged on top; returns NAME, or "" when the object is inline. Values keep the file they came from, for errors.

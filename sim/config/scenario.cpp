@@ -11,6 +11,7 @@
 #include "sim/config/model_config.hpp"
 #include "sim/config/stragglers.hpp"
 #include "sim/config/framework_config.hpp"
+#include "sim/config/scenario_text.hpp"
 #include "sim/config/stack_config.hpp"
 #include "sim/config/training_config.hpp"
 #include "sim/core/errors.hpp"
@@ -462,10 +463,8 @@ void refuse_large_torus_routes(const Scenario& s) {
                      "on a torus of more than 256 chips the simgrid backend routes only data-parallel all-reduces: "
                      "use \"backend\": \"analytical\"");
 }
-}  // namespace
 
-Scenario load_scenario(const std::string& path) {
-  Document doc = load_with_extends(path);
+Scenario read_scenario(Document doc, const std::string& path) {
   const std::string model_preset = expand_preset(doc, "model", "models/presets", "model");
   const std::string cluster_preset = expand_preset(doc, "cluster", "hardware_profiles/clusters", "cluster");
 
@@ -500,6 +499,13 @@ Scenario load_scenario(const std::string& path) {
   if (auto ref = root.optional_object("reference")) s.reference = parse_reference(*ref);
   root.finish();
   return s;
+}
+}  // namespace
+
+Scenario load_scenario(const std::string& path) { return read_scenario(load_with_extends(path), path); }
+
+Scenario load_scenario_text(const std::string& text, const std::string& name) {
+  return read_scenario(load_with_extends_text(text, name), name);
 }
 
 }  // namespace dtsim::config

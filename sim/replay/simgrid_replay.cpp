@@ -1,6 +1,9 @@
-// The only file that includes SimGrid. Each task becomes SimGrid activities (an Exec for compute
-// and for fixed delays, one Comm per network flow) started from completion callbacks, so no actor
-// and no context switch is needed and the cost follows the number of activities.
+// The only file that includes SimGrid, built as the module libdtsim_simgrid.so that dtsim loads
+// on its first SimGrid replay (simgrid_loader.cpp): SimGrid's 20-odd libraries (ns-3's among
+// them) cost every other command half its start-up. Each task becomes SimGrid activities (an
+// Exec for compute and for fixed delays, one Comm per network flow) started from completion
+// callbacks, so no actor and no context switch is needed and the cost follows the number of
+// activities.
 #include <simgrid/kernel/ProfileBuilder.hpp>
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
@@ -320,9 +323,7 @@ class Scheduler final : public EventScheduler {
   std::vector<sg4::ActivityPtr> finished_;
 };
 
-}  // namespace
-
-Timeline replay_simgrid(const ReplayInput& in) {
+Timeline replay_here(const ReplayInput& in) {
   int argc = 2;
   char name[] = "dtsim";
   char quiet[] = "--log=root.thres:critical";
@@ -361,4 +362,11 @@ Timeline replay_simgrid(const ReplayInput& in) {
   return out;
 }
 
+}  // namespace
+
 }  // namespace dtsim::replay
+
+// The entry simgrid_loader.cpp finds (linked in, or by dlsym in libdtsim_simgrid.so).
+extern "C" void dtsim_simgrid_replay(const dtsim::replay::ReplayInput* in, dtsim::replay::Timeline* out) {
+  *out = dtsim::replay::replay_here(*in);
+}

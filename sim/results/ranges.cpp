@@ -70,15 +70,22 @@ double slowest_median(double sigma, int n) {
   return 0.5 * (lo + hi);
 }
 
+namespace {
+// step_probability with the median of the slowest already found (`centre`, unused without
+// residuals): a quantile's bisection asks for it at one point, sigma and n a hundred times.
+double probability_about(double centre, double point, const std::vector<double>& ratios, double sigma, int n, double t) {
+  if (ratios.empty()) return slowest_cdf(t / point, sigma, n);
+  double p = 0;
+  for (double r : ratios) p += slowest_cdf(centre * t / (point * r), sigma, n);
+  return p / static_cast<double>(ratios.size());
+}
+}  // namespace
+
 // With residuals, the measured runs behind them already waited for their slowest GPUs: the
 // device spread then widens the range about its median instead of shifting it a second time.
 double step_probability(double point, const std::vector<double>& ratios, double sigma, int gpus, double t) {
   const int n = std::max(1, gpus);
-  if (ratios.empty()) return slowest_cdf(t / point, sigma, n);
-  const double centre = slowest_median(sigma, n);
-  double p = 0;
-  for (double r : ratios) p += slowest_cdf(centre * t / (point * r), sigma, n);
-  return p / static_cast<double>(ratios.size());
+  return probability_about(ratios.empty() ? 0.0 : slowest_median(sigma, n), point, ratios, sigma, n, t);
 }
 
 // Bisection on the CDF: monotone in t, and 100 halvings of the bracket are far below a ulp.
@@ -86,9 +93,11 @@ double step_quantile(double point, const std::vector<double>& ratios, double sig
   const double lo_r = ratios.empty() ? 1.0 : *std::min_element(ratios.begin(), ratios.end());
   const double hi_r = ratios.empty() ? 1.0 : *std::max_element(ratios.begin(), ratios.end());
   double lo = point * lo_r * (1.0 - 10.0 * sigma), hi = point * hi_r * (1.0 + 10.0 * sigma) + 1e-12;
+  const int n = std::max(1, gpus);
+  const double centre = ratios.empty() ? 0.0 : slowest_median(sigma, n);  // found once, not per halving
   for (int i = 0; i < 100; ++i) {
     const double mid = 0.5 * (lo + hi);
-    (step_probability(point, ratios, sigma, gpus, mid) < q ? lo : hi) = mid;
+    (probability_about(centre, point, ratios, sigma, n, mid) < q ? lo : hi) = mid;
   }
   return 0.5 * (lo + hi);
 }
