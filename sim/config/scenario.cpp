@@ -12,6 +12,7 @@
 #include "sim/config/stragglers.hpp"
 #include "sim/config/framework_config.hpp"
 #include "sim/config/stack_config.hpp"
+#include "sim/config/tensor_fusion_inputs.hpp"
 #include "sim/config/training_config.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/paths.hpp"
@@ -433,6 +434,7 @@ Scenario load_scenario(const std::string& path) {
                      "use \"backend\": \"analytical\"");
   if (auto ref = root.optional_object("reference")) s.reference = parse_reference(*ref);
   root.finish();
+  price_tensor_fusion(s);  // the strategy, precision and device all read
   return s;
 }
 
