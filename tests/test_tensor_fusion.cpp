@@ -151,6 +151,28 @@ TEST(TensorFusion, PlanNegotiatesEachTickAndPricesTheCopies) {
   EXPECT_EQ(plan.unit_tasks.at("tensor-fusion"), static_cast<std::size_t>(2 * ticks));
 }
 
+// Horovod 0.17 and later: one all-reduce of the response cache's bit vector per tick (a bit per
+// tensor and 3 status bits, in 8-byte words; recursive doubling), and no coordinator.
+TEST(TensorFusion, ResponseCacheNegotiatesByOneBitVectorAllReducePerTick) {
+  const auto s = horovod_gpt2(R"({"preset": "horovod"})");
+  const auto g = s.model.build(config::build_options(s));
+  const auto plan = strategies::plan_training(g, s.parallelism, s.training, s.host);
+  const auto fused = strategies::fusion_buffers(strategies::layout_of(g, s.parallelism, s.training).stage_layers(0), 2.0,
+                                                s.parallelism.fusion);
+  int ticks = 0, tensors = 0;
+  for (const auto& b : fused) ticks += b.opens_tick ? 1 : 0, tensors += b.tensors;
+  int bitvectors = 0;
+  for (const auto& t : plan.graph.tasks) {
+    if (!t.is_collective || t.collective().algorithm != taskgraph::Algorithm::HalvingDoubling) continue;
+    ++bitvectors;
+    EXPECT_EQ(t.collective().op, taskgraph::CollectiveOp::AllReduce);
+    EXPECT_DOUBLE_EQ(t.collective().bytes, 8.0 * ((tensors + 3 + 63) / 64));
+  }
+  EXPECT_GT(ticks, 1);
+  EXPECT_EQ(bitvectors, ticks);
+  EXPECT_EQ(plan.unit_tasks.at("tensor-fusion"), static_cast<std::size_t>(ticks));
+}
+
 // Fusion slows GPT-2's step a little (copies, negotiation, waiting for ticks); the breakdown
 // still sums to the step.
 TEST(TensorFusion, StepWithFusionSumsAndCostsMore) {

@@ -98,6 +98,8 @@ TEST(Units, VariationsEmitWhatTheirUnitsCount) {
   using strategies::Framework;
   std::vector<std::pair<const char*, std::function<void(strategies::ParallelismSpec&)>>> cases = {
       {"zero1", [](auto& p) { p.zero_stage = 1; }},
+      {"horovod's fusion, response cache",
+       [](auto& p) { p.fusion.cycle_s = 1e-3, p.fusion.threshold_bytes = 128 << 20, p.fusion.response_cache = true; }},
       {"zero2", [](auto& p) { p.zero_stage = 2; }},
       {"zero2, every replica", [](auto& p) { p.zero_stage = 2, p.all_replicas = true; }},
       {"zero3", [](auto& p) { p.zero_stage = 3; }},
