@@ -10,6 +10,7 @@
 #include "sim/config/scenario.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/cost/stack.hpp"
+#include "sim/sweep/candidates.hpp"
 #include "strategies/plan.hpp"
 #include "strategies/tensor_fusion.hpp"
 
@@ -181,6 +182,17 @@ TEST(TensorFusion, StepWithFusionSumsAndCostsMore) {
       R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "stack": {"preset": "horovod-0.16"}})");
   test::expect_parts_sum_to_step(fused);
   EXPECT_GT(fused.step_time_s, base.step_time_s);
+}
+
+// A sweep from a Horovod scenario tries only what Horovod runs: data parallelism, no ZeRO.
+TEST(TensorFusion, SweepCandidatesStayDataParallel) {
+  auto s = horovod_gpt2(R"({"preset": "horovod"})");
+  const auto all = sweep::enumerate(s, {s.training.precision});
+  ASSERT_FALSE(all.empty());
+  for (const auto& c : all) {
+    EXPECT_EQ(c.p.tensor * c.p.pipeline * c.p.context * c.p.expert, 1) << sweep::describe(c);
+    EXPECT_EQ(c.p.zero_stage, 0) << sweep::describe(c);
+  }
 }
 
 TEST(TensorFusionKey, RefusesFusionKeysWithoutAHorovodStack) {
