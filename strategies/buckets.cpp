@@ -20,6 +20,7 @@ std::vector<Bucket> make_buckets(const std::vector<const models::Layer*>& layers
       }
       if (!open) cur = Bucket{0, li, li};
       cur.bytes += bytes;
+      ++cur.tensors;
       cur.ready_after_layer = li;
       open = true;
     }

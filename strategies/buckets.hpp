@@ -9,6 +9,11 @@ struct Bucket {
   double bytes = 0;
   int ready_after_layer = 0;  // its last gradient is produced by this layer's backward
   int first_layer = 0;        // its first gradient: the highest layer index it holds
+  int tensors = 0;            // gradient tensors it holds
+  // Tensor fusion (strategies/tensor_fusion.hpp): the cycle tick it is all-reduced at, and whether
+  // it is that tick's first buffer (the one that waits for the tick and its negotiation). -1: DDP.
+  int tick = -1;
+  bool opens_tick = false;
 };
 
 // Fills gradient buckets the way PyTorch DDP does: parameters in reverse order of definition

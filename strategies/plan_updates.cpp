@@ -10,6 +10,7 @@ double Planner::pipeline_reduce_bytes() const { return reduced_grad_bytes(p_, t_
 std::vector<Bucket> sync_buckets(const Layers& mine, const ParallelismSpec& p, Precision precision) {
   const bool after_flush = pipeline_reduce_after_flush(p);
   const double gbytes = reduced_grad_bytes(p, precision);
+  if (p.fusion.on()) return fusion_buffers(mine, gbytes, p.fusion);  // the scenario loader refuses pipelines and experts
   // After the flush, in buffers of a fixed element count (buffered_allreduce_fallback).
   const double cap = after_flush ? p.framework.pipeline_reduce_bucket_params * gbytes : p.bucket_bytes;
   return make_buckets(mine, gbytes, cap, after_flush ? cap : p.first_bucket_bytes, p.expert > 1 ? BucketParams::Dense : BucketParams::All);
@@ -63,6 +64,9 @@ void Planner::synchronise_bucket(int s, const Layers& mine, const Bucket& bucket
     else deps.push_back(replica_last_[d][static_cast<std::size_t>(s)]);
   }
   if (after_flush && tied_sync_ >= 0 && (s == 0 || s == p_.pipeline - 1)) deps.push_back(tied_sync_);
+  // A unit may make the bucket wait for more (tensor fusion's negotiation) and cost more to issue.
+  double launch_s = 0;
+  for (std::size_t u = 0; u < units_.size(); ++u) attributed(u, [&](Unit& x) { x.before_bucket(*this, s, bucket, deps, launch_s); });
   // Buckets queue in the order they fill, unless a unit orders them (priority order: one stream).
   bool ordered = false;
   for (const auto& u : units_) ordered = ordered || u->orders_buckets();
@@ -83,7 +87,9 @@ void Planner::synchronise_bucket(int s, const Layers& mine, const Bucket& bucket
   std::vector<int> ready;  // the replicas' gradients; with backup workers only some are awaited
   if (p_.backup_workers > 0) std::swap(ready, deps);
   if (previous >= 0 && p_.backup_workers > 0) deps.push_back(previous);
-  const int id = collective(c.op, data_groups(s), bucket.bytes * c.wire, deps, std::string(taskgraph::to_string(c.op)) + " bucket " + std::to_string(b));
+  taskgraph::Collective sum{c.op, p_.algorithm, data_groups(s), bucket.bytes * c.wire};
+  sum.launch_s = launch_s;
+  const int id = plan_.graph.add_collective(std::move(sum), std::string(taskgraph::to_string(c.op)) + " bucket " + std::to_string(b), deps);
   if (p_.backup_workers > 0) {
     auto& task = plan_.graph.tasks[static_cast<std::size_t>(id)];
     task.any_deps = std::move(ready);

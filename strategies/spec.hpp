@@ -8,6 +8,7 @@
 #include "strategies/framework.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/stack_memory_kinds.hpp"
+#include "strategies/tensor_fusion.hpp"
 
 namespace dtsim::strategies {
 
@@ -68,6 +69,8 @@ struct ParallelismSpec {
   // PyTorch DDP defaults: bucket_cap_mb = 25 and a 1 MiB first bucket (torch/nn/parallel/distributed.py).
   double bucket_bytes = 25.0 * 1024 * 1024;
   double first_bucket_bytes = 1.0 * 1024 * 1024;
+  // Horovod's tensor fusion instead of those buckets (the scenario's stack; strategies/tensor_fusion.hpp).
+  TensorFusion fusion;
   bool overlap_grad_reduce = true;
   taskgraph::Algorithm algorithm = taskgraph::Algorithm::Ring;
   Schedule schedule = Schedule::OneFOneB;

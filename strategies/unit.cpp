@@ -22,6 +22,7 @@ const Entry kUnits[] = {
     {"optimizer-offload", [](const ParallelismSpec& p) { return p.offload_optimizer; }, make_optimizer_offload},
     {"framework-zero3", framework_zero3, make_framework_zero3},
     {"async-updates", [](const ParallelismSpec& p) { return p.updates != Updates::Sync; }, make_async_updates},
+    {"tensor-fusion", [](const ParallelismSpec& p) { return p.fusion.on(); }, make_tensor_fusion},
 };
 
 }  // namespace

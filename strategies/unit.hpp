@@ -112,6 +112,9 @@ class Unit {
   virtual void end_replica(Planner&) {}
   // Gradient buckets queue on the stage's stream in the order they fill, unless a unit orders them.
   virtual bool orders_buckets() const { return false; }
+  // Before a bucket's collective: `deps` is what it waits for from the backward (the previous
+  // bucket not yet among them), `launch_s` what issuing it costs before any byte moves.
+  virtual void before_bucket(Planner&, int /*s*/, const Bucket&, std::vector<int>& /*deps*/, double& /*launch_s*/) {}
   virtual void after_bucket(Planner&, int /*s*/, const Bucket&, int /*task*/) {}
   virtual void after_gradient_sync(Planner&, int /*s*/) {}  // after stage s's buckets
   // A unit may run a stage's optimizer step itself (every replica's), or each replica's update.

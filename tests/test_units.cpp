@@ -98,6 +98,8 @@ TEST(Units, VariationsEmitWhatTheirUnitsCount) {
   using strategies::Framework;
   std::vector<std::pair<const char*, std::function<void(strategies::ParallelismSpec&)>>> cases = {
       {"zero1", [](auto& p) { p.zero_stage = 1; }},
+      {"horovod's fusion, response cache",
+       [](auto& p) { p.fusion.cycle_s = 1e-3, p.fusion.threshold_bytes = 128 << 20, p.fusion.response_cache = true; }},
       {"zero2", [](auto& p) { p.zero_stage = 2; }},
       {"zero2, every replica", [](auto& p) { p.zero_stage = 2, p.all_replicas = true; }},
       {"zero3", [](auto& p) { p.zero_stage = 3; }},
@@ -281,9 +283,10 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
   EXPECT_EQ(gap([](auto& p) { p.expert = 2, p.data = 2; }, "experts"), "expert parallelism");
   EXPECT_EQ(gap([](auto& p) { p.priority_buckets = true; }, "priority-buckets"), "priority buckets");
   EXPECT_EQ(gap([](auto& p) { p.updates = strategies::Updates::Hogwild; }, "async-updates"), "asynchronous updates");
+  EXPECT_EQ(gap([](auto& p) { p.fusion.cycle_s = 5e-3, p.fusion.threshold_bytes = 64 << 20; }, "tensor-fusion"), "tensor fusion (Horovod)");
   EXPECT_TRUE(strategies::make_units(strategies::ParallelismSpec{}).empty());
   EXPECT_EQ(strategies::unit_names(), (std::vector<std::string>{"input-loader", "activation-offload", "priority-buckets", "experts",
-                                                                 "zero", "optimizer-offload", "framework-zero3", "async-updates"}));
+                                                                 "zero", "optimizer-offload", "framework-zero3", "async-updates", "tensor-fusion"}));
 }
 
 // The kinds of pass a stage's chunk runs, counted from the schedule itself: what the units count with.

@@ -13,6 +13,7 @@
 #include "sim/config/framework_config.hpp"
 #include "sim/config/scenario_text.hpp"
 #include "sim/config/stack_config.hpp"
+#include "sim/config/tensor_fusion_inputs.hpp"
 #include "sim/config/training_config.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/paths.hpp"
@@ -498,6 +499,7 @@ Scenario read_scenario(Document doc, const std::string& path) {
   refuse_large_torus_routes(s);
   if (auto ref = root.optional_object("reference")) s.reference = parse_reference(*ref);
   root.finish();
+  price_tensor_fusion(s);  // the strategy, precision and device all read
   return s;
 }
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/units.hpp"
+
 
 namespace dtsim::config {
 
@@ -68,6 +70,43 @@ void parse_zero3_gathers(Reader& r, Scenario& s, const std::string& preset) {
   s.parallelism.framework.per_parameter = true;
 }
 
+// The key as written (fusion_threshold_MiB, cycle_time_ms...), for the error's pointer.
+std::string written(const Reader& r, const char* base, units::Dimension d) {
+  for (const auto& u : units::suffixes(d))
+    if (const std::string k = std::string(base) + "_" + std::string(u.suffix); r.has(k)) return k;
+  return "preset";
+}
+
+// The horovod presets' tensor fusion (strategies/tensor_fusion.hpp): `fusion_threshold` and
+// `cycle_time` override Horovod's HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME. Horovod reduces
+// the data-parallel gradients of a whole model: the ready times are one stage's, and its buffers
+// replace DDP's buckets, so the strategies whose gradients go elsewhere are refused.
+void parse_tensor_fusion(Reader& r, Scenario& s, const std::string& preset) {
+  using units::Dimension;
+  auto& f = s.device.stack.fusion;
+  const bool fused = f.on();
+  const std::string threshold_key = written(r, "fusion_threshold", Dimension::Bytes);
+  const std::string cycle_key = written(r, "cycle_time", Dimension::Time);
+  f.threshold_bytes = r.quantity("fusion_threshold", Dimension::Bytes, Range{0.0, 1e13, true}, f.threshold_bytes);
+  f.cycle_s = r.quantity("cycle_time", Dimension::Time, Range{0.0, 10.0, true}, f.cycle_s);
+  for (const auto& key : {threshold_key, cycle_key})
+    if (!fused && key != "preset")
+      r.fail(key, fmt::format("tensor fusion is Horovod's, and stack \"{}\" has none: set stack.preset to \"horovod\" or "
+                              "\"horovod-0.16\"", preset));
+  if (!fused) return;
+  const auto& p = s.parallelism;
+  const char* why = p.pipeline > 1                   ? "pipeline parallelism"
+                    : p.tensor > 1 || p.context > 1  ? "tensor or context parallelism"
+                    : p.expert > 1                   ? "expert parallelism"
+                    : p.zero_stage > 0               ? "ZeRO"
+                    : p.framework.framework != strategies::Framework::MegatronLM ? "a framework other than megatron"
+                    : p.priority_buckets             ? "priority buckets"
+                    : p.updates != strategies::Updates::Sync ? "asynchronous updates"
+                                                     : nullptr;
+  if (why) r.fail("preset", fmt::format("\"{}\" all-reduces a data-parallel model's gradients in Horovod's fusion buffers: {} "
+                                        "is not modelled with it", preset, why));
+}
+
 }  // namespace
 
 void parse_stack(Reader& root, Scenario& s) {
@@ -91,6 +130,7 @@ void parse_stack(Reader& root, Scenario& s) {
   parse_comm_sms(*r, s);
   parse_tp_overlap(*r, s);
   parse_zero3_gathers(*r, s, preset);
+  parse_tensor_fusion(*r, s, preset);
   r->finish();
 }
 

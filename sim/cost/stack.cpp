@@ -49,6 +49,24 @@ Stack with_loss(Stack s, Loss l) {
   return s;
 }
 
+// Horovod (horovod/horovod, horovod/common/operations.cc): its tensor fusion, with kernels priced
+// as the default stack's (TensorFlow's and PyTorch's kernels under Horovod are not modelled).
+// - horovod-0.16: v0.16.0 (2019-02): SetTensorFusionThresholdBytes(64 * 1024 * 1024) at line 1838,
+//   SetCycleTimeMs(5) at 1846; no response cache (none before v0.17.0). The same 64 MiB and 5 ms from
+//   v0.12.0 (2018-03, line 140 and a 5 ms sleep per loop at 1209) through v0.20.
+// - horovod: v0.21.0 (2020-11) and later: 128 MiB (442) and 1 ms (450); v0.28.1 (2023-06, the last
+//   tag) the same at 519 and 527, the response cache on (SetCacheEnabled(true), 543; capacity 1024,
+//   global_state.h 89). Hierarchical all-reduce is off unless HOROVOD_HIERARCHICAL_ALLREDUCE is set
+//   (v0.28.1 563-566, v0.16.0 1873).
+Stack horovod(const std::string& name, double threshold_mib, double cycle_ms, bool response_cache) {
+  Stack s;
+  s.name = name;
+  s.fusion.threshold_bytes = threshold_mib * 1024 * 1024;
+  s.fusion.cycle_s = cycle_ms * 1e-3;
+  s.fusion.response_cache = response_cache;
+  return s;
+}
+
 const std::map<std::string, Stack>& registry() {
   using taskgraph::TpOverlap;
   using strategies::Allocator, strategies::Fp8WeightCopies, strategies::StateBuffers;
@@ -86,6 +104,8 @@ const std::map<std::string, Stack>& registry() {
                             kTitan}},
       {"deepspeed", deepspeed("deepspeed", Zero3Gathers::Coalesced)},
       {"deepspeed-0.5", deepspeed("deepspeed-0.5", Zero3Gathers::PerParameter)},
+      {"horovod", horovod("horovod", 128, 1, true)},
+      {"horovod-0.16", horovod("horovod-0.16", 64, 5, false)},
   };
   return stacks;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "strategies/stack_memory_kinds.hpp"
+#include "strategies/tensor_fusion.hpp"
 
 #include "sim/taskgraph/task_graph.hpp"
 
@@ -43,6 +44,9 @@ struct Stack {
   Zero3Gathers zero3_gathers = Zero3Gathers::Coalesced;
   bool needs_deepspeed = false;
   Loss loss = Loss::Fused;
+  // The horovod presets: gradients in Horovod's fusion buffers, cut by its cycle (cycle, threshold
+  // and response cache; strategies/tensor_fusion.hpp) instead of DDP's buckets.
+  strategies::TensorFusion fusion;
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
            tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused;
@@ -60,7 +64,7 @@ const char* to_string(Zero3Gathers z);
 const char* to_string(Loss l);
 
 // The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp,
-// megatron-te, megatron-te-tp-overlap, deepspeed, deepspeed-0.5.
+// megatron-te, megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5, horovod, horovod-0.16.
 std::vector<std::string> stack_names();
 std::optional<Stack> find_stack(const std::string& name);
 

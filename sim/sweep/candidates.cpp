@@ -119,6 +119,8 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     // The scenario's HSDP shard groups where they still divide the data ranks (not with experts).
                     if (c.p.shard_size > 0 && (dp % c.p.shard_size != 0 || ep > 1)) c.p.shard_size = 0;
                     if (!keep_moe_settings(c.p)) continue;
+                    // Horovod's tensor fusion is data parallelism alone (the scenario loader refuses the rest).
+                    if (c.p.fusion.on() && (tp > 1 || pp > 1 || cp > 1 || ep > 1 || zero > 0)) continue;
                     c.precision = precision;
                     c.precision_named = precision == strategies::Precision::Fp8 || precision != precisions.front();
                     out.push_back(c);

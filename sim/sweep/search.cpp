@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "sim/config/tensor_fusion_inputs.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/results/budget.hpp"
 #include "sim/results/capacity.hpp"
@@ -99,6 +100,8 @@ config::Scenario scenario_of(const std::vector<Cluster>& clusters, const Candida
   config::Scenario s = clusters[c.cluster].base;
   s.parallelism = c.p;
   s.training.precision = c.precision;
+  // Horovod's fusion buffers are cut at the gradients' ready times, which the strategy changes.
+  if (s.parallelism.fusion.on()) config::price_tensor_fusion(s);
   return s;
 }
 

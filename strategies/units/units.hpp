@@ -15,6 +15,7 @@ std::unique_ptr<Unit> make_priority_buckets(const ParallelismSpec& p);  // units
 std::unique_ptr<Unit> make_async_updates(const ParallelismSpec& p);     // units/async_updates.cpp
 std::unique_ptr<Unit> make_experts(const ParallelismSpec& p);           // units/experts.cpp
 std::unique_ptr<Unit> make_optimizer_offload(const ParallelismSpec& p);  // units/optimizer_offload.cpp
+std::unique_ptr<Unit> make_tensor_fusion(const ParallelismSpec& p);     // units/tensor_fusion.cpp
 
 // How many times its even share of the tokens the most loaded GPU of an expert-parallel group
 // gets in layer l of graph g under the router's skew (units/experts.cpp).
