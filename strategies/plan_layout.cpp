@@ -22,7 +22,14 @@ PlanLayout Planner::layout() {
   start_layout();
   seq_.resize(static_cast<std::size_t>(P));
   for (int s = 0; s < P; ++s) {
-    seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(k_.micro_batches), k_.virtual_stages);
+    // The memory walk's peak in closed form where the schedule has one (equal to the walk's,
+    // tests/test_schedule_peak.cpp); only then is the schedule not spelled out.
+    const int v = p_.schedule == Schedule::Interleaved ? k_.virtual_stages : 1;
+    std::vector<double> kept;
+    for (int c = 0; c < v && (c + 1) * P <= k_.chunks; ++c) kept.push_back(chunk_kept(c, s));
+    known_peak_.push_back(peak_in_flight(p_.schedule, P, s, static_cast<int>(k_.micro_batches), kept));
+    if (!known_peak_.back())
+      seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(k_.micro_batches), k_.virtual_stages);
     const Layers mine = stage_layers(s);
     plan_.stage_layers.push_back(static_cast<int>(
         std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));

@@ -37,6 +37,7 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     live += activation_change(s, op, a);
     peak = std::max(peak, live);
   }
+  if (const auto known = known_peak(s)) peak = *known;  // no schedule walked (plan_layout.cpp)
   m.activations = peak + rebuild;
   if (p_.activation_offload) {
     // On the GPU only the layer being run and the one being copied; the rest waits on the host

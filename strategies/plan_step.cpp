@@ -118,6 +118,7 @@ void Planner::host_memory() {
       live += (op.forward ? 1 : -1) * chunk_kept(op.chunk, s);
       peak = std::max(peak, live);
     }
+    if (const auto known = known_peak(s)) peak = *known;  // no schedule walked (plan_layout.cpp)
     const double opt = p_.offload_optimizer ? shard * optimizer_bytes_per_param(t_.precision, t_.optimizer) : 0.0;
     const double grad = p_.offload_optimizer ? shard * 4.0 : 0.0;
     const double act = p_.activation_offload ? peak : 0.0;

@@ -7,13 +7,19 @@ bool Planner::pipeline_reduce_after_flush() const { return strategies::pipeline_
 
 double Planner::pipeline_reduce_bytes() const { return reduced_grad_bytes(p_, t_.precision); }
 
-std::vector<Bucket> sync_buckets(const Layers& mine, const ParallelismSpec& p, Precision precision) {
+SyncCaps sync_caps(const ParallelismSpec& p, Precision precision) {
   const bool after_flush = pipeline_reduce_after_flush(p);
   const double gbytes = reduced_grad_bytes(p, precision);
-  if (p.fusion.on()) return fusion_buffers(mine, gbytes, p.fusion);  // the scenario loader refuses pipelines and experts
   // After the flush, in buffers of a fixed element count (buffered_allreduce_fallback).
   const double cap = after_flush ? p.framework.pipeline_reduce_bucket_params * gbytes : p.bucket_bytes;
-  return make_buckets(mine, gbytes, cap, after_flush ? cap : p.first_bucket_bytes, p.expert > 1 ? BucketParams::Dense : BucketParams::All);
+  return {gbytes, cap, after_flush ? cap : p.first_bucket_bytes, p.expert > 1 ? BucketParams::Dense : BucketParams::All};
+}
+
+std::vector<Bucket> sync_buckets(const Layers& mine, const ParallelismSpec& p, Precision precision) {
+  // Horovod's buffers are cut by time (the scenario loader refuses pipelines and experts with it).
+  if (p.fusion.on()) return fusion_buffers(mine, reduced_grad_bytes(p, precision), p.fusion);
+  const SyncCaps c = sync_caps(p, precision);
+  return make_buckets(mine, c.grad_bytes, c.cap, c.first_cap, c.which);
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <array>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -167,6 +168,12 @@ class Planner {
   std::vector<double> chunk_kept_;
   double chunk_kept(int chunk, int s) const { return chunk_kept_[static_cast<std::size_t>(chunk * p_.pipeline + s)]; }
   std::vector<std::vector<PipeOp>> seq_;
+  // layout() only: each stage's peak of live activations where its schedule has a closed form
+  // (peak_in_flight); that stage's seq_ is then left empty, nothing walking it.
+  std::vector<std::optional<double>> known_peak_;
+  std::optional<double> known_peak(int s) const {
+    return static_cast<std::size_t>(s) < known_peak_.size() ? known_peak_[static_cast<std::size_t>(s)] : std::nullopt;
+  }
   std::vector<std::map<int, std::size_t>> last_backward_;  // per stage: chunk -> index of its final backward
   std::vector<int> tp_group_, last_compute_, last_comm_, last_send_;
   std::vector<ContextGroups> cp_groups_;  // per stage

@@ -2,6 +2,7 @@
 #include "strategies/settings.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace dtsim::strategies {
@@ -129,6 +130,51 @@ std::vector<PipeOp> stage_schedule(Schedule s, int p, int stage, int m, int v) {
     case Schedule::ZeroBubbleH1: return zero_bubble_h1(p, stage, m);
   }
   return out;
+}
+
+namespace {
+
+// Whether sums of up to n of these values, in any order, are exact in doubles.
+bool sums_exact(const std::vector<double>& kept, double n) {
+  double most = 0;
+  for (double a : kept) {
+    if (!(a >= 0) || std::floor(a) != a) return false;
+    most = std::max(most, a);
+  }
+  return most * n <= 9007199254740992.0;  // 2^53
+}
+
+// Interleaved 1F1B (the order interleaved() emits): the k-th forward runs chunk (k / p) % v, the
+// k-th backward chunk v - 1 - (k / p) % v; sums of the first n of each.
+double interleaved_peak(int p, int stage, int m, const std::vector<double>& kept) {
+  const int v = static_cast<int>(kept.size()), total = m * v;
+  const int warmup = std::min(total, (p - stage - 1) * 2 + (v - 1) * p);
+  double round = 0;  // one round of p v passes
+  for (double a : kept) round += p * a;
+  auto sum = [&](int n, bool backward) {
+    double out = (n / (p * v)) * round;
+    const int q = (n % (p * v)) / p, rest = n % p;
+    for (int c = 0; c < q; ++c) out += p * kept[static_cast<std::size_t>(backward ? v - 1 - c : c)];
+    return out + rest * kept[static_cast<std::size_t>(backward ? v - 1 - q : q)];
+  };
+  double peak = sum(warmup, false);
+  for (int k = 0; k < std::min(total - warmup, p * v); ++k) peak = std::max(peak, sum(warmup + k + 1, false) - sum(k, true));
+  return peak;
+}
+
+}  // namespace
+
+std::optional<double> peak_in_flight(Schedule s, int p, int stage, int m, const std::vector<double>& kept) {
+  const int v = static_cast<int>(kept.size());
+  if (v < 1 || m < 0 || !sums_exact(kept, static_cast<double>(m) * v)) return std::nullopt;
+  if (s == Schedule::Interleaved && v > 1) {
+    if (m % p != 0) return std::nullopt;  // refused by the walk's schedule
+    return interleaved_peak(p, stage, m, kept);
+  }
+  if (v != 1) return std::nullopt;
+  if (s == Schedule::GPipe) return m * kept[0];
+  if (s == Schedule::OneFOneB || s == Schedule::Interleaved) return std::min(p - stage, m) * kept[0];
+  return std::nullopt;
 }
 
 double bubble_fraction(Schedule s, int p, int m, int v) {

@@ -42,6 +42,15 @@ struct PipeOp {
 //   at most p micro-batches in flight on any stage, as 1F1B's first stage.
 std::vector<PipeOp> stage_schedule(Schedule s, int stages, int stage, int micro_batches, int chunks);
 
+// The most activations `stage` holds at once under GPipe, 1F1B and interleaved 1F1B, without
+// walking the schedule: kept[c] is what one micro-batch keeps from its forward through local
+// chunk c to its backward (v = kept.size() chunks). GPipe holds all m micro-batches, 1F1B
+// min(p - stage, m) (Narayanan et al. 2021, Sec. 2.2); interleaved, after the k-th steady
+// backward, the first W + k + 1 forwards less the first k backwards, which repeats every p v
+// passes. Equal to the walk's running sum bit for bit because it is only given where every sum
+// is exact (whole bytes, totals below 2^53); elsewhere, and for other schedules, nullopt: walk.
+std::optional<double> peak_in_flight(Schedule s, int stages, int stage, int micro_batches, const std::vector<double>& kept);
+
 // Idle time over ideal compute time in the uniform case: (p-1)/m for GPipe and 1F1B,
 // (p-1)/(v m) interleaved (Narayanan et al. 2021, Sec. 2.2), p-1 for the naive split.
 // Asynchronous schedules have none in the steady state; ZB-H1 (p-1)(F+B-W)/(m(F+B+W)) with

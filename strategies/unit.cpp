@@ -145,6 +145,14 @@ double pass_tasks(const Count& c) {
   return per_replica * c.per_replica() + updates * c.per_collective();
 }
 
+namespace {
+// Stage s's gradient buckets: the caller's count where it has one.
+double bucket_count(const Count& c, int s) {
+  if (c.stage_buckets) return (*c.stage_buckets)[static_cast<std::size_t>(s)];
+  return static_cast<double>(sync_buckets(c.k.stage_layers(s), c.p, c.t.precision).size());
+}
+}  // namespace
+
 double step_tasks(const Count& c) {
   if (!c.k.sync || c.p.schedule == Schedule::PipeDream) return 0;  // no step, or each backward's update
   const double replicas = c.k.replicas;
@@ -153,7 +161,7 @@ double step_tasks(const Count& c) {
   const bool steps = !c.step_taken() && !c.replica_step_taken();
   double n = 0;
   for (int s = 0; s < c.k.pipeline; ++s) {
-    if (synced) n += static_cast<double>(sync_buckets(c.k.stage_layers(s), c.p, c.t.precision).size()) * per_bucket;
+    if (synced) n += bucket_count(c, s) * per_bucket;
     if (steps) n += replicas;
   }
   if (c.k.pipeline > 1 && c.model && c.model->tied_params > 0) n += 1;
@@ -177,7 +185,7 @@ CollectiveCounts emitter_collectives(const Count& c) {
   if (!c.k.sync || c.p.schedule == Schedule::PipeDream) return out;
   double buckets = 0;
   if (c.k.grad_ranks > 1 && c.p.zero_stage != 3)
-    for (int s = 0; s < c.k.pipeline; ++s) buckets += static_cast<double>(sync_buckets(c.k.stage_layers(s), c.p, c.t.precision).size());
+    for (int s = 0; s < c.k.pipeline; ++s) buckets += bucket_count(c, s);
   out.push_back({bucket_op(c.p), a, GroupKind::Data, buckets});
   if (c.k.pipeline > 1 && c.model && c.model->tied_params > 0) out.push_back({CollectiveOp::AllReduce, a, GroupKind::EmbeddingPair, 1});
   return out;

@@ -7,6 +7,7 @@
 //
 // A unit's count is checked against what it emits (tests/test_units.cpp): the emitter attributes
 // every task created inside a unit's hook to that unit (Plan::unit_tasks).
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +63,9 @@ struct Count {
   // those are one task per group, not one per replica.
   bool joined = false;
   const models::ModelGraph* model = nullptr;  // the graph the layout's layers belong to
+  // Each stage's sync_buckets() count where the caller has them (the sweep's budget shares them
+  // among its candidates); else counted here.
+  const std::vector<double>* stage_buckets = nullptr;
   bool split(const PassKind& kind) const;  // the emitter's rule (Planner::split)
   bool taken(const PassKind& kind) const;  // a unit emits the whole pass
   bool layers_taken() const;               // a unit emits each layer of a split pass
@@ -147,8 +151,15 @@ bool replicas_join(const Layout& k, const ParallelismSpec& p);
 // Where the emitter itself splits a pass per layer: the last backward, when the gradient
 // synchronisation starts layer by layer.
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p);
-// A stage's gradient buckets as the data-parallel synchronisation fills them (plan_updates.cpp).
+// A stage's gradient buckets as the data-parallel synchronisation fills them (plan_updates.cpp),
+// and what make_buckets fills them with: bytes per gradient, the caps, which parameters.
 std::vector<Bucket> sync_buckets(const Layers& stage_layers, const ParallelismSpec& p, Precision precision);
+struct SyncCaps {
+  double grad_bytes = 0, cap = 0, first_cap = 0;
+  BucketParams which = BucketParams::All;
+  auto operator<=>(const SyncCaps&) const = default;
+};
+SyncCaps sync_caps(const ParallelismSpec& p, Precision precision);
 // Whether gradient compression runs kernels over each bucket before it is sent, and the collective
 // that carries a bucket (plan_updates.cpp).
 bool compresses_on_gpu(const ParallelismSpec& p, Precision precision, int grad_ranks);

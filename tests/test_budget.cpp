@@ -125,3 +125,30 @@ TEST(Budget, FlowBoundIsAtLeastWhatLoweringBuilds) {
     }
   }
 }
+
+// A sweep's candidates share one slice's facts, its bucket counts among them (counted once per
+// layout of the slice): every scenario's strategy, and its variants, estimated with facts another
+// strategy filled first cost what they cost with facts of their own.
+TEST(Budget, SharedSliceFactsEstimateAsFreshOnes) {
+  int checked = 0;
+  for (const auto& f : all_scenarios()) {
+    config::Scenario s;
+    try {
+      s = config::load_scenario(f);
+    } catch (const std::exception&) {
+      continue;  // scenarios that are refused on purpose
+    }
+    const auto shared = results::slice_facts(s);
+    for (int step : {2, 1}) {  // the other pipeline depth first, so the scenario's own reads shared counts
+      auto v = s;
+      if (step == 2 && v.parallelism.data % 2 == 0 && v.parallelism.pipeline == 1) v.parallelism.data /= 2, v.parallelism.pipeline = 2;
+      const auto a = results::estimate(v, config::Backend::Analytical, true, shared);
+      const auto b = results::estimate(v, config::Backend::Analytical, true, results::slice_facts(v));
+      EXPECT_EQ(a.tasks, b.tasks) << f;
+      EXPECT_EQ(a.seconds, b.seconds) << f;
+      EXPECT_EQ(a.bytes, b.bytes) << f;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}

@@ -40,7 +40,7 @@ Counted count_and_plan(const config::Scenario& s) {
   const auto lay = strategies::layout_of(graph, p, s.training);
   const auto plan = strategies::plan_training(graph, lay, p, s.training, s.host);
   const auto units = strategies::make_units(p);
-  strategies::Count c{lay, p, s.training, {}, strategies::replicas_join(lay, p), &graph};
+  strategies::Count c{lay, p, s.training, {}, strategies::replicas_join(lay, p), &graph, nullptr};
   for (const auto& u : units) c.units.push_back(u.get());
   Counted out;
   for (const auto* u : c.units) {

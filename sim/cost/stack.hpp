@@ -46,7 +46,7 @@ struct Stack {
   Loss loss = Loss::Fused;
   // The horovod presets: gradients in Horovod's fusion buffers, cut by its cycle (cycle, threshold
   // and response cache; strategies/tensor_fusion.hpp) instead of DDP's buckets.
-  strategies::TensorFusion fusion;
+  strategies::TensorFusion fusion{};
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
            tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused;

@@ -123,11 +123,12 @@ namespace {
 struct Counting {
   strategies::Layout layout;
   std::vector<std::unique_ptr<strategies::Unit>> units;
+  std::vector<double> stage_buckets;
   strategies::Count count;
   Counting(const config::Scenario& s, const SliceFacts& facts)
       : layout(strategies::layout_of(s.parallelism, s.training)),
         units(strategies::make_units(s.parallelism)),
-        count{layout, s.parallelism, s.training, {}, false, facts.graph.get()} {
+        count{layout, s.parallelism, s.training, {}, false, facts.graph.get(), nullptr} {
     try {
       layout.chunk_layers = strategies::split_chunks(*facts.graph, layout.chunks, s.parallelism.stage_blocks);
       layout.checkpoints = strategies::Checkpoints(s.parallelism, layout.chunk_layers, layout.pipeline);
@@ -136,6 +137,20 @@ struct Counting {
     }
     count.joined = strategies::replicas_join(layout, s.parallelism);
     for (const auto& u : units) count.units.push_back(u.get());
+    count_buckets(s, facts);
+  }
+  // The same layout of the same slice fills the same buckets: counted once per sweep.
+  void count_buckets(const config::Scenario& s, const SliceFacts& facts) {
+    if (s.parallelism.fusion.on()) return;  // cut by the layers' ready times, not by caps: sync_buckets counts them
+    const auto caps = strategies::sync_caps(s.parallelism, s.training.precision);
+    for (int st = 0; st < layout.pipeline; ++st) {
+      auto [it, fresh] = facts.buckets->try_emplace({layout.chunks, layout.pipeline, st, s.parallelism.stage_blocks, caps}, 0.0);
+      if (fresh)
+        it->second = static_cast<double>(
+            strategies::make_buckets(layout.stage_layers(st), caps.grad_bytes, caps.cap, caps.first_cap, caps.which).size());
+      stage_buckets.push_back(it->second);
+    }
+    count.stage_buckets = &stage_buckets;
   }
 };
 

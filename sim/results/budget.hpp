@@ -1,10 +1,13 @@
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sim/config/scenario.hpp"
 #include "sim/network/collectives.hpp"
+#include "strategies/unit.hpp"
 
 // What a simulation will cost, counted from the scenario before anything is planned or built, so
 // that an input that would exhaust the machine is refused as bad input (exit 2) instead of running
@@ -33,6 +36,10 @@ struct SliceFacts {
   // The slice itself: the planner's emitter and mechanism units count their tasks and collectives
   // over its chunks (strategies/unit.hpp).
   std::shared_ptr<const models::ModelGraph> graph;
+  // Each stage's gradient bucket count over the slice, by (chunks, stages, stage, uneven stage
+  // blocks, caps): candidates that lay the slice out alike share them.
+  using BucketKey = std::tuple<int, int, int, std::vector<int>, strategies::SyncCaps>;
+  std::shared_ptr<std::map<BucketKey, double>> buckets = std::make_shared<std::map<BucketKey, double>>();
 };
 SliceFacts slice_facts(const config::Scenario& s);
 // The same from that slice, built already (candidates of a sweep share slices).

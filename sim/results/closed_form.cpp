@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -165,9 +167,16 @@ struct ClosedForm::Impl {
   struct BySize {
     std::vector<std::vector<int>> groups;
     std::size_t shape = 0;
-    std::unordered_map<double, double> seconds;
+    // Looked up once per bucket of every stage of every strategy: hashed by the bits (std::hash
+    // of a double is a byte-wise hash several times slower).
+    struct Bits {
+      std::size_t operator()(double b) const { return std::hash<std::uint64_t>{}(std::bit_cast<std::uint64_t>(b)) * 0x9e3779b97f4a7c15ULL; }
+    };
+    std::unordered_map<double, double, Bits> seconds;
   };
   std::map<std::array<double, 6>, BySize> data_prices;
+  // Each stage's gradient buckets: (graph, chunks, stages, stage, bytes per gradient, caps).
+  std::map<std::tuple<const models::ModelGraph*, int, int, int, double, double, double>, std::vector<strategies::Bucket>> buckets;
 
   struct Step;
 };
@@ -390,7 +399,10 @@ struct ClosedForm::Impl::Step {
         chunk_end -= P * B[static_cast<std::size_t>(j)];
       }
     }
-    const auto buckets = strategies::make_buckets(mine, gbytes, p.bucket_bytes, p.first_bucket_bytes);
+    // Strategies with the same stages on the same graph fill the same buckets: made once.
+    auto [at, made] = im.buckets.try_emplace({&g, chunks, P, st, gbytes, p.bucket_bytes, p.first_bucket_bytes});
+    if (made) at->second = strategies::make_buckets(mine, gbytes, p.bucket_bytes, p.first_bucket_bytes);
+    const auto& buckets = at->second;
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
     auto& prices = data_prices(op, st);  // looked up once for the stage's thousands of buckets
     double comm = 0;
