@@ -27,53 +27,61 @@ const char* to_string(Topology t) {
   return "?";
 }
 
-Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
+namespace {
+
+// Links inside a node (or a torus): the GPUs' own ports. PCIe nodes: each GPU's link, which
+// carries peer and host traffic alike, returned.
+std::vector<int> add_intra_links(const ClusterSpec& spec, double intra, std::vector<Link>& links,
+                                 std::vector<std::vector<int>>& endpoints, int& torus_base, int& ring_base) {
   const int gpus = spec.num_gpus(), per_node = spec.gpus_per_node;
-  endpoint_links_.resize(static_cast<std::size_t>(gpus + spec.nodes * spec.nics_per_node));
-  // Bandwidth is what collectives reach of the line rate (protocol overhead, measured by nccl-tests).
-  const double intra = spec.intra_bandwidth * spec.intra_efficiency * (1 - spec.background_intra);
-  std::vector<int> own_pcie;  // PCIe nodes: the GPU's one link carries peer and host traffic alike
+  std::vector<int> own_pcie;
   if (!spec.torus_dims.empty()) {
     // One link per chip and dimension to its +1 neighbour; the last chip's wraps around to the
     // first. Chips of one node are neighbours on the torus like any others.
-    torus_base_ = static_cast<int>(links_.size());
+    torus_base = static_cast<int>(links.size());
     const double bw = spec.torus_link_bandwidth * (1 - spec.background_intra);
     for (int g = 0; g < gpus; ++g)
       for (std::size_t k = 0; k < spec.torus_dims.size(); ++k)
-        links_.push_back({"ici" + std::to_string(g) + "." + std::to_string(k), bw, spec.torus_link_latency});
+        links.push_back({"ici" + std::to_string(g) + "." + std::to_string(k), bw, spec.torus_link_latency});
   } else if (spec.fabric == Fabric::NvSwitch) {
     // Each GPU's NVSwitch port; the switch itself does not block. Latency is split over both ends.
     for (int g = 0; g < gpus; ++g) {
-      links_.push_back({"nvl" + std::to_string(g), intra, spec.intra_latency / 2});
-      endpoint_links_[static_cast<std::size_t>(g)] = {static_cast<int>(links_.size()) - 1};
+      links.push_back({"nvl" + std::to_string(g), intra, spec.intra_latency / 2});
+      endpoints[static_cast<std::size_t>(g)] = {static_cast<int>(links.size()) - 1};
     }
   } else if (spec.fabric == Fabric::NvLinkRing) {
     // One NVLink between neighbours; a transfer to a farther GPU crosses every link on the way.
-    ring_base_ = static_cast<int>(links_.size());
+    ring_base = static_cast<int>(links.size());
     for (int n = 0; n < spec.nodes; ++n)
       for (int i = 0; i < per_node; ++i)
-        links_.push_back({"ring" + std::to_string(n) + "." + std::to_string(i), intra, spec.intra_latency});
+        links.push_back({"ring" + std::to_string(n) + "." + std::to_string(i), intra, spec.intra_latency});
   } else {
     // Peer traffic leaves through the GPU's PCIe link and crosses the node's host bridge.
-    const int bridge0 = static_cast<int>(links_.size());
+    const int bridge0 = static_cast<int>(links.size());
     const double bridge = spec.host_bridge_bandwidth > 0 ? spec.host_bridge_bandwidth : spec.intra_bandwidth;
     for (int n = 0; n < spec.nodes; ++n)
-      links_.push_back({"bridge" + std::to_string(n), bridge * spec.intra_efficiency * (1 - spec.background_intra), 0});
+      links.push_back({"bridge" + std::to_string(n), bridge * spec.intra_efficiency * (1 - spec.background_intra), 0});
     for (int g = 0; g < gpus; ++g) {
-      links_.push_back({"pcie" + std::to_string(g), intra, spec.intra_latency / 2});
-      own_pcie.push_back(static_cast<int>(links_.size()) - 1);
-      endpoint_links_[static_cast<std::size_t>(g)] = {own_pcie.back(), bridge0 + g / per_node};
+      links.push_back({"pcie" + std::to_string(g), intra, spec.intra_latency / 2});
+      own_pcie.push_back(static_cast<int>(links.size()) - 1);
+      endpoints[static_cast<std::size_t>(g)] = {own_pcie.back(), bridge0 + g / per_node};
     }
   }
+  return own_pcie;
+}
+
+// The NICs, each node's uplink where the fat tree is oversubscribed, and rail switches' uplinks.
+void add_nic_links(const ClusterSpec& spec, std::vector<Link>& links, std::vector<std::vector<int>>& endpoints, int& rail_base) {
+  const int gpus = spec.num_gpus();
   // An oversubscribed fabric is modelled as one uplink per node carrying all its NICs' traffic at
   // nics x bandwidth / oversubscription: a leaf switch with fewer uplinks than downlinks.
   const bool oversubscribed = spec.topology == Topology::FatTree && spec.oversubscription > 1.0;
   if (spec.topology == Topology::RailOptimized) {
     // NIC j of every node hangs off rail switch j; between rails traffic climbs to the spine
     // through the rail's uplinks, all of a rail's NICs' worth over the oversubscription.
-    rail_base_ = static_cast<int>(links_.size());
+    rail_base = static_cast<int>(links.size());
     for (int j = 0; j < spec.nics_per_node; ++j)
-      links_.push_back({"rail" + std::to_string(j),
+      links.push_back({"rail" + std::to_string(j),
                         spec.nodes * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription *
                             (1 - spec.background_uplink),
                         0});
@@ -81,21 +89,33 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   for (int n = 0; n < spec.nodes; ++n) {
     int uplink = -1;
     if (oversubscribed) {
-      links_.push_back({"up" + std::to_string(n),
+      links.push_back({"up" + std::to_string(n),
                         spec.nics_per_node * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription *
                             (1 - spec.background_uplink),
                         0});
-      uplink = static_cast<int>(links_.size()) - 1;
+      uplink = static_cast<int>(links.size()) - 1;
     }
     for (int j = 0; j < spec.nics_per_node; ++j) {
-      links_.push_back({"nic" + std::to_string(n) + "." + std::to_string(j),
+      links.push_back({"nic" + std::to_string(n) + "." + std::to_string(j),
                         spec.nic_bandwidth * spec.inter_efficiency * (1 - spec.background_nic),
                         spec.inter_latency / 2});
-      auto& l = endpoint_links_[static_cast<std::size_t>(gpus + n * spec.nics_per_node + j)];
-      l = {static_cast<int>(links_.size()) - 1};
+      auto& l = endpoints[static_cast<std::size_t>(gpus + n * spec.nics_per_node + j)];
+      l = {static_cast<int>(links.size()) - 1};
       if (uplink >= 0) l.push_back(uplink);
     }
   }
+}
+
+}  // namespace
+
+Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
+  const int gpus = spec.num_gpus(), per_node = spec.gpus_per_node;
+  endpoint_links_.resize(static_cast<std::size_t>(gpus + spec.nodes * spec.nics_per_node));
+  // Bandwidth is what collectives reach of the line rate (protocol overhead, measured by nccl-tests).
+  const double intra = spec.intra_bandwidth * spec.intra_efficiency * (1 - spec.background_intra);
+  // PCIe nodes: the GPU's one link carries peer and host traffic alike.
+  const std::vector<int> own_pcie = add_intra_links(spec, intra, links_, endpoint_links_, torus_base_, ring_base_);
+  add_nic_links(spec, links_, endpoint_links_, rail_base_);
   auto link = [&](std::string name, double bw, double lat) {
     links_.push_back({std::move(name), bw, lat});
     return static_cast<int>(links_.size()) - 1;

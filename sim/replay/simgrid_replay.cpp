@@ -107,6 +107,31 @@ void add_links(Fabric& fab, const ReplayInput& in) {
   }
 }
 
+// GPU a's route to GPU b inside `zone`, through the platform's hops.
+void route_pair(Fabric& fab, const network::Platform& pf, sg4::NetZone* zone, int a, int b) {
+  std::vector<sg4::LinkInRoute> route;
+  for (const auto& hop : pf.route(a, b)) route.emplace_back(fab.links[static_cast<std::size_t>(hop.link)], direction(hop.up));
+  zone->add_route(fab.hosts[static_cast<std::size_t>(a)]->get_netpoint(), fab.hosts[static_cast<std::size_t>(b)]->get_netpoint(),
+                  nullptr, nullptr, route, false);
+}
+
+// A torus's routes (dimension order): every pair up to kTorusAllPairs chips; beyond, the pairs on
+// one line of the torus (what rings use).
+void route_torus(Fabric& fab, const network::Platform& pf, sg4::NetZone* zone) {
+  constexpr int kTorusAllPairs = 256;
+  const int gpus = pf.spec().num_gpus();
+  const int dims = static_cast<int>(pf.spec().torus_dims.size());
+  for (int a = 0; a < gpus; ++a)
+    for (int b = 0; b < gpus; ++b) {
+      if (a == b) continue;
+      int differ = 0;
+      for (int k = 0; k < dims; ++k) differ += pf.torus_coord(a, k) != pf.torus_coord(b, k);
+      if (gpus > kTorusAllPairs && differ > 1) continue;
+      route_pair(fab, pf, zone, a, b);
+    }
+  zone->seal();
+}
+
 // Most endpoints hang off the star. An NVLink-ring node's GPUs sit in a zone of their own with a
 // route for every pair around the ring; a rail's NICs sit in a star of their own whose gateway
 // reaches the spine through the rail's uplink.
@@ -160,32 +185,11 @@ void add_hosts(Fabric& fab, const ReplayInput& in) {
       home->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, route, true);
     }
   }
-  if (torus_zone) {
-    constexpr int kTorusAllPairs = 256;
-    const int dims = static_cast<int>(pf.spec().torus_dims.size());
-    for (int a = 0; a < gpus; ++a)
-      for (int b = 0; b < gpus; ++b) {
-        if (a == b) continue;
-        int differ = 0;
-        for (int k = 0; k < dims; ++k) differ += pf.torus_coord(a, k) != pf.torus_coord(b, k);
-        if (gpus > kTorusAllPairs && differ > 1) continue;
-        std::vector<sg4::LinkInRoute> route;
-        for (const auto& hop : pf.route(a, b)) route.emplace_back(fab.links[static_cast<std::size_t>(hop.link)], direction(hop.up));
-        torus_zone->add_route(fab.hosts[static_cast<std::size_t>(a)]->get_netpoint(),
-                              fab.hosts[static_cast<std::size_t>(b)]->get_netpoint(), nullptr, nullptr, route, false);
-      }
-    torus_zone->seal();
-  }
+  if (torus_zone) route_torus(fab, pf, torus_zone);
   for (std::size_t n = 0; n < node_zones.size(); ++n) {
     for (int a = 0; a < per_node; ++a)
-      for (int b = 0; b < per_node; ++b) {
-        if (a == b) continue;
-        const int ga = static_cast<int>(n) * per_node + a, gb = static_cast<int>(n) * per_node + b;
-        std::vector<sg4::LinkInRoute> route;
-        for (const auto& hop : pf.route(ga, gb)) route.emplace_back(fab.links[static_cast<std::size_t>(hop.link)], direction(hop.up));
-        node_zones[n]->add_route(fab.hosts[static_cast<std::size_t>(ga)]->get_netpoint(),
-                                 fab.hosts[static_cast<std::size_t>(gb)]->get_netpoint(), nullptr, nullptr, route, false);
-      }
+      for (int b = 0; b < per_node; ++b)
+        if (a != b) route_pair(fab, pf, node_zones[n], static_cast<int>(n) * per_node + a, static_cast<int>(n) * per_node + b);
     node_zones[n]->seal();
   }
   for (std::size_t j = 0; j < rail_zones.size(); ++j) {
