@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "llama_spec.hpp"
 #include "helpers.hpp"
 #include "models/model_graph.hpp"
 #include "sim/config/scenario.hpp"
@@ -203,22 +204,7 @@ TEST(RecomputeBlocks, KeysNeedFullRecomputationAndOneRule) {
 namespace {
 // A Llama block's shape, small: GQA (16 heads, 4 KV heads of 64), SwiGLU, RMSNorm, no biases.
 models::ModelGraph llama(std::int64_t tensor = 1, bool sp = false) {
-  models::TransformerSpec s;
-  s.name = "llama-small";
-  s.num_layers = 2;
-  s.hidden_size = 1024;
-  s.num_heads = 16;
-  s.num_kv_heads = 4;
-  s.ffn_hidden_size = 2816;
-  s.seq_len = 512;
-  s.vocab_size = 32000;
-  s.mlp = models::Mlp::SwiGlu;
-  s.norm = models::Norm::RmsNorm;
-  s.linear_bias = false;
-  s.position_embedding = models::PositionEmbedding::Rotary;
-  s.dropout = false;
-  s.tied_embeddings = false;
-  return models::build_transformer(s, {2, 2, models::Attention::Flash, tensor, sp});
+  return models::build_transformer(test::small_llama(2), {2, 2, models::Attention::Flash, tensor, sp});
 }
 
 strategies::Checkpoints op_level(const models::ModelGraph& g, int tensor = 1, bool sp = false) {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "llama_spec.hpp"
 #include "helpers.hpp"
 #include "models/model_graph.hpp"
 #include "sim/config/scenario.hpp"
@@ -16,22 +17,7 @@ namespace {
 
 // Llama-shaped, no dropout: the embedding keeps nothing, so a chunk keeps its blocks' alone.
 models::ModelGraph llama(int layers) {
-  models::TransformerSpec s;
-  s.name = "llama-small";
-  s.num_layers = layers;
-  s.hidden_size = 1024;
-  s.num_heads = 16;
-  s.num_kv_heads = 4;
-  s.ffn_hidden_size = 2816;
-  s.seq_len = 512;
-  s.vocab_size = 32000;
-  s.mlp = models::Mlp::SwiGlu;
-  s.norm = models::Norm::RmsNorm;
-  s.linear_bias = false;
-  s.position_embedding = models::PositionEmbedding::Rotary;
-  s.dropout = false;
-  s.tied_embeddings = false;
-  return models::build_transformer(s, {1, 2, models::Attention::Flash, 1, false});
+  return models::build_transformer(test::small_llama(layers), {1, 2, models::Attention::Flash, 1, false});
 }
 
 }  // namespace
