@@ -15,12 +15,14 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -
   -DDTSIM_CUDA=OFF "${launcher[@]}" > /dev/null
 cmake --build build-asan -j "$(nproc)"
 cd build-asan
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+# intercept_tls_get_addr=0: up to gcc 13, the sanitizer runtime takes a dynamic TLS block (SimGrid's,
+# in the dlopen'ed libdtsim_simgrid.so) that happens to start 16 bytes past a page for one with an
+# old glibc header, reads the two words before it as its range ("DTLS 7 at 0x85bc-0x20000096be"),
+# and LeakSanitizer's tracer dies of signal 11 scanning it at exit (google/sanitizers#1322): which
+# test it hits depends on addresses. Leaks are still found: the DTV and its blocks are heap chunks
+# reached from the thread's static TLS, which LeakSanitizer scans either way.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:intercept_tls_get_addr=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # The system tests (label "system": a browser, a local Slurm) drive the same binary from outside;
 # the Release run of scripts/test.sh runs them, and here they would only repeat it slower.
-# StragglersZero.OneSlowGpuOnSimGrid's FSDP run: LeakSanitizer's own tracer crashes (signal 11
-# in StopTheWorld) at the exit of its dtsim child, which passes with leak checking off; it runs
-# here without LeakSanitizer (AddressSanitizer and UBSan still on) until that is understood.
-ctest --output-on-failure -j "$(nproc)" -E '^(CpuProfile\.|StragglersZero\.OneSlowGpuOnSimGrid$)' -LE system
-ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" ctest --output-on-failure -R '^StragglersZero\.OneSlowGpuOnSimGrid$'
+ctest --output-on-failure -j "$(nproc)" -E '^CpuProfile\.' -LE system
