@@ -11,7 +11,7 @@ seconds=${2:-5}
 tmp=$(mktemp -d)
 server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$tmp"' EXIT
-g++ -O2 -std=c++20 -pthread scripts/serve_load.cpp -o "$tmp/serve_load"
+g++ -O2 -std=c++20 -pthread -I. scripts/serve_load.cpp -o "$tmp/serve_load"
 cat > "$tmp/body.json" <<'JSON'
 {"schema_version": 1, "name": "serve-bench", "model": {"preset": "gpt2"},
  "hardware": {"device": "a100-sxm-80gb"}, "cluster": {"preset": "dgx-a100", "nodes": 1},

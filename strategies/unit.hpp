@@ -151,8 +151,8 @@ bool replicas_join(const Layout& k, const ParallelismSpec& p);
 // Where the emitter itself splits a pass per layer: the last backward, when the gradient
 // synchronisation starts layer by layer.
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p);
-// A stage's gradient buckets as the data-parallel synchronisation fills them (plan_updates.cpp),
-// and what make_buckets fills them with: bytes per gradient, the caps, which parameters.
+// A stage's gradient buckets as data-parallel sync fills them (plan_updates.cpp; Horovod's fusion cuts
+// them by cycle time instead), and what make_buckets fills capped ones with: gradient bytes, caps, params.
 std::vector<Bucket> sync_buckets(const Layers& stage_layers, const ParallelismSpec& p, Precision precision);
 struct SyncCaps {
   double grad_bytes = 0, cap = 0, first_cap = 0;
