@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <string_view>
@@ -34,6 +35,20 @@ std::string gradient_sync(const results::Result& r) {
     out += "; buckets ran as " + as;
   }
   return out + "\n";
+}
+
+// What the software runs beside the split, where it is not the default: the framework, ZeRO and
+// recomputation (the pipeline line says those when there is a pipeline) and the stack.
+std::string software(const config::Scenario& s) {
+  const auto& p = s.parallelism;
+  std::vector<std::string> parts;
+  if (p.framework.framework != strategies::Framework::MegatronLM)
+    parts.push_back(fmt::format("framework {}", strategies::to_string(p.framework.framework)));
+  if (p.pipeline == 1 && p.zero_stage > 0) parts.push_back(fmt::format("zero stage {}", p.zero_stage));
+  if (p.pipeline == 1 && p.recompute != strategies::Recompute::None)
+    parts.push_back(fmt::format("recompute {}", strategies::to_string(p.recompute)));
+  if (s.device.stack.name != "default") parts.push_back(fmt::format("stack {}", s.device.stack.name));
+  return parts.empty() ? "" : fmt::format("  {}\n", fmt::join(parts, ", "));
 }
 
 }  // namespace
@@ -104,6 +119,7 @@ std::string summary(const results::Result& r) {
                      s.parallelism.micro_batch, r.plan.micro_batches, s.training.global_batch,
                      strategies::to_string(s.training.precision));
   out += gradient_sync(r);
+  out += software(s);
   if (s.parallelism.pipeline > 1)
     out += fmt::format("  {} schedule, {} virtual stages; zero stage {}, recompute {}\n", strategies::to_string(s.parallelism.schedule),
                        s.parallelism.virtual_stages, s.parallelism.zero_stage, strategies::to_string(s.parallelism.recompute));

@@ -210,6 +210,19 @@ TEST(TensorFusionKey, RefusesFusionKeysWithoutAHorovodStack) {
   EXPECT_NE(e.find("pipeline"), std::string::npos) << e;
 }
 
+// A DDP bucket size written beside a Horovod stack would change nothing: the user is told where
+// the buffer size lives instead (the base scenario's default buckets are not written, so allowed).
+TEST(TensorFusionKey, RefusesDdpBucketSizesUnderHorovod) {
+  auto e = test::input_error_over_base(
+      R"({"extends": "base.json", "parallelism": {"bucket_size_MiB": 64}, "stack": {"preset": "horovod"}})");
+  EXPECT_NE(e.find("/parallelism/bucket_size_MiB"), std::string::npos) << e;
+  EXPECT_NE(e.find("stack.fusion_threshold_MiB"), std::string::npos) << e;
+  e = test::input_error_over_base(
+      R"({"extends": "base.json", "parallelism": {"first_bucket_size_KiB": 512}, "stack": {"preset": "horovod-0.16"}})");
+  EXPECT_NE(e.find("/parallelism/first_bucket_size_KiB"), std::string::npos) << e;
+  EXPECT_NO_THROW(test::simulate_over_base(R"({"extends": "base.json", "parallelism": {"bucket_size_MiB": 64}})"));
+}
+
 TEST(TensorFusionKey, CliExitsTwoNamingTheKey) {
   test::TempDir dir;
   dir.file("base.json", test::kValidScenario);

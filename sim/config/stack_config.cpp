@@ -107,6 +107,19 @@ void parse_tensor_fusion(Reader& r, Scenario& s, const std::string& preset) {
                                         "is not modelled with it", preset, why));
 }
 
+// DDP's bucket sizes mean nothing to Horovod, which fills its buffers by cycle time up to its own
+// threshold: refused rather than silently ignored.
+void refuse_ddp_buckets(Reader& root, const Scenario& s) {
+  using units::Dimension;
+  if (!s.device.stack.fusion.on()) return;
+  auto p = root.optional_object("parallelism");
+  if (!p) return;
+  for (const char* base : {"bucket_size", "first_bucket_size"})
+    if (const std::string key = written(*p, base, Dimension::Bytes); key != "preset")
+      p->fail(key, fmt::format("Horovod fuses the gradients ready at each cycle into buffers of up to stack.fusion_threshold, "
+                               "so DDP's {} would be ignored: set stack.fusion_threshold_MiB instead", base));
+}
+
 }  // namespace
 
 void parse_stack(Reader& root, Scenario& s) {
@@ -131,6 +144,7 @@ void parse_stack(Reader& root, Scenario& s) {
   parse_tp_overlap(*r, s);
   parse_zero3_gathers(*r, s, preset);
   parse_tensor_fusion(*r, s, preset);
+  refuse_ddp_buckets(root, s);
   r->finish();
 }
 
