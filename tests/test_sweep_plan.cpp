@@ -11,6 +11,9 @@
 #include <sstream>
 
 #include "run_dtsim.hpp"
+#include "sim/config/scenario.hpp"
+#include "sim/results/result.hpp"
+#include "sim/sweep/candidates.hpp"
 #include "sim/sweep/human.hpp"
 
 namespace {
@@ -251,6 +254,28 @@ TEST(SweepPlan, CsvAndJsonCarryTheSameRows) {
 }
 
 }  // namespace
+
+// A priority-order scenario's candidates keep the order only where the loader would (plain data
+// parallelism); the others are the FIFO strategies a user could write, optimizer step included.
+TEST(SweepPlan, PriorityOrderStaysWithPlainDataParallelCandidates) {
+  using namespace dtsim;
+  auto s = config::load_scenario(std::string(DTSIM_SOURCE_DIR) + "/scenarios/priority/ddp-100g-priority.json");
+  s.backend = config::Backend::Analytical;
+  s.steps_simulated = 1;
+  int kept = 0, zero3 = 0;
+  for (const auto& c : sweep::enumerate(s, {s.training.precision})) {
+    const bool plain = c.p.tensor == 1 && c.p.pipeline == 1 && c.p.zero_stage == 0 && c.p.data > 1;
+    EXPECT_EQ(c.p.priority_buckets, plain) << sweep::describe(c);
+    kept += c.p.priority_buckets ? 1 : 0;
+    if (c.p.zero_stage != 3 || zero3++ > 0) continue;
+    auto one = s;
+    one.parallelism = c.p;
+    const auto r = results::simulate(one, false);
+    EXPECT_GT(r.breakdown.optimizer, 0.0) << sweep::describe(c);
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(zero3, 0);
+}
 
 TEST(SweepPlan, PriorityBucketCandidatesWithZero3DoNotCrash) {
   // ZeRO-3 candidates of a priority-order scenario have no gradient buckets to update one by one:

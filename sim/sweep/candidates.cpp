@@ -22,6 +22,7 @@ std::string describe(const strategies::ParallelismSpec& p) {
   if (p.sequence_parallel) s += " sp";
   if (p.context > 1) s += fmt::format(" cp{}", p.context);
   if (p.expert > 1) s += fmt::format(" ep{}", p.expert);
+  if (p.priority_buckets) s += " priority";  // a priority-order scenario keeps it only where it is modelled
   return s;
 }
 
@@ -119,6 +120,9 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     // The scenario's HSDP shard groups where they still divide the data ranks (not with experts).
                     if (c.p.shard_size > 0 && (dp % c.p.shard_size != 0 || ep > 1)) c.p.shard_size = 0;
                     if (!keep_moe_settings(c.p)) continue;
+                    // Priority order is modelled for plain synchronous data parallelism (the loader refuses
+                    // it with tensor, pipeline or ZeRO): other candidates reduce in backward's order.
+                    if (tp > 1 || pp > 1 || zero > 0 || dp < 2) c.p.priority_buckets = false;
                     // Horovod's tensor fusion is data parallelism alone (the scenario loader refuses the rest).
                     if (c.p.fusion.on() && (tp > 1 || pp > 1 || cp > 1 || ep > 1 || zero > 0)) continue;
                     c.precision = precision;
