@@ -20,6 +20,11 @@ class ActivationOffload final : public Unit {
 
   bool splits(const PassKind&) const override { return on_; }
 
+  // Each replica sends and fetches its own activations: a later replica's backward of the previous
+  // step's micro-batch must not fetch what an earlier replica's forward sent (a cycle through the
+  // collectives the replicas join).
+  void start_replica(Planner&) override { down_.clear(); }
+
   // After a layer's forward, its saved activations go to the host.
   void after_layer(Planner& em, Pass& pass, const models::Layer& l, int task) override {
     if (!on_ || !pass.kind.forward) return;
@@ -50,7 +55,7 @@ class ActivationOffload final : public Unit {
   }
 
   // Two copies per layer holding activations and micro-batch, on every replica; the previous
-  // step's backwards fetch only what an earlier replica's forward left under the same key.
+  // step's backwards fetch nothing (their forwards ran in a step not simulated).
   double tasks(const Count& c) const override {
     if (!on_) return 0;
     double n = 0;
@@ -59,8 +64,8 @@ class ActivationOffload final : public Unit {
       for (const auto* l : c.k.chunk_layers[static_cast<std::size_t>(j)]) layers += c.k.checkpoints.kept({l}) > 0 ? 1 : 0;
       for (const auto& [kind, count] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
         if (kind.part == PipeOp::Part::Weight) continue;
-        const double times = kind.previous_step ? c.per_replica() - c.k.iterations : c.per_replica();
-        n += times * static_cast<double>(count) * layers;
+        if (kind.previous_step) continue;
+        n += c.per_replica() * static_cast<double>(count) * layers;
       }
     }
     return n;
