@@ -132,7 +132,7 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
   taskgraph::Work w;
   w.name = "optimizer";
   w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};
-  if (const double fp8 = fp8_weight_params(mine); fp8 > 0) w.kernels.push_back(fp8_weight_cast_kernel(fp8));
+  if (const double fp8 = fp8_weight_params(mine); fp8 > 0) w.kernels.push_back(fp8_weight_cast_kernel(fp8, t_.memory.fp8_weight_copies));
   std::vector<int> deps;
   unit_step_waits(deps);
   if (last_comm_[static_cast<std::size_t>(s)] >= 0) deps.push_back(last_comm_[static_cast<std::size_t>(s)]);

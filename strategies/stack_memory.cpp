@@ -54,7 +54,9 @@ PerParam mixed(Framework f, Precision p, double states, int zero_stage) {
 }  // namespace
 
 const char* to_string(StateBuffers b) { return b == StateBuffers::Framework ? "framework" : "zero-paper"; }
-const char* to_string(Fp8WeightCopies c) { return c == Fp8WeightCopies::None ? "none" : "copy-and-transpose"; }
+const char* to_string(Fp8WeightCopies c) {
+  return c == Fp8WeightCopies::None ? "none" : c == Fp8WeightCopies::Fp8Params ? "fp8-params" : "copy-and-transpose";
+}
 const char* to_string(Allocator a) {
   return a == Allocator::PytorchCaching ? "pytorch-caching" : a == Allocator::PytorchExpandable ? "pytorch-expandable" : "none";
 }
@@ -82,7 +84,8 @@ double state_bucket_bytes(Precision p, int zero_stage, const FrameworkSpec& f, S
   return f.reduce_bucket_params * weight_bytes_per_param(p);
 }
 
-double fp8_copy_bytes_per_param(Fp8WeightCopies c) { return c == Fp8WeightCopies::None ? 0.0 : 2.0; }
+// fp8-params: the FP8 weight (1 byte) and its transpose (1) take the place of the bf16 weight (2).
+double fp8_copy_bytes_per_param(Fp8WeightCopies c) { return c == Fp8WeightCopies::CopyAndTranspose ? 2.0 : 0.0; }
 
 }  // namespace dtsim::strategies
 

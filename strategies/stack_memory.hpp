@@ -20,7 +20,8 @@ MemoryBreakdown stack_state_memory(double params, Precision p, models::Optimizer
 // (ZeRO-2/3), 0 otherwise.
 double state_bucket_bytes(Precision p, int zero_stage, const FrameworkSpec& f, StateBuffers b);
 
-// FP8 weight bytes resident per FP8 weight element: 2 (copy and transpose) or 0.
+// FP8 weight bytes resident per FP8 weight element beside the weight itself: 2 (copy and
+// transpose) or 0.
 double fp8_copy_bytes_per_param(Fp8WeightCopies c);
 
 // Bytes the allocator holds in its cache beyond the allocated peak, `transient_bytes` being what

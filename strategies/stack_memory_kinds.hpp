@@ -9,8 +9,10 @@ namespace dtsim::strategies {
 enum class StateBuffers { ZeroPaper, Framework };
 // copy-and-transpose: Transformer Engine keeps each FP8 weight and its transpose between
 // micro-batches. none: the FP8 weight is cast (or FP8-all-gathered under FSDP2) per use and
-// freed with the layer (torchao Float8Linear, torchtitan).
-enum class Fp8WeightCopies { CopyAndTranspose, None };
+// freed with the layer (torchao Float8Linear, torchtitan). fp8-params: the weights themselves are
+// FP8 with their transpose, no bf16 copy, and the distributed optimizer gathers them in FP8
+// (Megatron-LM --fp8-param-gather: Transformer Engine's fp8_model_init).
+enum class Fp8WeightCopies { CopyAndTranspose, None, Fp8Params };
 // The GPU memory allocator the step runs under: none (dtsim reports allocated bytes only),
 // PyTorch's caching allocator, or the same with expandable_segments:True.
 enum class Allocator { None, PytorchCaching, PytorchExpandable };

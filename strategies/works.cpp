@@ -119,12 +119,14 @@ double fp8_weight_params(const std::vector<const models::Layer*>& layers) {
   return n;
 }
 
-models::Kernel fp8_weight_cast_kernel(double params) {
+models::Kernel fp8_weight_cast_kernel(double params, Fp8WeightCopies copies) {
   models::Kernel k;
   k.name = "fp8_weight_cast";
   k.kind = models::KernelKind::Memory;
   k.flops = params;  // amax over the weights
-  k.bytes = 4.0 * params;
+  // The bf16 weight read, its FP8 copy and transpose written; FP8 parameters (written by the
+  // optimizer's own cast) only have their transpose rebuilt: read one byte, write one.
+  k.bytes = (copies == Fp8WeightCopies::Fp8Params ? 2.0 : 4.0) * params;
   return k;
 }
 

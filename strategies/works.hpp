@@ -85,7 +85,7 @@ double recompute_flops(const models::Layer& layer, Recompute r);
 // and of its transpose beside the bf16 one).
 double fp8_weight_params(const std::vector<const models::Layer*>& layers);
 // Casting those weights to FP8 (and transposing) once per step after the optimizer has updated
-// them: read 2 bytes, write 1 + 1, per parameter.
-models::Kernel fp8_weight_cast_kernel(double params);
+// them: read 2 bytes, write 1 + 1, per parameter; FP8 parameters only rebuild their transpose.
+models::Kernel fp8_weight_cast_kernel(double params, Fp8WeightCopies copies);
 
 }  // namespace dtsim::strategies

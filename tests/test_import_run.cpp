@@ -43,6 +43,7 @@ TEST(ImportRun, MegatronLaunchScriptWithShellVariables) {
   EXPECT_FALSE(r.parallelism.contains("pipeline"));
   EXPECT_TRUE(names(r.unmapped, "--cross-entropy-loss-fusion"));
   EXPECT_TRUE(names(r.unmapped, "--overlap-param-gather (not modelled)"));
+  EXPECT_EQ(r.stack["fp8_weight_copies"], "fp8-params");  // --fp8-param-gather: FP8 weights, no bf16 copy
   EXPECT_TRUE(names(r.ignored, "--lr"));
   EXPECT_EQ(std::count(r.mapped.begin(), r.mapped.end(), "--vocab-size"), 1);
 }

@@ -7,7 +7,10 @@
 #include "scenario_helpers.hpp"
 #include "sim/results/result.hpp"
 #include "reports/reports.hpp"
+#include "sim/config/build_options.hpp"
+#include "strategies/plan.hpp"
 #include "strategies/stack_memory.hpp"
+#include "strategies/works.hpp"
 
 using namespace dtsim;
 using strategies::Framework;
@@ -113,6 +116,45 @@ TEST(StackMemory, NoFp8WeightCopiesWhereTheStackKeepsNone) {
   const auto none = analytical(s);
   EXPECT_DOUBLE_EQ(none.memory.params, analytical(bf16).memory.params);
   EXPECT_GT(te.memory.params - none.memory.params, 0.5 * none.memory.params);  // most weights are GEMMs'
+}
+
+// Megatron's --fp8-param-gather: the FP8 weight and its transpose (1 + 1 bytes) replace the bf16
+// weight, the distributed optimizer gathers them in FP8 (1 byte), and the step only rebuilds the
+// transposes (read 1, write 1) where Transformer Engine casts and transposes (read 2, write 2).
+TEST(StackMemory, Fp8ParamsReplaceTheBf16WeightsAndAreGatheredInFp8) {
+  auto s = config::load_scenario(kRoot + "/scenarios/fp8/llama-3-70b-h100-fp8.json");
+  s.backend = config::Backend::Analytical;
+  s.parallelism.zero_stage = 1;
+  auto bf16 = s;
+  bf16.training.precision = Precision::Bf16;
+  s.training.memory.fp8_weight_copies = strategies::Fp8WeightCopies::Fp8Params;
+  const auto fp8 = analytical(s), plain = analytical(bf16);
+  EXPECT_DOUBLE_EQ(fp8.memory.params, plain.memory.params);
+  // One gather per stage: together short by one byte per FP8 GEMM weight of every stage.
+  auto gathered = [](const results::Result& r) {
+    double bytes = 0;
+    for (const auto& t : r.plan.graph.tasks) bytes += t.label() == "zero gather params" ? t.collective().bytes : 0.0;
+    return bytes;
+  };
+  const auto g = s.model.build(config::build_options(s));
+  const auto k = strategies::plan_layout(g, s.parallelism, s.training, s.host).layout;
+  double fp8_params = 0;
+  for (int st = 0; st < s.parallelism.pipeline; ++st) fp8_params += strategies::fp8_weight_params(k.stage_layers(st));
+  ASSERT_GT(fp8_params, 0.0);
+  EXPECT_NEAR(gathered(fp8), gathered(plain) - fp8_params, 1e-9 * gathered(plain));
+  EXPECT_DOUBLE_EQ(strategies::fp8_weight_cast_kernel(1e9, strategies::Fp8WeightCopies::Fp8Params).bytes, 2e9);
+  EXPECT_DOUBLE_EQ(strategies::fp8_weight_cast_kernel(1e9, strategies::Fp8WeightCopies::CopyAndTranspose).bytes, 4e9);
+}
+
+TEST(StackMemory, Fp8ParamsNeedFp8AndNoZero3) {
+  auto e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"fp8_weight_copies": "fp8-params"}})");
+  EXPECT_NE(e.find("/stack/fp8_weight_copies"), std::string::npos) << e;
+  EXPECT_NE(e.find("precision"), std::string::npos) << e;
+  e = test::input_error_over_base(R"({"extends": "base.json", "training": {"precision": "fp8"}, "parallelism": {"zero_stage": 3},
+                                       "hardware": {"device": "h100-sxm-80gb"}, "stack": {"fp8_weight_copies": "fp8-params"}})");
+  EXPECT_NE(e.find("ZeRO-3"), std::string::npos) << e;
+  e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"fp8_weight_copies": "fp8-param"}})");
+  EXPECT_NE(e.find("fp8-params"), std::string::npos) << e;
 }
 
 TEST(StackMemory, CachingAllocatorHoldsTheMeasuredRatioOfTheTransientBytes) {

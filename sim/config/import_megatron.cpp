@@ -235,6 +235,7 @@ void map_training(const std::string& f, const std::string& v, Mapper& m) {
     t["attention"] = "flash", m.run.mapped.push_back(f);
   else if (f == "--transformer-impl" && v == "transformer_engine") m.run.stack["preset"] = "megatron-te", m.run.mapped.push_back(f);
   else if (f == "--tp-comm-overlap") m.run.stack["preset"] = "megatron-te-tp-overlap", m.run.mapped.push_back(f);
+  else if (f == "--fp8-param-gather") m.run.stack["fp8_weight_copies"] = "fp8-params", m.run.mapped.push_back(f);
 }
 
 // Flags that set neither time nor memory in dtsim's model: learning rates, data, logging, I/O.

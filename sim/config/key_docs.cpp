@@ -248,7 +248,9 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /stack/tp_overlap", "tensor-parallel collectives overlapped with their GEMMs: none, te-userbuffers (Transformer Engine) or async-tp (PyTorch)"},
       {"scenario /stack/comm_sms", "SMs a collective's kernels hold while it runs, taken from overlapped compute (0: no interference)"},
       {"scenario /stack/buffers", "optimizer and gradient buffers: zero-paper (the ZeRO paper's bytes) or framework (each framework's own, docs/memory.md)"},
-      {"scenario /stack/fp8_weight_copies", "FP8 training: copy-and-transpose (Transformer Engine keeps both) or none (FP8 all-gathered shards)"},
+      {"scenario /stack/fp8_weight_copies",
+       "FP8 training: copy-and-transpose (Transformer Engine keeps both), none (FP8 all-gathered shards) or fp8-params (FP8 weights, "
+       "Megatron's --fp8-param-gather)"},
       {"scenario /stack/allocator", "the caching allocator whose cache users read: none, pytorch-caching or pytorch-expandable"},
       {"scenario /stragglers", "slow GPUs, throttling, jitter and flapping links"},
       {"scenario /stragglers/slow_gpus", "GPUs slower for the whole run"},

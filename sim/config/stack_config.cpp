@@ -14,12 +14,26 @@ void parse_stack_memory(Reader& r, strategies::StackMemory& m) {
   using namespace strategies;
   const std::string b = r.choice("buffers", {"zero-paper", "framework"}, to_string(m.buffers));
   m.buffers = b == "framework" ? StateBuffers::Framework : StateBuffers::ZeroPaper;
-  const std::string c = r.choice("fp8_weight_copies", {"copy-and-transpose", "none"}, to_string(m.fp8_weight_copies));
-  m.fp8_weight_copies = c == "none" ? Fp8WeightCopies::None : Fp8WeightCopies::CopyAndTranspose;
+  const std::string c =
+      r.choice("fp8_weight_copies", {"copy-and-transpose", "none", "fp8-params"}, to_string(m.fp8_weight_copies));
+  m.fp8_weight_copies = c == "none"         ? Fp8WeightCopies::None
+                        : c == "fp8-params" ? Fp8WeightCopies::Fp8Params
+                                            : Fp8WeightCopies::CopyAndTranspose;
   const std::string a = r.choice("allocator", {"none", "pytorch-caching", "pytorch-expandable"}, to_string(m.allocator));
   m.allocator = a == "pytorch-caching" ? Allocator::PytorchCaching
                 : a == "pytorch-expandable" ? Allocator::PytorchExpandable
                                             : Allocator::None;
+}
+
+// Megatron's FP8 parameters are modelled with its distributed optimizer's gather: data and
+// tensor parallel dense weights, not sharded by ZeRO-3 nor split into experts.
+void refuse_fp8_params(Reader& r, const Scenario& s, const strategies::StackMemory& m) {
+  if (m.fp8_weight_copies != strategies::Fp8WeightCopies::Fp8Params || !r.has("fp8_weight_copies")) return;
+  const auto& p = s.parallelism;
+  if (s.training.precision != strategies::Precision::Fp8)
+    r.fail("fp8_weight_copies", "\"fp8-params\" keeps the weights in FP8: it needs training.precision \"fp8\"");
+  if (p.zero_stage == 3 || p.expert > 1)
+    r.fail("fp8_weight_copies", "\"fp8-params\" with ZeRO-3 or expert parallelism is not modelled");
 }
 
 // `comm_sms`: SMs the stack's collectives hold (sim/cost/comm_interference.hpp). A count needs the
@@ -129,6 +143,7 @@ void parse_stack(Reader& root, Scenario& s) {
   const std::string preset = r->choice("preset", cost::stack_names(), "default");
   st = *cost::find_stack(preset);
   parse_stack_memory(*r, st.memory);
+  refuse_fp8_params(*r, s, st.memory);
   s.training.memory = st.memory;  // the planner reads it with the rest of the training settings
   // Read with the preset's values as fallbacks, so that finish() can suggest these keys.
   st.attention = *cost::attention_impl_from_string(

@@ -74,8 +74,12 @@ class Zero final : public Unit {
     if (!gathers_params()) return;
     const Layers mine = em.shape().stage_layers(s);
     const double experts = em.spec().expert > 1 ? expert_params(mine) : 0.0;
-    em.collective(CollectiveOp::AllGather, em.data_groups(s), (layer_params(mine) - experts) * weight_bytes_per_param(em.training().precision),
-                  deps, "zero gather params");
+    const double wbytes = weight_bytes_per_param(em.training().precision);
+    double bytes = (layer_params(mine) - experts) * wbytes;
+    // Megatron's FP8 parameters are gathered as they are kept: one byte each (the loader refuses
+    // them with experts).
+    if (em.training().memory.fp8_weight_copies == Fp8WeightCopies::Fp8Params) bytes -= fp8_weight_params(mine) * (wbytes - 1.0);
+    em.collective(CollectiveOp::AllGather, em.data_groups(s), bytes, deps, "zero gather params");
     // Under expert parallelism the experts' come from the expert-data-parallel group.
     if (em.spec().expert > 1 && em.shape().expert_data > 1)
       em.collective(CollectiveOp::AllGather, em.expert_data_groups(s), experts * weight_bytes_per_param(em.training().precision), deps,
