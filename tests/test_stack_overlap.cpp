@@ -301,3 +301,26 @@ TEST(CommInterference, PeerStagesSlowedByItAreNotStragglerWait) {
   EXPECT_EQ(r.breakdown.straggler_wait, 0.0);
   test::expect_parts_sum_to_step(r);
 }
+
+// JAX/XLA on TPU v4 (jax-xla): one compiled program (no host launch per kernel, element-wise
+// chains fused), collectives on the ICI engines (no cores held), and the tensor-parallel
+// collectives as XLA's collective matmul: the blocks' exposed communication falls, the GEMMs'
+// time does not change, and the breakdown still adds up.
+TEST(TpOverlap, JaxXlaOverlapsTensorParallelCollectivesOnATpu) {
+  auto tpu = [](const std::string& stack) {
+    return R"({"schema_version": 1, "name": "tpu-tp4", "model": {"preset": "llama-3-8b", "num_layers": 2},
+      "hardware": {"device": "tpu-v4"}, "cluster": {"preset": "tpu-v4-pod", "nodes": 1, "inter_node": {"dimensions": [2, 2, 1]}},
+      "parallelism": {"data": 1, "tensor": 4, "micro_batch_size": 1, "sequence_parallel": true},
+      "training": {"global_batch_size": 1, "attention": "flash"}, "simulation": {"backend": "analytical"},
+      "stack": {"preset": ")" + stack + R"("}})";
+  };
+  const auto plain = run(tpu("default")), xla = run(tpu("jax-xla"));
+  const auto& st = xla.scenario_spec.device.stack;
+  EXPECT_EQ(st.dispatch_s, 0.0);
+  EXPECT_EQ(st.comm_sms, 0);
+  EXPECT_EQ(st.elementwise, cost::Elementwise::Compiled);
+  EXPECT_EQ(xla.breakdown.comm_interference, 0.0);
+  EXPECT_LT(xla.breakdown.exposed_communication, 0.8 * plain.breakdown.exposed_communication);
+  EXPECT_LT(xla.step_time_s, plain.step_time_s);
+  test::expect_parts_sum_to_step(xla);
+}

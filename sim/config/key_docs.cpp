@@ -238,7 +238,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /input_pipeline/cpu_per_sample", "CPU time to prepare one sample"},
       {"scenario /input_pipeline/loader_workers_per_gpu", "data-loader processes per GPU"},
       {"scenario /stack", "the software stack: attention kernels, element-wise kernels, dispatch (docs/stacks.md)"},
-      {"scenario /stack/preset", "a registered stack: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te, megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5 (the deepspeed ones need framework deepspeed), horovod, horovod-0.16 (Horovod's tensor fusion, data parallelism only)"},
+      {"scenario /stack/preset", "a registered stack: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te, megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5 (the deepspeed ones need framework deepspeed), horovod, horovod-0.16 (Horovod's tensor fusion, data parallelism only), jax-xla (JAX/XLA on TPU: compiled, collective matmul)"},
       {"scenario /stack/fusion_threshold", "Horovod's HOROVOD_FUSION_THRESHOLD: the largest fusion buffer (a horovod preset: 128 MiB, horovod-0.16: 64 MiB)"},
       {"scenario /stack/cycle_time", "Horovod's HOROVOD_CYCLE_TIME: the background thread's cycle; gradients ready in one cycle are fused (horovod: 1 ms, horovod-0.16: 5 ms)"},
       {"scenario /stack/zero3_gathers", "DeepSpeed's ZeRO-3: coalesced (0.6 and later) or per-parameter (0.3.13-0.5.10: one gather and one reduce-scatter per tensor, each gather after a device synchronisation)"},

@@ -67,6 +67,23 @@ Stack horovod(const std::string& name, double threshold_mib, double cycle_ms, bo
   return s;
 }
 
+// JAX/XLA on TPU: one compiled program per step, so no host launch per kernel and XLA's fusion of
+// the element-wise chains (as compiled); collectives run on the chips' ICI DMA engines, no cores
+// held. Tensor-parallel all-gathers and reduce-scatters run as XLA's collective matmul ("windowed
+// einsum", --xla_tpu_enable_windowed_einsum_for_all_gather / _for_reduce_scatter; Wang et al.,
+// "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning
+// Models", ASPLOS 2023, on TPU v4): each einsum that needs a gathered operand or a scattered result
+// loops over the group's shards, sending one by collective-permute while it multiplies the
+// previous; priced as async-tp's chunks (strategies/tp_overlap.cpp), the weight gradients'
+// re-gathered inputs left exposed as there.
+Stack jax_xla() {
+  Stack s;
+  s.name = "jax-xla";
+  s.elementwise = Elementwise::Compiled;
+  s.tp_overlap = taskgraph::TpOverlap::AsyncTp;
+  return s;
+}
+
 const std::map<std::string, Stack>& registry() {
   using taskgraph::TpOverlap;
   using strategies::Allocator, strategies::Fp8WeightCopies, strategies::StateBuffers;
@@ -106,6 +123,7 @@ const std::map<std::string, Stack>& registry() {
       {"deepspeed-0.5", deepspeed("deepspeed-0.5", Zero3Gathers::PerParameter)},
       {"horovod", horovod("horovod", 128, 1, true)},
       {"horovod-0.16", horovod("horovod-0.16", 64, 5, false)},
+      {"jax-xla", jax_xla()},
   };
   return stacks;
 }

@@ -63,8 +63,8 @@ std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s)
 const char* to_string(Zero3Gathers z);
 const char* to_string(Loss l);
 
-// The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp,
-// megatron-te, megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5, horovod, horovod-0.16.
+// The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te,
+// megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5, horovod, horovod-0.16, jax-xla.
 std::vector<std::string> stack_names();
 std::optional<Stack> find_stack(const std::string& name);
 
