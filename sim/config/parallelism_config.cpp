@@ -1,0 +1,313 @@
+// The scenario's `parallelism` object: how the model is split and replicated, and what each
+// split is not modelled with. scenario.cpp reads it between the cluster and the training.
+#include "sim/config/parallelism_config.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/config/cluster_config.hpp"
+#include "sim/config/framework_config.hpp"
+#include "sim/core/errors.hpp"
+#include "strategies/settings.hpp"
+
+namespace dtsim::config {
+
+using units::Dimension;
+
+namespace {
+
+// Asynchronous data parallelism: what it needs and the exchange it implies.
+void parse_updates(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  using strategies::Updates;
+  const std::string u = r.choice("updates", {"sync", "async", "hogwild", "easgd"}, "sync");
+  p.updates = u == "async" ? Updates::Async : u == "hogwild" ? Updates::Hogwild : u == "easgd" ? Updates::Easgd : Updates::Sync;
+  if (r.has("staleness_bound") && p.updates != Updates::Async) r.fail("staleness_bound", "needs \"updates\": \"async\"");
+  p.staleness_bound = static_cast<int>(r.integer("staleness_bound", 0, 1000000, -1));
+  if (r.has("easgd_period") && p.updates != Updates::Easgd) r.fail("easgd_period", "needs \"updates\": \"easgd\"");
+  p.easgd_period = static_cast<int>(r.integer("easgd_period", 1, 1000, 1));
+  if (p.updates == Updates::Sync) return;
+  if (p.tensor > 1 || p.pipeline > 1 || p.zero_stage > 0)
+    r.fail("updates", fmt::format("\"{}\" updates are modelled for pure data parallelism (tensor 1, pipeline 1, zero_stage 0)", u));
+  if (r.has("gradient_compression")) r.fail("gradient_compression", fmt::format("not modelled with \"{}\" updates", u));
+  const bool servers = s.cluster.ps_servers > 0, one_node = s.cluster.nodes == 1;
+  using taskgraph::Algorithm;
+  Algorithm want = Algorithm::ParameterServer;
+  if (p.updates == Updates::Hogwild) {
+    if (!one_node) r.fail("updates", "Hogwild shares weights in one host's memory: it needs cluster.nodes = 1");
+    want = Algorithm::CentralStorage;
+  } else if (p.updates == Updates::Easgd) {
+    if (!servers && !one_node)
+      r.fail("updates", "EASGD's centre lives on a CPU master: give cluster.parameter_servers, or use one node (host memory)");
+    want = servers ? Algorithm::ParameterServer : Algorithm::CentralStorage;
+  }
+  if (r.has("all_reduce_algorithm") && p.algorithm != want)
+    r.fail("all_reduce_algorithm", fmt::format("\"{}\" updates go through \"{}\"", u, taskgraph::to_string(want)));
+  p.algorithm = want;
+}
+
+// Context parallelism's keys beside `context`: how K and V travel and whether causal chunks are
+// paired up so every rank does the same attention work.
+void parse_context(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  if (const std::string why = s.model.context_split_error(p.context); !why.empty()) r.fail("context", why);
+  p.context_all_gather = r.choice("context_comm", {"p2p", "all_gather"}, "p2p") == "all_gather";
+  p.context_load_balance = r.boolean("context_load_balance", true);
+  if (p.context == 1)
+    for (const char* key : {"context_comm", "context_load_balance"})
+      if (r.has(key)) r.fail(key, "needs context parallelism (parallelism.context > 1)");
+}
+
+// MoE parallel folding (Megatron-Core --expert-tensor-parallel-size): the MoE layers' grid of
+// expert_tensor x expert x expert-data ranks over the stage's tensor x data ranks. Without
+// expert_tensor the experts split over `tensor` as before and the groups come out of `data`.
+void parse_expert_grid(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  p.expert_tensor = static_cast<int>(r.integer("expert_tensor", 1, kMaxGpus, 0));
+  if (p.expert_tensor == 0) {
+    if (p.data % p.expert != 0)
+      r.fail("expert", fmt::format("{} does not divide data ({}): expert-parallel groups are carved out of the data-parallel GPUs "
+                                   "(give expert_tensor to fold them over tensor x data ranks)",
+                                   p.expert, p.data));
+    return;
+  }
+  const auto* m = std::get_if<models::TransformerSpec>(&s.model.family);
+  if (!m || !m->moe()) r.fail("expert_tensor", "expert tensor parallelism needs a mixture-of-experts model (model.num_experts)");
+  if (m->expert_ffn_hidden_size % p.expert_tensor != 0)
+    r.fail("expert_tensor", fmt::format("{} does not divide model.expert_ffn_hidden_size ({})", p.expert_tensor, m->expert_ffn_hidden_size));
+  const std::int64_t grid = static_cast<std::int64_t>(p.expert) * p.expert_tensor, ranks = static_cast<std::int64_t>(p.tensor) * p.data;
+  if (ranks % grid != 0)
+    r.fail("expert_tensor", fmt::format("expert ({}) x expert_tensor ({}) = {} does not divide tensor ({}) x data ({}) = {}: the "
+                                        "expert grid folds over a stage's tensor x data GPUs",
+                                        p.expert, p.expert_tensor, grid, p.tensor, p.data, ranks));
+}
+
+// Expert all-to-all overlap (strategies::ParallelismSpec::MoeOverlap), with what Megatron-Core
+// asserts for it (transformer_config.py, overlap_moe_expert_parallel_comm).
+void parse_moe_overlap(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  using O = strategies::ParallelismSpec::MoeOverlap;
+  const std::string o = r.choice("moe_a2a_overlap", {"none", "megatron-1f1b", "dualpipe"}, "none");
+  p.moe_a2a_overlap = o == "megatron-1f1b" ? O::Megatron1F1B : o == "dualpipe" ? O::DualPipe : O::None;
+  if (p.moe_a2a_overlap == O::None) return;
+  if (p.expert == 1) r.fail("moe_a2a_overlap", "overlaps expert all-to-alls: it needs expert > 1");
+  if (p.moe_a2a_overlap != O::Megatron1F1B) return;
+  if (p.recompute == strategies::Recompute::Full)
+    r.fail("moe_a2a_overlap", "Megatron-Core refuses full recomputation with overlap_moe_expert_parallel_comm (use \"dualpipe\" "
+                              "or recompute \"selective\")");
+  if (p.pipeline > 1 && p.schedule != strategies::Schedule::Interleaved)
+    r.fail("moe_a2a_overlap", "Megatron-Core's overlap needs virtual pipeline stages when pipeline > 1: set "
+                              "\"pipeline_schedule\": \"interleaved-1f1b\"");
+}
+
+// Expert parallelism (strategies::ParallelismSpec::expert) and the router's load skew, after the
+// rest of `parallelism`, with what it is not modelled with.
+void parse_expert_parallelism(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  p.expert = static_cast<int>(r.integer("expert", 1, kMaxGpus, 1));
+  if (const std::string why = s.model.expert_split_error(p.expert); !why.empty()) r.fail("expert", why);
+  parse_expert_grid(r, s);
+  parse_moe_overlap(r, s);
+  p.expert_skew = r.number("expert_skew", Range{0.0, 10.0}, 0.0);
+  p.expert_seed = static_cast<std::uint64_t>(r.integer("expert_seed", 0, std::int64_t{1} << 53, 1));
+  if (r.has("expert_skew") && p.expert_skew > 0 && p.expert == 1)
+    r.fail("expert_skew", "a skewed router slows one expert-parallel GPU against the others: it needs expert > 1");
+  if (p.expert == 1) return;
+  auto refuse = [&](const char* key, const char* what) {
+    r.fail(key, fmt::format("{} with expert parallelism is not modelled", what));
+  };
+  if (p.recompute == strategies::Recompute::Stage) refuse("recompute", "recomputing whole pipeline stages");
+  if (p.priority_buckets) refuse("bucket_order", "priority order");
+  if (p.compression != strategies::Compression::None) refuse("gradient_compression", "gradient compression");
+  if (p.updates != strategies::Updates::Sync) refuse("updates", "asynchronous updates");
+  if (p.context > 1) refuse("context", "context parallelism");
+  if (p.activation_offload) refuse("activation_offload", "activation offload");
+  if (p.offload_optimizer) refuse("offload_optimizer", "optimizer offload");
+  if (p.framework.framework != strategies::Framework::MegatronLM) refuse("framework", "a framework other than megatron-lm");
+  if (strategies::hybrid_shard(p)) refuse("shard_size", "hybrid sharding (HSDP)");
+  if (p.schedule == strategies::Schedule::PipeDream || p.schedule == strategies::Schedule::PipeDream2BW ||
+      p.schedule == strategies::Schedule::ZeroBubbleH1)
+    refuse("pipeline_schedule", "this pipeline schedule");
+}
+
+// HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across data / shard_size groups.
+void parse_shard_size(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  p.shard_size = static_cast<int>(r.integer("shard_size", 0, kMaxGpus, 0));
+  if (p.shard_size == 0) return;
+  if (p.zero_stage != 3)
+    r.fail("shard_size", "shards ZeRO-3's parameters in groups (HSDP): it needs zero_stage 3 (or fsdp); did you mean \"zero_stage\": 3?");
+  if (p.data % p.shard_size != 0)
+    r.fail("shard_size", fmt::format("{} does not divide data ({}): the replicas are data / shard_size groups", p.shard_size, p.data));
+  if (!strategies::hybrid_shard(p)) return;
+  if (p.offload_optimizer) r.fail("shard_size", "hybrid sharding with the optimizer on the host is not modelled");
+  // A framework's ZeRO-3 over one rank gathers nothing; torchtitan runs DDP there (apply_ddp).
+  if (p.framework.framework != strategies::Framework::MegatronLM && p.shard_size * p.context == 1)
+    r.fail("shard_size", "1 shards nothing: for full replicas under this framework give zero_stage 0 (data parallelism)");
+}
+
+// `recompute` and which blocks full recomputation reaches (strategies::ParallelismSpec).
+void parse_recompute(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  const std::string rc = r.choice("recompute", {"none", "selective", "full", "stage", "op"}, "none");
+  p.recompute = rc == "stage"  ? strategies::Recompute::Stage
+                : rc == "full" ? strategies::Recompute::Full
+                : rc == "selective" ? strategies::Recompute::Selective
+                : rc == "op"        ? strategies::Recompute::Op
+                                    : strategies::Recompute::None;
+  // torchtitan's policy names PyTorch's matmul and attention ops: a transformer's dense blocks.
+  if (p.recompute == strategies::Recompute::Op) {
+    if (std::string(s.model.kind()) == "cnn")
+      r.fail("recompute", "op-level checkpointing (torchtitan's policy) is modelled for transformer blocks, not a CNN's");
+    if (s.model.transformer().moe())
+      r.fail("recompute", "op-level checkpointing of mixture-of-experts blocks is not modelled (their grouped GEMMs are not "
+                          "in torchtitan's save list as dtsim knows it): use \"full\" or \"selective\"");
+  }
+  const std::int64_t blocks = std::max<std::int64_t>(1, s.model.blocks());
+  p.recompute_layers = static_cast<int>(r.integer("recompute_layers", 1, blocks, 0));
+  // torchtitan takes any n: one beyond the blocks checkpoints none.
+  p.recompute_every = static_cast<int>(r.integer("recompute_every", 1, 1000000, 0));
+  p.recompute_group = static_cast<int>(r.integer("recompute_group", 1, blocks, 1));
+  const char* given = nullptr;
+  for (const char* key : {"recompute_layers", "recompute_every", "recompute_group"}) {
+    if (!r.has(key)) continue;
+    if (p.recompute != strategies::Recompute::Full)
+      r.fail(key, fmt::format("chooses which blocks full recomputation checkpoints, and recompute is \"{}\": did you mean "
+                              "\"recompute\": \"full\"?", rc));
+    if (given) r.fail(key, fmt::format("give one of recompute_layers, recompute_every and recompute_group, not {} and {}", given, key));
+    given = key;
+  }
+}
+
+// Uneven pipeline chunks (strategies::ParallelismSpec::stage_blocks): one block count per stage,
+// or with virtual stages one per model chunk in model order, chunk j on stage j % pipeline (as
+// Megatron-LM assigns layers to virtual pipeline ranks: get_transformer_layer_offset).
+void parse_stage_layers(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  const auto& m = s.model;
+  if (!r.has("stage_layers")) return;
+  const Json& v = r.raw("stage_layers");
+  auto bad = [&](const std::string& why) { r.fail("stage_layers", why); };
+  const int chunks = p.pipeline * p.virtual_stages;
+  if (!v.is_array() || static_cast<int>(v.size()) != chunks)
+    bad(p.virtual_stages > 1 ? fmt::format("expected a list of {} block counts, one per model chunk ({} stages x {} virtual "
+                                           "stages), chunk j on stage j % {}",
+                                           chunks, p.pipeline, p.virtual_stages, p.pipeline)
+                             : fmt::format("expected a list of {} block counts, one per pipeline stage", p.pipeline));
+  std::int64_t sum = 0;
+  for (const auto& n : v) {
+    if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.blocks())
+      bad(p.virtual_stages > 1 ? "each model chunk needs a whole number of blocks, at least 1"
+                               : "each stage needs a whole number of blocks, at least 1");
+    sum += n.get<std::int64_t>();
+    p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
+  }
+  if (sum != m.blocks()) bad(fmt::format("the stages hold {} blocks, but {} is {}", sum, m.blocks_key(), m.blocks()));
+}
+
+// Gradient compression, and what ZeRO needs of the all-reduce algorithm.
+void parse_compression(Reader& r, strategies::ParallelismSpec& p) {
+  const std::string comp = r.choice("gradient_compression", {"none", "fp16", "int8", "topk"}, "none");
+  p.compression = comp == "fp16"   ? strategies::Compression::Fp16
+                  : comp == "int8" ? strategies::Compression::Int8
+                  : comp == "topk" ? strategies::Compression::TopK
+                                   : strategies::Compression::None;
+  p.topk_ratio = r.number("topk_ratio", Range{0.0, 1.0, true}, 0.01);
+  if (r.has("topk_ratio") && p.compression != strategies::Compression::TopK)
+    r.fail("topk_ratio", fmt::format("applies to gradient_compression \"topk\" only, and this one is \"{}\": did you mean "
+                                     "\"gradient_compression\": \"topk\"?", comp));
+  if (p.compression != strategies::Compression::None && p.zero_stage > 0)
+    r.fail("gradient_compression", "compression with ZeRO's sharded gradients is not modelled");
+  const bool reduces = p.algorithm != taskgraph::Algorithm::ParameterServer && p.algorithm != taskgraph::Algorithm::CentralStorage;
+  if (p.zero_stage > 0 && !reduces)
+    r.fail("all_reduce_algorithm", "ZeRO shards gradients with reduce-scatter; parameter servers and central storage do not");
+  const bool scatter_gather = p.algorithm == taskgraph::Algorithm::Ring || p.algorithm == taskgraph::Algorithm::Auto ||
+                              p.algorithm == taskgraph::Algorithm::HalvingDoubling ||
+                              p.algorithm == taskgraph::Algorithm::Direct || p.algorithm == taskgraph::Algorithm::RoundRobin;
+  if (p.zero_stage > 0 && !scatter_gather)
+    r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
+                                               taskgraph::to_string(p.algorithm)));
+}
+
+}  // namespace
+
+void parse_parallelism(Reader r, Scenario& s) {
+  auto& p = s.parallelism;
+  const auto& m = s.model;
+  const std::int64_t gpus = s.cluster.num_gpus();
+  p.tensor = static_cast<int>(r.integer("tensor", 1, kMaxGpus, 1));
+  p.pipeline = static_cast<int>(r.integer("pipeline", 1, kMaxGpus, 1));
+  p.context = static_cast<int>(r.integer("context", 1, kMaxGpus, 1));
+  const std::int64_t tp = static_cast<std::int64_t>(p.tensor) * p.pipeline * p.context;
+  p.data = static_cast<int>(r.integer("data", 1, kMaxGpus, gpus % tp == 0 ? gpus / tp : 1));
+  if (static_cast<std::int64_t>(p.data) * tp != gpus)
+    r.fail("data", fmt::format("data ({}) x tensor ({}) x pipeline ({}){} = {}, but the cluster has {} GPUs ({} nodes x {})",
+                               p.data, p.tensor, p.pipeline, p.context > 1 ? fmt::format(" x context ({})", p.context) : "",
+                               p.data * tp, gpus, s.cluster.nodes, s.cluster.gpus_per_node));
+  parse_context(r, s);
+  if (const std::string why = m.tensor_split_error(p.tensor); !why.empty()) r.fail("tensor", why);
+  p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
+  p.schedule = *strategies::schedule_from_string(r.choice("pipeline_schedule", strategies::schedule_names(), "1f1b"));
+  if (p.schedule == strategies::Schedule::ZeroBubbleH1 && p.context > 1)  // its B/W split has no K/V exchange
+    r.fail("pipeline_schedule", "zero-bubble-h1 with context parallelism is not modelled");
+  p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1024, 1));
+  if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
+    r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
+  const std::int64_t chunks = static_cast<std::int64_t>(p.pipeline) * p.virtual_stages;
+  if (chunks > m.blocks())  // every model chunk holds a block at least
+    r.fail("pipeline", fmt::format("{} stages x {} virtual stages is more than {} ({}): each model chunk needs a block", p.pipeline,
+                                   p.virtual_stages, m.blocks_key(), m.blocks()));
+  parse_stage_layers(r, s);
+  p.sequence_parallel = r.boolean("sequence_parallel", false);
+  if (p.sequence_parallel && p.tensor == 1) r.fail("sequence_parallel", "sequence parallelism needs tensor > 1");
+  p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 3, 0));
+  if (r.boolean("fsdp", false)) {
+    if (r.has("zero_stage") && p.zero_stage != 3) r.fail("fsdp", "FSDP (full sharding) is ZeRO stage 3");
+    p.zero_stage = 3;
+  }
+  if (p.zero_stage > 0 && p.schedule == strategies::Schedule::PipeDream)
+    r.fail("zero_stage", "pipedream updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it");
+  p.offload_optimizer = r.boolean("offload_optimizer", false);
+  p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
+  parse_recompute(r, s);
+  p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
+  p.first_bucket_bytes = r.quantity("first_bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.first_bucket_bytes);
+  p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
+  p.blocking_p2p = r.choice("pipeline_p2p", {"overlapped", "blocking"}, "overlapped") == "blocking";
+  p.algorithm = *taskgraph::algorithm_from_string(
+      r.choice("all_reduce_algorithm",
+               {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin",
+                "parameter-server", "central-storage", "naive", "auto"},
+               "auto"));  // what NCCL does by default: its tuner picks per collective
+  parse_updates(r, s);
+  if (p.context > 1 && p.updates != strategies::Updates::Sync)
+    r.fail("context", "context parallelism is modelled with synchronous updates");
+  p.priority_buckets = r.choice("bucket_order", {"fifo", "priority"}, "fifo") == "priority";
+  if (p.priority_buckets) {
+    if (p.data < 2) r.fail("bucket_order", "priority order needs data parallelism (data of 2 or more)");
+    if (p.tensor > 1 || p.pipeline > 1 || p.zero_stage > 0 || p.updates != strategies::Updates::Sync)
+      r.fail("bucket_order", "priority order is modelled for synchronous data parallelism (tensor 1, pipeline 1, zero_stage 0)");
+    if (!p.overlap_grad_reduce) r.fail("bucket_order", "priority order needs overlap_grad_reduce");
+    if (p.offload_optimizer) r.fail("bucket_order", "priority order with the optimizer on the host is not modelled");
+  }
+  if (p.algorithm == taskgraph::Algorithm::CentralStorage && s.cluster.nodes > 1)
+    r.fail("all_reduce_algorithm", "central storage keeps variables in one host's memory: it needs cluster.nodes = 1");
+  parse_compression(r, p);
+  parse_framework(r, s);
+  parse_shard_size(r, s);
+  parse_expert_parallelism(r, s);
+  r.finish();
+}
+
+// fp16 compression halves fp32 gradients; on gradients of 2 bytes or fewer it would change nothing.
+void refuse_idle_compression(const Scenario& s, const Origins& origins) {
+  const auto& p = s.parallelism;
+  const double bytes = strategies::reduced_grad_bytes(p, s.training.precision);
+  if (p.compression != strategies::Compression::Fp16 || bytes > 2.0) return;
+  const std::string where = "/parallelism/gradient_compression";
+  throw InputError(origins.file_for(where), where,
+                   fmt::format("\"fp16\" compression halves fp32 gradients, but with precision \"{}\" they are already {} "
+                               "bytes each, so it would change nothing: use \"int8\" or \"topk\", or \"none\"",
+                               strategies::to_string(s.training.precision), bytes));
+}
+
+}  // namespace dtsim::config
