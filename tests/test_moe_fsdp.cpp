@@ -106,6 +106,20 @@ TEST(MoeFsdp, GathersDenseOverDataAndExpertsOverExpertDataPerBlock) {
   test::expect_parts_sum_to_step(r);
 }
 
+// The same step on SimGrid, where the gathers share the links with the all-to-alls and each other:
+// positive, parts >= 0 summing to it, within a few percent of the analytical replay.
+TEST(MoeFsdp, StepOnSimGrid) {
+  test::TempDir dir;
+  const auto analytical = results::simulate(test::moe_scenario(dir, 2, kFsdp));
+  auto s = test::moe_scenario(dir, 2, kFsdp);
+  s.backend = config::Backend::SimGrid;
+  const auto r = results::simulate(s);
+  EXPECT_EQ(r.timeline.backend, "simgrid");
+  test::expect_parts_sum_to_step(r);
+  EXPECT_GT(r.all_to_all_s, 0.0);
+  EXPECT_NEAR(r.step_time_s, analytical.step_time_s, 0.1 * analytical.step_time_s);
+}
+
 // One node, data 8 = expert 8: every GPU holds its experts whole (one GPU per expert-data group),
 // so FSDP gathers and reduce-scatters only the dense parts: 1 + 4 x 2 gathers and 4 + 1
 // reduce-scatters per micro-batch, 8 micro-batches.
