@@ -118,14 +118,14 @@ void refuse_framework_with_experts(Reader& r, const strategies::ParallelismSpec&
     r.fail("framework", "deepspeed's ZeRO with expert parallelism is not modelled: give framework \"fsdp\" (torchtitan's FSDP2 "
                         "with experts) or \"megatron-lm\"");
   if (f.framework != Framework::Fsdp || p.zero_stage != 3) return;
-  const char* why = !f.gather_per_layer             ? "sub-module gathers (zero3.gather \"sub-module\")"
-                    : f.reduce_bucket_params > 0    ? "reduce buckets across blocks (zero3.reduce_bucket_params)"
-                    : p.moe_a2a_overlap != strategies::ParallelismSpec::MoeOverlap::None ? "Megatron-Core's or DualPipe's all-to-all overlap (moe_a2a_overlap)"
-                                                    : nullptr;
-  if (why)
-    r.fail(f.gather_per_layer && f.reduce_bucket_params <= 0 ? "moe_a2a_overlap" : "zero3",
-           fmt::format("fsdp with expert parallelism gathers and reduce-scatters per block (torchtitan's FSDP2): {} "
-                       "is not modelled with it", why));
+  auto refuse = [&](const char* key, const char* what) {
+    r.fail(key, fmt::format("fsdp with expert parallelism gathers and reduce-scatters per block (torchtitan's FSDP2): {} is "
+                            "not modelled with it", what));
+  };
+  if (!f.gather_per_layer) refuse("zero3", "sub-module gathers (zero3.gather \"sub-module\")");
+  if (f.reduce_bucket_params > 0) refuse("zero3", "reduce buckets across blocks (zero3.reduce_bucket_params)");
+  if (p.moe_a2a_overlap != strategies::ParallelismSpec::MoeOverlap::None)
+    refuse("moe_a2a_overlap", "Megatron-Core's or DualPipe's all-to-all overlap");
 }
 
 // Expert parallelism (strategies::ParallelismSpec::expert) and the router's load skew, after the
