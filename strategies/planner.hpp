@@ -96,6 +96,9 @@ class Planner {
   // Every unit's hooks but `except`'s around one layer (a unit that emits whole passes calls them).
   void before_layer(Pass& pass, const models::Layer& l, std::vector<int>& deps, const Unit* except = nullptr);
   void after_layer(Pass& pass, const models::Layer& l, int task, const Unit* except = nullptr);
+  // One layer's task of a split pass, or the layer-taking unit's tasks (expert parallelism's MoE
+  // layers); a unit that emits whole passes hands it the layers it does not run itself.
+  int layer_task(Pass& pass, const models::Layer& l, std::vector<int> deps);
 
  private:
   void start_layout();
@@ -123,7 +126,6 @@ class Planner {
   Pass open_pass(int s, std::size_t index, const PipeOp& op) const;
   bool split(const PassKind& kind) const;
   int emit_layers(Pass& pass, int& first);
-  int layer_task(Pass& pass, const models::Layer& l, std::vector<int> deps);
   void emit_forward(Pass& pass);
   void emit_backward(Pass& pass, bool waits_previous_step);
   void after_backward(Pass& pass, int last, bool split);

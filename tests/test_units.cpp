@@ -204,7 +204,11 @@ TEST(Units, ExpertParallelismEmitsWhatItCounts) {
         // the all-to-alls inline on the pieces before them, paired or alone
         R"("data": 16, "expert": 8, "moe_a2a_overlap": "megatron-1f1b")",
         R"("data": 8, "expert": 4, "pipeline": 2, "pipeline_schedule": "interleaved-1f1b", "virtual_stages": 2, "moe_a2a_overlap": "megatron-1f1b")",
-        R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full", "moe_a2a_overlap": "dualpipe")"}) {
+        R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full", "moe_a2a_overlap": "dualpipe")",
+        // the fsdp framework's gathers per block, the MoE layers handed to the experts unit; expert-data 2 and 1
+        R"("data": 16, "expert": 8, "zero_stage": 3, "framework": "fsdp")",
+        R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full", "zero_stage": 3, "framework": "fsdp")",
+        R"("tensor": 2, "data": 8, "expert": 16, "expert_tensor": 1, "zero_stage": 3, "framework": "fsdp")"}) {
     SCOPED_TRACE(parallelism);
     const auto c = count_and_plan(moe(parallelism));
     ASSERT_TRUE(c.counted.count("experts"));
@@ -215,6 +219,8 @@ TEST(Units, ExpertParallelismEmitsWhatItCounts) {
     SCOPED_TRACE(std::string("every replica, zero ") + zero);
     expect_counts_match(count_and_plan(moe(std::string(R"("data": 16, "expert": 8, "zero_stage": )") + zero, R"(, "stragglers": {"seed": 1})")));
   }
+  SCOPED_TRACE("every replica, fsdp");
+  expect_counts_match(count_and_plan(moe(R"("data": 16, "expert": 8, "zero_stage": 3, "framework": "fsdp")", R"(, "stragglers": {"seed": 1})")));
 }
 
 // The counts by hand for GPT-2's 14 layers (embedding, 12 blocks, head) on one stage, 2

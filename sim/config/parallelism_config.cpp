@@ -99,6 +99,26 @@ void parse_moe_overlap(Reader& r, Scenario& s) {
                               "\"pipeline_schedule\": \"interleaved-1f1b\"");
 }
 
+// The frameworks' ZeRO under expert parallelism: FSDP as torchtitan applies FSDP2 (experts sharded
+// over the expert-data-parallel GPUs, the rest over the data-parallel ones, gathered per block:
+// strategies/units/framework_zero3.cpp); DeepSpeed's is not modelled.
+void refuse_framework_with_experts(Reader& r, const strategies::ParallelismSpec& p) {
+  using strategies::Framework;
+  const auto& f = p.framework;
+  if (f.framework == Framework::DeepSpeed)
+    r.fail("framework", "deepspeed's ZeRO with expert parallelism is not modelled: give framework \"fsdp\" (torchtitan's FSDP2 "
+                        "with experts) or \"megatron-lm\"");
+  if (f.framework != Framework::Fsdp || p.zero_stage != 3) return;
+  auto refuse = [&](const char* key, const char* what) {
+    r.fail(key, fmt::format("fsdp with expert parallelism gathers and reduce-scatters per block (torchtitan's FSDP2): {} is "
+                            "not modelled with it", what));
+  };
+  if (!f.gather_per_layer) refuse("zero3", "sub-module gathers (zero3.gather \"sub-module\")");
+  if (f.reduce_bucket_params > 0) refuse("zero3", "reduce buckets across blocks (zero3.reduce_bucket_params)");
+  if (p.moe_a2a_overlap != strategies::ParallelismSpec::MoeOverlap::None)
+    refuse("moe_a2a_overlap", "Megatron-Core's or DualPipe's all-to-all overlap");
+}
+
 // Expert parallelism (strategies::ParallelismSpec::expert) and the router's load skew, after the
 // rest of `parallelism`, with what it is not modelled with.
 void parse_expert_parallelism(Reader& r, Scenario& s) {
@@ -122,7 +142,7 @@ void parse_expert_parallelism(Reader& r, Scenario& s) {
   if (p.context > 1) refuse("context", "context parallelism");
   if (p.activation_offload) refuse("activation_offload", "activation offload");
   if (p.offload_optimizer) refuse("offload_optimizer", "optimizer offload");
-  if (p.framework.framework != strategies::Framework::MegatronLM) refuse("framework", "a framework other than megatron-lm");
+  refuse_framework_with_experts(r, p);
   if (strategies::hybrid_shard(p)) refuse("shard_size", "hybrid sharding (HSDP)");
   if (p.schedule == strategies::Schedule::PipeDream || p.schedule == strategies::Schedule::PipeDream2BW ||
       p.schedule == strategies::Schedule::ZeroBubbleH1)

@@ -241,12 +241,14 @@ void Experts::after_gradient_sync(Planner& em, int s) {
 // the all-to-alls once per expert-parallel group where the replicas join them.
 Experts::Passes Experts::passes(const Count& c) const {
   Passes out;
+  const bool handed = framework_hands_moe_layers(c.p);  // a pass taken whole still hands us its MoE layers
   for (int j = 0; j < c.k.chunks; ++j)
     for (const auto& [kind, n] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
-      if (!c.split(kind) || c.taken(kind)) continue;
+      const bool taken = c.taken(kind);
+      if (taken ? !handed : !c.split(kind)) continue;
       for (const auto* l : c.k.chunk_layers[static_cast<std::size_t>(j)]) {
         if (!l->experts.moe()) {
-          out.computes += static_cast<double>(n);
+          if (!taken) out.computes += static_cast<double>(n);
           continue;
         }
         const double times = static_cast<double>(n) * (!kind.forward && c.k.checkpoints.of(*l) == Recompute::Full ? 2 : 1);

@@ -65,6 +65,25 @@ std::vector<Item> layer_items(const models::Layer& l, int li, bool forward, cons
   return items;
 }
 
+// FSDP2 under expert parallelism, as torchtitan applies it (pytorch/torchtitan at f64bbad4,
+// torchtitan/models/llama4/infra/parallelize.py apply_fsdp, lines 295-475; at b5bcd76c the same
+// split in torchtitan/distributed/fsdp.py apply_fsdp_to_decoder, lines 268-360): a block's routed
+// experts are sharded over the "dp_shard_mod_ep" ("efsdp") mesh, the GPUs holding the same experts
+// (dtsim's expert-data-parallel group), everything else over the whole data-parallel mesh. So a
+// block's gather is two all-gathers, the dense part's over the data-parallel group, then the
+// experts' over the expert-data-parallel one (none when that is one GPU), issued together
+// (set_modules_to_forward_prefetch([next_block, next_block.moe.experts]), the same for backward),
+// and its post-backward two reduce-scatters: the experts' unit first (its backward ends inside
+// the block's), then the block's.
+// The elements of a block's gather or reduce-scatter that go over the expert-data-parallel group.
+double expert_part(const ParallelismSpec& p, const models::Layer& l) {
+  if (!framework_hands_moe_layers(p) || p.expert_data() <= 1 || l.kind != models::LayerKind::Block) return 0;
+  return l.expert_params();
+}
+
+// A layer the experts unit runs (its all-to-alls and pieces) rather than one of our segments.
+bool handed(const ParallelismSpec& p, const models::Layer& l) { return framework_hands_moe_layers(p) && l.experts.moe(); }
+
 // Segments start at each item that waits; each is one compute task.
 std::vector<std::size_t> segment_starts(const std::vector<Item>& items) {
   std::vector<std::size_t> starts{0};
@@ -92,8 +111,10 @@ struct Trace {
   int bursts() const { return static_cast<int>(burst_first.size()) - 1; }
 };
 
-// Compute tasks one micro-batch's forward and backward of `layers` take.
-double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, const Checkpoints& ck) {
+// Compute tasks one micro-batch's forward and backward of `layers` take (the MoE layers handed to
+// the experts unit count there).
+double segments_per_micro_batch(const Layers& layers, const ParallelismSpec& p, const Checkpoints& ck) {
+  const FrameworkSpec& f = p.framework;
   const Trace trace(layers, f, ck);
   const int n = static_cast<int>(layers.size());
   double segments = 0;
@@ -104,10 +125,27 @@ double segments_per_micro_batch(const Layers& layers, const FrameworkSpec& f, co
       const int li = forward ? step : n - 1 - step;
       const auto& l = *layers[static_cast<std::size_t>(li)];
       const auto items = layer_items(l, li, forward, f, ck.of(l), trace.uses, trace.wait, cursor, early);
-      segments += static_cast<double>(segment_starts(items).size());
+      if (!handed(p, l)) segments += static_cast<double>(segment_starts(items).size());
     }
   }
   return segments;
+}
+
+// Per micro-batch on one chunk: the gathers and reduce-scatters, those over the data-parallel (or
+// shard) groups and the experts' over the expert-data-parallel groups.
+struct Collectives {
+  double gathers = 0, reduces = 0, expert_gathers = 0, expert_reduces = 0;
+};
+Collectives micro_batch_collectives(const Layers& layers, const ParallelismSpec& p, const Checkpoints& ck) {
+  Collectives c;
+  const auto gathers = Trace(layers, p.framework, ck).gathers;
+  c.gathers = static_cast<double>(gathers.size());
+  c.reduces = static_cast<double>(zero3_reduce_buckets(layers, p.framework).size());
+  for (const auto& g : gathers)
+    if (expert_part(p, *layers[static_cast<std::size_t>(g.layer)]) > 0) ++c.expert_gathers;
+  for (const auto* l : layers)
+    if (expert_part(p, *l) > 0) ++c.expert_reduces;
+  return c;
 }
 
 class FrameworkZero3 final : public Unit {
@@ -129,9 +167,9 @@ class FrameworkZero3 final : public Unit {
     if (!on_) return 0;
     double computes = 0, collectives = 0;
     for (const auto& layers : c.k.chunk_layers) {
-      computes += segments_per_micro_batch(layers, c.p.framework, c.k.checkpoints);
-      collectives += static_cast<double>(Trace(layers, c.p.framework, c.k.checkpoints).gathers.size() +
-                                         zero3_reduce_buckets(layers, c.p.framework).size());
+      computes += segments_per_micro_batch(layers, c.p, c.k.checkpoints);
+      const Collectives n = micro_batch_collectives(layers, c.p, c.k.checkpoints);
+      collectives += n.gathers + n.reduces + n.expert_gathers + n.expert_reduces;
     }
     const double m = static_cast<double>(c.k.micro_batches);
     if (hybrid_shard(c.p))
@@ -140,18 +178,24 @@ class FrameworkZero3 final : public Unit {
   }
   CollectiveCounts collectives(const Count& c) const override {
     if (!on_) return {};
-    double gathers = 0, reduces = 0;
+    Collectives n;
     for (const auto& layers : c.k.chunk_layers) {
-      gathers += static_cast<double>(Trace(layers, c.p.framework, c.k.checkpoints).gathers.size());
-      reduces += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
+      const Collectives x = micro_batch_collectives(layers, c.p, c.k.checkpoints);
+      n.gathers += x.gathers, n.reduces += x.reduces, n.expert_gathers += x.expert_gathers, n.expert_reduces += x.expert_reduces;
     }
+    const double gathers = n.gathers, reduces = n.reduces;
     const double times = static_cast<double>(c.k.micro_batches) * c.per_collective();
     if (hybrid_shard(c.p))
       return {{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Shard, gathers * times},
               {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Shard, reduces * times},
               {CollectiveOp::AllReduce, c.p.algorithm, GroupKind::Replicate, reduces * times}};
-    return {{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, gathers * times},
-            {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduces * times}};
+    CollectiveCounts out{{CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, gathers * times},
+                         {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduces * times}};
+    if (n.expert_gathers + n.expert_reduces > 0) {
+      out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, n.expert_gathers * times});
+      out.push_back({CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::ExpertData, n.expert_reduces * times});
+    }
+    return out;
   }
   std::string replay_only(const ParallelismSpec&) const override { return "framework behaviour (deepspeed, fsdp)"; }
 
@@ -178,7 +222,9 @@ class FrameworkZero3 final : public Unit {
   void collect(Planner& em, const Pass& pass, Reducing& r, const models::Layer& l, const std::vector<Item>& items,
                const std::vector<int>& item_task, int last);
   void reduce(Planner& em, const Pass& pass, const std::vector<double>& tensors, int ready);
-  int sharded_collective(Planner& em, int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label);
+  void reduce_experts(Planner& em, const Pass& pass, double params, int ready);
+  int sharded_collective(Planner& em, int s, CollectiveOp op, double bytes, std::vector<int> deps, const std::string& label,
+                         bool experts = false);
 
   bool on_;
   Trace trace_;  // the first chunk's (one pipeline stage)
@@ -221,9 +267,10 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
   sync_ = f.sync_after_backward ? last_rs_ : -1;
 }
 
+// Over the shard (data-parallel) groups, or the expert-data-parallel ones for a block's experts.
 int FrameworkZero3::sharded_collective(Planner& em, int s, CollectiveOp op, double bytes, std::vector<int> deps,
-                                       const std::string& label) {
-  taskgraph::Collective c{op, em.spec().algorithm, em.shard_groups(s), bytes};
+                                       const std::string& label, bool experts) {
+  taskgraph::Collective c{op, em.spec().algorithm, experts ? em.expert_data_groups(s) : em.shard_groups(s), bytes};
   c.launch_s = em.spec().framework.collective_launch_s;
   return em.group_collective(s, std::move(c), std::move(deps), label);
 }
@@ -243,10 +290,15 @@ void FrameworkZero3::issue(Planner& em, const Pass& pass, Micro& mb, int g) {
   const int burst = trace_.gathers[G].burst;
   const int anchor = f.per_parameter ? (burst > 0 ? trace_.first(burst - 1) : -1) : depth >= 0 ? g - depth : -1;
   if (anchor >= 0 && mb.pred[static_cast<std::size_t>(anchor)] >= 0) deps.push_back(mb.pred[static_cast<std::size_t>(anchor)]);
-  mb.task[G] = sharded_collective(em, pass.stage, CollectiveOp::AllGather, trace_.gathers[G].params * weight_bytes_per_param(em.training().precision),
-                                  deps, "zero3 gather " + std::to_string(g) + pass.tag);
+  const double wbytes = weight_bytes_per_param(em.training().precision);
+  const double experts = expert_part(em.spec(), *(*pass.layers)[static_cast<std::size_t>(trace_.gathers[G].layer)]);
+  mb.task[G] = sharded_collective(em, pass.stage, CollectiveOp::AllGather, (trace_.gathers[G].params - experts) * wbytes, deps,
+                                  "zero3 gather " + std::to_string(g) + pass.tag);
+  if (experts > 0)  // the block's experts next, on the same queue; the compute waits for both
+    mb.task[G] = sharded_collective(em, pass.stage, CollectiveOp::AllGather, experts * wbytes, {mb.task[G]},
+                                    "zero3 gather experts " + std::to_string(g) + pass.tag, true);
   comm = mb.task[G];
-  if (em.replica() == 0 && pass.stage == 0) ++em.plan().zero3_gathers;
+  if (em.replica() == 0 && pass.stage == 0) em.plan().zero3_gathers += experts > 0 ? 2 : 1;
 }
 
 // The compute stream reaches gather g's first use: what it may now issue goes out.
@@ -332,7 +384,8 @@ std::vector<int> FrameworkZero3::emit_segments(Planner& em, Pass& pass, Micro& m
   std::vector<int> item_task(items.size(), -1);
   for (std::size_t sg = 0; sg < starts.size(); ++sg) {
     const std::size_t a = starts[sg], b = sg + 1 < starts.size() ? starts[sg + 1] : items.size();
-    const int work = segment_work(em, pass, l, items, a, b, starts.size() > 1);
+    const bool moe = handed(em.spec(), l);  // one segment: FSDP gathers the block whole
+    const int work = moe ? -1 : segment_work(em, pass, l, items, a, b, starts.size() > 1);
     std::vector<int> deps = std::move(pass.cross);
     pass.cross.clear();
     if (sg == 0) em.before_layer(pass, l, deps, this);  // activation offload's fetch
@@ -341,7 +394,8 @@ std::vector<int> FrameworkZero3::emit_segments(Planner& em, Pass& pass, Micro& m
     if (items[a].wait >= 0) deps.push_back(gather(em, pass, mb, items[a].wait));
     // Before 0.6 the fetch's torch.cuda.synchronize() also waits for the reduce-scatters in flight.
     if (items[a].wait >= 0 && em.spec().framework.per_parameter && last_rs_ >= 0) deps.push_back(last_rs_);
-    last = em.compute(pass.stage, work, deps, std::string(pass.kind.forward ? "fwd " : "bwd ") + l.name + pass.tag);
+    last = moe ? em.layer_task(pass, l, std::move(deps))
+               : em.compute(pass.stage, work, deps, std::string(pass.kind.forward ? "fwd " : "bwd ") + l.name + pass.tag);
     for (std::size_t i = a; i < b; ++i) item_task[i] = last;
   }
   return item_task;
@@ -369,8 +423,25 @@ void FrameworkZero3::collect(Planner& em, const Pass& pass, Reducing& r, const m
     r.root += l.params();
     r.root_ready = last;
   } else if (l.params() > 0) {
-    reduce(em, pass, {l.params()}, last);
+    const double experts = expert_part(em.spec(), l);
+    if (experts > 0) reduce_experts(em, pass, experts, last);
+    reduce(em, pass, {l.params() - experts}, last);
   }
+}
+
+// A block's experts' gradients, reduce-scattered over the expert-data-parallel group on the
+// reduce queue (HSDP is refused with experts: no all-reduce across replicas).
+void FrameworkZero3::reduce_experts(Planner& em, const Pass& pass, double params, int ready) {
+  const auto& f = em.spec().framework;
+  const double rbytes = f.reduce_bytes > 0 ? f.reduce_bytes : grad_bytes_per_param(em.training().precision);
+  int& comm = em.comm_stream(pass.stage);
+  std::vector<int> deps{ready};
+  if (last_rs_ >= 0) deps.push_back(last_rs_);
+  if (comm >= 0) deps.push_back(comm);
+  last_rs_ = sharded_collective(em, pass.stage, CollectiveOp::ReduceScatter, params * rbytes, deps,
+                                "zero3 reduce-scatter experts" + pass.tag, true);
+  comm = last_rs_;
+  if (em.replica() == 0 && pass.stage == 0) ++em.plan().zero3_reduce_scatters;
 }
 
 // Both frameworks reduce on a stream of their own, but it shares the NICs with the gathers: one
@@ -403,6 +474,8 @@ void FrameworkZero3::reduce(Planner& em, const Pass& pass, const std::vector<dou
 bool framework_zero3(const ParallelismSpec& p) {
   return p.zero_stage == 3 && p.data * p.context > 1 && p.framework.framework != Framework::MegatronLM;
 }
+
+bool framework_hands_moe_layers(const ParallelismSpec& p) { return framework_zero3(p) && p.expert > 1; }
 
 std::unique_ptr<Unit> make_framework_zero3(const ParallelismSpec& p) { return std::make_unique<FrameworkZero3>(p); }
 

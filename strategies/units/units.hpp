@@ -29,5 +29,8 @@ taskgraph::InlineCollective overlapped_all_to_all(const ParallelismSpec& p, int 
 
 // DeepSpeed's or FSDP's ZeRO-3 runs the passes (rather than Megatron-LM's idealised one).
 bool framework_zero3(const ParallelismSpec& p);
+// Under expert parallelism the framework's ZeRO-3 (FSDP's, per unit) runs the dense layers and
+// hands each MoE layer to the experts unit, its all-to-alls included (units/framework_zero3.cpp).
+bool framework_hands_moe_layers(const ParallelismSpec& p);
 
 }  // namespace dtsim::strategies
