@@ -94,6 +94,8 @@ const std::map<std::string, Stack>& registry() {
       // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
       // (the model's fused kernels); TE's DotProductAttention on Hopper runs cuDNN's fused attention
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
+      // Copies fused: RoPE is TE's FusedRoPEFunc (transformer_engine/pytorch/attention/rope.py
+      // @d0067d0), Megatron-LM's --no-rope-fusion being off by default (training/arguments.py @d98e8a6).
       {"megatron-te", Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS, kDeviceCommSms,
                             TpOverlap::None, kTe}},
       // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
