@@ -110,6 +110,14 @@ struct ConvShape {
   bool operator==(const ConvShape&) const = default;
 };
 
+// The tensors around a fused attention call (Flash roles), for a software stack that prices the
+// eager copies and casts around it (sim/cost/attention_copies.cpp): this rank's elements of Q and
+// of K (V has as many), and the bytes of the rotary table one rotation reads (0: no RoPE).
+struct AttentionIo {
+  double q = 0, kv = 0, rope_table = 0;
+  bool operator==(const AttentionIo&) const = default;
+};
+
 // One kernel launch. GEMMs keep their shape so a measured kernel table can be looked up by it.
 // A convolution keeps its implicit-GEMM shape in batch/m/n/k (batch = groups, forward:
 // m = N*P*Q, n = K/g, k = C/g*R*S) and its geometry in `conv`.
@@ -132,6 +140,7 @@ struct Kernel {
   double elem_bytes = 0;  // ... and the bytes of each
   bool causal = false;  // attention roles: the causal mask (flash kernels skip the masked blocks)
   bool dropout = false; // ResidualForward/Backward: a dropout before the add
+  AttentionIo io{};     // Flash roles (elem_bytes: their element size)
   bool operator==(const Kernel&) const = default;
 };
 

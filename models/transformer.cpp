@@ -82,6 +82,12 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     f.causal = !s.vision();  // language models mask the future; a ViT attends over all patches
     // Q and O of this rank's tokens; K and V of every rank's (each chunk streams past, in turn).
     f.bytes = 2.0 * q_bytes + 2.0 * kv * static_cast<double>(o.context);
+    // For a stack's copies around the call: Q and K of this rank's tokens, and RoPE's table of
+    // tokens x d/2 complex64 entries (torchtitan's freqs_cis, 8 bytes each).
+    const double td = static_cast<double>(x.tokens) * static_cast<double>(x.d);
+    f.elem_bytes = e;
+    f.io = {td * static_cast<double>(x.heads), td * static_cast<double>(x.kv_heads),
+            s.position_embedding == PositionEmbedding::Rotary ? 4.0 * td : 0.0};
     const double lse = static_cast<double>(bh * x.q_local) * 4.0;
     Op fa = flash_attention(f, 2.0 * q_bytes + 2.0 * kv + lse, q_bytes + lse);  // keeps Q, O, K, V, log-sum-exp; returns O, lse
     fa.context_attention = o.context > 1;
@@ -101,6 +107,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
       lb.flops *= extra;
       lf.bytes *= extra;
       lb.bytes *= extra;
+      lf.io = lb.io = {};  // waiting, not tensors: the copies ran with the call itself
       lag.forward = {lf};
       lag.backward = {lb};
       l.ops.push_back(lag);

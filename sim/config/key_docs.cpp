@@ -244,6 +244,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /stack/zero3_gathers", "DeepSpeed's ZeRO-3: coalesced (0.6 and later) or per-parameter (0.3.13-0.5.10: one gather and one reduce-scatter per tensor, each gather after a device synchronisation)"},
       {"scenario /stack/attention", "attention kernels: gemm-curve, flash2, flash3, cudnn or sdpa-math"},
       {"scenario /stack/elementwise", "element-wise kernels: fused (the model's), eager (one per op) or compiled"},
+      {"scenario /stack/copies", "the copies and casts around fused attention: fused (none beyond the model's kernels) or eager (torchtitan's QKV split copies and RoPE's fp32 casts and complex multiply, as eager PyTorch runs them)"},
       {"scenario /stack/loss", "the loss over the logits: fused (the model's kernel) or eager-fp32 (F.cross_entropy on logits cast to fp32: five kernels)"},
       {"scenario /stack/tp_overlap", "tensor-parallel collectives overlapped with their GEMMs: none, te-userbuffers (Transformer Engine) or async-tp (PyTorch)"},
       {"scenario /stack/comm_sms", "SMs a collective's kernels hold while it runs, taken from overlapped compute (0: no interference)"},

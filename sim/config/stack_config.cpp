@@ -155,6 +155,10 @@ void parse_stack(Reader& root, Scenario& s) {
       r->choice("elementwise", {"fused", "eager", "compiled"}, cost::to_string(st.elementwise)));
   st.loss = r->choice("loss", {"fused", "eager-fp32"}, cost::to_string(st.loss)) == "eager-fp32" ? cost::Loss::EagerFp32
                                                                                              : cost::Loss::Fused;
+  st.copies = r->choice("copies", {"fused", "eager"}, cost::to_string(st.copies)) == "eager" ? cost::Copies::Eager
+                                                                                           : cost::Copies::Fused;
+  if (r->has("copies") && st.copies == cost::Copies::Eager && s.training.attention != models::Attention::Flash)
+    r->fail("copies", "\"eager\" prices the copies around fused attention calls: set training.attention to \"flash\"");
   parse_comm_sms(*r, s);
   parse_tp_overlap(*r, s);
   parse_zero3_gathers(*r, s, preset);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "sim/cost/attention_copies.hpp"
 #include "sim/cost/attention_rates.hpp"
 #include "sim/cost/eager_kernels.hpp"
 #include "sim/cost/loss_kernels.hpp"
@@ -44,8 +45,12 @@ Stack deepspeed(const std::string& name, Zero3Gathers z) {
   return s;
 }
 
-Stack with_loss(Stack s, Loss l) {
-  s.loss = l;
+// What eager PyTorch runs beside the element-wise kernels for torchtitan's code: the loss as
+// F.cross_entropy on fp32 logits (loss_kernels.cpp), and the QKV split's copies and RoPE's fp32
+// casts around attention (attention_copies.cpp).
+Stack eager_torchtitan(Stack s) {
+  s.loss = Loss::EagerFp32;
+  s.copies = Copies::Eager;
   return s;
 }
 
@@ -93,11 +98,11 @@ const std::map<std::string, Stack>& registry() {
   static const std::map<std::string, Stack> stacks{
       {"default", Stack{}},
       // PyTorch's SDPA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn).
-      // Its loss is F.cross_entropy on fp32 logits, as torchtitan writes it (loss_kernels.cpp).
-      {"pytorch-eager", with_loss(Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms,
-                                        TpOverlap::None, kEager},
-                                  Loss::EagerFp32)},
-      // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains.
+      {"pytorch-eager", eager_torchtitan(Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS,
+                                               kDeviceCommSms, TpOverlap::None, kEager})},
+      // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains, the
+      // loss's cast and RoPE's casts into the kernels beside them (Inductor's one RoPE kernel, 2e
+      // per element of q and k each way, is not priced).
       {"torchtitan-compile", Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS,
                                    kDeviceCommSms, TpOverlap::None, kTitan}},
       // The same with --compile.enable_async_tensor_parallel: Inductor's micro-pipeline TP pass.
@@ -106,6 +111,8 @@ const std::map<std::string, Stack>& registry() {
       // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
       // (the model's fused kernels); TE's DotProductAttention on Hopper runs cuDNN's fused attention
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
+      // Copies fused: RoPE is TE's FusedRoPEFunc (transformer_engine/pytorch/attention/rope.py
+      // @d0067d0), Megatron-LM's --no-rope-fusion being off by default (training/arguments.py @d98e8a6).
       {"megatron-te", Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS, kDeviceCommSms,
                             TpOverlap::None, kTe}},
       // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
@@ -188,6 +195,8 @@ std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s)
 
 const char* to_string(Loss l) { return l == Loss::EagerFp32 ? "eager-fp32" : "fused"; }
 
+const char* to_string(Copies c) { return c == Copies::Eager ? "eager" : "fused"; }
+
 const char* to_string(Zero3Gathers z) { return z == Zero3Gathers::PerParameter ? "per-parameter" : "coalesced"; }
 
 std::vector<std::string> stack_names() {
@@ -228,6 +237,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     }
     for (double bytes : plan.passes) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
   }
+  for (double bytes : copy_passes(d.stack.copies, k)) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
   double seconds = 0;
   for (double t : gpu) seconds += std::max(t, d.stack.dispatch_s) + overhead;
   return {seconds, base.source, base.spread};

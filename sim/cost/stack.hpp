@@ -24,6 +24,10 @@ enum class Zero3Gathers { Coalesced, PerParameter };
 // The loss over the logits (loss_kernels.cpp): fused, the model's own kernel (dtsim's behaviour
 // before stacks), or eager-fp32, PyTorch's F.cross_entropy on logits cast to fp32.
 enum class Loss { Fused, EagerFp32 };
+// The copies and casts around a fused attention call (attention_copies.cpp): fused, none beyond
+// the model's kernels (dtsim's behaviour before stacks), or eager, the QKV split's copies and
+// RoPE's fp32 casts and complex multiply as eager PyTorch runs torchtitan's Llama.
+enum class Copies { Fused, Eager };
 
 struct Stack {
   std::string name = "default";
@@ -44,12 +48,14 @@ struct Stack {
   Zero3Gathers zero3_gathers = Zero3Gathers::Coalesced;
   bool needs_deepspeed = false;
   Loss loss = Loss::Fused;
+  Copies copies = Copies::Fused;
   // The horovod presets: gradients in Horovod's fusion buffers, cut by its cycle (cycle, threshold
   // and response cache; strategies/tensor_fusion.hpp) instead of DDP's buckets.
   strategies::TensorFusion fusion{};
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
-           tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused;
+           tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused &&
+           copies == Copies::Fused;
   }
 };
 inline constexpr int kDeviceCommSms = -1;
@@ -62,6 +68,7 @@ const char* to_string(taskgraph::TpOverlap t);
 std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s);
 const char* to_string(Zero3Gathers z);
 const char* to_string(Loss l);
+const char* to_string(Copies c);
 
 // The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te,
 // megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5, horovod, horovod-0.16, jax-xla.

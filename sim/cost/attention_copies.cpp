@@ -1,0 +1,34 @@
+#include "sim/cost/attention_copies.hpp"
+
+namespace dtsim::cost {
+
+// Bytes of each kernel (e: the activations' element size; q, kv: this rank's elements of Q and of
+// K, V having as many; table: the bytes of the rotary table one rotation reads).
+//
+// Rotary models, as torchtitan writes Llama 3 (pytorch/torchtitan @b5bcd76):
+// - FusedQKVLinear.forward (models/common/attention.py) splits the one QKV output and copies each
+//   of q, k, v with .contiguous() (2e each); the split's backward is a cat of dq, dk, dv into the
+//   QKV output's gradient (2e over all three).
+// - ComplexRoPE.apply_rotary_emb (models/common/rope.py), for q and for k (k with the KV heads):
+//   x.float() (reads e, writes 4), the complex multiply by the complex64 table (reads 4, writes 4,
+//   and the table), .type_as(x) (reads 4, writes e). Backward the same three: type_as's backward
+//   casts the gradient up, the multiply's is grad * table.conj(), float()'s casts it back.
+// - GQAttention.forward calls SDPA with enable_gqa (no repeat_kv since torchtitan ff0829c, #2259),
+//   and the transposes around it are views: SDPA's flash path runs on (b, s, h, d) and returns its
+//   output as a transposed view of that layout, so the output's .contiguous() copies nothing.
+// Learned positions (GPT-2 as nanoGPT, Hugging Face's GPT2Attention and scripts/gpu_train.py
+// write it): q, k, v are views of the QKV output, so only the split's backward cat runs.
+std::vector<double> copy_passes(Copies copies, const models::Kernel& k) {
+  const bool forward = k.role == models::KernelRole::FlashForward;
+  if (copies != Copies::Eager || (!forward && k.role != models::KernelRole::FlashBackward) || k.io.q <= 0) return {};
+  const double e = k.elem_bytes, q = k.io.q, kv = k.io.kv, table = k.io.rope_table;
+  const double cat = 2 * e * (q + 2 * kv);
+  if (table <= 0) return forward ? std::vector<double>{} : std::vector<double>{cat};
+  std::vector<double> passes;
+  if (forward) passes = {2 * e * q, 2 * e * kv, 2 * e * kv};
+  for (double n : {q, kv}) passes.insert(passes.end(), {(e + 4) * n, 8 * n + table, (4 + e) * n});
+  if (!forward) passes.push_back(cat);
+  return passes;
+}
+
+}  // namespace dtsim::cost
