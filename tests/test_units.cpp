@@ -133,8 +133,7 @@ TEST(Units, VariationsEmitWhatTheirUnitsCount) {
       {"zero-bubble, zero2", [](auto& p) { p.pipeline = 2, p.data = 4, p.schedule = Schedule::ZeroBubbleH1, p.zero_stage = 2; }},
       {"pipedream, offload",
        [](auto& p) { p.pipeline = 2, p.data = 4, p.schedule = Schedule::PipeDream, p.activation_offload = true; }},
-      // Each replica fetches its own activations (a later one used to fetch an earlier one's: a cycle).
-      {"pipedream, offload, every replica",
+      {"pipedream, offload, every replica (each fetches its own activations: was a cycle)",
        [](auto& p) { p.pipeline = 2, p.data = 4, p.schedule = Schedule::PipeDream, p.activation_offload = true, p.all_replicas = true; }},
       {"interleaved, zero1, offload",
        [](auto& p) {
