@@ -5,6 +5,7 @@
 
 #include "sim/cost/attention_copies.hpp"
 #include "sim/cost/attention_rates.hpp"
+#include "sim/cost/attention_waves.hpp"
 #include "sim/cost/eager_kernels.hpp"
 #include "sim/cost/loss_kernels.hpp"
 #include "sim/cost/roofline.hpp"
@@ -135,12 +136,14 @@ const std::map<std::string, Stack>& registry() {
   return stacks;
 }
 
-// FLOPs as FlashAttention's benchmark counts them: the causal mask halves them.
+// FLOPs as FlashAttention's benchmark counts them: the causal mask halves them. Its published
+// rate, less what this grid leaves of the SMs idle that the benchmark's did not.
 double attention_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
   const bool backward = k.role == models::KernelRole::FlashBackward;
   const double hd = static_cast<double>(k.k), seq = static_cast<double>(k.n);
-  const double tflops = backward ? flash_backward_tflops(d.stack.attention, hd, k.causal, seq)
-                                 : flash_forward_tflops(d.stack.attention, hd, k.causal, seq);
+  const double published = backward ? flash_backward_tflops(d.stack.attention, hd, k.causal, seq)
+                                    : flash_forward_tflops(d.stack.attention, hd, k.causal, seq);
+  const double tflops = published * flash_grid_factor(d.stack.attention, k, d.sm_count);
   // The rates are H100 SXM5's (989.4 TFLOP/s dense 16-bit); elsewhere scaled by the device's peak.
   const auto peak = d.peak_flops.find(dtype);
   const double scale = peak == d.peak_flops.end() ? 1.0 : peak->second / 989.4e12;
