@@ -44,6 +44,11 @@ struct FrameworkSpec {
   // right after its backward (FSDP's post-backward hook).
   double reduce_bucket_params = 5e8;
   int reduce_bytes = 0;  // bytes per gradient element on the wire; 0: the gradient's own dtype
+  // --- data-parallel gradient buffer (Megatron-LM's DDP and distributed optimizer, ZeRO 0-1)
+  // Bytes per element of the gradient buffer its buckets reduce from: 4 for Megatron's fp32 main
+  // gradients (bf16 training, megatron/training/arguments.py accumulate_allreduce_grads_in_fp32),
+  // 2 under --grad-reduce-in-bf16; 0: the gradient's own dtype (dtsim's behaviour without a stack).
+  int grad_buffer_bytes = 0;
   // The host waits for the reduce stream at the end of every micro-batch's backward
   // (DeepSpeed's independent_gradient_partition_epilogue, FSDP's post-backward final callback).
   bool sync_after_backward = true;

@@ -83,7 +83,8 @@ double Planner::update_shard(const Layers& ls) const {
 MemoryBreakdown Planner::state_memory(const Layers& ls) const {
   const double all = layer_params(ls);
   auto states = [&](double params, int dp) {
-    return stack_state_memory(params, t_.precision, t_.optimizer, p_.zero_stage, dp, p_.framework.framework, t_.memory.buffers);
+    return stack_state_memory(params, t_.precision, t_.optimizer, p_.zero_stage, dp, p_.framework.framework, t_.memory.buffers,
+                              p_.framework.grad_buffer_bytes);
   };
   if (p_.expert <= 1) return states(all, shard_ranks());
   double experts = 0;

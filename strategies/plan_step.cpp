@@ -6,6 +6,7 @@
 
 #include "strategies/plan.hpp"
 #include "strategies/planner.hpp"
+#include "strategies/settings.hpp"
 #include "strategies/stack_memory.hpp"
 
 namespace dtsim::strategies {
@@ -69,7 +70,7 @@ int Planner::embedding_sync(bool after_flush) {
   for (int d = 0; d < p_.data; ++d)
     for (int c = 0; c < p_.context; ++c)
       for (int t = 0; t < p_.tensor; ++t) groups.push_back(plan_.graph.add_group({place_.gpu(d, 0, t, c), place_.gpu(d, P - 1, t, c)}));
-  const double table = g_.tied_params * (after_flush ? pipeline_reduce_bytes() : grad_bytes_per_param(t_.precision));
+  const double table = g_.tied_params * (after_flush ? pipeline_reduce_bytes() : wire_grad_bytes(p_, t_.precision));
   std::vector<int> deps;
   for (const auto& last : replica_last_) {
     deps.push_back(last[0]);

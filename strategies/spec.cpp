@@ -10,10 +10,22 @@ double grad_bytes_per_param(Precision p) { return weight_bytes_per_param(p); }
 bool pipeline_reduce_after_flush(const ParallelismSpec& p) {
   return p.framework.pipeline_reduce_after_flush && p.pipeline > 1 && p.updates == Updates::Sync;
 }
+double wire_grad_bytes(const ParallelismSpec& p, Precision t) {
+  const bool buffered = p.framework.grad_buffer_bytes > 0 && p.zero_stage <= 1;  // ZeRO-2/3 reduce per layer
+  return buffered ? p.framework.grad_buffer_bytes : grad_bytes_per_param(t);
+}
 double reduced_grad_bytes(const ParallelismSpec& p, Precision t) {
-  if (!pipeline_reduce_after_flush(p)) return grad_bytes_per_param(t);
+  if (!pipeline_reduce_after_flush(p)) return wire_grad_bytes(p, t);
   if (p.framework.pipeline_reduce_bytes > 0) return p.framework.pipeline_reduce_bytes;
   return t == Precision::Bf16 ? 4.0 : grad_bytes_per_param(t);  // "hardcoded for fp32 gradient accumulation"
+}
+const char* priority_order_refusal(const ParallelismSpec& p) {
+  if (p.data < 2) return "priority order needs data parallelism (data of 2 or more)";
+  if (p.tensor > 1 || p.pipeline > 1 || p.zero_stage > 0 || p.updates != Updates::Sync)
+    return "priority order is modelled for synchronous data parallelism (tensor 1, pipeline 1, zero_stage 0)";
+  if (!p.overlap_grad_reduce) return "priority order needs overlap_grad_reduce";
+  if (p.offload_optimizer) return "priority order with the optimizer on the host is not modelled";
+  return nullptr;
 }
 double optimizer_bytes_per_param(Precision p, models::OptimizerKind o) {
   if (p == Precision::Fp64) return o == models::OptimizerKind::Adam ? 16.0 : 8.0;  // (m, v) or momentum in fp64

@@ -36,11 +36,14 @@ struct PerParam {
 // parameter is the fp32 original (no separate master copy), reduced gradients are cast back to
 // it (_to_dtype_if_needed(reduce_output, orig_dtype)) and kept sharded in fp32; the optimizer
 // steps the fp32 shards. The bf16 unsharded weights and gradients live only while a unit runs.
-PerParam mixed(Framework f, Precision p, double states, int zero_stage) {
+// --grad-reduce-in-bf16 keeps the bf16 gradient buffer (grad_buffer_bytes 2; the optimizer casts
+// its shard to fp32 as it steps, not held here).
+PerParam mixed(Framework f, Precision p, double states, int zero_stage, int grad_buffer_bytes) {
   const bool fp16 = p == Precision::Fp16;
   switch (f) {
     case Framework::MegatronLM:
-      return fp16 ? PerParam{2, 2, states + 8} : PerParam{2, 4, states + 4};
+      if (fp16) return PerParam{2, 2, states + 8};
+      return PerParam{2, grad_buffer_bytes > 0 && zero_stage <= 1 ? grad_buffer_bytes + 0.0 : 4.0, states + 4};
     case Framework::DeepSpeed:
       // BF16_Optimizer shards its master weights and state even without ZeRO.
       if (!fp16 && zero_stage == 0) return PerParam{2, 4, states + 4, 3, 4, 0};
@@ -62,11 +65,11 @@ const char* to_string(Allocator a) {
 }
 
 MemoryBreakdown stack_state_memory(double params, Precision p, models::OptimizerKind o, int zero_stage, int dp,
-                                   Framework f, StateBuffers b) {
+                                   Framework f, StateBuffers b, int grad_buffer_bytes) {
   // Full precision keeps no master copy in any of the three: the ZeRO paper's 4 + 4 + states.
   if (b == StateBuffers::ZeroPaper || !mixed_precision(p)) return model_state_memory(params, p, o, zero_stage, dp);
   const double states = optimizer_bytes_per_param(p, o) - 4.0;  // less the fp32 master copy
-  const PerParam pp = mixed(f, p, states, zero_stage);
+  const PerParam pp = mixed(f, p, states, zero_stage, grad_buffer_bytes);
   const double n = static_cast<double>(dp);
   auto part = [&](double bytes, int from) { return params * bytes / (zero_stage >= from ? n : 1.0); };
   MemoryBreakdown m;

@@ -233,9 +233,30 @@ void map_training(const std::string& f, const std::string& v, Mapper& m) {
   else if (f == "--fp8-format") t["precision"] = "fp8", m.run.mapped.push_back(f);
   else if (f == "--use-flash-attn" || (f == "--attention-backend" && (v == "flash" || v == "fused")))
     t["attention"] = "flash", m.run.mapped.push_back(f);
-  else if (f == "--transformer-impl" && v == "transformer_engine") m.run.stack["preset"] = "megatron-te", m.run.mapped.push_back(f);
+  else if (f == "--transformer-impl" && v == "transformer_engine") {
+    if (!m.run.stack.contains("preset")) m.run.stack["preset"] = "megatron-te";  // --tp-comm-overlap names TE too
+    m.run.mapped.push_back(f);
+  }
+  else if (f == "--transformer-impl" && v == "local") m.run.stack["preset"] = "default", m.run.mapped.push_back(f);
+  else if (f == "--grad-reduce-in-bf16") m.run.stack["grad_reduce_dtype"] = "bf16", m.run.mapped.push_back(f);
   else if (f == "--tp-comm-overlap") m.run.stack["preset"] = "megatron-te-tp-overlap", m.run.mapped.push_back(f);
   else if (f == "--fp8-param-gather") m.run.stack["fp8_weight_copies"] = "fp8-params", m.run.mapped.push_back(f);
+}
+
+// Megatron-Core builds its layers with Transformer Engine unless told otherwise
+// (megatron/core/transformer/transformer_config.py @d98e8a6: transformer_impl defaults to
+// "transformer_engine"). The default stack keeps the ZeRO paper's buffers, so Megatron's bf16
+// gradient buffer means nothing there.
+void map_transformer_impl(ImportedRun& run) {
+  if (!run.stack.contains("preset")) {
+    run.stack["preset"] = "megatron-te";
+    run.mapped.push_back("--transformer-impl (not given: Megatron-Core's default, transformer_engine)");
+  }
+  if (run.stack["preset"] == "default" && run.stack.contains("grad_reduce_dtype")) {
+    run.stack.erase("grad_reduce_dtype");
+    std::erase(run.mapped, std::string("--grad-reduce-in-bf16"));
+    run.ignored.push_back("--grad-reduce-in-bf16 (--transformer-impl local: dtsim's default stack keeps 2 + 2 + 12 bytes)");
+  }
 }
 
 // Flags that set neither time nor memory in dtsim's model: learning rates, data, logging, I/O.
@@ -271,6 +292,7 @@ ImportedRun import_megatron_args(const std::string& text, const std::string& fil
   }
   map_recompute_blocks(args, m);
   map_pipeline_split(args, m);
+  map_transformer_impl(run);
   if (run.model.contains("num_experts") && !run.model.contains("experts_per_token")) run.model["experts_per_token"] = 2;
   // Megatron turns sequence parallelism off without tensor parallelism (arguments.py, validate_args).
   if (run.parallelism.value("sequence_parallel", false) && run.parallelism.value("tensor", 1) <= 1) {

@@ -302,13 +302,8 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (p.context > 1 && p.updates != strategies::Updates::Sync)
     r.fail("context", "context parallelism is modelled with synchronous updates");
   p.priority_buckets = r.choice("bucket_order", {"fifo", "priority"}, "fifo") == "priority";
-  if (p.priority_buckets) {
-    if (p.data < 2) r.fail("bucket_order", "priority order needs data parallelism (data of 2 or more)");
-    if (p.tensor > 1 || p.pipeline > 1 || p.zero_stage > 0 || p.updates != strategies::Updates::Sync)
-      r.fail("bucket_order", "priority order is modelled for synchronous data parallelism (tensor 1, pipeline 1, zero_stage 0)");
-    if (!p.overlap_grad_reduce) r.fail("bucket_order", "priority order needs overlap_grad_reduce");
-    if (p.offload_optimizer) r.fail("bucket_order", "priority order with the optimizer on the host is not modelled");
-  }
+  if (p.priority_buckets)
+    if (const char* why = strategies::priority_order_refusal(p)) r.fail("bucket_order", why);
   if (p.algorithm == taskgraph::Algorithm::CentralStorage && s.cluster.nodes > 1)
     r.fail("all_reduce_algorithm", "central storage keeps variables in one host's memory: it needs cluster.nodes = 1");
   parse_compression(r, p);

@@ -36,6 +36,26 @@ void refuse_fp8_params(Reader& r, const Scenario& s, const strategies::StackMemo
     r.fail("fp8_weight_copies", "\"fp8-params\" with ZeRO-3 or expert parallelism is not modelled");
 }
 
+// `grad_reduce_dtype`: Megatron-LM's gradient buffer, fp32 main gradients (the megatron-te presets'
+// default) or bf16 (--grad-reduce-in-bf16); the buckets reduce it as it is held. A bucket's
+// bytes mean this only with Megatron's buffers: bf16 or fp8 weights, ZeRO 0 or 1 (the
+// distributed optimizer).
+void parse_grad_buffer(Reader& r, Scenario& s) {
+  const cost::Stack& st = s.device.stack;
+  const auto& p = s.parallelism;
+  const auto precision = s.training.precision;
+  const bool applies = p.framework.framework == strategies::Framework::MegatronLM &&
+                       (precision == strategies::Precision::Bf16 || precision == strategies::Precision::Fp8) &&
+                       p.zero_stage <= 1 && st.memory.buffers == strategies::StateBuffers::Framework;
+  const std::string dtype = r.choice("grad_reduce_dtype", {"fp32", "bf16"}, st.grad_buffer_bytes == 2 ? "bf16" : "fp32");
+  if (r.has("grad_reduce_dtype") && !applies)
+    r.fail("grad_reduce_dtype", "is Megatron-LM's gradient buffer (--grad-reduce-in-bf16): it needs parallelism.framework "
+                                "\"megatron-lm\", training.precision \"bf16\" or \"fp8\", zero_stage 0 or 1, and stack buffers "
+                                "\"framework\"");
+  const bool given = r.has("grad_reduce_dtype") || st.grad_buffer_bytes > 0;
+  s.parallelism.framework.grad_buffer_bytes = applies && given ? (dtype == "bf16" ? 2 : 4) : 0;
+}
+
 // `comm_sms`: SMs the stack's collectives hold (sim/cost/comm_interference.hpp). A count needs the
 // device's SM count to mean anything, and must leave compute some SMs.
 void parse_comm_sms(Reader& r, Scenario& s) {
@@ -159,6 +179,7 @@ void parse_stack(Reader& root, Scenario& s) {
                                                                                            : cost::Copies::Fused;
   if (r->has("copies") && st.copies == cost::Copies::Eager && s.training.attention != models::Attention::Flash)
     r->fail("copies", "\"eager\" prices the copies around fused attention calls: set training.attention to \"flash\"");
+  parse_grad_buffer(*r, s);
   parse_comm_sms(*r, s);
   parse_tp_overlap(*r, s);
   parse_zero3_gathers(*r, s, preset);

@@ -46,6 +46,15 @@ Stack deepspeed(const std::string& name, Zero3Gathers z) {
   return s;
 }
 
+// Megatron-Core keeps fp32 main gradients under bf16 and reduces them in fp32
+// (megatron/training/arguments.py @d98e8a6: accumulate_allreduce_grads_in_fp32 = True unless
+// --grad-reduce-in-bf16; core/distributed/param_and_grad_buffer.py allocates the buffer in
+// grad_dtype = torch.float if grad_reduce_in_fp32).
+Stack megatron_core(Stack s) {
+  s.grad_buffer_bytes = 4;
+  return s;
+}
+
 // What eager PyTorch runs beside the element-wise kernels for torchtitan's code: the loss as
 // F.cross_entropy on fp32 logits (loss_kernels.cpp), and the QKV split's copies and RoPE's fp32
 // casts around attention (attention_copies.cpp).
@@ -114,11 +123,11 @@ const std::map<std::string, Stack>& registry() {
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
       // Copies fused: RoPE is TE's FusedRoPEFunc (transformer_engine/pytorch/attention/rope.py
       // @d0067d0), Megatron-LM's --no-rope-fusion being off by default (training/arguments.py @d98e8a6).
-      {"megatron-te", Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS, kDeviceCommSms,
-                            TpOverlap::None, kTe}},
+      {"megatron-te", megatron_core(Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
+                                          kDeviceCommSms, TpOverlap::None, kTe})},
       // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
-      {"megatron-te-tp-overlap", Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
-                                       kDeviceCommSms, TpOverlap::TransformerEngine, kTe}},
+      {"megatron-te-tp-overlap", megatron_core(Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused,
+                                                     kEagerDispatchS, kDeviceCommSms, TpOverlap::TransformerEngine, kTe})},
       // llm-foundry (mosaicml/llm-foundry @8c8dd48) on Composer's FSDP1: MPT's attn_impl "flash"
       // (llmfoundry/models/utils/config_defaults.py: flash_attn's FlashAttention-2), no
       // torch.compile unless compile_config is given (llmfoundry/utils/config_utils.py,

@@ -52,6 +52,10 @@ struct Stack {
   // The horovod presets: gradients in Horovod's fusion buffers, cut by its cycle (cycle, threshold
   // and response cache; strategies/tensor_fusion.hpp) instead of DDP's buckets.
   strategies::TensorFusion fusion{};
+  // Megatron-LM's data-parallel gradient buffer in bytes per element (strategies/framework.hpp
+  // grad_buffer_bytes): 4 for the megatron-te presets (fp32 main gradients under bf16); 0: the
+  // gradient's own dtype. Applies with parallelism.framework "megatron-lm" and bf16 or fp8 weights.
+  int grad_buffer_bytes = 0;
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
            tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused &&

@@ -17,6 +17,7 @@
 #include "strategies/buckets.hpp"
 #include "strategies/placement.hpp"
 #include "strategies/plan.hpp"
+#include "strategies/settings.hpp"
 #include "strategies/unit.hpp"
 #include "strategies/units/zero.hpp"
 #include "strategies/works.hpp"
@@ -155,7 +156,7 @@ struct ClosedForm::Impl::Step {
       : im(im), s(s), p(s.parallelism), t(s.training), g(g), layout(layout), place(layout.place), P(layout.pipeline),
         T(layout.tensor), D(layout.data), chunks(layout.chunks), micro_batches(layout.micro_batches),
         m(static_cast<double>(micro_batches)),
-        gbytes(strategies::grad_bytes_per_param(t.precision)), wbytes(strategies::weight_bytes_per_param(t.precision)) {}
+        gbytes(strategies::wire_grad_bytes(s.parallelism, t.precision)), wbytes(strategies::weight_bytes_per_param(t.precision)) {}
 
   Impl& im;
   const config::Scenario& s;

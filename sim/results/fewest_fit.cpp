@@ -199,9 +199,11 @@ double Search::estimated_peak(const Shape& sh, const Stages& stages, int zero) {
   for (std::size_t si = 0; si < stages.size(); ++si) {
     const auto& st = stages[si];
     const auto fw = s_.parallelism.framework.framework;
+    const int gb = s_.parallelism.framework.grad_buffer_bytes;
     auto mem = strategies::stack_state_memory(st.params / wbytes - ex[si], tr.precision, tr.optimizer, zero, sh.data, fw,
-                                              tr.memory.buffers);
-    const auto em = strategies::stack_state_memory(ex[si], tr.precision, tr.optimizer, zero, sh.data / E, fw, tr.memory.buffers);
+                                              tr.memory.buffers, gb);
+    const auto em =
+        strategies::stack_state_memory(ex[si], tr.precision, tr.optimizer, zero, sh.data / E, fw, tr.memory.buffers, gb);
     mem.params += em.params, mem.gradients += em.gradients, mem.optimizer += em.optimizer;
     if (s_.parallelism.offload_optimizer) mem.optimizer = 0;
     mem.activations = st.activations;

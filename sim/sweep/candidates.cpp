@@ -9,6 +9,7 @@
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
 #include "sim/core/units.hpp"
+#include "strategies/settings.hpp"
 
 namespace dtsim::sweep {
 
@@ -120,9 +121,9 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     // The scenario's HSDP shard groups where they still divide the data ranks (not with experts).
                     if (c.p.shard_size > 0 && (dp % c.p.shard_size != 0 || ep > 1)) c.p.shard_size = 0;
                     if (!keep_moe_settings(c.p)) continue;
-                    // Priority order is modelled for plain synchronous data parallelism (the loader refuses
-                    // it with tensor, pipeline or ZeRO): other candidates reduce in backward's order.
-                    if (tp > 1 || pp > 1 || zero > 0 || dp < 2) c.p.priority_buckets = false;
+                    // Where priority order is not modelled (the loader refuses it there), candidates
+                    // reduce in backward's order.
+                    if (strategies::priority_order_refusal(c.p)) c.p.priority_buckets = false;
                     // Horovod's tensor fusion is data parallelism alone (the scenario loader refuses the rest).
                     if (c.p.fusion.on() && (tp > 1 || pp > 1 || cp > 1 || ep > 1 || zero > 0)) continue;
                     c.precision = precision;

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "strategies/planner.hpp"
+#include "strategies/settings.hpp"
 #include "strategies/units/units.hpp"
 
 namespace dtsim::strategies {
@@ -216,7 +217,7 @@ void Experts::after_gradient_sync(Planner& em, int s) {
   const auto& p = em.spec();
   if (p.expert_data() <= 1) return;
   const Layers mine = em.shape().stage_layers(s);
-  const auto buckets = make_buckets(mine, grad_bytes_per_param(em.training().precision), p.bucket_bytes, p.first_bucket_bytes,
+  const auto buckets = make_buckets(mine, wire_grad_bytes(p, em.training().precision), p.bucket_bytes, p.first_bucket_bytes,
                                     BucketParams::Expert);
   const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
   int& stream = em.comm_stream(s);
@@ -267,7 +268,7 @@ double Experts::buckets(const Count& c) {
   if (!synced || c.k.expert_data <= 1) return 0;
   double n = 0;
   for (int s = 0; s < c.k.pipeline; ++s)
-    n += static_cast<double>(make_buckets(c.k.stage_layers(s), grad_bytes_per_param(c.t.precision), c.p.bucket_bytes,
+    n += static_cast<double>(make_buckets(c.k.stage_layers(s), wire_grad_bytes(c.p, c.t.precision), c.p.bucket_bytes,
                                           c.p.first_bucket_bytes, BucketParams::Expert).size());
   return n;
 }

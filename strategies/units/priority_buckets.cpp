@@ -5,6 +5,7 @@
 #include <map>
 
 #include "strategies/planner.hpp"
+#include "strategies/settings.hpp"
 #include "strategies/units/units.hpp"
 
 namespace dtsim::strategies {
@@ -65,7 +66,7 @@ void PriorityBuckets::step(Planner& em, int s) {
   if (buckets_.empty()) return;
   const Layers mine = em.shape().stage_layers(s);
   const auto& t = em.training();
-  const double gbytes = grad_bytes_per_param(t.precision);
+  const double gbytes = wire_grad_bytes(em.spec(), t.precision);
   auto& graph = em.plan().graph;
   auto& replica_last = em.replica_last();
   for (std::size_t d = 0; d < replica_last.size(); ++d) {
