@@ -1,6 +1,6 @@
 // Megatron-LM's data-parallel gradient buffer under a Megatron stack (issue 30, items 1 and 3):
 // fp32 main gradients held and reduced in fp32 unless --grad-reduce-in-bf16, in memory and on
-// the wire alike; the key's refusals; `dtsim import megatron` naming Transformer Engine.
+// the wire alike; the key's refusals; `dtsim import megatron` mapping the flag.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -80,15 +80,19 @@ TEST(GradBuffer, KeyIsRefusedWhereMegatronsBufferIsNotWhatRuns) {
   EXPECT_NE(e.find("bf16"), std::string::npos) << e;  // did you mean
 }
 
-TEST(GradBuffer, ImportNamesTransformerEngineUnlessTheScriptSaysLocal) {
+TEST(GradBuffer, ImportMapsTheBf16BufferWhereTheStackKeepsMegatronsBuffers) {
   using config::import_megatron_args;
-  auto r = import_megatron_args("torchrun pretrain_gpt.py --bf16 --use-distributed-optimizer", "x.sh");
-  EXPECT_EQ(r.stack["preset"], "megatron-te");  // transformer_config.py: transformer_impl defaults to it
+  auto r = import_megatron_args("torchrun pretrain_gpt.py --bf16 --grad-reduce-in-bf16 --transformer-impl transformer_engine", "x.sh");
+  EXPECT_EQ(r.stack["preset"], "megatron-te");
+  EXPECT_EQ(r.stack["grad_reduce_dtype"], "bf16");
   r = import_megatron_args("torchrun pretrain_gpt.py --bf16 --grad-reduce-in-bf16 --tp-comm-overlap --transformer-impl transformer_engine",
                            "x.sh");
   EXPECT_EQ(r.stack["preset"], "megatron-te-tp-overlap");
   EXPECT_EQ(r.stack["grad_reduce_dtype"], "bf16");
-  r = import_megatron_args("torchrun pretrain_gpt.py --bf16 --grad-reduce-in-bf16 --transformer-impl local", "x.sh");
-  EXPECT_EQ(r.stack["preset"], "default");
-  EXPECT_FALSE(r.stack.contains("grad_reduce_dtype"));
+  // Without a Transformer Engine stack the default's ZeRO-paper buffers stay: the flag is named as ignored.
+  for (const char* impl : {" --transformer-impl local", ""}) {
+    r = import_megatron_args(std::string("torchrun pretrain_gpt.py --bf16 --grad-reduce-in-bf16") + impl, "x.sh");
+    EXPECT_EQ(r.stack.value("preset", "default"), "default") << impl;
+    EXPECT_FALSE(r.stack.contains("grad_reduce_dtype")) << impl;
+  }
 }
