@@ -69,17 +69,14 @@ std::vector<Rerun> reruns(const models::Layer& l, Recompute r) {
   std::vector<Rerun> out(l.ops.size());
   if (l.kind != models::LayerKind::Block || r == Recompute::None) return out;
   if (r == Recompute::Op) return op_level(l, nullptr);
-  for (std::size_t i = 0; i < l.ops.size(); ++i) out[i].whole = reruns_whole(r) || (r == Recompute::Selective && l.ops[i].selective);
+  for (std::size_t i = 0; i < l.ops.size(); ++i) out[i].whole = reruns_op_whole(l.ops[i], r);
   return out;
 }
 
 std::vector<models::Kernel> rerun_kernels(const models::Op& op, const Rerun& again) {
   if (again.whole) return op.forward;
   std::vector<models::Kernel> out;
-  if (again.calls.empty()) return out;
-  for (const auto& k : op.forward)
-    if (k.kind == models::KernelKind::Memory) out.push_back(k);
-  for (std::size_t c : again.calls) out.push_back(op.calls[c].kernel);
+  for_each_rerun_kernel(op, again, [&](const models::Kernel& k) { out.push_back(k); });
   return out;
 }
 

@@ -36,6 +36,24 @@ struct Rerun {
 std::vector<Rerun> reruns(const models::Layer& l, Recompute r);
 // The kernels of one op's re-run, in the order they run.
 std::vector<models::Kernel> rerun_kernels(const models::Op& op, const Rerun& again);
+// The same kernels handed to `f` one by one, in the same order, without copying them (a sweep
+// sums their FLOPs for every layer of every candidate).
+template <class F>
+void for_each_rerun_kernel(const models::Op& op, const Rerun& again, F&& f) {
+  if (again.whole) {
+    for (const auto& k : op.forward) f(k);
+    return;
+  }
+  if (again.calls.empty()) return;
+  for (const auto& k : op.forward)
+    if (k.kind == models::KernelKind::Memory) f(k);
+  for (std::size_t c : again.calls) f(op.calls[c].kernel);
+}
+// Whether recomputation r re-runs all of op (of a block) where it is not op-level: reruns()'s
+// rule for Full, Stage and Selective.
+inline bool reruns_op_whole(const models::Op& op, Recompute r) {
+  return reruns_whole(r) || (r == Recompute::Selective && op.selective);
+}
 
 class Checkpoints {
  public:
