@@ -1,6 +1,7 @@
 #include "strategies/recompute.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 namespace dtsim::strategies {
@@ -91,18 +92,23 @@ Checkpoints::Checkpoints(const ParallelismSpec& p, const std::vector<Layers>& ch
     for (const auto* l : chunks[c]) {
       if (l->kind != models::LayerKind::Block) continue;
       const Place at{i++, n, ++in_stage};
-      Block& b = blocks_[l];
+      Block& b = blocks_.emplace_back(l, Block{}).second;
       if (p.recompute == Recompute::Stage) b = {Recompute::Stage, at.in_chunk == 0 ? n : 0};
       else if (p.recompute == Recompute::Op) b = {Recompute::Op, 1};
       else if (p.recompute != Recompute::Full) b = {p.recompute, 0};
       else if (reached(p, at)) b = {Recompute::Full, opens(p, at)};
     }
   }
+  // Chunks hold a model's layers in order, each once; any other order is sorted here.
+  auto by_address = [](const auto& a, const auto& b) { return std::less<const models::Layer*>{}(a.first, b.first); };
+  if (!std::is_sorted(blocks_.begin(), blocks_.end(), by_address)) std::stable_sort(blocks_.begin(), blocks_.end(), by_address);
 }
 
 const Checkpoints::Block& Checkpoints::block(const models::Layer& l) const {
-  const auto it = blocks_.find(&l);
-  if (it == blocks_.end()) throw std::logic_error("recomputation asked for a block outside the layout's chunks: " + l.name);
+  const auto it = std::lower_bound(blocks_.begin(), blocks_.end(), &l,
+                                   [](const auto& e, const models::Layer* x) { return std::less<const models::Layer*>{}(e.first, x); });
+  if (it == blocks_.end() || it->first != &l)
+    throw std::logic_error("recomputation asked for a block outside the layout's chunks: " + l.name);
   return it->second;
 }
 

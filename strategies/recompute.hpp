@@ -5,7 +5,7 @@
 // (recompute_group). The passes (strategies/works.hpp), the memory (plan_memory.cpp) and the
 // units read a block's recomputation here, never the scenario's `recompute` alone; and what
 // backward re-runs of each op (reruns).
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "models/model_graph.hpp"
@@ -81,7 +81,9 @@ class Checkpoints {
   };
   const Block& block(const models::Layer& l) const;
   double op_level_kept(const models::Layer& l) const;
-  std::unordered_map<const models::Layer*, Block> blocks_;
+  // Each block the chunks hold, by address: a layout's chunks hold them in model order, so this
+  // is sorted as built (a hash map cost a node per block of every candidate a sweep plans).
+  std::vector<std::pair<const models::Layer*, Block>> blocks_;
   // Under sequence parallelism op-level checkpointing keeps the reduce-scatters' outputs too.
   int tensor_ = 1;
   bool sequence_parallel_ = false;
