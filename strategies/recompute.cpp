@@ -1,6 +1,7 @@
 #include "strategies/recompute.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 
@@ -105,6 +106,13 @@ Checkpoints::Checkpoints(const ParallelismSpec& p, const std::vector<Layers>& ch
 }
 
 const Checkpoints::Block& Checkpoints::block(const models::Layer& l) const {
+  // Asked for every layer of every pass: the blocks usually sit one after another in the model's
+  // layer vector, so l's place from the first is tried before searching.
+  if (!blocks_.empty()) {
+    const auto at = reinterpret_cast<std::uintptr_t>(&l), first = reinterpret_cast<std::uintptr_t>(blocks_.front().first);
+    const std::size_t k = at >= first ? (at - first) / sizeof(models::Layer) : blocks_.size();
+    if (k < blocks_.size() && blocks_[k].first == &l) return blocks_[k].second;
+  }
   const auto it = std::lower_bound(blocks_.begin(), blocks_.end(), &l,
                                    [](const auto& e, const models::Layer* x) { return std::less<const models::Layer*>{}(e.first, x); });
   if (it == blocks_.end() || it->first != &l)
