@@ -241,7 +241,17 @@ ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& op
   const double e = options.activation_bytes;
   g.layers.reserve(static_cast<std::size_t>(spec.num_layers) + 2);
   g.layers.push_back(spec.vision() ? patch_embedding_layer(spec, options, e) : embedding_layer(spec, options, e));
-  for (I i = 0; i < spec.num_layers; ++i) g.layers.push_back(block_layer(spec, options, e, i));
+  // A block depends on its index only through its name and whether it is an MoE block: each run
+  // of like blocks is built once and copied (building GPT-3's 96 op by op was a tenth of a sweep).
+  for (I i = 0; i < spec.num_layers; ++i) {
+    if (i == 0 || spec.moe_block(i) != spec.moe_block(i - 1)) {
+      g.layers.push_back(block_layer(spec, options, e, i));
+      continue;
+    }
+    Layer copy = g.layers.back();
+    copy.name = "block." + std::to_string(i);
+    g.layers.push_back(std::move(copy));
+  }
   g.layers.push_back(spec.vision() ? classifier_layer(spec, options, e) : head_layer(spec, options, e));
   if (spec.tied_embeddings && !spec.vision()) g.tied_params = g.layers.front().ops.front().params;
   return g;

@@ -20,7 +20,10 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     m.gradients = std::min(m.gradients, 2.0 * p_.framework.reduce_bucket_params * grad_bytes_per_param(t_.precision));
   m.params *= weight_versions(p_.schedule, p_.pipeline, s);  // PipeDream's stashed versions
   // FP8 weight copies where the stack keeps them (Transformer Engine: the copy and its transpose).
-  m.params += fp8_copy_bytes_per_param(t_.memory.fp8_weight_copies) * fp8_weight_params(mine);
+  // Only graphs built for FP8 have FP8 weights (models/transformer_ops.cpp, fp8_linear): the walk
+  // over every op of the stage is skipped for the others, which a sweep plans by the thousand.
+  const double copy = fp8_copy_bytes_per_param(t_.memory.fp8_weight_copies);
+  if (copy > 0 && g_.options.fp8) m.params += copy * fp8_weight_params(mine);
   if (!p_.offload_optimizer) m.gradients += state_bucket_bytes(t_.precision, p_.zero_stage, p_.framework, t_.memory.buffers);
   if (p_.context > 1) {
     // While a layer attends: the ring's K/V chunk in flight beside the one in use, or the whole

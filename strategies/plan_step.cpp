@@ -113,7 +113,9 @@ Plan Planner::run() {
 // partition; offloaded activations at their peak.
 void Planner::host_memory() {
   for (int s = 0; s < p_.pipeline; ++s) {
-    const double shard = layer_params(stage_layers(s)) / (p_.zero_stage >= 1 ? grad_ranks() : 1);
+    // The stage's parameters are only counted where the optimizer is offloaded (the sweep plans
+    // thousands of stages that keep it on the GPU).
+    const double shard = p_.offload_optimizer ? layer_params(stage_layers(s)) / (p_.zero_stage >= 1 ? grad_ranks() : 1) : 0.0;
     double live = 0, peak = 0;
     for (const auto& op : seq_[static_cast<std::size_t>(s)]) {
       live += (op.forward ? 1 : -1) * chunk_kept(op.chunk, s);

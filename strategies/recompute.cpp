@@ -1,6 +1,8 @@
 #include "strategies/recompute.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <stdexcept>
 
 namespace dtsim::strategies {
@@ -69,17 +71,14 @@ std::vector<Rerun> reruns(const models::Layer& l, Recompute r) {
   std::vector<Rerun> out(l.ops.size());
   if (l.kind != models::LayerKind::Block || r == Recompute::None) return out;
   if (r == Recompute::Op) return op_level(l, nullptr);
-  for (std::size_t i = 0; i < l.ops.size(); ++i) out[i].whole = reruns_whole(r) || (r == Recompute::Selective && l.ops[i].selective);
+  for (std::size_t i = 0; i < l.ops.size(); ++i) out[i].whole = reruns_op_whole(l.ops[i], r);
   return out;
 }
 
 std::vector<models::Kernel> rerun_kernels(const models::Op& op, const Rerun& again) {
   if (again.whole) return op.forward;
   std::vector<models::Kernel> out;
-  if (again.calls.empty()) return out;
-  for (const auto& k : op.forward)
-    if (k.kind == models::KernelKind::Memory) out.push_back(k);
-  for (std::size_t c : again.calls) out.push_back(op.calls[c].kernel);
+  for_each_rerun_kernel(op, again, [&](const models::Kernel& k) { out.push_back(k); });
   return out;
 }
 
@@ -94,18 +93,30 @@ Checkpoints::Checkpoints(const ParallelismSpec& p, const std::vector<Layers>& ch
     for (const auto* l : chunks[c]) {
       if (l->kind != models::LayerKind::Block) continue;
       const Place at{i++, n, ++in_stage};
-      Block& b = blocks_[l];
+      Block& b = blocks_.emplace_back(l, Block{}).second;
       if (p.recompute == Recompute::Stage) b = {Recompute::Stage, at.in_chunk == 0 ? n : 0};
       else if (p.recompute == Recompute::Op) b = {Recompute::Op, 1};
       else if (p.recompute != Recompute::Full) b = {p.recompute, 0};
       else if (reached(p, at)) b = {Recompute::Full, opens(p, at)};
     }
   }
+  // Chunks hold a model's layers in order, each once; any other order is sorted here.
+  auto by_address = [](const auto& a, const auto& b) { return std::less<const models::Layer*>{}(a.first, b.first); };
+  if (!std::is_sorted(blocks_.begin(), blocks_.end(), by_address)) std::stable_sort(blocks_.begin(), blocks_.end(), by_address);
 }
 
 const Checkpoints::Block& Checkpoints::block(const models::Layer& l) const {
-  const auto it = blocks_.find(&l);
-  if (it == blocks_.end()) throw std::logic_error("recomputation asked for a block outside the layout's chunks: " + l.name);
+  // Asked for every layer of every pass: the blocks usually sit one after another in the model's
+  // layer vector, so l's place from the first is tried before searching.
+  if (!blocks_.empty()) {
+    const auto at = reinterpret_cast<std::uintptr_t>(&l), first = reinterpret_cast<std::uintptr_t>(blocks_.front().first);
+    const std::size_t k = at >= first ? (at - first) / sizeof(models::Layer) : blocks_.size();
+    if (k < blocks_.size() && blocks_[k].first == &l) return blocks_[k].second;
+  }
+  const auto it = std::lower_bound(blocks_.begin(), blocks_.end(), &l,
+                                   [](const auto& e, const models::Layer* x) { return std::less<const models::Layer*>{}(e.first, x); });
+  if (it == blocks_.end() || it->first != &l)
+    throw std::logic_error("recomputation asked for a block outside the layout's chunks: " + l.name);
   return it->second;
 }
 

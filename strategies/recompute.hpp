@@ -5,7 +5,7 @@
 // (recompute_group). The passes (strategies/works.hpp), the memory (plan_memory.cpp) and the
 // units read a block's recomputation here, never the scenario's `recompute` alone; and what
 // backward re-runs of each op (reruns).
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "models/model_graph.hpp"
@@ -36,6 +36,24 @@ struct Rerun {
 std::vector<Rerun> reruns(const models::Layer& l, Recompute r);
 // The kernels of one op's re-run, in the order they run.
 std::vector<models::Kernel> rerun_kernels(const models::Op& op, const Rerun& again);
+// The same kernels handed to `f` one by one, in the same order, without copying them (a sweep
+// sums their FLOPs for every layer of every candidate).
+template <class F>
+void for_each_rerun_kernel(const models::Op& op, const Rerun& again, F&& f) {
+  if (again.whole) {
+    for (const auto& k : op.forward) f(k);
+    return;
+  }
+  if (again.calls.empty()) return;
+  for (const auto& k : op.forward)
+    if (k.kind == models::KernelKind::Memory) f(k);
+  for (std::size_t c : again.calls) f(op.calls[c].kernel);
+}
+// Whether recomputation r re-runs all of op (of a block) where it is not op-level: reruns()'s
+// rule for Full, Stage and Selective.
+inline bool reruns_op_whole(const models::Op& op, Recompute r) {
+  return reruns_whole(r) || (r == Recompute::Selective && op.selective);
+}
 
 class Checkpoints {
  public:
@@ -63,7 +81,9 @@ class Checkpoints {
   };
   const Block& block(const models::Layer& l) const;
   double op_level_kept(const models::Layer& l) const;
-  std::unordered_map<const models::Layer*, Block> blocks_;
+  // Each block the chunks hold, by address: a layout's chunks hold them in model order, so this
+  // is sorted as built (a hash map cost a node per block of every candidate a sweep plans).
+  std::vector<std::pair<const models::Layer*, Block>> blocks_;
   // Under sequence parallelism op-level checkpointing keeps the reduce-scatters' outputs too.
   int tensor_ = 1;
   bool sequence_parallel_ = false;

@@ -102,11 +102,17 @@ int WorkTable::get(taskgraph::Work w) {
 }
 
 double recompute_flops(const models::Layer& layer, Recompute r) {
+  // Called for every layer of every candidate a sweep plans: the re-run kernels' FLOPs are summed
+  // in place, in the order they run, and only op-level recomputation builds its reruns.
   double f = 0;
-  const auto again = reruns(layer, r);
-  for (std::size_t i = 0; i < layer.ops.size(); ++i)
-    if (layer.ops[i].matmul && again[i].any())
-      for (const auto& k : rerun_kernels(layer.ops[i], again[i])) f += k.flops;
+  if (layer.kind != models::LayerKind::Block || r == Recompute::None) return f;  // reruns() re-runs nothing
+  const auto op_level = r == Recompute::Op ? reruns(layer, r) : std::vector<Rerun>{};
+  for (std::size_t i = 0; i < layer.ops.size(); ++i) {
+    const auto& op = layer.ops[i];
+    if (!op.matmul) continue;
+    const Rerun whole{reruns_op_whole(op, r), {}};
+    for_each_rerun_kernel(op, r == Recompute::Op ? op_level[i] : whole, [&](const models::Kernel& k) { f += k.flops; });
+  }
   return f;
 }
 

@@ -37,6 +37,28 @@ TEST(Models, Gpt3ParameterCountMatchesMegatronEq2) {
   EXPECT_NEAR(params, models::megatron_eq2_params(spec) + 2.0 * spec.hidden_size, 1.0);
 }
 
+// build_transformer builds each run of like blocks once and copies it: every block equals one
+// built on its own at its index (the first of a model that size), its name apart. DeepSeek-V3's
+// first three blocks are dense, the rest MoE, with multi-head latent attention.
+TEST(Models, CopiedBlocksEqualBlocksBuiltOnTheirOwn) {
+  for (const char* name : {"gpt3-175b", "deepseek-v3"}) {
+    auto spec = preset(name);
+    spec.num_layers = 5;
+    const auto g = build(spec);
+    for (std::int64_t i = 0; i < spec.num_layers; ++i) {
+      auto alone = spec;
+      alone.num_layers = 1;
+      // Block 0 of a one-block model, dense or MoE as block i is.
+      alone.first_dense_layers = spec.moe_block(i) ? 0 : 1;
+      auto fresh = build(alone).layers[1];
+      const auto& copied = g.layers[static_cast<std::size_t>(i) + 1];
+      EXPECT_EQ(copied.name, "block." + std::to_string(i));
+      fresh.name = copied.name;
+      EXPECT_TRUE(fresh == copied) << name << " block " << i;
+    }
+  }
+}
+
 TEST(Models, LlamaParameterCountsMatchPublishedSizes) {
   // Meta's model cards: Llama 3 8B has 8.03 B parameters, 70B has 70.6 B.
   EXPECT_NEAR(build(preset("llama-3-8b")).params() / 8.03e9, 1.0, 0.01);

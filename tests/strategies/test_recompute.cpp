@@ -294,6 +294,25 @@ TEST(RecomputeOpLevel, BiasedLinearsAreReRunWhole) {
   EXPECT_DOUBLE_EQ(strategies::recompute_flops(b, Recompute::Op), linears);
 }
 
+// recompute_flops sums the re-run kernels in place (a sweep calls it for every layer of every
+// candidate): bit for bit what summing rerun_kernels' FLOPs op by op gives, for every
+// recomputation, on blocks with and without biases, and nothing outside blocks.
+TEST(RecomputeFlops, EqualSummingTheReRunKernelsBitForBit) {
+  for (const auto& g : {small(), llama()}) {
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full, Recompute::Stage, Recompute::Op}) {
+      for (const auto& l : g.layers) {
+        double f = 0;
+        const auto again = strategies::reruns(l, r);
+        for (std::size_t i = 0; i < l.ops.size(); ++i)
+          if (l.ops[i].matmul && again[i].any())
+            for (const auto& k : strategies::rerun_kernels(l.ops[i], again[i])) f += k.flops;
+        EXPECT_EQ(strategies::recompute_flops(l, r), f) << l.name;
+      }
+    }
+    EXPECT_GT(strategies::recompute_flops(block(g, 0), Recompute::Full), strategies::recompute_flops(block(g, 0), Recompute::Selective));
+  }
+}
+
 // torchtitan's policy is read off dense transformer blocks: MoE blocks and CNNs are refused.
 TEST(RecomputeOpLevel, MixtureOfExpertsAndCnnsAreRefused) {
   test::TempDir dir;
