@@ -16,11 +16,16 @@ using namespace dtsim;
 
 namespace {
 
-models::Kernel gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
+models::Kernel gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                    models::KernelRole role = models::KernelRole::Plain) {
   const double b = static_cast<double>(batch), M = static_cast<double>(m), N = static_cast<double>(n),
                K = static_cast<double>(k);
-  return models::Kernel{"gemm", models::KernelKind::Gemm, batch, m, n, k, 2 * b * M * N * K, 2 * b * (M * K + K * N + M * N)};
+  auto g = models::Kernel{"gemm", models::KernelKind::Gemm, batch, m, n, k, 2 * b * M * N * K, 2 * b * (M * K + K * N + M * N)};
+  g.role = role;
+  return g;
 }
+
+constexpr auto kWgrad = models::KernelRole::WeightGrad;
 
 cost::DeviceProfile h100(const std::string& stack) {
   auto d = config::load_device_profile("h100-sxm-80gb");
@@ -59,6 +64,20 @@ TEST(GemmAlignment, TheLeadingDimensionsSetTheAlignment) {
   EXPECT_EQ(cost::leading_alignment_bytes(4096, 10944, 2), 16);  // 64-element aligned: capped at 16 bytes
   EXPECT_EQ(cost::leading_alignment_bytes(4100, 4096, 4), 16);   // fp32: 4 elements are 16 bytes
   EXPECT_EQ(cost::leading_alignment_bytes(4100, 4096, 2), 8);
+  // A weight gradient (in x out x tokens) reads X and dY as they lie: rows of in and out.
+  using Dims = std::pair<std::int64_t, std::int64_t>;
+  EXPECT_EQ(cost::leading_dims(gemm(1, 1600, 50257, 8192, kWgrad)), Dims(1600, 50257));
+  EXPECT_EQ(cost::leading_dims(gemm(1, 8192, 1600, 50257)), Dims(1600, 50257));
+}
+
+// An odd token count (ViT's 197 per image, a MoE expert's share) is no row's length: the weight
+// gradient whose inner dimension it is runs aligned; an odd input width (fc2 of d_ff 10922) is.
+TEST(GemmAlignment, TokensNeverSetTheAlignmentInputWidthsDo) {
+  const auto d = h100("pytorch-eager");
+  const auto tokens = gemm(1, 768, 3072, 197, kWgrad);
+  EXPECT_EQ(cost::quote_gemm(d, tokens, "bf16").seconds, cost::quote_unstacked(d, tokens, "bf16").seconds);
+  const auto fc2 = gemm(1, 10922, 4096, 8192, kWgrad);
+  EXPECT_NEAR(cost::quote_unstacked(d, fc2, "bf16").seconds / cost::quote_gemm(d, fc2, "bf16").seconds, 0.685, 1e-12);
 }
 
 // hardware_profiles/kernel_tables/nvidia-h100-80gb-hbm3-gpt2-xl-1gpu-bf16.json: the output
@@ -68,12 +87,13 @@ TEST(GemmAlignment, Gpt2OutputLayerOnH100WithinThreePercentOfTheMeasuredKernels)
   const auto d = h100("pytorch-eager");
   const struct {
     std::int64_t m, n, k;
+    models::KernelRole role;  // as models/ builds the output layer's three GEMMs
     double measured_s;
-  } rows[] = {{1600, 50257, 8192, 0.009979904174804688},
-              {8192, 1600, 50257, 0.010169312000274659},
-              {8192, 50257, 1600, 0.010105807781219483}};
+  } rows[] = {{1600, 50257, 8192, kWgrad, 0.009979904174804688},
+              {8192, 1600, 50257, models::KernelRole::Plain, 0.010169312000274659},
+              {8192, 50257, 1600, models::KernelRole::Plain, 0.010105807781219483}};
   for (const auto& r : rows) {
-    const auto q = cost::quote_gemm(d, gemm(1, r.m, r.n, r.k), "bf16");
+    const auto q = cost::quote_gemm(d, gemm(1, r.m, r.n, r.k, r.role), "bf16");
     EXPECT_NEAR(q.seconds / r.measured_s, 1.0, 0.03) << r.m << "x" << r.n << "x" << r.k;
     EXPECT_EQ(q.source, cost::PriceSource::Roofline);
   }

@@ -25,9 +25,14 @@ std::int64_t pad(std::int64_t x, std::int64_t to) { return x == 1 ? 1 : (x + to 
 
 }  // namespace
 
-int leading_alignment_bytes(std::int64_t n, std::int64_t k, int elem_bytes) {
-  const std::int64_t bytes = std::min(power_of_two_dividing(n), power_of_two_dividing(k)) * elem_bytes;
+int leading_alignment_bytes(std::int64_t a, std::int64_t b, int elem_bytes) {
+  const std::int64_t bytes = std::min(power_of_two_dividing(a), power_of_two_dividing(b)) * elem_bytes;
   return static_cast<int>(std::min<std::int64_t>(bytes, kAlignedBytes));
+}
+
+std::pair<std::int64_t, std::int64_t> leading_dims(const models::Kernel& k) {
+  const bool wgrad = k.role == models::KernelRole::WeightGrad || k.role == models::KernelRole::BiasWeightGrad;
+  return wgrad ? std::pair{k.m, k.n} : std::pair{k.n, k.k};
 }
 
 // Measured rates, each as a share of the aligned rate dtsim's curve prices:
@@ -51,7 +56,8 @@ double cublas_alignment_rate(int alignment_bytes) {
 GemmRun run_gemm(GemmShapes shapes, GemmAlignment device, const models::Kernel& k, const std::string& dtype) {
   if (shapes == GemmShapes::Curve || device != GemmAlignment::Cublas || k.kind != models::KernelKind::Gemm) return {k, 1.0};
   const int e = elem_bytes_of(dtype, k.fp8);
-  const int align = leading_alignment_bytes(k.n, k.k, e);
+  const auto [a, b] = leading_dims(k);
+  const int align = leading_alignment_bytes(a, b, e);
   if (align >= kAlignedBytes) return {k, 1.0};
   if (shapes == GemmShapes::AsWritten) return {k, cublas_alignment_rate(align)};
   // Inductor's pad_mm pads m, n and k up to the alignment with zeros and slices the result

@@ -3,15 +3,22 @@
 // slower kernels, and the stack decides whether they reach it unpadded (stack.gemm_shapes).
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "models/model_graph.hpp"
 #include "sim/cost/roofline.hpp"
 
 namespace dtsim::cost {
 
-// The largest power of two, in bytes and at most 16, dividing every leading dimension of a
-// row-major GEMM C[m,n] = A[m,k] B[k,n]: k (A's rows) and n (B's and C's rows).
-int leading_alignment_bytes(std::int64_t n, std::int64_t k, int elem_bytes);
+// The largest power of two, in bytes and at most 16, dividing both leading dimensions (the rows'
+// lengths in memory) of a GEMM.
+int leading_alignment_bytes(std::int64_t a, std::int64_t b, int elem_bytes);
+
+// Which dimensions are rows in memory. A row-major C[m,n] = A[m,k] B[k,n] has rows of k (A) and n
+// (B, C): a linear layer's forward (tokens x out x in) and input gradient (tokens x in x out). Its
+// weight gradient, in x out x tokens, multiplies X^T by dY as they lie, [tokens, in] and
+// [tokens, out]: rows of m and n; the token count is never a row length.
+std::pair<std::int64_t, std::int64_t> leading_dims(const models::Kernel& k);
 
 // cuBLAS's rate at that alignment as a share of the aligned (16-byte) rate.
 double cublas_alignment_rate(int alignment_bytes);
