@@ -288,6 +288,7 @@ Op fc_op(const CnnOp& c, const Tensors& ts, Kept& kept, std::set<int>& gathered,
   op.forward = {gemm(c.name, n, units, features, ts.e)};
   if (ts.needs_grad(x)) op.backward.push_back(gemm(c.name + ".dgrad", n, features, units, ts.e));
   op.backward.push_back(gemm(c.name + ".wgrad", features, units, n, ts.e));
+  op.backward.back().role = KernelRole::WeightGrad;
   op.params = static_cast<double>(features) * static_cast<double>(units) + (c.bias ? static_cast<double>(units) : 0.0);
   op.saved_bytes = whole ? kept.keep_whole(x) : kept.keep(x);
   op.matmul = true;

@@ -93,6 +93,7 @@ enum class KernelRole {
   ResidualForward, ResidualBackward,  // (dropout and) residual add over tokens x hidden
   FlashForward, FlashBackward,        // fused attention; batch = b x heads, m = queries, n = keys, k = head dim
   BiasWeightGrad,                     // a weight-gradient GEMM of a linear layer with a bias (k = tokens, n = outputs)
+  WeightGrad,                         // one without a bias: dW = X^T dY, m = inputs, n = outputs, k = tokens
   SquaredReluForward, SquaredReluBackward,  // over tokens x ffn
   LossForward, LossBackward                 // cross-entropy over tokens x vocabulary (the logits)
 };

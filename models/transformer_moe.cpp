@@ -13,6 +13,7 @@ Op expert_linear(const std::string& name, I experts, I tokens, I in, I out, doub
   op.name = name;
   op.forward = {gemm(name, experts, tokens, out, in, e)};
   op.backward = {gemm(name + ".dgrad", experts, tokens, in, out, e), gemm(name + ".wgrad", experts, in, out, tokens, e)};
+  op.backward.back().role = KernelRole::WeightGrad;
   op.params = static_cast<double>(experts) * (static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0));
   op.saved_bytes = op.saved_bytes_selective = static_cast<double>(experts * tokens) * static_cast<double>(in) * e;
   op.matmul = op.expert = true;

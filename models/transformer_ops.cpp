@@ -32,6 +32,7 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
   op.name = name;
   op.forward = {gemm(name, 1, tokens, out, in, e)};
   op.backward = {gemm(name + ".dgrad", 1, tokens, in, out, e), gemm(name + ".wgrad", 1, in, out, tokens, e)};
+  op.backward.back().role = KernelRole::WeightGrad;
   if (bias) mark_bias_grad(op, tokens, out, e);
   op.params = static_cast<double>(in) * static_cast<double>(out) + (bias ? static_cast<double>(out) : 0.0);
   op.tensors = {static_cast<double>(in) * static_cast<double>(out)};

@@ -241,6 +241,8 @@ void map_training(const std::string& f, const std::string& v, Mapper& m) {
   else if (f == "--grad-reduce-in-bf16") m.run.stack["grad_reduce_dtype"] = "bf16", m.run.mapped.push_back(f);
   else if (f == "--tp-comm-overlap") m.run.stack["preset"] = "megatron-te-tp-overlap", m.run.mapped.push_back(f);
   else if (f == "--fp8-param-gather") m.run.stack["fp8_weight_copies"] = "fp8-params", m.run.mapped.push_back(f);
+  // Megatron pads the vocabulary to this x TP (vocab_utils.py); the stack pads the model's likewise.
+  else if (f == "--make-vocab-size-divisible-by") m.number(f, v, m.run.stack, "vocab_divisible_by");
 }
 
 // The default stack keeps the ZeRO paper's buffers, so Megatron's bf16 gradient buffer means

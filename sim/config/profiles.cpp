@@ -71,6 +71,9 @@ cost::DeviceProfile load_device_profile_file(const std::string& file) {
     a->finish();
   }
   d.comm_core_share = r.number("comm_core_share", Range{0.0, 0.95}, 0.0);
+  // Whether unaligned GEMMs run slower (sim/cost/gemm_alignment.hpp): NVIDIA's cuBLAS, or none.
+  d.gemm_alignment = r.choice("gemm_alignment", {"none", "cublas"}, "none") == "cublas" ? cost::GemmAlignment::Cublas
+                                                                                         : cost::GemmAlignment::None;
   // Communication interference under a software stack (sim/cost/comm_interference.hpp).
   d.sm_count = static_cast<int>(r.integer("sm_count", 1, 100000, 0));
   d.nccl_sms = static_cast<int>(r.integer("nccl_sms", 0, 100000, 0));

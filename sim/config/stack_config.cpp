@@ -1,5 +1,7 @@
 #include "sim/config/stack_config.hpp"
 
+#include <variant>
+
 #include <fmt/format.h>
 
 #include "sim/core/units.hpp"
@@ -104,6 +106,20 @@ void parse_zero3_gathers(Reader& r, Scenario& s, const std::string& preset) {
   s.parallelism.framework.per_parameter = true;
 }
 
+// `gemm_shapes` and `vocab_divisible_by` (sim/cost/gemm_alignment.hpp): the shapes the stack hands
+// cuBLAS, and Megatron's vocabulary padding, applied here to the model before it is built: the
+// padded rows are real (embedding and output-layer parameters, logits), as Megatron allocates them.
+void parse_gemm_shapes(Reader& r, Scenario& s) {
+  cost::Stack& st = s.device.stack;
+  st.gemm_shapes = *cost::gemm_shapes_from_string(
+      r.choice("gemm_shapes", {"curve", "as-written", "padded"}, cost::to_string(st.gemm_shapes)));
+  st.vocab_divisible_by = r.integer("vocab_divisible_by", 0, 1 << 20, st.vocab_divisible_by);
+  auto* t = std::get_if<models::TransformerSpec>(&s.model.family);
+  if (st.vocab_divisible_by <= 0 || !t || t->vocab_size <= 0) return;
+  const std::int64_t multiple = st.vocab_divisible_by * s.parallelism.tensor;
+  t->vocab_size = (t->vocab_size + multiple - 1) / multiple * multiple;
+}
+
 // The key as written (fusion_threshold_MiB, cycle_time_ms...), for the error's pointer.
 std::string written(const Reader& r, const char* base, units::Dimension d) {
   for (const auto& u : units::suffixes(d))
@@ -180,6 +196,7 @@ void parse_stack(Reader& root, Scenario& s) {
   if (r->has("copies") && st.copies == cost::Copies::Eager && s.training.attention != models::Attention::Flash)
     r->fail("copies", "\"eager\" prices the copies around fused attention calls: set training.attention to \"flash\"");
   parse_grad_buffer(*r, s);
+  parse_gemm_shapes(*r, s);
   parse_comm_sms(*r, s);
   parse_tp_overlap(*r, s);
   parse_zero3_gathers(*r, s, preset);

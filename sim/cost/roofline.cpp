@@ -22,7 +22,7 @@ double EfficiencyCurve::at(double x) const {
   return log_interpolate(points, x);
 }
 
-double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype, double rate) {
   double compute = 0;
   if (k.kind == models::KernelKind::Memory) {
     compute = k.flops / peak(d, "fp32");
@@ -30,7 +30,7 @@ double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::s
     double e = k.kind == models::KernelKind::Conv && d.conv ? d.conv->at(k.flops) : d.gemm.at(k.flops);
     if (k.kind == models::KernelKind::Attention && !k.scores) e = std::min(e, d.flash_attention_efficiency);
     if (k.fp8) e = d.fp8_gemm ? d.fp8_gemm->at(k.flops) : e;
-    compute = k.flops / (peak(d, k.fp8 ? std::string("fp8") : dtype) * e);
+    compute = k.flops / (peak(d, k.fp8 ? std::string("fp8") : dtype) * e * rate);
   }
   double traffic = k.bytes / (d.hbm_bandwidth * d.memory.at(k.bytes) * (k.scores ? d.scores_memory_efficiency : 1.0));
   return std::max({compute, traffic, d.kernel_min_s});

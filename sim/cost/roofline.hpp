@@ -24,6 +24,11 @@ struct EfficiencyCurve {
   double at(double x) const;
 };
 
+// Whether a GEMM's rate depends on the alignment of its leading dimensions (gemm_alignment.cpp):
+// none, the device's compiler pads to its tiles or its kernels do not care (TPU/XLA, CPUs); cublas,
+// NVIDIA's tensor-core libraries, whose fast kernels need 16-byte aligned rows.
+enum class GemmAlignment { None, Cublas };
+
 struct DeviceProfile {
   std::string name, description, file;
   std::map<std::string, double> peak_flops;  // FLOP/s by dtype: fp64, fp32, tf32, bf16, fp16, fp8, fp4
@@ -53,6 +58,7 @@ struct DeviceProfile {
   int sm_count = 0, nccl_sms = 0;
   // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
   std::optional<EfficiencyCurve> fp8_gemm;
+  GemmAlignment gemm_alignment = GemmAlignment::None;
   // The software stack the scenario runs (its `stack` key): how it launches and which kernels.
   Stack stack;
 };
@@ -61,8 +67,9 @@ struct DeviceProfile {
 double launch_overhead(const DeviceProfile& d, const std::string& dtype);
 
 // Seconds for one kernel: the slower of its compute and its memory traffic, never below the
-// device's minimum kernel time. `dtype` selects the matrix peak used by GEMMs.
-double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype);
+// device's minimum kernel time. `dtype` selects the matrix peak used by GEMMs; `rate` scales the
+// efficiency a GEMM reaches (an unaligned GEMM's share of the fast kernels' rate).
+double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype, double rate = 1.0);
 
 // A kernel priced from the device's measured table when it covers it, else by the roofline; plus
 // the launch overhead.

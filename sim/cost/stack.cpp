@@ -7,6 +7,7 @@
 #include "sim/cost/attention_rates.hpp"
 #include "sim/cost/attention_waves.hpp"
 #include "sim/cost/eager_kernels.hpp"
+#include "sim/cost/gemm_alignment.hpp"
 #include "sim/cost/loss_kernels.hpp"
 #include "sim/cost/roofline.hpp"
 
@@ -21,6 +22,35 @@ namespace {
 //   GB200's host; cuLaunchKernel alone is 3.0 of it, disp-015).
 constexpr double kEagerDispatchS = 7e-6;
 constexpr double kInductorDispatchS = 6.8e-6;
+
+// The GEMM shapes each stack hands cuBLAS (gemm_alignment.cpp):
+// - eager PyTorch (and HF, llm-foundry) runs the model as written: an unaligned dimension reaches
+//   cuBLAS as it is.
+// - torch.compile's Inductor pads m, n and k of every mm/addmm/bmm to 16 bytes when its benchmark
+//   finds the padded GEMM faster (torch/_inductor/fx_passes/pad_mm.py @017943b: can_pad,
+//   get_padded_length, should_pad; config.shape_padding defaults to on, TORCHINDUCTOR_SHAPE_PADDING
+//   "1", torch/_inductor/config.py @000091c). At cuBLAS's unaligned rates (>= 1.46x slower) it
+//   always is, so the compiled presets are priced padded.
+// - Megatron-LM pads the vocabulary to make_vocab_size_divisible_by (128 by default) times the
+//   tensor-parallel size (megatron/training/vocab_utils.py calculate_padded_vocab_size,
+//   arguments.py --make-vocab-size-divisible-by; NVIDIA/Megatron-LM @d98e8a6), as Megatron-DeepSpeed
+//   does (megatron/tokenizer/tokenizer.py _vocab_size_with_padding, microsoft/Megatron-DeepSpeed
+//   @1d6bce0); its other dimensions are the model's as written.
+Stack megatron_shapes(Stack s) {
+  s.gemm_shapes = GemmShapes::AsWritten;
+  s.vocab_divisible_by = 128;
+  return s;
+}
+
+Stack eager_shapes(Stack s) {
+  s.gemm_shapes = GemmShapes::AsWritten;
+  return s;
+}
+
+Stack compiled_shapes(Stack s) {
+  s.gemm_shapes = GemmShapes::Padded;
+  return s;
+}
 
 // Every stack but the default runs its data-parallel, pipeline and expert collectives through
 // NCCL, whose kernels hold SMs while they run: kDeviceCommSms takes the device profile's count.
@@ -43,7 +73,7 @@ Stack deepspeed(const std::string& name, Zero3Gathers z) {
   Stack s{name, AttentionImpl::GemmCurve, Elementwise::Fused, kEagerDispatchS, kDeviceCommSms, taskgraph::TpOverlap::None, kMemory};
   s.zero3_gathers = z;
   s.needs_deepspeed = true;
-  return s;
+  return megatron_shapes(s);
 }
 
 // Megatron-Core keeps fp32 main gradients under bf16 and reduces them in fp32
@@ -61,7 +91,7 @@ Stack megatron_core(Stack s) {
 Stack eager_torchtitan(Stack s) {
   s.loss = Loss::EagerFp32;
   s.copies = Copies::Eager;
-  return s;
+  return eager_shapes(s);
 }
 
 // Horovod (horovod/horovod, horovod/common/operations.cc): its tensor fusion, with kernels priced
@@ -113,29 +143,30 @@ const std::map<std::string, Stack>& registry() {
       // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains, the
       // loss's cast and RoPE's casts into the kernels beside them (Inductor's one RoPE kernel, 2e
       // per element of q and k each way, is not priced).
-      {"torchtitan-compile", Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS,
-                                   kDeviceCommSms, TpOverlap::None, kTitan}},
+      {"torchtitan-compile", compiled_shapes(Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled,
+                                                   kInductorDispatchS, kDeviceCommSms, TpOverlap::None, kTitan})},
       // The same with --compile.enable_async_tensor_parallel: Inductor's micro-pipeline TP pass.
-      {"torchtitan-async-tp", Stack{"torchtitan-async-tp", AttentionImpl::Flash2, Elementwise::Compiled, kInductorDispatchS,
-                                    kDeviceCommSms, TpOverlap::AsyncTp, kTitan}},
+      {"torchtitan-async-tp", compiled_shapes(Stack{"torchtitan-async-tp", AttentionImpl::Flash2, Elementwise::Compiled,
+                                                    kInductorDispatchS, kDeviceCommSms, TpOverlap::AsyncTp, kTitan})},
       // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
       // (the model's fused kernels); TE's DotProductAttention on Hopper runs cuDNN's fused attention
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
       // Copies fused: RoPE is TE's FusedRoPEFunc (transformer_engine/pytorch/attention/rope.py
       // @d0067d0), Megatron-LM's --no-rope-fusion being off by default (training/arguments.py @d98e8a6).
-      {"megatron-te", megatron_core(Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
-                                          kDeviceCommSms, TpOverlap::None, kTe})},
+      {"megatron-te", megatron_core(megatron_shapes(Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused,
+                                                          kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kTe}))},
       // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
-      {"megatron-te-tp-overlap", megatron_core(Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused,
-                                                     kEagerDispatchS, kDeviceCommSms, TpOverlap::TransformerEngine, kTe})},
+      {"megatron-te-tp-overlap",
+       megatron_core(megatron_shapes(Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
+                                           kDeviceCommSms, TpOverlap::TransformerEngine, kTe}))},
       // llm-foundry (mosaicml/llm-foundry @8c8dd48) on Composer's FSDP1: MPT's attn_impl "flash"
       // (llmfoundry/models/utils/config_defaults.py: flash_attn's FlashAttention-2), no
       // torch.compile unless compile_config is given (llmfoundry/utils/config_utils.py,
       // compile_config None), PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default
       // (config_utils.py expandable_segments True; command_utils/train.py sets it). Composer's FSDP
       // knobs are the scenario's parallelism.zero3 (docs/stacks.md).
-      {"llm-foundry", Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS, kDeviceCommSms, TpOverlap::None,
-                            kTitan}},
+      {"llm-foundry", eager_shapes(Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS,
+                                         kDeviceCommSms, TpOverlap::None, kTitan})},
       {"deepspeed", deepspeed("deepspeed", Zero3Gathers::Coalesced)},
       {"deepspeed-0.5", deepspeed("deepspeed-0.5", Zero3Gathers::PerParameter)},
       {"horovod", horovod("horovod", 128, 1, true)},
@@ -209,6 +240,16 @@ const char* to_string(Loss l) { return l == Loss::EagerFp32 ? "eager-fp32" : "fu
 
 const char* to_string(Copies c) { return c == Copies::Eager ? "eager" : "fused"; }
 
+const char* to_string(GemmShapes g) {
+  return g == GemmShapes::AsWritten ? "as-written" : g == GemmShapes::Padded ? "padded" : "curve";
+}
+
+std::optional<GemmShapes> gemm_shapes_from_string(const std::string& s) {
+  for (auto g : {GemmShapes::Curve, GemmShapes::AsWritten, GemmShapes::Padded})
+    if (s == to_string(g)) return g;
+  return std::nullopt;
+}
+
 const char* to_string(Zero3Gathers z) { return z == Zero3Gathers::PerParameter ? "per-parameter" : "coalesced"; }
 
 std::vector<std::string> stack_names() {
@@ -244,7 +285,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
   } else {
     const auto plan = element_plan(d.stack.elementwise, k);
     if (plan.keep) {
-      base = quote_unstacked(d, k, dtype);
+      base = quote_gemm(d, k, dtype);
       gpu.push_back(base.seconds - overhead);
     }
     for (double bytes : plan.passes) gpu.push_back(memory_pass_seconds(d, bytes, dtype));

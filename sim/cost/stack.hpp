@@ -2,6 +2,7 @@
 // The software stack a step runs on (issue 30): which attention kernel it calls and how many
 // element-wise kernels its framework launches. One registered unit per preset; each mechanism
 // lives in its own file (attention_rates.cpp, eager_kernels.cpp) and is priced here.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,12 @@ enum class Loss { Fused, EagerFp32 };
 // the model's kernels (dtsim's behaviour before stacks), or eager, the QKV split's copies and
 // RoPE's fp32 casts and complex multiply as eager PyTorch runs torchtitan's Llama.
 enum class Copies { Fused, Eager };
+// The shapes the stack hands cuBLAS (gemm_alignment.cpp): curve, every GEMM at the device's curve
+// whatever its shape (dtsim's behaviour before stacks); as-written, the model's shapes, so a
+// dimension that is not a multiple of 16 bytes runs off the fast kernels on a device whose
+// profile says gemm_alignment "cublas"; padded, torch.compile's Inductor rounds m, n and k up to
+// 16 bytes (pad_mm.py) and runs the padded FLOPs on the fast kernels.
+enum class GemmShapes { Curve, AsWritten, Padded };
 
 struct Stack {
   std::string name = "default";
@@ -49,6 +56,11 @@ struct Stack {
   bool needs_deepspeed = false;
   Loss loss = Loss::Fused;
   Copies copies = Copies::Fused;
+  GemmShapes gemm_shapes = GemmShapes::Curve;
+  // Megatron-LM's --make-vocab-size-divisible-by: the vocabulary is padded to a multiple of this
+  // times the tensor-parallel size before the model is built (sim/config/stack_config.cpp). 0: the
+  // model's vocabulary as given.
+  std::int64_t vocab_divisible_by = 0;
   // The horovod presets: gradients in Horovod's fusion buffers, cut by its cycle (cycle, threshold
   // and response cache; strategies/tensor_fusion.hpp) instead of DDP's buckets.
   strategies::TensorFusion fusion{};
@@ -59,7 +71,7 @@ struct Stack {
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
            tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused &&
-           copies == Copies::Fused;
+           copies == Copies::Fused && gemm_shapes == GemmShapes::Curve;
   }
 };
 inline constexpr int kDeviceCommSms = -1;
@@ -73,6 +85,8 @@ std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s)
 const char* to_string(Zero3Gathers z);
 const char* to_string(Loss l);
 const char* to_string(Copies c);
+const char* to_string(GemmShapes g);
+std::optional<GemmShapes> gemm_shapes_from_string(const std::string& s);
 
 // The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te,
 // megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5, horovod, horovod-0.16, jax-xla.

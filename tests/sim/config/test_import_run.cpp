@@ -95,6 +95,15 @@ TEST(ImportRun, MegatronSquaredReluIsTheMlp) {
   EXPECT_TRUE(names(r.mapped, "--squared-relu"));
 }
 
+// --make-vocab-size-divisible-by is the stack's vocab_divisible_by (Megatron pads to it x TP).
+TEST(ImportRun, MegatronVocabularyPaddingIsTheStacks) {
+  const auto r = dtsim::config::import_megatron_args(
+      "torchrun pretrain_gpt.py --vocab-size 50257 --make-vocab-size-divisible-by 64", "x.sh");
+  EXPECT_EQ(r.model["vocab_size"], 50257);
+  EXPECT_EQ(r.stack["vocab_divisible_by"], 64);
+  EXPECT_TRUE(names(r.mapped, "--make-vocab-size-divisible-by"));
+}
+
 // Megatron-LM's uneven first and last stages and virtual stages as stage_layers per model chunk
 // (get_num_layers_to_build: the first and last stages' layers, the rest even, each stage's split
 // over its virtual stages; chunk j on stage j % pipeline).
