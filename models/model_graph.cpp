@@ -61,7 +61,8 @@ Kernel scale_expert_tokens(const Kernel& k, double factor) {
     out.bytes *= factor;
     return out;
   }
-  const bool wgrad = k.name.ends_with(".wgrad");  // dW = X^T dY: tokens are the inner dimension
+  // dW = X^T dY: tokens are the inner dimension
+  const bool wgrad = k.role == KernelRole::WeightGrad || k.role == KernelRole::BiasWeightGrad;
   auto grow = [&](std::int64_t v) { return static_cast<std::int64_t>(std::ceil(static_cast<double>(v) * factor)); };
   if (wgrad) out.k = grow(k.k);
   else out.m = grow(k.m);
