@@ -10,6 +10,7 @@
 #include "strategies/memory.hpp"
 #include "strategies/stack_memory.hpp"
 #include "strategies/planner.hpp"
+#include "strategies/settings.hpp"
 
 namespace dtsim::strategies {
 
@@ -84,7 +85,7 @@ MemoryBreakdown Planner::state_memory(const Layers& ls) const {
   const double all = layer_params(ls);
   auto states = [&](double params, int dp) {
     return stack_state_memory(params, t_.precision, t_.optimizer, p_.zero_stage, dp, p_.framework.framework, t_.memory.buffers,
-                              p_.framework.grad_buffer_bytes);
+                              held_grad_buffer_bytes(p_.framework, p_.zero_stage));
   };
   if (p_.expert <= 1) return states(all, shard_ranks());
   double experts = 0;

@@ -15,6 +15,9 @@ double reduced_grad_bytes(const ParallelismSpec& p, Precision t);
 // framework's gradient buffer's (FrameworkSpec::grad_buffer_bytes) under ZeRO 0-1, else the
 // gradient's own.
 double wire_grad_bytes(const ParallelismSpec& p, Precision t);
+// The framework's gradient buffer under ZeRO stage `zero_stage`, bytes per element; 0 where none
+// is held (none configured, or ZeRO-2/3, which reduce per layer).
+int held_grad_buffer_bytes(const FrameworkSpec& f, int zero_stage);
 
 // Why DDP's bucket priority order (ByteScheduler's, bucket_order "priority") is not modelled for
 // `p`, nullptr where it is: synchronous data parallelism over 2 or more ranks without tensor,

@@ -10,9 +10,10 @@ double grad_bytes_per_param(Precision p) { return weight_bytes_per_param(p); }
 bool pipeline_reduce_after_flush(const ParallelismSpec& p) {
   return p.framework.pipeline_reduce_after_flush && p.pipeline > 1 && p.updates == Updates::Sync;
 }
+int held_grad_buffer_bytes(const FrameworkSpec& f, int zero_stage) { return zero_stage <= 1 ? f.grad_buffer_bytes : 0; }
 double wire_grad_bytes(const ParallelismSpec& p, Precision t) {
-  const bool buffered = p.framework.grad_buffer_bytes > 0 && p.zero_stage <= 1;  // ZeRO-2/3 reduce per layer
-  return buffered ? p.framework.grad_buffer_bytes : grad_bytes_per_param(t);
+  const int held = held_grad_buffer_bytes(p.framework, p.zero_stage);
+  return held > 0 ? held : grad_bytes_per_param(t);
 }
 double reduced_grad_bytes(const ParallelismSpec& p, Precision t) {
   if (!pipeline_reduce_after_flush(p)) return wire_grad_bytes(p, t);

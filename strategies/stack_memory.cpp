@@ -43,7 +43,7 @@ PerParam mixed(Framework f, Precision p, double states, int zero_stage, int grad
   switch (f) {
     case Framework::MegatronLM:
       if (fp16) return PerParam{2, 2, states + 8};
-      return PerParam{2, grad_buffer_bytes > 0 && zero_stage <= 1 ? grad_buffer_bytes + 0.0 : 4.0, states + 4};
+      return PerParam{2, grad_buffer_bytes > 0 ? grad_buffer_bytes + 0.0 : 4.0, states + 4};
     case Framework::DeepSpeed:
       // BF16_Optimizer shards its master weights and state even without ZeRO.
       if (!fp16 && zero_stage == 0) return PerParam{2, 4, states + 4, 3, 4, 0};

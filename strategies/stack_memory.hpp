@@ -13,7 +13,7 @@ namespace dtsim::strategies {
 
 // Weights, gradients and optimizer state of `params` parameters on one GPU, `dp` ranks sharing
 // them under ZeRO stage `zero_stage`. With StateBuffers::ZeroPaper this is model_state_memory().
-// `grad_buffer_bytes`: FrameworkSpec::grad_buffer_bytes (Megatron's gradient buffer; 0: its default).
+// `grad_buffer_bytes`: held_grad_buffer_bytes() (Megatron's gradient buffer; 0: its default).
 MemoryBreakdown stack_state_memory(double params, Precision p, models::OptimizerKind o, int zero_stage, int dp,
                                    Framework f, StateBuffers b, int grad_buffer_bytes = 0);
 

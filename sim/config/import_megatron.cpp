@@ -250,7 +250,7 @@ void map_training(const std::string& f, const std::string& v, Mapper& m) {
 // (megatron/core/transformer/transformer_config.py @d98e8a6), but a script that does not say so
 // keeps dtsim's default stack: megatron-te's caching-allocator estimate would report NVIDIA's own
 // Llama 3 8B FP8 example as not fitting an H100 (docs/stacks.md, "Megatron-LM's gradient buffer").
-void map_transformer_impl(ImportedRun& run) {
+void drop_unheld_grad_reduce(ImportedRun& run) {
   if (run.stack.value("preset", "default") == "default" && run.stack.contains("grad_reduce_dtype")) {
     run.stack.erase("grad_reduce_dtype");
     std::erase(run.mapped, std::string("--grad-reduce-in-bf16"));
@@ -292,7 +292,7 @@ ImportedRun import_megatron_args(const std::string& text, const std::string& fil
   }
   map_recompute_blocks(args, m);
   map_pipeline_split(args, m);
-  map_transformer_impl(run);
+  drop_unheld_grad_reduce(run);
   if (run.model.contains("num_experts") && !run.model.contains("experts_per_token")) run.model["experts_per_token"] = 2;
   // Megatron turns sequence parallelism off without tensor parallelism (arguments.py, validate_args).
   if (run.parallelism.value("sequence_parallel", false) && run.parallelism.value("tensor", 1) <= 1) {

@@ -49,13 +49,13 @@ void parse_grad_buffer(Reader& r, Scenario& s) {
   const bool applies = p.framework.framework == strategies::Framework::MegatronLM &&
                        (precision == strategies::Precision::Bf16 || precision == strategies::Precision::Fp8) &&
                        p.zero_stage <= 1 && st.memory.buffers == strategies::StateBuffers::Framework;
-  const std::string dtype = r.choice("grad_reduce_dtype", {"fp32", "bf16"}, st.grad_buffer_bytes == 2 ? "bf16" : "fp32");
-  if (r.has("grad_reduce_dtype") && !applies)
+  const bool given = r.has("grad_reduce_dtype");
+  const int bytes = r.choice("grad_reduce_dtype", {"fp32", "bf16"}, "fp32") == "bf16" ? 2 : 4;
+  if (given && !applies)
     r.fail("grad_reduce_dtype", "is Megatron-LM's gradient buffer (--grad-reduce-in-bf16): it needs parallelism.framework "
                                 "\"megatron-lm\", training.precision \"bf16\" or \"fp8\", zero_stage 0 or 1, and stack buffers "
                                 "\"framework\"");
-  const bool given = r.has("grad_reduce_dtype") || st.grad_buffer_bytes > 0;
-  s.parallelism.framework.grad_buffer_bytes = applies && given ? (dtype == "bf16" ? 2 : 4) : 0;
+  s.parallelism.framework.grad_buffer_bytes = !applies ? 0 : given ? bytes : st.grad_buffer_bytes;
 }
 
 // `comm_sms`: SMs the stack's collectives hold (sim/cost/comm_interference.hpp). A count needs the

@@ -31,18 +31,19 @@ constexpr double kBenchTokens = 16384.0, kBenchHidden = 2048.0;
 // no simulation needed, and the factor is 1.
 constexpr double kFullWaves = 64.0;
 
-std::vector<double> blocks(double heads_x_batch, std::int64_t rows, bool causal, bool backward) {
+std::vector<double> blocks(std::int64_t heads_x_batch, std::int64_t rows, bool causal, bool backward) {
   const auto n = static_cast<std::int64_t>(std::ceil(static_cast<double>(rows) / kBlockRows));
   std::vector<double> one;
   for (std::int64_t i = 0; i < n; ++i)
     one.push_back(!causal ? 1.0 : backward ? static_cast<double>(n - i) : static_cast<double>(i + 1));
   std::vector<double> jobs;
-  for (double g = 0; g < heads_x_batch; ++g) jobs.insert(jobs.end(), one.begin(), one.end());
+  jobs.reserve(static_cast<std::size_t>(heads_x_batch) * one.size());
+  for (std::int64_t g = 0; g < heads_x_batch; ++g) jobs.insert(jobs.end(), one.begin(), one.end());
   return jobs;
 }
 
-double fill(double heads_x_batch, std::int64_t rows, bool causal, bool backward, int slots) {
-  static thread_local std::map<std::tuple<double, std::int64_t, bool, bool, int>, double> memo;
+double fill(std::int64_t heads_x_batch, std::int64_t rows, bool causal, bool backward, int slots) {
+  static thread_local std::map<std::tuple<std::int64_t, std::int64_t, bool, bool, int>, double> memo;
   const auto key = std::make_tuple(heads_x_batch, rows, causal, backward, slots);
   if (auto it = memo.find(key); it != memo.end()) return it->second;
   return memo[key] = grid_fill(blocks(heads_x_batch, rows, causal, backward), slots);
@@ -71,12 +72,11 @@ double flash_grid_factor(AttentionImpl impl, const models::Kernel& k, int sm_cou
   const int slots = sm_count * (backward ? kBackwardCtasPerSm : kForwardCtasPerSm);
   const std::int64_t rows = backward ? k.n : k.m;
   const bool causal = k.causal && k.m == k.n;  // a context-parallel chunk's blocks: not modelled, even
-  const double bh = static_cast<double>(k.batch);
-  const double ctas = bh * std::ceil(static_cast<double>(rows) / kBlockRows);
+  const double ctas = static_cast<double>(k.batch) * std::ceil(static_cast<double>(rows) / kBlockRows);
   if (ctas >= kFullWaves * slots) return 1.0;
-  const double bench_bh = std::max(1.0, std::round(kBenchTokens / static_cast<double>(rows))) *
-                          std::max(1.0, std::round(kBenchHidden / static_cast<double>(k.k)));
-  const double ours = fill(bh, rows, causal, backward, slots);
+  const auto bench_bh = static_cast<std::int64_t>(std::max(1.0, std::round(kBenchTokens / static_cast<double>(rows))) *
+                                                  std::max(1.0, std::round(kBenchHidden / static_cast<double>(k.k))));
+  const double ours = fill(k.batch, rows, causal, backward, slots);
   const double bench = fill(bench_bh, rows, causal, backward, slots);
   return std::min(1.0, ours / bench);
 }

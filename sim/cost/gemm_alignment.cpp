@@ -23,6 +23,15 @@ std::int64_t power_of_two_dividing(std::int64_t x) { return x <= 0 ? kAlignedByt
 // A dimension of 1 is squeezed away, not padded (pad_mm.py get_padded_length).
 std::int64_t pad(std::int64_t x, std::int64_t to) { return x == 1 ? 1 : (x + to - 1) / to * to; }
 
+// The alignment the kernel reaches cuBLAS with, kAlignedBytes where its shape changes nothing (the
+// curve's stacks, devices that do not care, non-GEMMs, aligned GEMMs): every kernel of a stacked
+// step asks, so this decides before anything is copied.
+int reaching_alignment(GemmShapes shapes, GemmAlignment device, const models::Kernel& k, const std::string& dtype) {
+  if (shapes == GemmShapes::Curve || device != GemmAlignment::Cublas || k.kind != models::KernelKind::Gemm) return kAlignedBytes;
+  const auto [a, b] = leading_dims(k);
+  return leading_alignment_bytes(a, b, elem_bytes_of(dtype, k.fp8));
+}
+
 }  // namespace
 
 int leading_alignment_bytes(std::int64_t a, std::int64_t b, int elem_bytes) {
@@ -54,16 +63,13 @@ double cublas_alignment_rate(int alignment_bytes) {
 }
 
 GemmRun run_gemm(GemmShapes shapes, GemmAlignment device, const models::Kernel& k, const std::string& dtype) {
-  if (shapes == GemmShapes::Curve || device != GemmAlignment::Cublas || k.kind != models::KernelKind::Gemm) return {k, 1.0};
-  const int e = elem_bytes_of(dtype, k.fp8);
-  const auto [a, b] = leading_dims(k);
-  const int align = leading_alignment_bytes(a, b, e);
+  const int align = reaching_alignment(shapes, device, k, dtype);
   if (align >= kAlignedBytes) return {k, 1.0};
   if (shapes == GemmShapes::AsWritten) return {k, cublas_alignment_rate(align)};
   // Inductor's pad_mm pads m, n and k up to the alignment with zeros and slices the result
   // (pad_mm.py get_padded_length, pad_mat1/pad_mat2): the padded GEMM's FLOPs on the fast kernels.
   // The zero-padded copies of the operands are not priced (see docs/stacks.md).
-  const std::int64_t to = kAlignedBytes / e;
+  const std::int64_t to = kAlignedBytes / elem_bytes_of(dtype, k.fp8);
   models::Kernel padded = k;
   padded.m = pad(k.m, to);
   padded.n = pad(k.n, to);
@@ -74,6 +80,7 @@ GemmRun run_gemm(GemmShapes shapes, GemmAlignment device, const models::Kernel& 
 }
 
 KernelPrice quote_gemm(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  if (reaching_alignment(d.stack.gemm_shapes, d.gemm_alignment, k, dtype) >= kAlignedBytes) return quote_unstacked(d, k, dtype);
   const GemmRun run = run_gemm(d.stack.gemm_shapes, d.gemm_alignment, k, dtype);
   const KernelPrice q = quote_unstacked(d, run.kernel, dtype);
   if (q.source == PriceSource::Exact || run.rate == 1.0) return q;

@@ -13,6 +13,7 @@
 #include "strategies/memory.hpp"
 #include "strategies/stack_memory.hpp"
 #include "strategies/plan.hpp"
+#include "strategies/settings.hpp"
 
 namespace dtsim::results {
 
@@ -199,7 +200,7 @@ double Search::estimated_peak(const Shape& sh, const Stages& stages, int zero) {
   for (std::size_t si = 0; si < stages.size(); ++si) {
     const auto& st = stages[si];
     const auto fw = s_.parallelism.framework.framework;
-    const int gb = s_.parallelism.framework.grad_buffer_bytes;
+    const int gb = strategies::held_grad_buffer_bytes(s_.parallelism.framework, zero);
     auto mem = strategies::stack_state_memory(st.params / wbytes - ex[si], tr.precision, tr.optimizer, zero, sh.data, fw,
                                               tr.memory.buffers, gb);
     const auto em =
