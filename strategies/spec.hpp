@@ -9,6 +9,7 @@
 #include "strategies/schedule.hpp"
 #include "strategies/stack_memory_kinds.hpp"
 #include "strategies/tensor_fusion.hpp"
+#include "strategies/unit_options.hpp"
 
 namespace dtsim::strategies {
 
@@ -151,6 +152,8 @@ struct ParallelismSpec {
   // ranks (with their context ranks) and replicates across the data / shard_size groups. 0: one
   // group of every data rank (plain ZeRO-3).
   int shard_size = 0;
+  // The settings of the units that declare their own (strategies/unit.hpp: UnitEntry), as read.
+  UnitSettings unit_settings;
 };
 
 // Whether ZeRO-3 shards over groups smaller than the data-parallel ranks (HSDP).

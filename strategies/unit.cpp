@@ -1,42 +1,88 @@
 #include "strategies/unit.hpp"
 
+#include "sim/core/json_reader.hpp"
 #include "strategies/units/units.hpp"
 
 namespace dtsim::strategies {
+
+// Each unit's maker, in its own file under units/.
+std::unique_ptr<Unit> make_input_loader(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_activation_offload(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_priority_buckets(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_experts(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_zero(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_optimizer_offload(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_framework_zero3(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_async_updates(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_tensor_fusion(const ParallelismSpec& p);
 
 namespace {
 
 // The registry, in the order the emitter calls the units: activation offload's fetch goes before
 // ZeRO-3's gather in a layer's dependencies, as the copy comes back before the layer runs.
-struct Entry {
-  const char* name;
-  bool (*active)(const ParallelismSpec&);
-  std::unique_ptr<Unit> (*make)(const ParallelismSpec&);
-};
-const Entry kUnits[] = {
-    {"input-loader", [](const ParallelismSpec& p) { return p.input.enabled; }, make_input_loader},
-    {"activation-offload", [](const ParallelismSpec& p) { return p.activation_offload; }, make_activation_offload},
-    {"priority-buckets", [](const ParallelismSpec& p) { return p.priority_buckets; }, make_priority_buckets},
-    {"experts", [](const ParallelismSpec& p) { return p.expert > 1; }, make_experts},
-    {"zero", [](const ParallelismSpec& p) { return p.zero_stage > 0; }, make_zero},
-    {"optimizer-offload", [](const ParallelismSpec& p) { return p.offload_optimizer; }, make_optimizer_offload},
-    {"framework-zero3", framework_zero3, make_framework_zero3},
-    {"async-updates", [](const ParallelismSpec& p) { return p.updates != Updates::Sync; }, make_async_updates},
-    {"tensor-fusion", [](const ParallelismSpec& p) { return p.fusion.on(); }, make_tensor_fusion},
-};
+std::vector<UnitEntry>& registry() {
+  static std::vector<UnitEntry> units{
+      {"input-loader", [](const ParallelismSpec& p) { return p.input.enabled; }, make_input_loader},
+      {"activation-offload", [](const ParallelismSpec& p) { return p.activation_offload; }, make_activation_offload},
+      {"priority-buckets", [](const ParallelismSpec& p) { return p.priority_buckets; }, make_priority_buckets},
+      {"experts", [](const ParallelismSpec& p) { return p.expert > 1; }, make_experts},
+      {"zero", [](const ParallelismSpec& p) { return p.zero_stage > 0; }, make_zero},
+      {"optimizer-offload", [](const ParallelismSpec& p) { return p.offload_optimizer; }, make_optimizer_offload},
+      {"framework-zero3", framework_zero3, make_framework_zero3},
+      {"async-updates", [](const ParallelismSpec& p) { return p.updates != Updates::Sync; }, make_async_updates},
+      {"tensor-fusion", [](const ParallelismSpec& p) { return p.fusion.on(); }, make_tensor_fusion},
+  };
+  return units;
+}
 
 }  // namespace
 
+bool UnitOptions::flag(const std::string& key) const {
+  auto it = flags.find(key);
+  return it != flags.end() && it->second;
+}
+double UnitOptions::number(const std::string& key) const {
+  auto it = numbers.find(key);
+  return it == numbers.end() ? 0.0 : it->second;
+}
+std::string UnitOptions::text(const std::string& key) const {
+  auto it = texts.find(key);
+  return it == texts.end() ? std::string() : it->second;
+}
+
+const std::vector<UnitEntry>& unit_registry() { return registry(); }
+
+void register_unit(UnitEntry e) { registry().push_back(std::move(e)); }
+
+void read_unit_settings(Reader& parallelism, ParallelismSpec& p) {
+  for (const auto& e : registry()) {
+    if (!e.read) continue;
+    Reader r = parallelism.section(e.options_key);
+    UnitOptions o;
+    e.read(r, o);
+    r.finish();
+    p.unit_settings[e.options_key] = std::move(o);
+  }
+}
+
+std::vector<std::pair<std::string, UnitOptions>> active_unit_settings(const ParallelismSpec& p) {
+  std::vector<std::pair<std::string, UnitOptions>> out;
+  for (const auto& e : registry())
+    if (e.read && e.active(p))
+      if (auto it = p.unit_settings.find(e.options_key); it != p.unit_settings.end()) out.emplace_back(it->first, it->second);
+  return out;
+}
+
 std::vector<std::unique_ptr<Unit>> make_units(const ParallelismSpec& p) {
   std::vector<std::unique_ptr<Unit>> out;
-  for (const auto& e : kUnits)
+  for (const auto& e : registry())
     if (e.active(p)) out.push_back(e.make(p));
   return out;
 }
 
 std::vector<std::string> unit_names() {
   std::vector<std::string> out;
-  for (const auto& e : kUnits) out.emplace_back(e.name);
+  for (const auto& e : registry()) out.push_back(e.name);
   return out;
 }
 

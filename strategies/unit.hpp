@@ -19,6 +19,10 @@
 #include "strategies/schedule.hpp"
 #include "strategies/spec.hpp"
 
+namespace dtsim {
+class Reader;  // sim/core/json_reader.hpp
+}
+
 namespace dtsim::strategies {
 
 class Planner;
@@ -138,6 +142,28 @@ class Unit {
   // Why the closed form leaves it to the replay ("" when the closed form prices it).
   virtual std::string replay_only(const ParallelismSpec&) const = 0;
 };
+
+// A unit as the registry holds it: its name, whether a strategy uses it and its maker. A unit
+// with settings of its own also names the object of the scenario's parallelism section that
+// holds them (parallelism.<options_key>) and reads them there itself, each key with its range,
+// default and one line of documentation (Reader::document), so `dtsim describe`, docs/keys.md and
+// the result's statement of what ran come from the unit's own file.
+struct UnitEntry {
+  std::string name;
+  bool (*active)(const ParallelismSpec&) = nullptr;
+  std::unique_ptr<Unit> (*make)(const ParallelismSpec&) = nullptr;
+  std::string options_key;
+  void (*read)(Reader&, UnitOptions&) = nullptr;
+};
+// The registry: the built-in units (listed in unit.cpp), then any registered after them.
+const std::vector<UnitEntry>& unit_registry();
+// Adds a unit after the others (called before any scenario is read; a test's own unit).
+void register_unit(UnitEntry e);
+// Reads each registered unit's own settings from the scenario's parallelism section into
+// p.unit_settings (their defaults where the section has no object for the unit).
+void read_unit_settings(Reader& parallelism, ParallelismSpec& p);
+// The settings of each unit the strategy uses that has its own, by options key: what ran.
+std::vector<std::pair<std::string, UnitOptions>> active_unit_settings(const ParallelismSpec& p);
 
 // The units a strategy uses, in the order the emitter calls them.
 std::vector<std::unique_ptr<Unit>> make_units(const ParallelismSpec& p);

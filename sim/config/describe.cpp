@@ -42,6 +42,7 @@ std::string unnested(std::string pointer) {
 }
 
 std::string doc_for(const KeyDeclaration& k) {
+  if (!k.doc.empty()) return k.doc;  // documented where it is read (a mechanism unit's keys)
   const std::string id = doc_id(k);
   for (const auto& [key, doc] : key_docs())
     if (key == id) return doc;

@@ -8,6 +8,7 @@
 #include "sim/config/framework_config.hpp"
 #include "sim/core/errors.hpp"
 #include "strategies/settings.hpp"
+#include "strategies/unit.hpp"
 
 namespace dtsim::config {
 
@@ -310,6 +311,7 @@ void parse_parallelism(Reader r, Scenario& s) {
   parse_framework(r, s);
   parse_shard_size(r, s);
   parse_expert_parallelism(r, s);
+  strategies::read_unit_settings(r, p);  // the units that declare settings of their own
   r.finish();
 }
 

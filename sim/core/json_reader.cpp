@@ -361,6 +361,14 @@ std::optional<Reader> Reader::optional_object(std::string_view key) {
   return Reader(*v, pointer(key), origins_);
 }
 
+Reader Reader::section(std::string_view key) {
+  static const Json empty = Json::object();
+  if (auto r = optional_object(key)) return std::move(*r);
+  return Reader(empty, pointer(key), origins_);
+}
+
+void Reader::document(std::string_view key, std::string doc) const { KeyCatalog::note_doc(pointer(key), std::move(doc)); }
+
 void Reader::finish() const {
   for (const auto& [key, value] : object_.items())
     if (!seen_.contains(key)) fail(key, "unknown key" + did_you_mean(key, {seen_.begin(), seen_.end()}));

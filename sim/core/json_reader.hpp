@@ -67,6 +67,12 @@ class Reader {
   double number_in(std::string_view key, units::Dimension d, double to_si, Range r);
   Reader object(std::string_view key);
   std::optional<Reader> optional_object(std::string_view key);
+  // An optional object read as an empty one where the file has none, so that its keys' defaults
+  // apply and `dtsim describe` lists them although no shipped file sets them.
+  Reader section(std::string_view key);
+  // The one line `dtsim describe` shows for a key this reader has read (a mechanism unit's own
+  // keys carry their documentation where they are read).
+  void document(std::string_view key, std::string doc) const;
   const Json& raw(std::string_view key);  // marks the key as known
   // [[size, efficiency], ...]: sizes increasing, efficiencies in (0, 1].
   std::vector<std::pair<double, double>> efficiency_points(std::string_view key);

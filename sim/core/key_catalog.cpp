@@ -25,6 +25,7 @@ void merge(KeyDeclaration& into, const KeyDeclaration& d) {
   if (into.choices.empty()) into.choices = d.choices;
   if (into.range.empty()) into.range = d.range;
   else if (!d.range.empty() && d.range != into.range) into.range = depends;
+  if (into.doc.empty()) into.doc = d.doc;
   if (into.fallback.empty()) into.fallback = d.fallback;
   else if (!d.fallback.empty() && d.fallback != into.fallback) into.fallback = depends;
 }
@@ -42,6 +43,12 @@ void KeyCatalog::note(KeyDeclaration d) {
   const std::string id = d.document + " " + d.pointer;
   auto [it, added] = active_catalog->keys_.emplace(id, d);
   if (!added) merge(it->second, d);
+}
+
+void KeyCatalog::note_doc(const std::string& pointer, std::string doc) {
+  if (!active_catalog) return;
+  auto it = active_catalog->keys_.find(document + " " + pointer_pattern(pointer));
+  if (it != active_catalog->keys_.end()) it->second.doc = std::move(doc);
 }
 
 CatalogDocument::CatalogDocument(std::string name) : previous_(document) { document = std::move(name); }

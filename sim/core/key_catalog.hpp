@@ -18,6 +18,9 @@ struct KeyDeclaration {
   std::vector<std::string> choices;  // a string that must be one of these
   std::string fallback;  // the default as written in a file; "" when required or none
   bool required = false;
+  // One line of documentation where the code that reads the key gives it (Reader::document: a
+  // mechanism unit's own keys); the others' lines are in sim/config/key_docs.cpp.
+  std::string doc;
 };
 
 class KeyCatalog {
@@ -31,6 +34,8 @@ class KeyCatalog {
   static bool listening();
   // Called by the Reader: records a key of the document being read, if anyone listens.
   static void note(KeyDeclaration d);
+  // Called by the Reader: the documentation of a key already noted at `pointer`.
+  static void note_doc(const std::string& pointer, std::string doc);
   const std::map<std::string, KeyDeclaration>& keys() const { return keys_; }
 
  private:

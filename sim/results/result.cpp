@@ -1,5 +1,6 @@
 #include "sim/results/result.hpp"
 #include "strategies/settings.hpp"
+#include "strategies/unit.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -139,6 +140,17 @@ void add_step_reports(nlohmann::ordered_json& j, const Result& r) {
   }
 }
 
+// The settings of each unit the strategy used that declares its own (strategies/unit.hpp), as read.
+void add_unit_settings(nlohmann::ordered_json& parallelism, const strategies::ParallelismSpec& p) {
+  for (const auto& [key, o] : strategies::active_unit_settings(p)) {
+    auto& out = parallelism[key];
+    out = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : o.flags) out[k] = v;
+    for (const auto& [k, v] : o.numbers) out[k] = v;
+    for (const auto& [k, v] : o.texts) out[k] = v;
+  }
+}
+
 // The parallelism that ran, with what the planner derived from it.
 void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
   const auto& s = r.scenario_spec;
@@ -183,6 +195,7 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
       j["parallelism"]["all_to_all_share"] = r.step_time_s > 0 ? r.all_to_all_s / r.step_time_s : 0.0;
     }
   }
+  add_unit_settings(j["parallelism"], s.parallelism);
   if (s.parallelism.pipeline > 1) {
     j["parallelism"]["stage_layers"] = r.plan.stage_layers;
     j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_share(

@@ -1,21 +1,12 @@
 #pragma once
-// Every mechanism unit's maker, for the registry (strategies/unit.cpp). One file per unit.
+// What the mechanism units (one file each, registered in strategies/unit.cpp) share with the rest
+// of the planner.
 #include <memory>
 
 #include "sim/taskgraph/task_graph.hpp"
 #include "strategies/unit.hpp"
 
 namespace dtsim::strategies {
-
-std::unique_ptr<Unit> make_zero(const ParallelismSpec& p);             // units/zero.cpp
-std::unique_ptr<Unit> make_framework_zero3(const ParallelismSpec& p);  // units/framework_zero3.cpp
-std::unique_ptr<Unit> make_activation_offload(const ParallelismSpec& p);  // units/activation_offload.cpp
-std::unique_ptr<Unit> make_input_loader(const ParallelismSpec& p);      // units/input_loader.cpp
-std::unique_ptr<Unit> make_priority_buckets(const ParallelismSpec& p);  // units/priority_buckets.cpp
-std::unique_ptr<Unit> make_async_updates(const ParallelismSpec& p);     // units/async_updates.cpp
-std::unique_ptr<Unit> make_experts(const ParallelismSpec& p);           // units/experts.cpp
-std::unique_ptr<Unit> make_optimizer_offload(const ParallelismSpec& p);  // units/optimizer_offload.cpp
-std::unique_ptr<Unit> make_tensor_fusion(const ParallelismSpec& p);     // units/tensor_fusion.cpp
 
 // How many times its even share of the tokens the most loaded GPU of an expert-parallel group
 // gets in layer l of graph g under the router's skew (units/experts.cpp).
