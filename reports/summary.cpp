@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "reports/reports.hpp"
+#include "sim/network/algorithm_registry.hpp"
 #include "strategies/settings.hpp"
 #include "sim/core/units.hpp"
 
@@ -25,7 +26,7 @@ std::string gib(double bytes) { return fmt::format("{:7.2f} GiB", bytes / units:
 std::string gradient_sync(const results::Result& r) {
   const auto& p = r.scenario_spec.parallelism;
   if (r.gradient_sync_runs_as.empty() && p.compression == strategies::Compression::None) return "";
-  const std::string configured = taskgraph::to_string(p.algorithm);
+  const std::string configured = network::algorithm_name(p.algorithm);
   std::string out = fmt::format("  gradients: {} algorithm, compression {}", configured, strategies::to_string(p.compression));
   if (p.compression == strategies::Compression::TopK) out += fmt::format(" (ratio {:g})", p.topk_ratio);
   const auto& ran = r.gradient_sync_runs_as;

@@ -6,6 +6,7 @@
 
 #include "reports/memory_curve.hpp"
 #include "reports/reports.hpp"
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/core/units.hpp"
 
 namespace dtsim::reports {
@@ -34,7 +35,7 @@ nlohmann::json args_of(const results::Result& r, const Slice& s) {
   if (task.is_collective) {
     const auto& c = task.collective();
     a["op"] = taskgraph::to_string(c.op);
-    a["algorithm"] = taskgraph::to_string(c.algorithm);
+    a["algorithm"] = network::algorithm_name(c.algorithm);
     a["bytes"] = c.bytes;
     if (s.group >= 0) {
       const auto& ranks = g.groups[static_cast<std::size_t>(s.group)];
@@ -45,9 +46,8 @@ nlohmann::json args_of(const results::Result& r, const Slice& s) {
       const int per_node = std::max(1, r.scenario_spec.cluster.gpus_per_node);
       bool one_node = true;
       for (int rank : ranks) one_node = one_node && rank / per_node == ranks.front() / per_node;
-      const bool servers = c.algorithm == taskgraph::Algorithm::ParameterServer || c.algorithm == taskgraph::Algorithm::CentralStorage;
-      a["link"] = servers ? (c.algorithm == taskgraph::Algorithm::ParameterServer ? "parameter servers" : "host memory")
-                          : one_node ? "intra-node" : "inter-node";
+      const char* servers = network::unit_of(c.algorithm).server_link;
+      a["link"] = servers ? servers : one_node ? "intra-node" : "inter-node";
     }
     if (c.only >= 0) a["only_rank"] = c.only;
     return a;

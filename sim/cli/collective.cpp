@@ -9,6 +9,7 @@
 #include "sim/cli/commands.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/collectives.hpp"
 #include "sim/replay/replay.hpp"
 #include "sim/results/budget.hpp"
@@ -83,7 +84,7 @@ int collective(const CollectiveOptions& o) {
   const auto op = taskgraph::op_from_string(o.op);
   if (!op) throw InputError("", "--op", fmt::format("unknown operation \"{}\"", o.op));
   const std::string algorithm_name = !o.algorithm.empty() ? o.algorithm : *op == taskgraph::CollectiveOp::AllToAll ? "direct" : "ring";
-  const auto algorithm = taskgraph::algorithm_from_string(algorithm_name);
+  const auto algorithm = network::algorithm_named(algorithm_name);
   if (!algorithm) throw InputError("", "--algorithm", fmt::format("unknown algorithm \"{}\"", o.algorithm));
   const auto [cluster, gpus, device] = participants(o);
   const double begin = parse_size(o.min_bytes, "-b"), end = parse_size(o.max_bytes, "-e");

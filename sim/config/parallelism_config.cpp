@@ -1,6 +1,7 @@
 // The scenario's `parallelism` object: how the model is split and replicated, and what each
 // split is not modelled with. scenario.cpp reads it between the cluster and the training.
 #include "sim/config/parallelism_config.hpp"
+#include "sim/network/algorithm_registry.hpp"
 
 #include <fmt/format.h>
 
@@ -42,7 +43,7 @@ void parse_updates(Reader& r, Scenario& s) {
     want = servers ? Algorithm::ParameterServer : Algorithm::CentralStorage;
   }
   if (r.has("all_reduce_algorithm") && p.algorithm != want)
-    r.fail("all_reduce_algorithm", fmt::format("\"{}\" updates go through \"{}\"", u, taskgraph::to_string(want)));
+    r.fail("all_reduce_algorithm", fmt::format("\"{}\" updates go through \"{}\"", u, network::algorithm_name(want)));
   p.algorithm = want;
 }
 
@@ -238,15 +239,11 @@ void parse_compression(Reader& r, strategies::ParallelismSpec& p) {
                                      "\"gradient_compression\": \"topk\"?", comp));
   if (p.compression != strategies::Compression::None && p.zero_stage > 0)
     r.fail("gradient_compression", "compression with ZeRO's sharded gradients is not modelled");
-  const bool reduces = p.algorithm != taskgraph::Algorithm::ParameterServer && p.algorithm != taskgraph::Algorithm::CentralStorage;
-  if (p.zero_stage > 0 && !reduces)
+  const auto& unit = network::unit_of(p.algorithm);
+  if (p.zero_stage > 0 && unit.on_servers())
     r.fail("all_reduce_algorithm", "ZeRO shards gradients with reduce-scatter; parameter servers and central storage do not");
-  const bool scatter_gather = p.algorithm == taskgraph::Algorithm::Ring || p.algorithm == taskgraph::Algorithm::Auto ||
-                              p.algorithm == taskgraph::Algorithm::HalvingDoubling ||
-                              p.algorithm == taskgraph::Algorithm::Direct || p.algorithm == taskgraph::Algorithm::RoundRobin;
-  if (p.zero_stage > 0 && !scatter_gather)
-    r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do",
-                                               taskgraph::to_string(p.algorithm)));
+  if (p.zero_stage > 0 && !unit.scatter_gather)
+    r.fail("all_reduce_algorithm", fmt::format("ZeRO needs reduce-scatter and all-gather, which \"{}\" does not do", unit.name));
 }
 
 }  // namespace
@@ -294,11 +291,8 @@ void parse_parallelism(Reader r, Scenario& s) {
   p.first_bucket_bytes = r.quantity("first_bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.first_bucket_bytes);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", true);
   p.blocking_p2p = r.choice("pipeline_p2p", {"overlapped", "blocking"}, "overlapped") == "blocking";
-  p.algorithm = *taskgraph::algorithm_from_string(
-      r.choice("all_reduce_algorithm",
-               {"ring", "tree", "halving-doubling", "hierarchical", "direct", "master-worker", "round-robin",
-                "parameter-server", "central-storage", "naive", "auto"},
-               "auto"));  // what NCCL does by default: its tuner picks per collective
+  // "auto" by default, as NCCL does: its tuner picks per collective.
+  p.algorithm = *network::algorithm_named(r.choice("all_reduce_algorithm", network::algorithm_names(), "auto"));
   parse_updates(r, s);
   if (p.context > 1 && p.updates != strategies::Updates::Sync)
     r.fail("context", "context parallelism is modelled with synchronous updates");

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/algorithms.hpp"
 
 namespace dtsim::network {
@@ -38,71 +39,32 @@ std::vector<Flow> LoweredCollective::all_flows() const {
 namespace {
 
 [[noreturn]] void unsupported(CollectiveOp op, Algorithm a) {
-  throw std::invalid_argument(std::string(taskgraph::to_string(a)) + " does not implement " + taskgraph::to_string(op));
+  throw std::invalid_argument(std::string(algorithm_name(a)) + " does not implement " + taskgraph::to_string(op));
 }
 
 LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
-  namespace alg = algorithms;
-  const double p = static_cast<double>(r.size());
   if (r.size() < 2 || bytes <= 0) return {};
+  const AlgorithmUnit& unit = unit_of(a);
   // Inside one node, an all-reduce runs at NCCL's measured efficiency for its size: mid-size
   // buffers move as if they were larger.
   const bool one_node = std::all_of(r.begin(), r.end(), [&](int g) { return pf.node_of(g) == pf.node_of(r.front()); });
-  if (op == CollectiveOp::AllReduce && a != Algorithm::ParameterServer && a != Algorithm::CentralStorage && one_node)
-    bytes *= pf.intra_all_reduce_inflation(bytes);
+  if (op == CollectiveOp::AllReduce && !unit.on_servers() && one_node) bytes *= pf.intra_all_reduce_inflation(bytes);
   // Across nodes, all-reduce, all-gather and reduce-scatter run at the scenario's efficiency for
   // their size (without one, lower_fixed follows NCCL's tuning model).
   if (!one_node && (op == CollectiveOp::AllReduce || op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter) &&
-      a != Algorithm::ParameterServer && a != Algorithm::CentralStorage)
+      !unit.on_servers())
     bytes *= pf.inter_inflation(bytes);
   // On a torus a ring collective over every chip runs ring by ring along each dimension.
   const bool whole_torus = pf.torus() && static_cast<int>(r.size()) == pf.spec().num_gpus() && a == Algorithm::Ring;
-  if (whole_torus && op == CollectiveOp::AllReduce) return alg::torus_rings(pf, bytes, r, true, true);
+  if (whole_torus && op == CollectiveOp::AllReduce) return algorithms::torus_rings(pf, bytes, r, true, true);
   if (whole_torus && (op == CollectiveOp::ReduceScatter || op == CollectiveOp::AllGather))
-    return alg::torus_rings(pf, bytes, r, op == CollectiveOp::ReduceScatter, op == CollectiveOp::AllGather);
-  switch (op) {
-    case CollectiveOp::AllReduce:
-      switch (a) {
-        case Algorithm::Ring: return alg::ring(pf, bytes, r, 2.0);
-        case Algorithm::Tree: return alg::double_tree(pf, bytes, r);
-        case Algorithm::HalvingDoubling: return alg::halving_doubling(pf, bytes, r, true, true);
-        case Algorithm::Hierarchical: return alg::hierarchical(pf, bytes, r);
-        case Algorithm::Direct: return alg::direct(pf, bytes / p, r, 2);  // scatter, then gather
-        case Algorithm::Naive: return alg::naive(pf, bytes, r);
-        case Algorithm::MasterWorker: return alg::master_worker(pf, bytes, r);
-        case Algorithm::RoundRobin: return alg::round_robin(pf, bytes / p, r, 2);
-        case Algorithm::ParameterServer: return alg::parameter_server(pf, bytes, r);
-        case Algorithm::CentralStorage: return alg::central_storage(pf, bytes, r);
-        default: break;
-      }
-      break;
-    case CollectiveOp::ReduceScatter:
-    case CollectiveOp::AllGather: {
-      const bool scatter = op == CollectiveOp::ReduceScatter;
-      switch (a) {
-        case Algorithm::Ring: return alg::ring(pf, bytes, r, 1.0);
-        case Algorithm::HalvingDoubling: return alg::halving_doubling(pf, bytes, r, scatter, !scatter);
-        case Algorithm::Direct: return alg::direct(pf, bytes / p, r, 1);
-        case Algorithm::RoundRobin: return alg::round_robin(pf, bytes / p, r, 1);
-        default: break;
-      }
-      break;
-    }
-    case CollectiveOp::Broadcast:
-    case CollectiveOp::Reduce: {
-      const bool up = op == CollectiveOp::Reduce;
-      if (a == Algorithm::Ring) return alg::ring_chain(pf, bytes, r, up);
-      if (a == Algorithm::Tree) return alg::binomial(pf, bytes, r, up);
-      break;
-    }
-    case CollectiveOp::AllToAll:
-      if (a == Algorithm::Direct) return alg::direct(pf, bytes / p, r, 1);
-      if (a == Algorithm::RoundRobin) return alg::round_robin(pf, bytes / p, r, 1);
-      break;
-    case CollectiveOp::SendRecv:
-      if (r.size() != 2) throw std::invalid_argument("send_recv needs a source and a destination");
-      return alg::chain(pf, bytes, r, false);
+    return algorithms::torus_rings(pf, bytes, r, op == CollectiveOp::ReduceScatter, op == CollectiveOp::AllGather);
+  if (op == CollectiveOp::SendRecv) {  // the same chain whatever the algorithm
+    if (r.size() != 2) throw std::invalid_argument("send_recv needs a source and a destination");
+    return algorithms::chain(pf, bytes, r, false);
   }
+  if (unit.lower)
+    if (auto lc = unit.lower(pf, op, bytes, r)) return std::move(*lc);
   unsupported(op, a);
 }
 
@@ -131,7 +93,7 @@ LoweredCollective at_least_nccl(const Platform& pf, const std::optional<nccl::Pr
 // collective, not on the algorithm, so one serves all of a collective's candidates.
 std::optional<nccl::Prediction> floor_of(const Platform& pf, CollectiveOp op, Algorithm a, double bytes,
                                          const std::vector<int>& r) {
-  if (a == Algorithm::ParameterServer || a == Algorithm::CentralStorage) return std::nullopt;
+  if (unit_of(a).on_servers()) return std::nullopt;
   return nccl_prediction(pf, op, bytes, r);
 }
 
@@ -224,7 +186,7 @@ LoweredCollective lower(const Platform& pf, CollectiveOp op, Algorithm a, double
 std::string runs_as(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
   const auto nccl = floor_of(pf, op, a, bytes, ranks);
   if (runs_nvls(pf, a, nccl)) return nccl::to_string(nccl->algo);
-  std::string out = taskgraph::to_string(resolve(pf, op, a, bytes, ranks).first);
+  std::string out = algorithm_name(resolve(pf, op, a, bytes, ranks).first);
   if (nccl) out += std::string(" (NCCL model: ") + nccl::to_string(nccl->algo) + "/" + nccl::to_string(nccl->proto) + ")";
   return out;
 }
@@ -267,10 +229,9 @@ namespace {
 LoweredCollective lower_groups(const Platform& pf, const taskgraph::Collective& c, const std::vector<std::vector<int>>& groups) {
   if (c.only >= 0) {
     if (groups.size() != 1 || c.op != CollectiveOp::AllReduce || c.bytes <= 0) throw std::invalid_argument("bad asynchronous update");
-    if (c.algorithm == Algorithm::ParameterServer)
-      return algorithms::parameter_server(pf, c.bytes, groups[0], c.only, c.server_apply_factor);
-    if (c.algorithm == Algorithm::CentralStorage) return algorithms::central_storage(pf, c.bytes, groups[0], c.only);
-    unsupported(c.op, c.algorithm);
+    const auto update = unit_of(c.algorithm).lower_async;
+    if (!update) unsupported(c.op, c.algorithm);
+    return update(pf, c.bytes, groups[0], c.only, c.server_apply_factor);
   }
   if (groups.size() == 1) return lower(pf, c.op, c.algorithm, c.bytes, groups[0]);
   GroupMerge merge;

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/algorithms.hpp"
 #include "sim/network/collectives.hpp"
 
@@ -46,35 +47,21 @@ FlowBound flow_bound(const ClusterSpec& c, CollectiveOp op, Algorithm a, double 
   };
   const bool reduces = op == CollectiveOp::AllReduce;
   namespace al = algorithms;
-  switch (op) {
-    case CollectiveOp::SendRecv: set({1, 1, false}); return b;
-    case CollectiveOp::Broadcast:
-    case CollectiveOp::Reduce:  // a binomial tree, or a chain per ring channel: p - 1 hops each
-      set(a == Algorithm::Tree ? al::binomial_flows(p) : al::ring_flows(p, channels));
-      return b;
-    case CollectiveOp::AllToAll:  // direct is also what Auto picks
-      set(a == Algorithm::RoundRobin ? al::round_robin_flows(p, 1) : al::direct_flows(p, 1));
-      return b;
-    default: break;
+  if (op == CollectiveOp::SendRecv) {  // every algorithm's is one flow
+    set({1, 1, false});
+    return b;
   }
+  const AlgorithmUnit& unit = unit_of(a);
+  const FlowShape shape{p, channels, &c};
+  auto count = unit.flows(op, shape);
+  // What the algorithm does not implement is refused when lowered; until then it counts as the
+  // ring's chains, a direct all-to-all or its own all-reduce.
+  if (!count && (op == CollectiveOp::Broadcast || op == CollectiveOp::Reduce)) count = al::ring_flows(p, channels);
+  if (!count && op == CollectiveOp::AllToAll) count = al::direct_flows(p, 1);
+  if (!count) count = unit.flows(CollectiveOp::AllReduce, shape);
+  set(count.value_or(al::ring_flows(p, channels)));
+  if (op != CollectiveOp::AllReduce && op != CollectiveOp::ReduceScatter && op != CollectiveOp::AllGather) return b;
   const double passes = reduces ? 2.0 : 1.0;  // all-reduce = reduce-scatter + all-gather
-  switch (a) {
-    case Algorithm::Ring: set(al::ring_flows(p, channels)); break;
-    case Algorithm::Tree: set(al::double_tree_flows(p, channels)); break;
-    case Algorithm::HalvingDoubling: set(al::halving_doubling_flows(p, passes)); break;
-    case Algorithm::Hierarchical: set(al::hierarchical_flows(p)); break;
-    case Algorithm::Direct: set(al::direct_flows(p, passes)); break;
-    case Algorithm::Naive: set(al::naive_flows(p)); break;
-    case Algorithm::RoundRobin: set(al::round_robin_flows(p, passes)); break;
-    case Algorithm::MasterWorker: set(al::master_worker_flows(p)); break;
-    case Algorithm::ParameterServer: set(al::parameter_server_flows(p, c.ps_servers > 0 ? c.ps_servers : p)); break;
-    case Algorithm::CentralStorage: set(al::central_storage_flows(p)); break;
-    case Algorithm::Auto:
-      // Lowers ring, tree and hierarchical to pick one (all-reduce) and runs that one: at most the
-      // tree's flows. Other operations use the ring.
-      set(reduces ? al::double_tree_flows(p, channels) : al::ring_flows(p, channels));
-      break;
-  }
   // On NVLink SHARP nodes NCCL may run these through the switches instead (nvls.cpp), lowered in
   // place of the ring.
   if ((a == Algorithm::Ring || a == Algorithm::Auto) && runs_nvls(c, op, p, per_node, bytes)) {

@@ -1,5 +1,6 @@
 #include "sim/network/group_prices.hpp"
 
+#include "sim/network/algorithm_registry.hpp"
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -13,7 +14,7 @@ namespace {
 // Servers and asynchronous pushes are left to the plain path: their endpoints do not move with
 // the groups.
 bool by_shape(const Platform& pf, const taskgraph::Collective& c) {
-  return !pf.torus() && c.only < 0 && c.algorithm != Algorithm::ParameterServer && c.algorithm != Algorithm::CentralStorage;
+  return !pf.torus() && c.only < 0 && !unit_of(c.algorithm).on_servers();
 }
 
 using Move = std::pair<int, int>;  // whole nodes, places inside the node

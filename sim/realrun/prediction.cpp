@@ -8,6 +8,7 @@
 
 #include "sim/config/scenario.hpp"
 #include "sim/core/interrupt.hpp"
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/cost/roofline.hpp"
 #include "sim/network/platform.hpp"
 #include "sim/profile/cpu_profiler.hpp"
@@ -83,7 +84,7 @@ void replay_step(const SessionOptions& o, const network::ClusterSpec& cluster, c
   const int wu = g.add_work({"sgd", update, 1, {}, 0});
   std::vector<int> computes;
   for (int r = 0; r < o.workers; ++r) computes.push_back(g.add_compute(r, wb, taskgraph::Category::Compute, "fwd+bwd", {}));
-  const auto algorithm = o.algorithm == "ring" ? taskgraph::Algorithm::Ring : taskgraph::Algorithm::ParameterServer;
+  const auto algorithm = network::algorithm_named(o.algorithm).value_or(taskgraph::Algorithm::ParameterServer);
   const int coll = g.add_collective({taskgraph::CollectiveOp::AllReduce, algorithm, {group}, grad_bytes}, "gradients", computes);
   for (int r = 0; r < o.workers; ++r) g.add_compute(r, wu, taskgraph::Category::Optimizer, "sgd", {coll});
   std::vector<double> work_s{p.compute_s, p.update_s};

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "sim/core/errors.hpp"
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/replay/dispatch.hpp"
 #include "sim/results/closed_form.hpp"
 #include "strategies/buckets.hpp"
@@ -22,6 +23,15 @@ using taskgraph::Algorithm;
 using taskgraph::CollectiveOp;
 
 namespace {
+
+// One member's asynchronous push and pull against every server shard (or host memory) of a
+// group of `group`: as the algorithm counts it, else one push and one pull.
+network::FlowBound async_update_flows(const network::ClusterSpec& c, Algorithm a, double group) {
+  const auto count = network::unit_of(a).async_flows;
+  if (!count) return {2, 1, false};
+  const auto n = count(c, group);
+  return {n.flows, n.widest, n.chained};
+}
 
 // Unit costs measured on this project's 2-core machine (docs/safety.md, "Input limits"), rounded up.
 // Planning and replaying a task: the 1T validation row, 195k tasks, takes 1.4 s on SimGrid, 0.8 s
@@ -227,8 +237,7 @@ Tally collective_tally(const config::Scenario& s, Backend backend, const Countin
     if (static_cast<strategies::GroupKind>(group) == strategies::GroupKind::Servers) {
       if (count <= 0) continue;
       // One worker's push and pull against every shard, per worker.
-      const double shards = a == Algorithm::ParameterServer ? (s.cluster.ps_servers > 0 ? s.cluster.ps_servers : s.parallelism.data) : 1;
-      network::FlowBound one{2 * shards, shards, false};
+      const network::FlowBound one = async_update_flows(s.cluster, a, s.parallelism.data);
       tally.flows += count * one.flows;
       tally.seconds += collective_seconds(one, count, backend);
       continue;
@@ -333,10 +342,7 @@ Estimate plan_estimate(const config::Scenario& s, const taskgraph::TaskGraph& g,
       const double per_node = static_cast<double>(
           std::count_if(first.begin(), first.end(), [&](int r) { return r / s.cluster.gpus_per_node == node; }));
       if (c.only >= 0) {  // one worker against every server shard, or against host memory
-        const double shards = c.algorithm == Algorithm::ParameterServer
-                                  ? (s.cluster.ps_servers > 0 ? s.cluster.ps_servers : static_cast<double>(first.size()))
-                                  : 1;
-        it->second = {2 * shards, shards, false};
+        it->second = async_update_flows(s.cluster, c.algorithm, static_cast<double>(first.size()));
       } else {
         it->second = network::flow_bound(s.cluster, c.op, c.algorithm, static_cast<double>(first.size()),
                                          static_cast<double>(c.groups.size()), per_node, c.bytes);

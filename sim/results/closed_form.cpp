@@ -238,7 +238,7 @@ struct ClosedForm::Impl::Step {
   Impl::BySize& data_prices(CollectiveOp op, int st) {
     const int gpn = s.cluster.gpus_per_node;
     const double where = !p.pipeline_outer && (T * P) % gpn == 0 ? (T * st) % gpn : st;
-    return im.data_prices[{static_cast<double>(op) * 16 + static_cast<double>(p.algorithm), where, static_cast<double>(T),
+    return im.data_prices[{static_cast<double>(op) * 256 + static_cast<double>(p.algorithm), where, static_cast<double>(T),
                            static_cast<double>(P), static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0}];
   }
   double data_collective(CollectiveOp op, double bytes, int st) { return data_collective(data_prices(op, st), op, bytes, st); }

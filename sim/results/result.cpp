@@ -1,4 +1,5 @@
 #include "sim/results/result.hpp"
+#include "sim/network/algorithm_registry.hpp"
 #include "strategies/settings.hpp"
 #include "strategies/unit.hpp"
 
@@ -16,7 +17,7 @@ void add_gradient_sync(nlohmann::ordered_json& par, const Result& r) {
   const auto& p = r.scenario_spec.parallelism;
   par["gradient_compression"] = strategies::to_string(p.compression);
   if (p.compression == strategies::Compression::TopK) par["topk_ratio"] = p.topk_ratio;
-  const std::string configured = taskgraph::to_string(p.algorithm);
+  const std::string configured = network::algorithm_name(p.algorithm);
   par["all_reduce_algorithm"] = configured;
   const auto& ran = r.gradient_sync_runs_as;
   if (ran.empty() || (ran.size() == 1 && ran.begin()->first == configured)) return;

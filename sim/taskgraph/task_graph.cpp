@@ -22,31 +22,6 @@ const char* to_string(CollectiveOp op) {
   return "?";
 }
 
-const char* to_string(Algorithm a) {
-  switch (a) {
-    case Algorithm::Ring: return "ring";
-    case Algorithm::Tree: return "tree";
-    case Algorithm::HalvingDoubling: return "halving-doubling";
-    case Algorithm::Hierarchical: return "hierarchical";
-    case Algorithm::Direct: return "direct";
-    case Algorithm::MasterWorker: return "master-worker";
-    case Algorithm::RoundRobin: return "round-robin";
-    case Algorithm::ParameterServer: return "parameter-server";
-    case Algorithm::CentralStorage: return "central-storage";
-    case Algorithm::Naive: return "naive";
-    case Algorithm::Auto: return "auto";
-  }
-  return "?";
-}
-
-std::optional<Algorithm> algorithm_from_string(const std::string& s) {
-  for (auto a : {Algorithm::Ring, Algorithm::Tree, Algorithm::HalvingDoubling, Algorithm::Hierarchical, Algorithm::Direct,
-                 Algorithm::MasterWorker, Algorithm::RoundRobin, Algorithm::ParameterServer, Algorithm::CentralStorage,
-                 Algorithm::Naive, Algorithm::Auto})
-    if (s == to_string(a)) return a;
-  return std::nullopt;
-}
-
 std::optional<CollectiveOp> op_from_string(const std::string& s) {
   for (auto o : {CollectiveOp::AllReduce, CollectiveOp::ReduceScatter, CollectiveOp::AllGather, CollectiveOp::Broadcast,
                  CollectiveOp::Reduce, CollectiveOp::AllToAll})

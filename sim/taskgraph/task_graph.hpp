@@ -17,17 +17,18 @@ namespace dtsim::taskgraph {
 enum class Category : std::uint8_t { Compute, Optimizer, Communication, Input, Copy };
 
 enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll, SendRecv };
-// How a collective moves data. `Auto` picks, per collective, the one the network model predicts
-// fastest among ring, tree and hierarchical, as NCCL's tuner does with its own model. `Naive`:
-// every rank sends its whole buffer to every other (the textbook all-to-all all-reduce).
-enum class Algorithm {
+// How a collective moves data: its place in the network layer's list of algorithms
+// (sim/network/algorithm_registry.cpp), which names, lowers and counts each. The values below are
+// the ones other layers name; an algorithm added to the list needs none. `Auto` picks, per
+// collective, the one the network model predicts fastest among ring, tree and hierarchical, as
+// NCCL's tuner does with its own model. `Naive`: every rank sends its whole buffer to every other
+// (the textbook all-to-all all-reduce).
+enum class Algorithm : std::uint8_t {
   Ring, Tree, HalvingDoubling, Hierarchical, Direct, MasterWorker, RoundRobin, ParameterServer, CentralStorage, Naive, Auto
 };
 
 const char* to_string(CollectiveOp op);
-const char* to_string(Algorithm a);
 const char* to_string(Category c);
-std::optional<Algorithm> algorithm_from_string(const std::string& s);
 std::optional<CollectiveOp> op_from_string(const std::string& s);
 
 // How a software stack overlaps tensor-parallel collectives with the GEMMs beside them

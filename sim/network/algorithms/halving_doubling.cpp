@@ -1,4 +1,5 @@
 // Rabenseifner's recursive halving and doubling.
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/algorithms/builder.hpp"
 
 namespace dtsim::network::algorithms {
@@ -43,6 +44,26 @@ LoweredCollective halving_doubling(const Platform& pf, double bytes, const std::
 // Every rank once per step, log2(p) steps and the fold-in, per pass.
 FlowCount halving_doubling_flows(double p, double passes) {
   return {passes * p * (std::ceil(std::log2(p)) + 1), p, true};
+}
+
+namespace {
+using taskgraph::CollectiveOp;
+std::optional<LoweredCollective> lower_halving_doubling(const Platform& pf, CollectiveOp op, double bytes, const std::vector<int>& r) {
+  if (op == CollectiveOp::AllReduce) return halving_doubling(pf, bytes, r, true, true);
+  if (op == CollectiveOp::ReduceScatter || op == CollectiveOp::AllGather)
+    return halving_doubling(pf, bytes, r, op == CollectiveOp::ReduceScatter, op == CollectiveOp::AllGather);
+  return std::nullopt;
+}
+std::optional<FlowCount> count_halving_doubling(CollectiveOp op, const FlowShape& s) {
+  if (op == CollectiveOp::AllReduce) return halving_doubling_flows(s.p, 2);
+  if (op == CollectiveOp::ReduceScatter || op == CollectiveOp::AllGather) return halving_doubling_flows(s.p, 1);
+  return std::nullopt;
+}
+}  // namespace
+
+AlgorithmUnit halving_doubling_unit() {
+  return {.name = "halving-doubling", .doc = "Rabenseifner's recursive halving reduce-scatter and doubling all-gather",
+          .lower = lower_halving_doubling, .flows = count_halving_doubling, .scatter_gather = true};
 }
 
 }  // namespace dtsim::network::algorithms

@@ -1,4 +1,5 @@
 // Reduce-scatter inside each node, all-reduce across nodes, all-gather inside.
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/algorithms/builder.hpp"
 
 namespace dtsim::network::algorithms {
@@ -41,5 +42,22 @@ LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vect
 
 // A reduce-scatter and an all-gather inside each node, an all-reduce across.
 FlowCount hierarchical_flows(double p) { return {3 * p, 2 * p, true}; }
+
+namespace {
+using taskgraph::CollectiveOp;
+std::optional<LoweredCollective> lower_hierarchical(const Platform& pf, CollectiveOp op, double bytes, const std::vector<int>& r) {
+  if (op == CollectiveOp::AllReduce) return hierarchical(pf, bytes, r);
+  return std::nullopt;
+}
+std::optional<FlowCount> count_hierarchical(CollectiveOp op, const FlowShape& s) {
+  if (op == CollectiveOp::AllReduce) return hierarchical_flows(s.p);
+  return std::nullopt;
+}
+}  // namespace
+
+AlgorithmUnit hierarchical_unit() {
+  return {.name = "hierarchical", .doc = "all-reduce: reduce-scatter inside each node, all-reduce across nodes, all-gather inside",
+          .lower = lower_hierarchical, .flows = count_hierarchical};
+}
 
 }  // namespace dtsim::network::algorithms

@@ -1,4 +1,5 @@
 // Parameter servers, a master and its workers, and TensorFlow's central storage.
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/algorithms/builder.hpp"
 
 namespace dtsim::network::algorithms {
@@ -56,5 +57,58 @@ FlowCount master_worker_flows(double p) { return {2 * p, p, false}; }
 // A push and a pull per worker and shard.
 FlowCount parameter_server_flows(double p, double shards) { return {2 * p * shards, p * shards, false}; }
 FlowCount central_storage_flows(double p) { return {2 * p, p, false}; }
+
+namespace {
+using taskgraph::CollectiveOp;
+std::optional<LoweredCollective> lower_master_worker(const Platform& pf, CollectiveOp op, double bytes, const std::vector<int>& r) {
+  if (op == CollectiveOp::AllReduce) return master_worker(pf, bytes, r);
+  return std::nullopt;
+}
+std::optional<FlowCount> count_master_worker(CollectiveOp op, const FlowShape& s) {
+  if (op == CollectiveOp::AllReduce) return master_worker_flows(s.p);
+  return std::nullopt;
+}
+
+double shards(const ClusterSpec& c, double group) { return c.ps_servers > 0 ? c.ps_servers : group; }
+std::optional<LoweredCollective> lower_servers(const Platform& pf, CollectiveOp op, double bytes, const std::vector<int>& r) {
+  if (op == CollectiveOp::AllReduce) return parameter_server(pf, bytes, r);
+  return std::nullopt;
+}
+std::optional<FlowCount> count_servers(CollectiveOp op, const FlowShape& s) {
+  if (op == CollectiveOp::AllReduce) return parameter_server_flows(s.p, shards(*s.cluster, s.p));
+  return std::nullopt;
+}
+FlowCount count_server_update(const ClusterSpec& c, double group) { return parameter_server_flows(1, shards(c, group)); }
+
+std::optional<LoweredCollective> lower_host(const Platform& pf, CollectiveOp op, double bytes, const std::vector<int>& r) {
+  if (op == CollectiveOp::AllReduce) return central_storage(pf, bytes, r);
+  return std::nullopt;
+}
+std::optional<FlowCount> count_host(CollectiveOp op, const FlowShape& s) {
+  if (op == CollectiveOp::AllReduce) return central_storage_flows(s.p);
+  return std::nullopt;
+}
+LoweredCollective lower_host_update(const Platform& pf, double bytes, const std::vector<int>& r, int only, double) {
+  return central_storage(pf, bytes, r, only);
+}
+FlowCount count_host_update(const ClusterSpec&, double) { return central_storage_flows(1); }
+}  // namespace
+
+AlgorithmUnit master_worker_unit() {
+  return {.name = "master-worker", .doc = "all-reduce: every worker sends to the first rank, which sends the sum back",
+          .lower = lower_master_worker, .flows = count_master_worker};
+}
+
+AlgorithmUnit parameter_server_unit() {
+  return {.name = "parameter-server", .doc = "sharded parameter servers (dedicated, or on the workers): push, sum, pull",
+          .lower = lower_servers, .flows = count_servers, .server_link = "parameter servers",
+          .lower_async = parameter_server, .async_flows = count_server_update};
+}
+
+AlgorithmUnit central_storage_unit() {
+  return {.name = "central-storage", .doc = "TensorFlow's central storage: variables in the node's host memory, over PCIe",
+          .lower = lower_host, .flows = count_host, .server_link = "host memory",
+          .lower_async = lower_host_update, .async_flows = count_host_update};
+}
 
 }  // namespace dtsim::network::algorithms

@@ -1,4 +1,5 @@
 // NCCL's rings: all-reduce, reduce-scatter and all-gather, the ring channels' broadcast and reduce chains, and a send-receive chain.
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/algorithms/builder.hpp"
 
 namespace dtsim::network::algorithms {
@@ -53,5 +54,28 @@ LoweredCollective chain(const Platform& pf, double bytes, const std::vector<int>
 
 // Each channel: one flow per rank, chained hop to hop.
 FlowCount ring_flows(double p, double channels) { return {channels * p, channels * p, true}; }
+
+namespace {
+using taskgraph::CollectiveOp;
+std::optional<LoweredCollective> lower_ring(const Platform& pf, CollectiveOp op, double bytes, const std::vector<int>& r) {
+  switch (op) {
+    case CollectiveOp::AllReduce: return ring(pf, bytes, r, 2.0);
+    case CollectiveOp::ReduceScatter:
+    case CollectiveOp::AllGather: return ring(pf, bytes, r, 1.0);
+    case CollectiveOp::Broadcast:
+    case CollectiveOp::Reduce: return ring_chain(pf, bytes, r, op == CollectiveOp::Reduce);
+    default: return std::nullopt;
+  }
+}
+std::optional<FlowCount> count_ring(CollectiveOp op, const FlowShape& s) {
+  if (op == CollectiveOp::AllToAll || op == CollectiveOp::SendRecv) return std::nullopt;
+  return ring_flows(s.p, s.channels);
+}
+}  // namespace
+
+AlgorithmUnit ring_unit() {
+  return {.name = "ring", .doc = "NCCL's rings, one channel per NIC across nodes; broadcast and reduce as pipelined chains",
+          .lower = lower_ring, .flows = count_ring, .scatter_gather = true};
+}
 
 }  // namespace dtsim::network::algorithms

@@ -1,4 +1,5 @@
 // NCCL's double binary tree and the binomial tree of rooted operations.
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/algorithms/builder.hpp"
 
 namespace dtsim::network::algorithms {
@@ -77,5 +78,24 @@ LoweredCollective binomial(const Platform& pf, double bytes, const std::vector<i
 FlowCount double_tree_flows(double p, double channels) { return {4 * channels * p, 4 * channels * p, true}; }
 // One flow per edge.
 FlowCount binomial_flows(double p) { return {p, p, false}; }
+
+namespace {
+using taskgraph::CollectiveOp;
+std::optional<LoweredCollective> lower_tree(const Platform& pf, CollectiveOp op, double bytes, const std::vector<int>& r) {
+  if (op == CollectiveOp::AllReduce) return double_tree(pf, bytes, r);
+  if (op == CollectiveOp::Broadcast || op == CollectiveOp::Reduce) return binomial(pf, bytes, r, op == CollectiveOp::Reduce);
+  return std::nullopt;
+}
+std::optional<FlowCount> count_tree(CollectiveOp op, const FlowShape& s) {
+  if (op == CollectiveOp::AllReduce) return double_tree_flows(s.p, s.channels);
+  if (op == CollectiveOp::Broadcast || op == CollectiveOp::Reduce) return binomial_flows(s.p);
+  return std::nullopt;
+}
+}  // namespace
+
+AlgorithmUnit tree_unit() {
+  return {.name = "tree", .doc = "NCCL's double binary tree (all-reduce); a binomial tree for broadcast and reduce",
+          .lower = lower_tree, .flows = count_tree};
+}
 
 }  // namespace dtsim::network::algorithms

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "sim/network/collectives.hpp"
+#include "sim/network/algorithm_registry.hpp"
 
 #include "helpers.hpp"
 
@@ -242,7 +243,7 @@ TEST(Naive, EveryWorkerSendsItsWholeArrayToEveryOther) {
   double direct = 0;
   for (const auto& f : lower(pf, CollectiveOp::AllReduce, Algorithm::Direct, n, 8).all_flows()) direct += f.bytes;
   EXPECT_DOUBLE_EQ(direct, 8 * 2 * 7.0 / 8 * n);
-  EXPECT_EQ(taskgraph::algorithm_from_string("naive"), Algorithm::Naive);
+  EXPECT_EQ(network::algorithm_named("naive"), Algorithm::Naive);
   EXPECT_THROW(lower(pf, CollectiveOp::ReduceScatter, Algorithm::Naive, n, 8), std::invalid_argument);
 }
 

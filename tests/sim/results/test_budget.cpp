@@ -8,6 +8,7 @@
 
 #include "helpers.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/network/algorithm_registry.hpp"
 #include "sim/network/collectives.hpp"
 #include "sim/replay/dispatch.hpp"
 #include "sim/replay/replay.hpp"
@@ -105,9 +106,8 @@ TEST(Budget, FlowBoundIsAtLeastWhatLoweringBuilds) {
       for (int i = 0; i < p; ++i) ranks.push_back(i);
       for (auto op : {CollectiveOp::AllReduce, CollectiveOp::ReduceScatter, CollectiveOp::AllGather, CollectiveOp::Broadcast,
                       CollectiveOp::Reduce, CollectiveOp::AllToAll})
-        for (auto a : {Algorithm::Ring, Algorithm::Tree, Algorithm::HalvingDoubling, Algorithm::Hierarchical, Algorithm::Direct,
-                       Algorithm::MasterWorker, Algorithm::RoundRobin, Algorithm::ParameterServer, Algorithm::CentralStorage,
-                       Algorithm::Naive, Algorithm::Auto}) {
+        for (std::size_t i = 0; i < network::algorithm_units().size(); ++i) {  // every registered algorithm
+          const auto a = static_cast<Algorithm>(i);
           network::LoweredCollective lc;
           try {
             lc = network::lower(pf, op, a, 1e8, ranks);
@@ -117,7 +117,7 @@ TEST(Budget, FlowBoundIsAtLeastWhatLoweringBuilds) {
           std::size_t widest = 0;
           for (const auto& ph : lc.phases) widest = std::max(widest, ph.flows.size());
           const auto b = network::flow_bound(c, op, a, p, 1, std::min(p, gpn));
-          SCOPED_TRACE(std::string(taskgraph::to_string(op)) + " " + taskgraph::to_string(a) + " p=" + std::to_string(p) +
+          SCOPED_TRACE(std::string(taskgraph::to_string(op)) + " " + network::algorithm_name(a) + " p=" + std::to_string(p) +
                        " gpn=" + std::to_string(gpn));
           EXPECT_GE(b.flows, static_cast<double>(lc.flow_count()));
           EXPECT_GE(b.widest, static_cast<double>(widest));
