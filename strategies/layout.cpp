@@ -1,6 +1,7 @@
 #include "strategies/layout.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace dtsim::strategies {
 
@@ -14,7 +15,7 @@ Layers Layout::stage_layers(int s) const {
 Layout layout_of(const ParallelismSpec& p, const TrainingSpec& t) {
   Layout k(p);
   k.data = p.data, k.tensor = p.tensor, k.pipeline = p.pipeline, k.context = p.context, k.expert = p.expert;
-  k.virtual_stages = p.schedule == Schedule::Interleaved ? p.virtual_stages : 1;
+  k.virtual_stages = p.schedule->chunked ? p.virtual_stages : 1;
   k.chunks = p.pipeline * k.virtual_stages;
   k.micro_batches = micro_batches(t.global_batch, p.data, p.micro_batch);
   // Gradients are summed over data x context ranks (context parallelism splits sequences, not weights).
@@ -32,10 +33,10 @@ Layout layout_of(const models::ModelGraph& g, const ParallelismSpec& p, const Tr
   const std::int64_t per_step = static_cast<std::int64_t>(p.data) * p.micro_batch;
   if (t.global_batch % per_step != 0) throw std::invalid_argument("global batch must be a multiple of data x micro_batch_size");
   Layout k = layout_of(p, t);
-  if (p.schedule == Schedule::ZeroBubbleH1 && p.zero_stage == 3 && p.data > 1)
-    throw std::invalid_argument("zero-bubble-h1 is modelled without ZeRO-3");
-  if (p.schedule == Schedule::PipeDream && p.zero_stage > 0 && p.data > 1)
-    throw std::invalid_argument("pipedream is modelled without ZeRO");
+  if (p.schedule->splits_backward && p.zero_stage == 3 && p.data > 1)
+    throw std::invalid_argument(std::string(p.schedule->name) + " is modelled without ZeRO-3");
+  if (p.schedule->updates_per_backward && p.zero_stage > 0 && p.data > 1)
+    throw std::invalid_argument(std::string(p.schedule->name) + " is modelled without ZeRO");
   if (!p.stage_blocks.empty() && static_cast<int>(p.stage_blocks.size()) != k.chunks)
     throw std::invalid_argument("stage_blocks needs one count per model chunk (pipeline x virtual stages)");
   k.chunk_layers = split_chunks(g, k.chunks, p.stage_blocks);

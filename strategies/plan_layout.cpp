@@ -24,7 +24,7 @@ PlanLayout Planner::layout() {
   for (int s = 0; s < P; ++s) {
     // The memory walk's peak in closed form where the schedule has one (equal to the walk's,
     // tests/test_schedule_peak.cpp); only then is the schedule not spelled out.
-    const int v = p_.schedule == Schedule::Interleaved ? k_.virtual_stages : 1;
+    const int v = p_.schedule->chunked ? k_.virtual_stages : 1;
     std::vector<double> kept;
     for (int c = 0; c < v && (c + 1) * P <= k_.chunks; ++c) kept.push_back(chunk_kept(c, s));
     known_peak_.push_back(peak_in_flight(p_.schedule, P, s, static_cast<int>(k_.micro_batches), kept));

@@ -50,7 +50,7 @@ void Planner::emit_weight_pass(Pass& pass) {
 // minibatches), as its runtime steps the optimizer right after the backward pass; with data
 // parallelism the stage's replicas first all-reduce that micro-batch's gradients.
 void Planner::update_after_backward(int s, int after) {
-  if (p_.schedule != Schedule::PipeDream) return;
+  if (!p_.schedule->updates_per_backward) return;
   const auto si = static_cast<std::size_t>(s);
   const Layers mine = stage_layers(s);
   int ready = after;

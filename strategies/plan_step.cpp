@@ -89,7 +89,7 @@ Plan Planner::run() {
   plan_.iterations_per_step = k_.iterations;
   emit_replicas();
   if (!k_.sync) return finish();
-  if (p_.schedule == Schedule::PipeDream) return finish();  // each backward updated its stage
+  if (p_.schedule->updates_per_backward) return finish();  // each backward updated its stage
 
   // DeepSpeed's pipeline engine reduces the tied weights first, then each stage's gradients
   // (TrainSchedule: ReduceTiedGrads, ReduceGrads); Megatron the other way round.

@@ -105,7 +105,7 @@ std::vector<std::pair<PassKind, std::int64_t>> pass_kinds(Schedule s, int stages
   };
   add({true, Part::Whole, false, true, false}, 1);
   add({true, Part::Whole, false, false, false}, m - 1);
-  if (s == Schedule::ZeroBubbleH1) {  // B is never the last backward: a W follows it
+  if (s->splits_backward) {  // B is never the last backward: a W follows it
     add({false, Part::Input, false, false, false}, m);
     add({false, Part::Weight, true, false, false}, 1);
     add({false, Part::Weight, false, false, false}, m - 1);
@@ -122,7 +122,7 @@ std::vector<std::pair<PassKind, std::int64_t>> pass_kinds(Schedule s, int stages
 
 bool replicas_join(const Layout& k, const ParallelismSpec& p) {
   if (!p.all_replicas || !k.sync || p.data <= 1) return false;
-  return ((p.zero_stage >= 2 || p.schedule == Schedule::PipeDream) && k.grad_ranks > 1) || p.expert > 1;
+  return ((p.zero_stage >= 2 || p.schedule->updates_per_backward) && k.grad_ranks > 1) || p.expert > 1;
 }
 
 bool core_splits(const PassKind& kind, const Layout& k, const ParallelismSpec& p) {
@@ -166,7 +166,7 @@ bool Count::taken(const PassKind& kind) const {
 
 double pass_tasks(const Count& c) {
   const double sends = c.p.tensor > 1 && !c.p.sequence_parallel ? 2 : 1;  // the receiving group's gather
-  const bool pipedream = c.p.schedule == Schedule::PipeDream;
+  const bool updates_per_backward = c.p.schedule->updates_per_backward;
   const bool taken_layers = c.layers_taken();  // expert parallelism emits each layer's pass
   double per_replica = 0, updates = 0;
   for (int j = 0; j < c.k.chunks; ++j) {
@@ -182,7 +182,7 @@ double pass_tasks(const Count& c) {
       const bool hands_on = kind.forward ? j + 1 < c.k.chunks : j > 0;
       if (hands_on) per_replica += n * sends;
       // PipeDream steps each stage after every backward, its replicas' gradients summed first.
-      if (pipedream && !kind.forward) {
+      if (updates_per_backward && !kind.forward) {
         per_replica += n;
         if (c.k.grad_ranks > 1) updates += n;
       }
@@ -200,7 +200,7 @@ double bucket_count(const Count& c, int s) {
 }  // namespace
 
 double step_tasks(const Count& c) {
-  if (!c.k.sync || c.p.schedule == Schedule::PipeDream) return 0;  // no step, or each backward's update
+  if (!c.k.sync || c.p.schedule->updates_per_backward) return 0;  // no step, or each backward's update
   const double replicas = c.k.replicas;
   const bool synced = c.k.grad_ranks > 1 && c.p.zero_stage != 3;
   const double per_bucket = 1 + (compresses_on_gpu(c.p, c.t.precision, c.k.grad_ranks) ? replicas : 0);
@@ -217,18 +217,18 @@ double step_tasks(const Count& c) {
 CollectiveCounts emitter_collectives(const Count& c) {
   using taskgraph::CollectiveOp;
   const auto a = c.p.algorithm;
-  double sends = 0, pipedream = 0;
+  double sends = 0, backward_updates = 0;
   for (int j = 0; j < c.k.chunks; ++j)
     for (const auto& [kind, count] : pass_kinds(c.p.schedule, c.k.pipeline, c.k.stage_of(j), c.k.micro_batches)) {
       if (kind.part == PipeOp::Part::Weight || c.taken(kind)) continue;
       const double n = static_cast<double>(count);
       if (kind.forward ? j + 1 < c.k.chunks : j > 0) sends += n;
-      if (c.p.schedule == Schedule::PipeDream && !kind.forward && c.k.grad_ranks > 1) pipedream += n;
+      if (c.p.schedule->updates_per_backward && !kind.forward && c.k.grad_ranks > 1) backward_updates += n;
     }
   CollectiveCounts out{{CollectiveOp::SendRecv, a, GroupKind::StagePair, sends * c.per_replica()}};
   if (c.p.tensor > 1 && !c.p.sequence_parallel) out.push_back({CollectiveOp::AllGather, a, GroupKind::Tensor, sends * c.per_replica()});
-  out.push_back({CollectiveOp::AllReduce, a, GroupKind::Data, pipedream * c.per_collective()});
-  if (!c.k.sync || c.p.schedule == Schedule::PipeDream) return out;
+  out.push_back({CollectiveOp::AllReduce, a, GroupKind::Data, backward_updates * c.per_collective()});
+  if (!c.k.sync || c.p.schedule->updates_per_backward) return out;
   double buckets = 0;
   if (c.k.grad_ranks > 1 && c.p.zero_stage != 3)
     for (int s = 0; s < c.k.pipeline; ++s) buckets += bucket_count(c, s);

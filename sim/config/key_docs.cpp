@@ -3,8 +3,12 @@
 // layers share the top level's lines (/model/layers/*/...).
 #include "sim/config/describe.hpp"
 
+#include <fmt/format.h>
+
 #include <iterator>
 #include <utility>
+
+#include "strategies/schedule.hpp"
 
 namespace dtsim::config {
 
@@ -164,7 +168,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/context_comm", "context parallelism's K/V exchange: p2p (ring) or all_gather"},
       {"scenario /parallelism/context_load_balance", "context parallelism splits causal attention's work evenly (zig-zag chunks)"},
       {"scenario /parallelism/micro_batch_size", "samples per micro-batch"},
-      {"scenario /parallelism/pipeline_schedule", "naive, gpipe, 1f1b, interleaved-1f1b, pipedream, pipedream-2bw or zero-bubble-h1"},
+      {"scenario /parallelism/pipeline_schedule", ""},  // the registry's names: schedule_choices()
       {"scenario /parallelism/virtual_stages", "interleaved-1f1b: model chunks per GPU"},
       {"scenario /parallelism/stage_layers", "blocks per pipeline stage, one count per stage (uneven stages); with virtual stages one per model chunk, chunk j on stage j % pipeline"},
       {"scenario /parallelism/sequence_parallel", "tensor parallelism also splits norms and dropout along the sequence"},
@@ -299,10 +303,24 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /reference/peak_memory", "the published peak memory per GPU"},
       {"scenario /reference/memory_reading", "which reading peak_memory is: allocated, reserved, or device (nvidia-smi)"},
 };
+// "a, b or c": every registered pipeline schedule (strategies/schedules/registry.cpp).
+std::string schedule_choices() {
+  auto names = strategies::schedule_names();
+  const std::string last = names.back();
+  names.pop_back();
+  return names.empty() ? last : fmt::format("{} or {}", fmt::join(names, ", "), last);
+}
+
+std::vector<std::pair<std::string, std::string>> all_docs() {
+  std::vector<std::pair<std::string, std::string>> docs(std::begin(kDocs), std::end(kDocs));
+  for (auto& [key, doc] : docs)
+    if (key == "scenario /parallelism/pipeline_schedule") doc = schedule_choices();
+  return docs;
+}
 }  // namespace
 
 const std::vector<std::pair<std::string, std::string>>& key_docs() {
-  static const std::vector<std::pair<std::string, std::string>> docs(std::begin(kDocs), std::end(kDocs));
+  static const std::vector<std::pair<std::string, std::string>> docs = all_docs();
   return docs;
 }
 

@@ -96,7 +96,7 @@ void parse_moe_overlap(Reader& r, Scenario& s) {
   if (p.recompute == strategies::Recompute::Full)
     r.fail("moe_a2a_overlap", "Megatron-Core refuses full recomputation with overlap_moe_expert_parallel_comm (use \"dualpipe\" "
                               "or recompute \"selective\")");
-  if (p.pipeline > 1 && p.schedule != strategies::Schedule::Interleaved)
+  if (p.pipeline > 1 && !p.schedule->chunked)
     r.fail("moe_a2a_overlap", "Megatron-Core's overlap needs virtual pipeline stages when pipeline > 1: set "
                               "\"pipeline_schedule\": \"interleaved-1f1b\"");
 }
@@ -146,9 +146,7 @@ void parse_expert_parallelism(Reader& r, Scenario& s) {
   if (p.offload_optimizer) refuse("offload_optimizer", "optimizer offload");
   refuse_framework_with_experts(r, p);
   if (strategies::hybrid_shard(p)) refuse("shard_size", "hybrid sharding (HSDP)");
-  if (p.schedule == strategies::Schedule::PipeDream || p.schedule == strategies::Schedule::PipeDream2BW ||
-      p.schedule == strategies::Schedule::ZeroBubbleH1)
-    refuse("pipeline_schedule", "this pipeline schedule");
+  if (!p.schedule->with_experts) refuse("pipeline_schedule", "this pipeline schedule");
 }
 
 // HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across data / shard_size groups.
@@ -265,10 +263,10 @@ void parse_parallelism(Reader r, Scenario& s) {
   if (const std::string why = m.tensor_split_error(p.tensor); !why.empty()) r.fail("tensor", why);
   p.micro_batch = r.integer("micro_batch_size", 1, 1000000, 1);
   p.schedule = *strategies::schedule_from_string(r.choice("pipeline_schedule", strategies::schedule_names(), "1f1b"));
-  if (p.schedule == strategies::Schedule::ZeroBubbleH1 && p.context > 1)  // its B/W split has no K/V exchange
-    r.fail("pipeline_schedule", "zero-bubble-h1 with context parallelism is not modelled");
+  if (p.schedule->splits_backward && p.context > 1)  // its B/W split has no K/V exchange
+    r.fail("pipeline_schedule", fmt::format("{} with context parallelism is not modelled", p.schedule->name));
   p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1024, 1));
-  if (p.virtual_stages > 1 && p.schedule != strategies::Schedule::Interleaved)
+  if (p.virtual_stages > 1 && !p.schedule->chunked)
     r.fail("virtual_stages", "virtual stages need \"pipeline_schedule\": \"interleaved-1f1b\"");
   const std::int64_t chunks = static_cast<std::int64_t>(p.pipeline) * p.virtual_stages;
   if (chunks > m.blocks())  // every model chunk holds a block at least
@@ -282,8 +280,9 @@ void parse_parallelism(Reader r, Scenario& s) {
     if (r.has("zero_stage") && p.zero_stage != 3) r.fail("fsdp", "FSDP (full sharding) is ZeRO stage 3");
     p.zero_stage = 3;
   }
-  if (p.zero_stage > 0 && p.schedule == strategies::Schedule::PipeDream)
-    r.fail("zero_stage", "pipedream updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it");
+  if (p.zero_stage > 0 && p.schedule->updates_per_backward)
+    r.fail("zero_stage", fmt::format("{} updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it",
+                                     p.schedule->name));
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
   parse_recompute(r, s);

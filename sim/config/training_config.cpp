@@ -110,7 +110,7 @@ void check_micro_batches(Reader& r, const Scenario& s, const std::string& batch_
     r.fail(batch_key, fmt::format("{} is not a multiple of data ({}) x micro_batch_size ({}) = {}",
                                   s.training.global_batch, p.data, p.micro_batch, per_step));
   const std::int64_t micro_batches = strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch);
-  if (p.schedule == strategies::Schedule::Interleaved && p.virtual_stages > 1 && micro_batches % p.pipeline != 0)
+  if (p.schedule->chunked && p.virtual_stages > 1 && micro_batches % p.pipeline != 0)
     r.fail("global_batch_size", fmt::format("interleaved 1F1B needs the {} micro-batches per step to be a multiple of "
                                             "pipeline ({})", micro_batches, p.pipeline));
   if (strategies::asynchronous(p.schedule) && micro_batches < p.pipeline)

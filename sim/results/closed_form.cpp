@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -25,7 +26,6 @@
 namespace dtsim::results {
 
 using strategies::Recompute;
-using strategies::Schedule;
 using taskgraph::CollectiveOp;
 using Layers = std::vector<const models::Layer*>;
 
@@ -298,33 +298,12 @@ struct ClosedForm::Impl::Step {
   }
   std::map<std::pair<int, double>, double> hybrid_prices;
 
-  // The passes of every micro-batch through the pipeline, up to the last backward on stage 0.
+  // The passes of every micro-batch through the pipeline, up to the last backward on stage 0: the
+  // schedule's own term (strategies/schedules/).
   double pipeline_time() const {
-    switch (p.schedule) {
-      case Schedule::GPipe: return sum + (m - 1) * (worst_f + worst_b) + hops;
-      case Schedule::Interleaved: {
-        // The fill and the drain pass through each stage's first chunk (chunks 0..p-1): for
-        // equal chunks (p - 1)/v micro-batch times.
-        double first = 0, first_worst = 0;
-        for (int j = 0; j < P; ++j) {
-          first += F[static_cast<std::size_t>(j)] + B[static_cast<std::size_t>(j)];
-          first_worst = std::max(first_worst, F[static_cast<std::size_t>(j)] + B[static_cast<std::size_t>(j)]);
-        }
-        return m * worst + first - first_worst + hops;
-      }
-      default: {
-        // After the first micro-batch's round trip, stage k runs m - 1 more backwards and the
-        // forwards its warm-up (min(p - k - 1, m - 1) of them) did not already run; the slowest
-        // stage sets the pace. For equal stages: (m + p - 1) micro-batch times.
-        double cycle = 0;
-        for (int st = 0; st < P; ++st) {
-          const auto i = static_cast<std::size_t>(st);
-          const double warm = std::min<double>(P - st - 1, m - 1);
-          cycle = std::max(cycle, (m - 1) * b[i] + (m - 1 - warm) * f[i]);
-        }
-        return sum + cycle + hops;
-      }
-    }
+    if (!p.schedule->closed_form) throw std::logic_error("the pipeline schedule has no closed form (closed_form_gap)");
+    return p.schedule->closed_form({.stages = P, .micro_batches = m, .F = F, .B = B, .f = f, .b = b, .sum = sum, .worst = worst,
+                                    .worst_f = worst_f, .worst_b = worst_b, .hops = hops});
   }
 
   // Tied embeddings on different stages: the first and last stage sum the table's gradients.

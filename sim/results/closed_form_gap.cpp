@@ -6,15 +6,13 @@
 namespace dtsim::results {
 
 using strategies::Recompute;
-using strategies::Schedule;
 
 std::string closed_form_gap(const config::Scenario& s) {
   const auto& p = s.parallelism;
   // A whitelist: what is not named here is replayed. The planner's mechanism units answer for
   // themselves (strategies/unit.hpp), each at its place in this order.
   const auto units = strategies::make_units(p);
-  if (p.schedule != Schedule::OneFOneB && p.schedule != Schedule::GPipe && p.schedule != Schedule::Interleaved)
-    return "pipeline schedule";
+  if (!p.schedule->closed_form) return "pipeline schedule";
   if (auto why = strategies::replay_only(units, "async-updates", p); !why.empty()) return why;
   if (auto why = strategies::replay_only(units, "zero", p); !why.empty()) return why;
   if (p.recompute == Recompute::Stage) return "stage recomputation";

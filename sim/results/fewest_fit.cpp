@@ -34,7 +34,7 @@ std::vector<Shape> candidate_shapes(const config::Scenario& s, int max_gpus) {
   const auto& p0 = s.parallelism;
   const std::int64_t gbs = s.training.global_batch, mb = p0.micro_batch;
   const bool sync = p0.updates == strategies::Updates::Sync;
-  const int v = p0.schedule == strategies::Schedule::Interleaved ? p0.virtual_stages : 1;
+  const int v = p0.schedule->chunked ? p0.virtual_stages : 1;
   // Expert parallelism stays the scenario's: its groups are carved out of the data-parallel GPUs,
   // so the data size must be a multiple of it.
   const int E = p0.expert;
@@ -138,7 +138,7 @@ const std::vector<double>& Search::experts(const Shape& sh) {
   ex.assign(static_cast<std::size_t>(sh.pipeline), 0.0);
   const auto& p0 = s_.parallelism;
   if (p0.expert > 1) {
-    const int v = p0.schedule == strategies::Schedule::Interleaved ? p0.virtual_stages : 1;
+    const int v = p0.schedule->chunked ? p0.virtual_stages : 1;
     const auto chunks = strategies::split_chunks(graph(sh.tensor), sh.pipeline * v, {});
     for (std::size_t j = 0; j < chunks.size(); ++j)
       for (const auto* l : chunks[j]) ex[j % static_cast<std::size_t>(sh.pipeline)] += l->expert_params();
@@ -172,8 +172,8 @@ const Stages* Search::planned(const Shape& sh, strategies::Recompute rc, std::in
 // micro-batches planned stand for any number, not thousands planned for every candidate.
 const Stages* Search::stages(const Shape& sh, strategies::Recompute rc, std::int64_t micro) {
   const auto& p0 = s_.parallelism;
-  const int v = p0.schedule == strategies::Schedule::Interleaved ? p0.virtual_stages : 1;
-  if (p0.schedule != strategies::Schedule::GPipe) return planned(sh, rc, std::min<std::int64_t>(micro, 2LL * sh.pipeline * v));
+  const int v = p0.schedule->chunked ? p0.virtual_stages : 1;
+  if (!p0.schedule->forwards_before_backwards) return planned(sh, rc, std::min<std::int64_t>(micro, 2LL * sh.pipeline * v));
   if (micro <= 2 || p0.activation_offload) return planned(sh, rc, micro);
   const auto key = std::make_tuple(sh.tensor, sh.pipeline, static_cast<int>(rc), micro);
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;

@@ -39,7 +39,7 @@ bool keep_moe_settings(strategies::ParallelismSpec& p) {
   }
   if (p.expert_tensor > 0 && (p.tensor * p.data) % (p.expert * p.expert_tensor) != 0) return false;
   return p.moe_a2a_overlap != O::Megatron1F1B ||
-         (p.recompute != strategies::Recompute::Full && (p.pipeline == 1 || p.schedule == strategies::Schedule::Interleaved));
+         (p.recompute != strategies::Recompute::Full && (p.pipeline == 1 || p.schedule->chunked));
 }
 
 // Expert-parallel sizes to try on `dp` data-parallel GPUs: 1, and for a mixture of experts every

@@ -74,7 +74,7 @@ std::vector<Candidate> enumerate_all(const std::vector<Cluster>& clusters, const
     for (auto& c : enumerate(clusters[ci].base, precisions)) {
       const auto& p = c.p;
       const std::string key = fmt::format("{}x{} {} {} s{} v{}", clusters[ci].base.cluster.nodes, clusters[ci].base.cluster.gpus_per_node,
-                                          clusters[ci].device, describe(c), static_cast<int>(p.schedule), p.virtual_stages);
+                                          clusters[ci].device, describe(c), p.schedule.index(), p.virtual_stages);
       if (!seen.insert(key).second) {
         ++duplicates;
         continue;

@@ -264,7 +264,7 @@ Experts::Passes Experts::passes(const Count& c) const {
 
 // Each stage's expert gradient buckets, where its gradients are synchronised at all.
 double Experts::buckets(const Count& c) {
-  const bool synced = c.k.sync && c.p.schedule != Schedule::PipeDream && c.k.grad_ranks > 1 && c.p.zero_stage != 3;
+  const bool synced = c.k.sync && !c.p.schedule->updates_per_backward && c.k.grad_ranks > 1 && c.p.zero_stage != 3;
   if (!synced || c.k.expert_data <= 1) return 0;
   double n = 0;
   for (int s = 0; s < c.k.pipeline; ++s)

@@ -30,7 +30,7 @@ class OptimizerOffload final : public Unit {
 
   // Per stage and replica: each bucket's copy down, the host step, the parameters' copy up.
   double tasks(const Count& c) const override {
-    if (!c.k.sync || c.p.schedule == Schedule::PipeDream || c.step_taken()) return 0;
+    if (!c.k.sync || c.p.schedule->updates_per_backward || c.step_taken()) return 0;
     double n = 0;
     for (int s = 0; s < c.k.pipeline; ++s) n += static_cast<double>(host_buckets(c.k.stage_layers(s), c.p, c.t.precision).size()) + 2;
     return n * c.k.replicas;

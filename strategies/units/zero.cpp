@@ -124,7 +124,7 @@ class Zero final : public Unit {
                          {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduce * times},
                          {CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, expert_gather * times},
                          {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::ExpertData, expert_reduce * times}};
-    if (gathers_params() && c.k.sync && c.p.schedule != Schedule::PipeDream && !c.p.priority_buckets) {
+    if (gathers_params() && c.k.sync && !c.p.schedule->updates_per_backward && !c.p.priority_buckets) {
       out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, static_cast<double>(c.k.pipeline)});
       if (c.p.expert > 1 && c.k.expert_data > 1)
         out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, static_cast<double>(c.k.pipeline)});

@@ -299,11 +299,10 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
 
 // The kinds of pass a stage's chunk runs, counted from the schedule itself: what the units count with.
 TEST(Units, PassKindsAreWhatTheSchedulesRun) {
-  for (const Schedule sched : {Schedule::Naive, Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved, Schedule::PipeDream,
-                               Schedule::PipeDream2BW, Schedule::ZeroBubbleH1})
+  for (const Schedule sched : strategies::all_schedules())
     for (int p : {1, 2, 4})
       for (int m : {4, 8}) {
-        const int v = sched == Schedule::Interleaved ? 2 : 1;
+        const int v = sched->chunked ? 2 : 1;
         for (int stage = 0; stage < p; ++stage) {
           SCOPED_TRACE(std::string(strategies::to_string(sched)) + " p" + std::to_string(p) + " m" + std::to_string(m) + " s" +
                        std::to_string(stage));
