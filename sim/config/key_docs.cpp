@@ -1,6 +1,7 @@
 // One line of documentation for each key the loader reads (describe.hpp). The key's type, range,
-// choices and default come from the code that reads it; only the words are here. A CNN's nested
-// layers share the top level's lines (/model/layers/*/...).
+// choices and default come from the code that reads it; only the words are here, and a model
+// family's beside the code that reads its keys (models/families/). A CNN's nested layers share the
+// top level's lines (/model/layers/*/...).
 #include "sim/config/describe.hpp"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <iterator>
 #include <utility>
 
+#include "models/family.hpp"
 #include "strategies/schedule.hpp"
 
 namespace dtsim::config {
@@ -58,57 +60,6 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /extends", "a base scenario (a path relative to this file, or a shipped scenario) whose keys this file starts from"},
       {"scenario /model", "the model: a preset, its overrides, or a whole description"},
       {"scenario /model/preset", "a shipped model (dtsim list models) or a preset file's path; the keys beside it override the preset's"},
-      {"scenario /model/kind", "the model family: transformer, vit or cnn"},
-      {"scenario /model/num_layers", "transformer blocks"},
-      {"scenario /model/hidden_size", "the model (embedding) width"},
-      {"scenario /model/num_heads", "attention heads"},
-      {"scenario /model/num_kv_heads", "key/value heads (grouped-query attention); default: num_heads"},
-      {"scenario /model/head_dim", "the width of one head; default: hidden_size / num_heads"},
-      {"scenario /model/ffn_hidden_size", "the MLP's inner width; default 4 x hidden_size"},
-      {"scenario /model/seq_len", "tokens per sample"},
-      {"scenario /model/vocab_size", "vocabulary size (embedding and output layer)"},
-      {"scenario /model/mlp", "the MLP: gelu or squared-relu (two matrices around relu(x)^2, Nemotron-4), or swiglu (three)"},
-      {"scenario /model/norm", "layernorm or rmsnorm"},
-      {"scenario /model/position_embedding", "learned (a table of seq_len x hidden_size) or rotary"},
-      {"scenario /model/tied_embeddings", "the output layer shares the input embedding's weights"},
-      {"scenario /model/linear_bias", "linear layers carry biases"},
-      {"scenario /model/dropout", "dropout layers run (their masks are kept for backward)"},
-      {"scenario /model/num_experts", "mixture of experts: routed experts per MoE layer"},
-      {"scenario /model/experts_per_token", "mixture of experts: experts each token is routed to (top-k)"},
-      {"scenario /model/expert_ffn_hidden_size", "mixture of experts: one expert's MLP inner width"},
-      {"scenario /model/shared_experts", "mixture of experts: experts every token goes through besides its routed ones"},
-      {"scenario /model/first_dense_layers", "mixture of experts: leading layers with a dense MLP instead of experts"},
-      {"scenario /model/capacity_factor", "mixture of experts: tokens an expert takes, as a multiple of its fair share (0: dropless)"},
-      {"scenario /model/expert_bias", "mixture of experts: expert MLPs carry biases"},
-      {"scenario /model/q_lora_rank", "multi-head latent attention: the query's low-rank width (0: full-rank queries)"},
-      {"scenario /model/kv_lora_rank", "multi-head latent attention: the compressed key/value width"},
-      {"scenario /model/qk_nope_head_dim", "multi-head latent attention: per-head query/key width without rotary"},
-      {"scenario /model/qk_rope_head_dim", "multi-head latent attention: per-head query/key width with rotary"},
-      {"scenario /model/v_head_dim", "multi-head latent attention: per-head value width"},
-      {"scenario /model/image_size", "vision models: image height and width in pixels"},
-      {"scenario /model/patch_size", "vision transformers: patch height and width in pixels"},
-      {"scenario /model/channels", "vision models: input channels"},
-      {"scenario /model/classes", "vision models: output classes"},
-      {"scenario /model/structure", "a CNN built from a named structure (resnet, inception-v3, amoebanet-d)"},
-      {"scenario /model/structure/name", "which structure: resnet, inception-v3 or amoebanet-d"},
-      {"scenario /model/structure/block", "ResNet: bottleneck or basic blocks"},
-      {"scenario /model/structure/stages", "ResNet: blocks per stage, e.g. [3, 4, 6, 3]"},
-      {"scenario /model/structure/filters", "AmoebaNet: filters of the first cells"},
-      {"scenario /model/structure/normal_cells", "AmoebaNet: normal cells between reductions"},
-      {"scenario /model/structure/aux_head", "the auxiliary classifier head is trained too"},
-      {"scenario /model/layers", "a CNN written layer by layer: a list of layers"},
-      {"scenario /model/layers/*/op", "the layer: conv, batch_norm, relu, max_pool, avg_pool, global_avg_pool, fc, dropout, add, concat, block or repeat"},
-      {"scenario /model/layers/*/name", "a name for the layer in results and traces"},
-      {"scenario /model/layers/*/layers", "the layers inside a block or repeat"},
-      {"scenario /model/layers/*/count", "repeat: how many times its layers run in a row"},
-      {"scenario /model/layers/*/filters", "conv: output channels"},
-      {"scenario /model/layers/*/kernel", "conv and pooling: kernel size (one number, or [height, width])"},
-      {"scenario /model/layers/*/stride", "conv and pooling: stride"},
-      {"scenario /model/layers/*/padding", "conv and pooling: padding (one number, or [height, width])"},
-      {"scenario /model/layers/*/groups", "conv: groups (depthwise when equal to the channels)"},
-      {"scenario /model/layers/*/bias", "conv and fc: the layer carries a bias"},
-      {"scenario /model/layers/*/rate", "dropout: the share of activations dropped"},
-      {"scenario /model/layers/*/units", "fc: output features"},
       {"scenario /cluster", "the machines and their network: a preset, its overrides, or a whole description"},
       {"scenario /cluster/preset", "a shipped cluster (dtsim list clusters) or a preset file's path; the keys beside it override the preset's"},
       {"scenario /cluster/nodes", "nodes (machines)"},
@@ -311,10 +262,23 @@ std::string schedule_choices() {
   return names.empty() ? last : fmt::format("{} or {}", fmt::join(names, ", "), last);
 }
 
+// "the model family: transformer, vit or cnn", from the registered kinds.
+std::string kind_doc() {
+  const auto& kinds = models::family_kinds();
+  std::string out = "the model family: ";
+  for (std::size_t i = 0; i < kinds.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == kinds.size() ? " or " : ", ") + kinds[i].name;
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> all_docs() {
   std::vector<std::pair<std::string, std::string>> docs(std::begin(kDocs), std::end(kDocs));
   for (auto& [key, doc] : docs)
     if (key == "scenario /parallelism/pipeline_schedule") doc = schedule_choices();
+  docs.emplace_back("scenario /model/kind", kind_doc());
+  // Families that share a key (image_size) give it the same line; the first is shown.
+  for (const auto& kind : models::family_kinds())
+    for (const auto& [key, doc] : kind.docs) docs.emplace_back("scenario /model/" + key, doc);
   return docs;
 }
 }  // namespace

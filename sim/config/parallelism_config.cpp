@@ -72,7 +72,7 @@ void parse_expert_grid(Reader& r, Scenario& s) {
                                    p.expert, p.data));
     return;
   }
-  const auto* m = std::get_if<models::TransformerSpec>(&s.model.family);
+  const auto* m = s.model.transformer();
   if (!m || !m->moe()) r.fail("expert_tensor", "expert tensor parallelism needs a mixture-of-experts model (model.num_experts)");
   if (m->expert_ffn_hidden_size % p.expert_tensor != 0)
     r.fail("expert_tensor", fmt::format("{} does not divide model.expert_ffn_hidden_size ({})", p.expert_tensor, m->expert_ffn_hidden_size));
@@ -176,9 +176,9 @@ void parse_recompute(Reader& r, Scenario& s) {
                                     : strategies::Recompute::None;
   // torchtitan's policy names PyTorch's matmul and attention ops: a transformer's dense blocks.
   if (p.recompute == strategies::Recompute::Op) {
-    if (std::string(s.model.kind()) == "cnn")
-      r.fail("recompute", "op-level checkpointing (torchtitan's policy) is modelled for transformer blocks, not a CNN's");
-    if (s.model.transformer().moe())
+    const models::TransformerSpec* t = s.model.transformer();
+    if (!t) r.fail("recompute", "op-level checkpointing (torchtitan's policy) is modelled for transformer blocks, not a CNN's");
+    if (t->moe())
       r.fail("recompute", "op-level checkpointing of mixture-of-experts blocks is not modelled (their grouped GEMMs are not "
                           "in torchtitan's save list as dtsim knows it): use \"full\" or \"selective\"");
   }

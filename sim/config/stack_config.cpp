@@ -1,6 +1,5 @@
 #include "sim/config/stack_config.hpp"
 
-#include <variant>
 
 #include <fmt/format.h>
 
@@ -114,10 +113,12 @@ void parse_gemm_shapes(Reader& r, Scenario& s) {
   st.gemm_shapes = *cost::gemm_shapes_from_string(
       r.choice("gemm_shapes", {"curve", "as-written", "padded"}, cost::to_string(st.gemm_shapes)));
   st.vocab_divisible_by = r.integer("vocab_divisible_by", 0, 1 << 20, st.vocab_divisible_by);
-  auto* t = std::get_if<models::TransformerSpec>(&s.model.family);
+  const auto* t = s.model.transformer();
   if (st.vocab_divisible_by <= 0 || !t || t->vocab_size <= 0) return;
   const std::int64_t multiple = st.vocab_divisible_by * s.parallelism.tensor;
-  t->vocab_size = (t->vocab_size + multiple - 1) / multiple * multiple;
+  models::TransformerSpec padded = *t;
+  padded.vocab_size = (t->vocab_size + multiple - 1) / multiple * multiple;
+  s.model = models::ModelSpec(s.model.name, models::transformer_family(std::move(padded)));
 }
 
 // The key as written (fusion_threshold_MiB, cycle_time_ms...), for the error's pointer.

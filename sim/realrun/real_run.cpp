@@ -8,7 +8,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <variant>
 
 #include "models/model.hpp"
 #include "sim/config/scenario.hpp"
@@ -188,7 +187,7 @@ std::vector<nlohmann::json> worker_reports(const std::vector<Child>& children) {
 
 MlpShape check_session(const SessionOptions& o) {
   const auto preset = config::load_model_preset(o.model);
-  const auto* spec = std::get_if<models::TransformerSpec>(&preset.family);
+  const auto* spec = preset.transformer();
   if (!spec) throw InputError("", "--model", fmt::format("{} is a {} model; the real trainer takes a transformer's feed-forward stack", o.model, preset.kind()));
   const auto shape = shape_of(*spec, o.micro_batch);
   if (shape.params() > (std::int64_t{1} << 28) || shape.batch * shape.dims.front() > (std::int64_t{1} << 28))

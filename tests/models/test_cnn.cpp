@@ -24,7 +24,7 @@ models::ModelSpec load(const std::string& model) {
   return config::load_scenario(dir.file("s.json", scenario(model))).model;
 }
 
-const models::CnnSpec& cnn(const models::ModelSpec& m) { return std::get<models::CnnSpec>(m.family); }
+const models::CnnSpec& cnn(const models::ModelSpec& m) { return *m.as<models::CnnSpec>(); }
 
 double params(const models::ModelSpec& m) { return m.build(models::BuildOptions{}).params(); }
 

@@ -29,7 +29,7 @@ TEST(CnnMemory, InceptionV3AtFp64BatchSizeTheSeedsWay) {
   EXPECT_NEAR(r.memory.activations / 49.1e9, 1.0, 0.01);
   // Of which the layer outputs, one tensor per convolution at fp64: 18.4 GB.
   double conv_outputs = 0;
-  for (const auto& op : std::get<models::CnnSpec>(s.model.family).ops)
+  for (const auto& op : s.model.as<models::CnnSpec>()->ops)
     if (op.kind == models::CnnOpKind::Conv) conv_outputs += 256.0 * 8 * static_cast<double>(op.out.elems());
   EXPECT_NEAR(conv_outputs / 18.37e9, 1.0, 0.01);
 }
@@ -42,7 +42,7 @@ TEST(CnnTraining, ResNet50DataParallelStepOnADgxA100) {
   EXPECT_GT(r.samples_per_s, 0);
   EXPECT_EQ(r.tokens_per_s, 0);  // images carry no tokens
   // Model FLOPs: 3 x 2 x 4.089 G multiply-adds per image, 2,048 images per step.
-  EXPECT_NEAR(r.model_flops, 6.0 * models::cnn_forward_macs(std::get<models::CnnSpec>(s.model.family)) * 2048, 1e3);
+  EXPECT_NEAR(r.model_flops, 6.0 * models::cnn_forward_macs(*s.model.as<models::CnnSpec>()) * 2048, 1e3);
   // The gradients cross the network once per step: bf16, every parameter, in DDP's buckets.
   double reduced = 0;
   for (const auto& t : r.plan.graph.tasks)

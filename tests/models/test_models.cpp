@@ -19,7 +19,7 @@ models::TransformerSpec preset(const std::string& name) {
     "hardware": {"device": "a100-sxm-80gb"},
     "cluster": {"preset": "dgx-a100", "nodes": 1},
     "parallelism": {"data": 8}, "training": {"global_batch_size": 8}})");
-  return config::load_scenario(f).model.transformer();
+  return *config::load_scenario(f).model.transformer();
 }
 
 models::ModelGraph build(const models::TransformerSpec& s, std::int64_t b = 1) {

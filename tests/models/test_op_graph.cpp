@@ -111,7 +111,7 @@ TEST(OpGraph, OnlyTiedParametersAreSummedBetweenFirstAndLastStage) {
 }
 
 TEST(OpGraph, ModelSpecAnswersNeutralQuestions) {
-  models::ModelSpec m{"small", small()};
+  models::ModelSpec m{"small", models::transformer_family(small())};
   EXPECT_STREQ(m.kind(), "transformer");
   EXPECT_EQ(m.blocks(), 4);
   EXPECT_EQ(m.tokens_per_sample(), 128);

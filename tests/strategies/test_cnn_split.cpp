@@ -106,7 +106,7 @@ TEST(CnnChannelSplit, AlexNetPresetMatchesThePaper) {
   // Caffe's bvlc_alexnet, the paper's network with its two-GPU groups: 60,965,224 parameters.
   EXPECT_DOUBLE_EQ(m.build(models::BuildOptions{}).params(), 60965224);
   // Sze et al. 2017, "Efficient Processing of Deep Neural Networks", Table III: 724M MACs.
-  EXPECT_NEAR(models::cnn_forward_macs(std::get<models::CnnSpec>(m.family)) / 724e6, 1.0, 0.005);
+  EXPECT_NEAR(models::cnn_forward_macs(*m.as<models::CnnSpec>()) / 724e6, 1.0, 0.005);
 }
 
 TEST(CnnChannelSplit, ChannelsTheGpusCannotShareAreAnInputError) {

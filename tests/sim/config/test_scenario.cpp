@@ -42,8 +42,8 @@ TEST(Scenario, PresetValuesCanBeOverridden) {
   test::TempDir dir;
   dir.file("base.json", test::kValidScenario);
   auto s = config::load_scenario(dir.file("c.json", R"({"extends": "base.json", "model": {"seq_len": 2048}})"));
-  EXPECT_EQ(s.model.transformer().seq_len, 2048);
-  EXPECT_EQ(s.model.transformer().num_layers, 12);
+  EXPECT_EQ(s.model.transformer()->seq_len, 2048);
+  EXPECT_EQ(s.model.transformer()->num_layers, 12);
 }
 
 TEST(Scenario, UnitSuffixesConvertToSI) {

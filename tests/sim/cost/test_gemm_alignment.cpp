@@ -52,7 +52,7 @@ config::Scenario gpt2_megatron(const std::string& stack) {
   return config::load_scenario_text(text, "gpt2-megatron.json");
 }
 
-std::int64_t vocab(const config::Scenario& s) { return std::get<models::TransformerSpec>(s.model.family).vocab_size; }
+std::int64_t vocab(const config::Scenario& s) { return s.model.transformer()->vocab_size; }
 
 }  // namespace
 
