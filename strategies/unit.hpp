@@ -149,11 +149,16 @@ class Unit {
 // default and one line of documentation (Reader::document), so `dtsim describe`, docs/keys.md and
 // the result's statement of what ran come from the unit's own file.
 struct UnitEntry {
+  using Active = bool (*)(const ParallelismSpec&);
+  using Make = std::unique_ptr<Unit> (*)(const ParallelismSpec&);
+  using Read = void (*)(Reader&, UnitOptions&);
+  UnitEntry(std::string n, Active a, Make m, std::string key = "", Read r = nullptr)
+      : name(std::move(n)), active(a), make(m), options_key(std::move(key)), read(r) {}
   std::string name;
-  bool (*active)(const ParallelismSpec&) = nullptr;
-  std::unique_ptr<Unit> (*make)(const ParallelismSpec&) = nullptr;
+  Active active;
+  Make make;
   std::string options_key;
-  void (*read)(Reader&, UnitOptions&) = nullptr;
+  Read read;
 };
 // The registry: the built-in units (listed in unit.cpp), then any registered after them.
 const std::vector<UnitEntry>& unit_registry();

@@ -70,7 +70,7 @@ Json load_chain(const std::string& path, const std::string* text, const fs::path
   Json doc = text ? parse_json_text(*text, path) : parse_json_file(path);
   if (!doc.is_object()) throw InputError(path, "", "a scenario must be a JSON object");
   Json merged = Json::object();
-  KeyCatalog::note({"", "/extends", "string", "", "", {}, "", false});
+  KeyCatalog::note({"", "/extends", "string", "", "", {}, "", false, ""});
   if (doc.contains("extends")) {
     const Json& ext = doc["extends"];
     if (!ext.is_string() || ext.get<std::string>().empty())
@@ -141,7 +141,7 @@ Document load_with_extends_text(const std::string& text, const std::string& name
 
 std::string expand_preset(Document& doc, const std::string& key, const std::string& sub, const std::string& what) {
   if (KeyCatalog::listening())  // the choices list a folder: only for `dtsim describe`
-    KeyCatalog::note({"", "/" + key + "/preset", "string", "", "", list_json_stems(sub), "", false});
+    KeyCatalog::note({"", "/" + key + "/preset", "string", "", "", list_json_stems(sub), "", false, ""});
   if (!doc.json.contains(key) || !doc.json[key].is_object() || !doc.json[key].contains("preset")) return "";
   const std::string at = "/" + key;
   Json& node = doc.json[key];

@@ -192,7 +192,7 @@ std::string unit_text(std::string_view base, units::Dimension d) {
 void Reader::declare(std::string_view key, const char* type, std::string range, std::string fallback, bool required,
                      std::vector<std::string> choices, std::string unit) const {
   KeyCatalog::note(KeyDeclaration{"", pointer(key), type, std::move(unit), std::move(range), std::move(choices),
-                                  std::move(fallback), required});
+                                  std::move(fallback), required, ""});
 }
 
 Reader::Reader(const Json& object, std::string pointer, std::shared_ptr<const Origins> origins)
