@@ -59,6 +59,9 @@ struct FrameworkSpec {
   // waits for all of its tensors but the last (the host is blocked in the synchronisations), so
   // only that one overlaps compute. Persistence is judged per tensor.
   bool per_parameter = false;
+  // FSDP2 copies each all-gather's output into the unit's unsharded parameters on the compute
+  // stream before the unit's forward or backward runs (a stack sets it: cost::Stack::gather_copies).
+  bool gather_copy_out = false;
   // Fixed host-side cost of issuing one collective (framework bookkeeping and the kernel
   // launch), added to each ZeRO-3 collective's time.
   double collective_launch_s = 0;

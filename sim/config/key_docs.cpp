@@ -198,6 +198,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /stack/fusion_threshold", "Horovod's HOROVOD_FUSION_THRESHOLD: the largest fusion buffer (a horovod preset: 128 MiB, horovod-0.16: 64 MiB)"},
       {"scenario /stack/cycle_time", "Horovod's HOROVOD_CYCLE_TIME: the background thread's cycle; gradients ready in one cycle are fused (horovod: 1 ms, horovod-0.16: 5 ms)"},
       {"scenario /stack/zero3_gathers", "DeepSpeed's ZeRO-3: coalesced (0.6 and later) or per-parameter (0.3.13-0.5.10: one gather and one reduce-scatter per tensor, each gather after a device synchronisation)"},
+      {"scenario /stack/gather_copies", "what FSDP does with an all-gather's output: none (FSDP1's flat parameter is its storage) or copy-out (FSDP2 copies it into the unsharded parameters on the compute stream before each forward and backward; the pytorch-eager and torchtitan presets); applies with framework fsdp"},
       {"scenario /stack/attention", "attention kernels: gemm-curve, flash2, flash3, cudnn or sdpa-math"},
       {"scenario /stack/elementwise", "element-wise kernels: fused (the model's), eager (one per op) or compiled"},
       {"scenario /stack/copies", "the copies and casts around fused attention: fused (none beyond the model's kernels) or eager (torchtitan's QKV split copies and RoPE's fp32 casts and complex multiply, as eager PyTorch runs them)"},

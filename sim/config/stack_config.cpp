@@ -105,6 +105,20 @@ void parse_zero3_gathers(Reader& r, Scenario& s, const std::string& preset) {
   s.parallelism.framework.per_parameter = true;
 }
 
+// `gather_copies` (cost::GatherCopies): FSDP2's copy-out is the fsdp framework's; a preset's applies
+// only there, and the key written out needs it.
+void parse_gather_copies(Reader& r, Scenario& s) {
+  cost::Stack& st = s.device.stack;
+  st.gather_copies = r.choice("gather_copies", {"none", "copy-out"}, cost::to_string(st.gather_copies)) == "copy-out"
+                         ? cost::GatherCopies::CopyOut
+                         : cost::GatherCopies::None;
+  const bool fsdp = s.parallelism.framework.framework == strategies::Framework::Fsdp;
+  if (st.gather_copies != cost::GatherCopies::CopyOut) return;
+  if (!fsdp && r.has("gather_copies"))
+    r.fail("gather_copies", "\"copy-out\" is FSDP2's copy of each all-gather's output: set parallelism.framework to \"fsdp\"");
+  s.parallelism.framework.gather_copy_out = fsdp;
+}
+
 // `gemm_shapes` and `vocab_divisible_by` (sim/cost/gemm_alignment.hpp): the shapes the stack hands
 // cuBLAS, and Megatron's vocabulary padding, applied here to the model before it is built: the
 // padded rows are real (embedding and output-layer parameters, logits), as Megatron allocates them.
@@ -201,6 +215,7 @@ void parse_stack(Reader& root, Scenario& s) {
   parse_comm_sms(*r, s);
   parse_tp_overlap(*r, s);
   parse_zero3_gathers(*r, s, preset);
+  parse_gather_copies(*r, s);
   parse_tensor_fusion(*r, s, preset);
   refuse_ddp_buckets(root, s);
   r->finish();

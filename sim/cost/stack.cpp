@@ -85,6 +85,16 @@ Stack megatron_core(Stack s) {
   return s;
 }
 
+// torchtitan shards with FSDP2 (fully_shard): before a unit's forward and again before its
+// backward, FSDPParamGroup.wait_for_unshard runs foreach_all_gather_copy_out on the current stream,
+// which copies the all-gather's output into each parameter's unsharded tensor
+// (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py and _fsdp_collectives.py, pytorch/pytorch
+// @002a76f). It applies with parallelism.framework "fsdp".
+Stack fsdp2(Stack s) {
+  s.gather_copies = GatherCopies::CopyOut;
+  return s;
+}
+
 // What eager PyTorch runs beside the element-wise kernels for torchtitan's code: the loss as
 // F.cross_entropy on fp32 logits (loss_kernels.cpp), and the QKV split's copies and RoPE's fp32
 // casts around attention (attention_copies.cpp).
@@ -138,16 +148,17 @@ const std::map<std::string, Stack>& registry() {
   static const std::map<std::string, Stack> stacks{
       {"default", Stack{}},
       // PyTorch's SDPA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn).
-      {"pytorch-eager", eager_torchtitan(Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS,
-                                               kDeviceCommSms, TpOverlap::None, kEager})},
+      {"pytorch-eager", fsdp2(eager_torchtitan(Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager,
+                                                     kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kEager}))},
       // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains, the
       // loss's cast and RoPE's casts into the kernels beside them (Inductor's one RoPE kernel, 2e
       // per element of q and k each way, is not priced).
-      {"torchtitan-compile", compiled_shapes(Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled,
-                                                   kInductorDispatchS, kDeviceCommSms, TpOverlap::None, kTitan})},
+      {"torchtitan-compile", fsdp2(compiled_shapes(Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled,
+                                                         kInductorDispatchS, kDeviceCommSms, TpOverlap::None, kTitan}))},
       // The same with --compile.enable_async_tensor_parallel: Inductor's micro-pipeline TP pass.
-      {"torchtitan-async-tp", compiled_shapes(Stack{"torchtitan-async-tp", AttentionImpl::Flash2, Elementwise::Compiled,
-                                                    kInductorDispatchS, kDeviceCommSms, TpOverlap::AsyncTp, kTitan})},
+      {"torchtitan-async-tp", fsdp2(compiled_shapes(Stack{"torchtitan-async-tp", AttentionImpl::Flash2,
+                                                          Elementwise::Compiled, kInductorDispatchS, kDeviceCommSms,
+                                                          TpOverlap::AsyncTp, kTitan}))},
       // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
       // (the model's fused kernels); TE's DotProductAttention on Hopper runs cuDNN's fused attention
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
@@ -239,6 +250,8 @@ std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s)
 const char* to_string(Loss l) { return l == Loss::EagerFp32 ? "eager-fp32" : "fused"; }
 
 const char* to_string(Copies c) { return c == Copies::Eager ? "eager" : "fused"; }
+
+const char* to_string(GatherCopies g) { return g == GatherCopies::CopyOut ? "copy-out" : "none"; }
 
 const char* to_string(GemmShapes g) {
   return g == GemmShapes::AsWritten ? "as-written" : g == GemmShapes::Padded ? "padded" : "curve";

@@ -35,6 +35,10 @@ enum class Copies { Fused, Eager };
 // profile says gemm_alignment "cublas"; padded, torch.compile's Inductor rounds m, n and k up to
 // 16 bytes (pad_mm.py) and runs the padded FLOPs on the fast kernels.
 enum class GemmShapes { Curve, AsWritten, Padded };
+// What PyTorch FSDP does with an all-gather's output: none, the output is the parameters' storage
+// (FSDP1's flat parameter, and dtsim's behaviour before stacks); copy-out, FSDP2 copies it into each
+// parameter's unsharded tensor on the compute stream (strategies::FrameworkSpec::gather_copy_out).
+enum class GatherCopies { None, CopyOut };
 
 struct Stack {
   std::string name = "default";
@@ -57,6 +61,7 @@ struct Stack {
   Loss loss = Loss::Fused;
   Copies copies = Copies::Fused;
   GemmShapes gemm_shapes = GemmShapes::Curve;
+  GatherCopies gather_copies = GatherCopies::None;
   // Megatron-LM's --make-vocab-size-divisible-by: the vocabulary is padded to a multiple of this
   // times the tensor-parallel size before the model is built (sim/config/stack_config.cpp). 0: the
   // model's vocabulary as given.
@@ -86,6 +91,7 @@ const char* to_string(Zero3Gathers z);
 const char* to_string(Loss l);
 const char* to_string(Copies c);
 const char* to_string(GemmShapes g);
+const char* to_string(GatherCopies g);
 std::optional<GemmShapes> gemm_shapes_from_string(const std::string& s);
 
 // The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te,

@@ -204,6 +204,7 @@ class FrameworkZero3 final : public Unit {
   struct Micro {
     std::vector<int>& task;
     std::vector<int>& pred;
+    std::vector<char>& copied;  // FSDP2: the gather's output has been copied out (its first use)
   };
   // Backward: gradients fill reduce-scatter buckets (DeepSpeed) or go per unit (FSDP); FSDP's
   // root unit reduces once its last layer is done.
@@ -216,7 +217,8 @@ class FrameworkZero3 final : public Unit {
   int gather(Planner& em, const Pass& pass, Micro& mb, int g);
   int gather_per_tensor(Planner& em, const Pass& pass, Micro& mb, int g);
   int segment_work(Planner& em, const Pass& pass, const models::Layer& l, const std::vector<Item>& items, std::size_t a,
-                   std::size_t b, bool several);
+                   std::size_t b, bool several, double copy_bytes);
+  double copy_out_bytes(const Planner& em, Micro& mb, int g) const;
   std::vector<int> emit_segments(Planner& em, Pass& pass, Micro& mb, const models::Layer& l, const std::vector<Item>& items,
                                  int& last);
   void collect(Planner& em, const Pass& pass, Reducing& r, const models::Layer& l, const std::vector<Item>& items,
@@ -229,9 +231,10 @@ class FrameworkZero3 final : public Unit {
   bool on_;
   Trace trace_;  // the first chunk's (one pipeline stage)
   std::map<std::int64_t, std::vector<int>> gather_task_, gather_pred_;  // per (replica, micro-batch)
+  std::map<std::int64_t, std::vector<char>> gather_copied_;
   int last_rs_ = -1, sync_ = -1;  // the reduce stream's last task; the end-of-backward synchronisation
   bool first_ = true;             // the pass's first compute task is still to come
-  std::map<std::tuple<const models::Layer*, bool, std::size_t>, int> segment_works_;
+  std::map<std::tuple<const models::Layer*, bool, std::size_t, double>, int> segment_works_;
 };
 
 void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
@@ -241,10 +244,11 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
   const Checkpoints& ck = em.shape().checkpoints;
   if (trace_.uses.empty()) trace_ = Trace(layers, f, ck);
   const std::int64_t key = static_cast<std::int64_t>(em.replica()) * em.shape().micro_batches + pass.op->micro_batch;
-  Micro mb{gather_task_[key], gather_pred_[key]};
+  Micro mb{gather_task_[key], gather_pred_[key], gather_copied_[key]};
   if (mb.task.empty()) {
     mb.task.assign(trace_.gathers.size(), -1);
     mb.pred.assign(trace_.gathers.size(), -1);
+    mb.copied.assign(trace_.gathers.size(), 0);
   }
   std::size_t cursor = forward ? 0 : trace_.forward_uses;
   first_ = true;
@@ -335,17 +339,33 @@ int FrameworkZero3::gather_per_tensor(Planner& em, const Pass& pass, Micro& mb, 
   return mb.task[static_cast<std::size_t>(waited)];
 }
 
-// The work of items [a, b) of layer l: their kernels (a backward's gradient accumulation where
-// not fused), and the layer's tensor-parallel collectives with its last segment.
+// FSDP2 copies gather g's output into the unsharded parameters where the compute first uses it:
+// it reads and writes every gathered byte (foreach_all_gather_copy_out). 0 elsewhere.
+double FrameworkZero3::copy_out_bytes(const Planner& em, Micro& mb, int g) const {
+  if (g < 0 || !em.spec().framework.gather_copy_out) return 0;
+  const auto G = static_cast<std::size_t>(g);
+  if (std::exchange(mb.copied[G], char{1})) return 0;
+  return 2.0 * trace_.gathers[G].params * weight_bytes_per_param(em.training().precision);
+}
+
+// The work of items [a, b) of layer l: FSDP2's copy of the gathered parameters first, then their
+// kernels (a backward's gradient accumulation where not fused), and the layer's tensor-parallel
+// collectives with its last segment.
 int FrameworkZero3::segment_work(Planner& em, const Pass& pass, const models::Layer& l, const std::vector<Item>& items,
-                                 std::size_t a, std::size_t b, bool several) {
+                                 std::size_t a, std::size_t b, bool several, double copy_bytes) {
   const bool fwd = pass.kind.forward;
-  auto [wit, fresh] = segment_works_.try_emplace({&l, fwd, a}, -1);
+  auto [wit, fresh] = segment_works_.try_emplace({&l, fwd, a, copy_bytes}, -1);
   if (!fresh) return wit->second;
   const auto& p = em.spec();
   taskgraph::Work w;
   w.name = std::string(fwd ? "fwd " : "bwd ") + l.name;
   if (several) w.name += "." + l.ops[static_cast<std::size_t>(items[a].op)].name;
+  if (copy_bytes > 0) {
+    models::Kernel copy;
+    copy.name = "fsdp all-gather copy-out";
+    copy.bytes = copy_bytes;
+    w.kernels.push_back(copy);
+  }
   std::vector<TpLinearAt> linears;  // the segment's tensor-parallel GEMMs (tp_overlap.hpp)
   const auto again = fwd ? std::vector<Rerun>{} : reruns(l, em.shape().checkpoints.of(l));
   for (std::size_t i = a; i < b; ++i) {
@@ -385,7 +405,8 @@ std::vector<int> FrameworkZero3::emit_segments(Planner& em, Pass& pass, Micro& m
   for (std::size_t sg = 0; sg < starts.size(); ++sg) {
     const std::size_t a = starts[sg], b = sg + 1 < starts.size() ? starts[sg + 1] : items.size();
     const bool moe = handed(em.spec(), l);  // one segment: FSDP gathers the block whole
-    const int work = moe ? -1 : segment_work(em, pass, l, items, a, b, starts.size() > 1);
+    const double copy = copy_out_bytes(em, mb, items[a].wait);
+    const int work = moe ? -1 : segment_work(em, pass, l, items, a, b, starts.size() > 1, copy);
     std::vector<int> deps = std::move(pass.cross);
     pass.cross.clear();
     if (sg == 0) em.before_layer(pass, l, deps, this);  // activation offload's fetch
