@@ -1,0 +1,1 @@
+// The translation unit the test targets' precompiled header is built with (tests/CMakeLists.txt).
