@@ -18,6 +18,7 @@
 #include "sim/cli/realrun.hpp"
 #include "sim/config/merge.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/core/heap.hpp"
 #include "sim/core/interrupt.hpp"
 
 namespace {
@@ -218,6 +219,7 @@ int dispatch(const std::vector<Command>& commands, const std::vector<std::functi
 }  // namespace
 
 int main(int argc, char** argv) {
+  back_heap_with_huge_pages();
   interrupt::install();
   // A simulation `dtsim serve` started ends with the server's thread that waits for it, even when
   // the server is killed outright.
