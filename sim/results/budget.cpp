@@ -413,12 +413,19 @@ void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string
       config::Scenario s = g.base;
       s.parallelism = p;
       if (i < g.precisions.size()) s.training.precision = g.precisions[i];
+      const bool closed = confirm >= 0 && closed_form_gap(s).empty();
+      // With nothing confirmed (--confirm 0) a candidate the closed form prices is never
+      // replayed: its replay's cost and memory are not counted, and not estimated.
+      if (closed && confirm == 0) {
+        seconds += closed_form_seconds(s);
+        continue;
+      }
       // Candidates differ in few of the fields the model slice depends on: built once for each.
       auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.expert, p.expert_tensor));
       if (fresh) it->second = slice_facts(s);
       const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       bytes = std::max(bytes, e.bytes);
-      if (confirm >= 0 && closed_form_gap(s).empty()) {
+      if (closed) {
         seconds += closed_form_seconds(s);
         replays.push_back(e.seconds);
       } else {
