@@ -266,6 +266,9 @@ struct ClosedForm::Impl::Step {
     strategies::Zero3Prices z;
     z.micro_batches = micro_batches;
     const bool hybrid = strategies::hybrid_shard(p);
+    // The stage's gathers and reduce-scatters, looked up once for all its layers.
+    auto& gathers = data_prices(CollectiveOp::AllGather, 0);
+    auto& reduces = data_prices(CollectiveOp::ReduceScatter, 0);
     for (std::size_t i = 0; i < ls.size(); ++i) {
       const double n = ls[i]->params();
       if (hybrid) {  // HSDP: in the shard groups, then the shard's all-reduce across replicas
@@ -273,8 +276,8 @@ struct ClosedForm::Impl::Step {
         z.reduce.push_back(hybrid_collective(CollectiveOp::ReduceScatter, n * gbytes) +
                            hybrid_collective(CollectiveOp::AllReduce, n * gbytes / layout.shard_ranks));
       } else {
-        z.gather.push_back(data_collective(CollectiveOp::AllGather, n * wbytes, 0));
-        z.reduce.push_back(data_collective(CollectiveOp::ReduceScatter, n * gbytes, 0));
+        z.gather.push_back(data_collective(gathers, CollectiveOp::AllGather, n * wbytes, 0));
+        z.reduce.push_back(data_collective(reduces, CollectiveOp::ReduceScatter, n * gbytes, 0));
       }
       z.forward.push_back(im.layer_seconds(*ls[i], true, g, p, layout.checkpoints, rep(0)));
     }
@@ -350,8 +353,12 @@ struct ClosedForm::Impl::Step {
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
     auto& prices = data_prices(op, st);  // looked up once for the stage's thousands of buckets
     double comm = 0;
-    for (const auto& bk : buckets)
-      comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + data_collective(prices, op, bk.bytes, st);
+    // Most buckets are full ones of one size: each size looked up once per run of it.
+    double size = -1, seconds = 0;
+    for (const auto& bk : buckets) {
+      if (bk.bytes != size) size = bk.bytes, seconds = data_collective(prices, op, bk.bytes, st);
+      comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + seconds;
+    }
     return comm;
   }
 
