@@ -114,6 +114,21 @@ class Builder {
   // Marks per link direction, all clear between calls (only the marked ones are cleared): the
   // check costs what the hops cross, not the platform's size.
   bool crosses_each_link_once(const std::vector<std::pair<int, int>>& hops) {
+    HopChecks* known = RememberHops::current();
+    if (!known) return route_hops(hops);
+    if (const auto it = known->seen.find(hops); it != known->seen.end()) {
+      hop_latency_ = it->second.second;
+      return it->second.first;
+    }
+    const bool distinct = route_hops(hops);
+    if (known->hops + hops.size() <= HopChecks::kMaxHops) {
+      known->hops += hops.size();
+      known->seen.emplace(hops, std::make_pair(distinct, hop_latency_));
+    }
+    return distinct;
+  }
+  // crosses_each_link_once(), found by routing every hop.
+  bool route_hops(const std::vector<std::pair<int, int>>& hops) {
     thread_local std::vector<char> used;
     thread_local std::vector<Hop> route;
     thread_local std::vector<std::size_t> marked;
