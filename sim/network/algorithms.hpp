@@ -10,10 +10,11 @@
 // the root of rooted operations. Bytes follow nccl-tests: S is the full buffer.
 namespace dtsim::network::algorithms {
 
-// What lowering found about channels' hops on one platform: whether they cross each link once
-// (so run as a chain) and each hop's route latency, by the hops. A caller that lowers the same
-// groups at many sizes (network::GroupPrices, one per platform) keeps one and, while it prices,
-// lets lowering on its thread use it (RememberHops): routing those hops again was a tenth of a
+// What lowering and pricing found about hops on one platform: whether a channel's hops cross
+// each link once (so run as a chain) and each hop's route latency, and the routes of a phase's
+// flows, by their endpoints. A caller that lowers the same groups at many sizes
+// (network::GroupPrices, one per platform) keeps one and, while it prices, lets lowering and
+// pricing on its thread use it (RememberHops): routing the same hops again was a fifth of a
 // sweep's closed form.
 struct HopChecks {
   using Hops = std::vector<std::pair<int, int>>;
@@ -26,6 +27,8 @@ struct HopChecks {
     }
   };
   std::unordered_map<Hops, std::pair<bool, std::vector<double>>, Hash> seen;
+  // A phase's flows' routes, one after another, and where each flow's begin.
+  std::unordered_map<Hops, std::pair<std::vector<Hop>, std::vector<std::size_t>>, Hash> routes;
   std::size_t hops = 0;  // kept in all; past kMaxHops nothing more is kept (memory)
   static constexpr std::size_t kMaxHops = std::size_t{1} << 20;
 };

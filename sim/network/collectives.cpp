@@ -267,8 +267,36 @@ struct WalkScratch {
   std::vector<std::size_t> touched;
   std::vector<Hop> hops;                 // every flow's route, one after another
   std::vector<std::size_t> route_start;  // flow i's hops: [route_start[i], route_start[i + 1])
+  std::vector<std::pair<int, int>> ends;  // every flow's endpoints, to look their routes up
   std::vector<double> busy, latency;
 };
+
+// Every flow's route of `ph`, one after another, and where each begins (flow i's hops:
+// [start[i], start[i + 1])): routed into `w`, or found among the routes remembered for the same
+// flows (algorithms::RememberHops: a shape's collectives at other sizes have the same flows).
+std::pair<const std::vector<Hop>&, const std::vector<std::size_t>&> routes(const Platform& pf, const Phase& ph, WalkScratch& w) {
+  auto route = [&] {
+    w.hops.clear();
+    w.route_start.assign(1, 0);
+    for (const auto& f : ph.flows) {
+      pf.append_route(f.src, f.dst, w.hops);
+      w.route_start.push_back(w.hops.size());
+    }
+  };
+  algorithms::HopChecks* known = algorithms::RememberHops::current();
+  if (!known) {
+    route();
+    return {w.hops, w.route_start};
+  }
+  w.ends.clear();
+  for (const auto& f : ph.flows) w.ends.emplace_back(f.src, f.dst);
+  if (const auto it = known->routes.find(w.ends); it != known->routes.end()) return {it->second.first, it->second.second};
+  route();
+  if (known->hops + w.hops.size() > algorithms::HopChecks::kMaxHops) return {w.hops, w.route_start};
+  known->hops += w.hops.size();
+  const auto& kept = known->routes.emplace(w.ends, std::make_pair(w.hops, w.route_start)).first->second;
+  return {kept.first, kept.second};
+}
 
 // The collective's time with its bytes scaled by `scale`, and, where asked, with no bytes at all
 // (its latencies and host work alone), in one walk over its flows.
@@ -283,26 +311,22 @@ double walk(const Platform& pf, const LoweredCollective& lc, double scale, doubl
     w.touched.clear();
   };
   for (const auto& ph : lc.phases) {
-    w.hops.clear();
-    w.route_start.assign(1, 0);
-    for (const auto& f : ph.flows) {
-      pf.append_route(f.src, f.dst, w.hops);
-      for (std::size_t k = w.route_start.back(); k < w.hops.size(); ++k) {
-        const std::size_t s = slot(w.hops[k]);
-        if (load[s] == 0.0) w.touched.push_back(s);
-        load[s] += f.bytes * scale;
-      }
-      w.route_start.push_back(w.hops.size());
-    }
-    // Each flow's time at its most loaded link, and its latency.
+    const auto [hops, route_start] = routes(pf, ph, w);
     const std::size_t n = ph.flows.size();
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = route_start[i]; k < route_start[i + 1]; ++k) {
+        const std::size_t s = slot(hops[k]);
+        if (load[s] == 0.0) w.touched.push_back(s);
+        load[s] += ph.flows[i].bytes * scale;
+      }
+    // Each flow's time at its most loaded link, and its latency.
     w.busy.assign(n, 0.0);
     w.latency.assign(n, 0.0);
     auto& busy = w.busy;
     auto& latency = w.latency;
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t k = w.route_start[i]; k < w.route_start[i + 1]; ++k) {
-        const Hop& h = w.hops[k];
+      for (std::size_t k = route_start[i]; k < route_start[i + 1]; ++k) {
+        const Hop& h = hops[k];
         const auto& link = pf.links()[static_cast<std::size_t>(h.link)];
         busy[i] = std::max(busy[i], load[slot(h)] / link.bandwidth);
         latency[i] += link.latency;
