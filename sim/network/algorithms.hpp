@@ -16,6 +16,16 @@ namespace dtsim::network::algorithms {
 // (network::GroupPrices, one per platform) keeps one and, while it prices, lets lowering and
 // pricing on its thread use it (RememberHops): routing the same hops again was a fifth of a
 // sweep's closed form.
+// A phase's flows routed: each hop's link direction (2 x link, + 1 down) and the link's
+// bandwidth, flow after flow (flow i's hops: [start[i], start[i + 1])), and each flow's route
+// latency (its links' latencies summed in route order).
+struct RoutedFlows {
+  std::vector<std::size_t> slots;
+  std::vector<double> bandwidth;
+  std::vector<std::size_t> start;
+  std::vector<double> latency;
+};
+
 struct HopChecks {
   using Hops = std::vector<std::pair<int, int>>;
   struct Hash {
@@ -27,8 +37,7 @@ struct HopChecks {
     }
   };
   std::unordered_map<Hops, std::pair<bool, std::vector<double>>, Hash> seen;
-  // A phase's flows' routes, one after another, and where each flow's begin.
-  std::unordered_map<Hops, std::pair<std::vector<Hop>, std::vector<std::size_t>>, Hash> routes;
+  std::unordered_map<Hops, RoutedFlows, Hash> routes;  // by the flows' endpoints
   std::size_t hops = 0;  // kept in all; past kMaxHops nothing more is kept (memory)
   static constexpr std::size_t kMaxHops = std::size_t{1} << 20;
 };
