@@ -87,10 +87,18 @@ struct ClosedForm::Impl {
   // cost::price_works sums them, plus its inline collectives as simulate() adds them.
   double layer_seconds(const models::Layer& l, bool forward, const models::ModelGraph& g, const strategies::ParallelismSpec& p,
                        const strategies::Checkpoints& ck, int tp_base) {
-    // A tensor group inside one node costs the same on every node: keyed by its place in the node.
+    return layer_seconds(l, forward, g, p, ck, ck.of(l), group_place(p, tp_base), tp_base);
+  }
+  // A tensor group inside one node costs the same on every node: keyed by its place in the node.
+  int group_place(const strategies::ParallelismSpec& p, int tp_base) const {
     const int gpn = base.cluster.gpus_per_node;
-    const int where = p.tensor <= gpn && tp_base / gpn == (tp_base + p.tensor - 1) / gpn ? tp_base % gpn : tp_base + (1 << 30);
-    auto [it, fresh] = layers.try_emplace(LayerKey{twin.at(&l), forward, static_cast<int>(ck.of(l)), p.fused_grad_accumulation, where}, 0.0);
+    return p.tensor <= gpn && tp_base / gpn == (tp_base + p.tensor - 1) / gpn ? tp_base % gpn : tp_base + (1 << 30);
+  }
+  // The same with the layer's recomputation `how` and the group's place (group_place) found
+  // already: a chunk's layers share the place, and each layer's forward and backward the policy.
+  double layer_seconds(const models::Layer& l, bool forward, const models::ModelGraph& g, const strategies::ParallelismSpec& p,
+                       const strategies::Checkpoints& ck, strategies::Recompute how, int where, int tp_base) {
+    auto [it, fresh] = layers.try_emplace(LayerKey{twin.at(&l), forward, static_cast<int>(how), p.fused_grad_accumulation, where}, 0.0);
     if (!fresh) return it->second;
     const Layers one{&l};
     const auto w = forward ? strategies::forward_work(one, g, p, 0) : strategies::backward_work(one, g, p, 0, {}, &ck);
@@ -182,10 +190,13 @@ struct ClosedForm::Impl::Step {
     B = F;
     layer_bwd.assign(static_cast<std::size_t>(chunks), {});
     for (int j = 0; j < chunks; ++j) {
-      const int stage = j % P;
-      for (const auto* l : layout.chunk_layers[static_cast<std::size_t>(j)]) {
-        F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, layout.checkpoints, rep(stage));
-        const double b = im.layer_seconds(*l, false, g, p, layout.checkpoints, rep(stage));
+      const int base = rep(j % P), where = im.group_place(p, base);
+      const auto& ls = layout.chunk_layers[static_cast<std::size_t>(j)];
+      layer_bwd[static_cast<std::size_t>(j)].reserve(ls.size());
+      for (const auto* l : ls) {
+        const auto how = layout.checkpoints.of(*l);
+        F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, layout.checkpoints, how, where, base);
+        const double b = im.layer_seconds(*l, false, g, p, layout.checkpoints, how, where, base);
         B[static_cast<std::size_t>(j)] += b;
         layer_bwd[static_cast<std::size_t>(j)].push_back(b);
       }
