@@ -34,6 +34,16 @@ namespace {
 using CollectiveKey = std::array<double, 8>;
 // (layer, forward, recompute, fused accumulation, tensor group key) -> seconds.
 using LayerKey = std::tuple<const models::Layer*, bool, int, bool, int>;
+// Looked up twice per layer of every candidate: hashed, not ordered.
+struct LayerKeyHash {
+  std::size_t operator()(const LayerKey& k) const {
+    const auto& [layer, forward, how, fused, where] = k;
+    std::uint64_t h = std::bit_cast<std::uintptr_t>(layer);
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(static_cast<std::uint32_t>(where));
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(how) * 4 + (forward ? 2 : 0) + (fused ? 1 : 0);
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
 
 double params_of(const Layers& ls) {
   double p = 0;
@@ -132,7 +142,7 @@ struct ClosedForm::Impl {
   std::string dtype;
   double params = 0;
   std::map<std::tuple<std::int64_t, int, bool>, std::unique_ptr<models::ModelGraph>> graphs;
-  std::map<LayerKey, double> layers;
+  std::unordered_map<LayerKey, double, LayerKeyHash> layers;
   std::unordered_map<const models::Layer*, const models::Layer*> twin;
   std::map<CollectiveKey, double> collectives, inline_times;
   // Data-parallel collectives: (op and algorithm, where, T, P, D, pipeline outer) -> their
