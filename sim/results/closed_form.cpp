@@ -160,6 +160,8 @@ struct ClosedForm::Impl {
   std::map<std::array<double, 6>, BySize> data_prices;
   // Each stage's gradient buckets: (graph, chunks, stages, stage, bytes per gradient, caps).
   std::map<std::tuple<const models::ModelGraph*, int, int, int, double, double, double>, std::vector<strategies::Bucket>> buckets;
+  // Each stage's parameters: (graph, chunks, stages, stage) -> their sum.
+  std::map<std::tuple<const models::ModelGraph*, int, int, int>, double> stage_params;
 
   struct Step;
 };
@@ -396,10 +398,14 @@ struct ClosedForm::Impl::Step {
     const double comm = D > 1 ? gradient_sync(st, mine, bwd, last[i]) : 0;
     double start = std::max(comm, last[i]);
     if (st == 0 || st == P - 1) start = std::max(start, embedding);
-    const double shard = params_of(mine) / (p.zero_stage >= 1 ? D : 1);
+    // Strategies with the same stages on the same graph hold the same parameters: summed once.
+    auto [at, fresh] = im.stage_params.try_emplace({&g, chunks, P, st}, 0.0);
+    if (fresh) at->second = params_of(mine);
+    const double params = at->second;
+    const double shard = params / (p.zero_stage >= 1 ? D : 1);
     if (p.zero_stage == 1 && D > 1)  // ZeRO-1's term (strategies/units/zero.hpp)
       return strategies::zero1_stage_end(start, optimizer_seconds(shard),
-                                         data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st));
+                                         data_collective(CollectiveOp::AllGather, params * wbytes, st));
     return start + optimizer_seconds(shard);
   }
 
