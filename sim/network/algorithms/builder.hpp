@@ -236,6 +236,19 @@ inline std::vector<std::vector<int>> ring_orders(const Platform& pf, const std::
   return orders;
 }
 
+// ring_orders(), or what it gave for the same ranks before (RememberHops); `own` holds it when
+// it is not kept there.
+inline const std::vector<std::vector<int>>& known_ring_orders(const Platform& pf, const std::vector<int>& ranks,
+                                                             std::vector<std::vector<int>>& own) {
+  HopChecks* known = RememberHops::current();
+  if (!known) return own = ring_orders(pf, ranks);
+  if (const auto it = known->ring_orders.find(ranks); it != known->ring_orders.end()) return it->second;
+  own = ring_orders(pf, ranks);
+  if (known->hops + ranks.size() > HopChecks::kMaxHops) return own;
+  known->hops += ranks.size();
+  return known->ring_orders.emplace(ranks, std::move(own)).first->second;
+}
+
 // The endpoints of one hop of a ring channel.
 inline std::pair<int, int> ring_hop(const Platform& pf, const Builder& b, int from, int to) {
   if (pf.node_of(from) == pf.node_of(to) || pf.torus()) return b.endpoints(from, to);
