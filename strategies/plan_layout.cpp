@@ -30,7 +30,7 @@ PlanLayout Planner::layout() {
     known_peak_.push_back(peak_in_flight(p_.schedule, P, s, static_cast<int>(k_.micro_batches), kept));
     if (!known_peak_.back())
       seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(k_.micro_batches), k_.virtual_stages);
-    const Layers mine = stage_layers(s);
+    const Layers& mine = stage_layers(s);
     plan_.stage_layers.push_back(static_cast<int>(
         std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
   }

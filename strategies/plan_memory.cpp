@@ -6,7 +6,7 @@
 namespace dtsim::strategies {
 
 MemoryBreakdown Planner::stage_memory(int s) const {
-  const Layers mine = stage_layers(s);
+  const Layers& mine = stage_layers(s);
   // Backward rebuilds one checkpointed run at a time in full: a block under full recomputation,
   // a whole chunk under stage recomputation, one micro-batch at a time.
   double rebuild = 0;

@@ -52,7 +52,7 @@ void Planner::emit_weight_pass(Pass& pass) {
 void Planner::update_after_backward(int s, int after) {
   if (!p_.schedule->updates_per_backward) return;
   const auto si = static_cast<std::size_t>(s);
-  const Layers mine = stage_layers(s);
+  const Layers& mine = stage_layers(s);
   int ready = after;
   if (grad_ranks() > 1) {
     std::vector<int> deps{after};

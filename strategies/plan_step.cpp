@@ -30,7 +30,7 @@ void Planner::start_stages() {
       cp.ring = plan_.graph.add_group({place_.gpu(0, s, 0, p_.context - 1), place_.gpu(0, s, 0, 0)});
     }
     cp_groups_.push_back(cp);
-    const Layers mine = stage_layers(s);
+    const Layers& mine = stage_layers(s);
     plan_.stage_layers.push_back(static_cast<int>(
         std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
   }
@@ -153,7 +153,9 @@ Plan Planner::finish() {
   host_memory();
   const double micro_batches = static_cast<double>(k_.micro_batches) * p_.data * plan_.iterations_per_step;
   double recompute = 0;
-  for (const auto& l : g_.layers) recompute += recompute_flops(l, k_.checkpoints.of(l));
+  // Without recomputation every layer re-runs nothing: the sum stays 0.
+  if (p_.recompute != Recompute::None)
+    for (const auto& l : g_.layers) recompute += recompute_flops(l, k_.checkpoints.of(l));
   // Each tensor and context rank computes its share of every micro-batch.
   const double shares = static_cast<double>(p_.tensor) * p_.context;
   plan_.model_flops_per_step = g_.model_flops() * shares * micro_batches;

@@ -53,7 +53,7 @@ CollectiveOp bucket_op(const ParallelismSpec& p) { return compressed(p, 1.0, 1).
 
 void Planner::synchronise_gradients(int s) {
   if (grad_ranks() <= 1 || p_.zero_stage == 3) return;
-  const Layers mine = stage_layers(s);
+  const Layers& mine = stage_layers(s);
   const auto buckets = sync_buckets(mine, p_, t_.precision);
   if (s == 0) plan_.gradient_buckets = buckets.size();
   for (std::size_t b = 0; b < buckets.size(); ++b) synchronise_bucket(s, mine, buckets[b], b);
@@ -127,7 +127,7 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
   // ZeRO-Offload: gradients down over PCIe, the step on the host's cores, parameters back up.
   for (std::size_t u = 0; u < units_.size(); ++u)
     if (units_[u]->takes_replica_step()) return attributed(u, [&](Unit& x) { x.replica_step(*this, s, embedding_sync); });
-  const Layers mine = stage_layers(s);
+  const Layers& mine = stage_layers(s);
   const double shard = update_shard(mine);
   taskgraph::Work w;
   w.name = "optimizer";

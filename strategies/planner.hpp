@@ -107,7 +107,7 @@ class Planner {
   int grad_ranks() const { return k_.grad_ranks; }
   int shard_ranks() const { return k_.shard_ranks; }  // ZeRO's shard: grad_ranks, or HSDP's group
   int stage_of(int chunk) const { return k_.stage_of(chunk); }
-  Layers stage_layers(int s) const { return k_.stage_layers(s); }
+  const Layers& stage_layers(int s) const { return stage_layers_.at(static_cast<std::size_t>(s)); }
   int p2p_group(int from, int to);
   int replica_tp_group(int s);
   int send(int from, int to, int after, double tensor_bytes, const std::string& label);
@@ -159,6 +159,12 @@ class Planner {
 
   const models::ModelGraph& g_;
   const Layout k_;
+  // Each stage's layers, made once: planning asks for a stage's several times.
+  const std::vector<Layers> stage_layers_ = [this] {
+    std::vector<Layers> out;
+    for (int s = 0; s < k_.pipeline; ++s) out.push_back(k_.stage_layers(s));
+    return out;
+  }();
   const ParallelismSpec& p_;
   const TrainingSpec& t_;
   const HostSpec& host_;

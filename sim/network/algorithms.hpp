@@ -1,4 +1,7 @@
 #pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sim/network/collectives.hpp"
@@ -6,6 +9,63 @@
 // Each collective algorithm as phases of flows on a platform. `ranks` are GPU ids; the first is
 // the root of rooted operations. Bytes follow nccl-tests: S is the full buffer.
 namespace dtsim::network::algorithms {
+
+// What lowering and pricing found about hops on one platform: whether a channel's hops cross
+// each link once (so run as a chain) and each hop's route latency, and the routes of a phase's
+// flows, by their endpoints. A caller that lowers the same groups at many sizes
+// (network::GroupPrices, one per platform) keeps one and, while it prices, lets lowering and
+// pricing on its thread use it (RememberHops): routing the same hops again was a fifth of a
+// sweep's closed form.
+// A phase's flows routed: each hop's link direction (2 x link, + 1 down) and the link's
+// bandwidth, flow after flow (flow i's hops: [start[i], start[i + 1])), and each flow's route
+// latency (its links' latencies summed in route order).
+struct RoutedFlows {
+  std::vector<std::size_t> slots;
+  std::vector<double> bandwidth;
+  std::vector<std::size_t> start;
+  std::vector<double> latency;
+};
+
+struct HopChecks {
+  using Hops = std::vector<std::pair<int, int>>;
+  struct Hash {
+    std::size_t operator()(const Hops& hops) const {
+      std::uint64_t h = 1469598103934665603ULL;
+      for (const auto& [a, b] : hops)
+        h = (h ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32 | static_cast<std::uint32_t>(b))) * 1099511628211ULL;
+      return static_cast<std::size_t>(h);
+    }
+  };
+  std::unordered_map<Hops, std::pair<bool, std::vector<double>>, Hash> seen;
+  std::unordered_map<Hops, RoutedFlows, Hash> routes;  // by the flows' endpoints
+  struct RanksHash {
+    std::size_t operator()(const std::vector<int>& ranks) const {
+      std::uint64_t h = 1469598103934665603ULL;
+      for (int r : ranks) h = (h ^ static_cast<std::uint32_t>(r)) * 1099511628211ULL;
+      return static_cast<std::size_t>(h);
+    }
+  };
+  std::unordered_map<std::vector<int>, std::vector<std::vector<int>>, RanksHash> ring_orders;  // by the ranks
+  std::size_t hops = 0;  // kept in all; past kMaxHops nothing more is kept (memory)
+  static constexpr std::size_t kMaxHops = std::size_t{1} << 20;
+};
+
+// The checks lowering on this thread may use, while one of these is alive.
+class RememberHops {
+ public:
+  explicit RememberHops(HopChecks& checks) : previous_(now()) { now() = &checks; }
+  ~RememberHops() { now() = previous_; }
+  RememberHops(const RememberHops&) = delete;
+  RememberHops& operator=(const RememberHops&) = delete;
+  static HopChecks* current() { return now(); }
+
+ private:
+  static HopChecks*& now() {
+    thread_local HopChecks* checks = nullptr;
+    return checks;
+  }
+  HopChecks* previous_;
+};
 
 // How many flows each lowering makes, for the budget's bound before anything is built
 // (flow_bound.cpp): in all, in its widest phase, and whether its hops run as chains. Each is beside

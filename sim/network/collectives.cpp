@@ -265,10 +265,48 @@ namespace {
 struct WalkScratch {
   std::vector<double> load;  // bytes per link direction: 2l up, 2l+1 down
   std::vector<std::size_t> touched;
-  std::vector<Hop> hops;                 // every flow's route, one after another
-  std::vector<std::size_t> route_start;  // flow i's hops: [route_start[i], route_start[i + 1])
+  std::vector<Hop> hops;                  // one flow's route
+  algorithms::RoutedFlows routed;         // the phase's flows, routed here
+  std::vector<std::pair<int, int>> ends;  // every flow's endpoints, to look their routes up
   std::vector<double> busy, latency;
 };
+
+// The flows of `ph` routed (algorithms::RoutedFlows): here, or found among those remembered for
+// the same flows (algorithms::RememberHops: a shape's collectives at other sizes have the same).
+const algorithms::RoutedFlows& routes(const Platform& pf, const Phase& ph, WalkScratch& w) {
+  auto route = [&] {
+    auto& r = w.routed;
+    r.slots.clear();
+    r.bandwidth.clear();
+    r.latency.clear();
+    r.start.assign(1, 0);
+    for (const auto& f : ph.flows) {
+      w.hops.clear();
+      pf.append_route(f.src, f.dst, w.hops);
+      double latency = 0;
+      for (const Hop& h : w.hops) {
+        const auto& link = pf.links()[static_cast<std::size_t>(h.link)];
+        r.slots.push_back(static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1));
+        r.bandwidth.push_back(link.bandwidth);
+        latency += link.latency;
+      }
+      r.latency.push_back(latency);
+      r.start.push_back(r.slots.size());
+    }
+  };
+  algorithms::HopChecks* known = algorithms::RememberHops::current();
+  if (!known) {
+    route();
+    return w.routed;
+  }
+  w.ends.clear();
+  for (const auto& f : ph.flows) w.ends.emplace_back(f.src, f.dst);
+  if (const auto it = known->routes.find(w.ends); it != known->routes.end()) return it->second;
+  route();
+  if (known->hops + w.routed.slots.size() > algorithms::HopChecks::kMaxHops) return w.routed;
+  known->hops += w.routed.slots.size();
+  return known->routes.emplace(w.ends, w.routed).first->second;
+}
 
 // The collective's time with its bytes scaled by `scale`, and, where asked, with no bytes at all
 // (its latencies and host work alone), in one walk over its flows.
@@ -277,36 +315,28 @@ double walk(const Platform& pf, const LoweredCollective& lc, double scale, doubl
   double total = 0, fixed = 0;
   if (w.load.size() < pf.links().size() * 2) w.load.resize(pf.links().size() * 2, 0.0);
   auto& load = w.load;
-  auto slot = [](const Hop& h) { return static_cast<std::size_t>(h.link) * 2 + (h.up ? 0 : 1); };
   auto clear = [&] {
     for (std::size_t k : w.touched) load[k] = 0.0;
     w.touched.clear();
   };
   for (const auto& ph : lc.phases) {
-    w.hops.clear();
-    w.route_start.assign(1, 0);
-    for (const auto& f : ph.flows) {
-      pf.append_route(f.src, f.dst, w.hops);
-      for (std::size_t k = w.route_start.back(); k < w.hops.size(); ++k) {
-        const std::size_t s = slot(w.hops[k]);
+    const algorithms::RoutedFlows& r = routes(pf, ph, w);
+    const std::size_t n = ph.flows.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const double bytes = ph.flows[i].bytes * scale;
+      for (std::size_t k = r.start[i]; k < r.start[i + 1]; ++k) {
+        const std::size_t s = r.slots[k];
         if (load[s] == 0.0) w.touched.push_back(s);
-        load[s] += f.bytes * scale;
+        load[s] += bytes;
       }
-      w.route_start.push_back(w.hops.size());
     }
     // Each flow's time at its most loaded link, and its latency.
-    const std::size_t n = ph.flows.size();
     w.busy.assign(n, 0.0);
-    w.latency.assign(n, 0.0);
+    w.latency.assign(r.latency.begin(), r.latency.end());
     auto& busy = w.busy;
     auto& latency = w.latency;
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t k = w.route_start[i]; k < w.route_start[i + 1]; ++k) {
-        const Hop& h = w.hops[k];
-        const auto& link = pf.links()[static_cast<std::size_t>(h.link)];
-        busy[i] = std::max(busy[i], load[slot(h)] / link.bandwidth);
-        latency[i] += link.latency;
-      }
+      for (std::size_t k = r.start[i]; k < r.start[i + 1]; ++k) busy[i] = std::max(busy[i], load[r.slots[k]] / r.bandwidth[k]);
     clear();
     // A chain runs at its slowest hop's pace and pays its longest hop latency once.
     for (const auto& c : ph.chains) {

@@ -171,6 +171,7 @@ double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::
   auto [it, fresh] = prices_.try_emplace(Key{static_cast<int>(c.op), static_cast<int>(c.algorithm), c.bytes, c.launch_s, id}, 0.0);
   if (!fresh) return it->second;
   auto& sh = shapes_[id];
+  const algorithms::RememberHops remember(hops_);
   if (sh.congruent < 0) sh.congruent = sh.groups.size() > 1 && moves_of(pf_, sh.groups, sh.moves) ? 1 : 0;
   bool one = false;
   it->second = moved_groups_time(pf_, c, sh.groups, sh.congruent ? &sh.moves : nullptr, &sh.apart, &one);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/network/algorithms.hpp"
 #include "sim/network/collectives.hpp"
 
 namespace dtsim::network {
@@ -60,6 +61,7 @@ class GroupPrices {
   std::vector<Shape> shapes_;
   std::unordered_map<Key, double, KeyHash> prices_;
   std::size_t alone_ = 0;
+  algorithms::HopChecks hops_;  // the shapes' channels, the same at every size
 };
 
 // The same time without a cache: one group lowered where the others are that group moved and

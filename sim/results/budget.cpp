@@ -60,6 +60,13 @@ double closed_form_seconds(const config::Scenario& s) {
   const auto b = network::flow_bound(s.cluster, CollectiveOp::AllReduce, p.algorithm, p.data, 1, per_node);
   return 0.5e-3 + 3 * b.flows * 0.5e-6;
 }
+// Micro-batches times model chunks of one step: the passes a planner's memory walk may spell out.
+double closed_form_passes(const config::Scenario& s) {
+  const auto& p = s.parallelism;
+  const double chunks = static_cast<double>(p.pipeline) * (p.schedule->chunked ? p.virtual_stages : 1);
+  return static_cast<double>(strategies::micro_batches(s.training.global_batch, p.data, p.micro_batch)) * chunks;
+}
+constexpr double kClosedFormPasses = 1 << 20;
 // Lowering keeps a collective's flows, their routes and a map entry each: about 200 bytes a flow.
 constexpr double kLoweredFlowBytes = 200;
 // SimGrid's hosts, links and routes: about 10 KB per GPU (64k GPUs: 0.8 GB) and 40 us to build
@@ -413,12 +420,21 @@ void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string
       config::Scenario s = g.base;
       s.parallelism = p;
       if (i < g.precisions.size()) s.training.precision = g.precisions[i];
+      const bool closed = confirm >= 0 && closed_form_gap(s).empty();
+      // With nothing confirmed (--confirm 0) a candidate the closed form prices is never
+      // replayed: its replay's cost and memory are not counted, and not estimated. Except for
+      // plans of over a million passes per step (micro-batches x chunks), which the closed form's
+      // layout may walk: they are still counted as a replay, so such inputs are refused as before.
+      if (closed && confirm == 0 && closed_form_passes(s) <= kClosedFormPasses) {
+        seconds += closed_form_seconds(s);
+        continue;
+      }
       // Candidates differ in few of the fields the model slice depends on: built once for each.
       auto [it, fresh] = facts.try_emplace(std::make_tuple(&g, p.tensor, p.sequence_parallel, p.expert, p.expert_tensor));
       if (fresh) it->second = slice_facts(s);
       const Estimate e = estimate(s, Backend::Analytical, true, it->second);
       bytes = std::max(bytes, e.bytes);
-      if (confirm >= 0 && closed_form_gap(s).empty()) {
+      if (closed) {
         seconds += closed_form_seconds(s);
         replays.push_back(e.seconds);
       } else {

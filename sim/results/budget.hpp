@@ -74,7 +74,9 @@ struct SweepGroup {
 // Priced as the sweep prices them: with `confirm` >= 0, in closed form where it knows the
 // strategy (closed_form_gap), and the best `confirm` replayed to confirm them (which ones is
 // known only once priced: the costliest replays are counted); the rest replayed. `confirm` < 0
-// (--exact): every candidate replayed.
+// (--exact): every candidate replayed. `confirm` 0: the closed form's candidates are counted by
+// their closed form alone (none is replayed, so no replay is estimated for them), except those of
+// over a million passes per step, which are still counted as replays.
 void check_sweep_budget(const std::vector<SweepGroup>& groups, const std::string& gpus_flag, int confirm = -1);
 
 // Modelled seconds of one collective (all its groups) replayed `count` times.

@@ -34,6 +34,16 @@ namespace {
 using CollectiveKey = std::array<double, 8>;
 // (layer, forward, recompute, fused accumulation, tensor group key) -> seconds.
 using LayerKey = std::tuple<const models::Layer*, bool, int, bool, int>;
+// Looked up twice per layer of every candidate: hashed, not ordered.
+struct LayerKeyHash {
+  std::size_t operator()(const LayerKey& k) const {
+    const auto& [layer, forward, how, fused, where] = k;
+    std::uint64_t h = std::bit_cast<std::uintptr_t>(layer);
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(static_cast<std::uint32_t>(where));
+    h = h * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(how) * 4 + (forward ? 2 : 0) + (fused ? 1 : 0);
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
 
 double params_of(const Layers& ls) {
   double p = 0;
@@ -87,10 +97,18 @@ struct ClosedForm::Impl {
   // cost::price_works sums them, plus its inline collectives as simulate() adds them.
   double layer_seconds(const models::Layer& l, bool forward, const models::ModelGraph& g, const strategies::ParallelismSpec& p,
                        const strategies::Checkpoints& ck, int tp_base) {
-    // A tensor group inside one node costs the same on every node: keyed by its place in the node.
+    return layer_seconds(l, forward, g, p, ck, ck.of(l), group_place(p, tp_base), tp_base);
+  }
+  // A tensor group inside one node costs the same on every node: keyed by its place in the node.
+  int group_place(const strategies::ParallelismSpec& p, int tp_base) const {
     const int gpn = base.cluster.gpus_per_node;
-    const int where = p.tensor <= gpn && tp_base / gpn == (tp_base + p.tensor - 1) / gpn ? tp_base % gpn : tp_base + (1 << 30);
-    auto [it, fresh] = layers.try_emplace(LayerKey{twin.at(&l), forward, static_cast<int>(ck.of(l)), p.fused_grad_accumulation, where}, 0.0);
+    return p.tensor <= gpn && tp_base / gpn == (tp_base + p.tensor - 1) / gpn ? tp_base % gpn : tp_base + (1 << 30);
+  }
+  // The same with the layer's recomputation `how` and the group's place (group_place) found
+  // already: a chunk's layers share the place, and each layer's forward and backward the policy.
+  double layer_seconds(const models::Layer& l, bool forward, const models::ModelGraph& g, const strategies::ParallelismSpec& p,
+                       const strategies::Checkpoints& ck, strategies::Recompute how, int where, int tp_base) {
+    auto [it, fresh] = layers.try_emplace(LayerKey{twin.at(&l), forward, static_cast<int>(how), p.fused_grad_accumulation, where}, 0.0);
     if (!fresh) return it->second;
     const Layers one{&l};
     const auto w = forward ? strategies::forward_work(one, g, p, 0) : strategies::backward_work(one, g, p, 0, {}, &ck);
@@ -124,7 +142,7 @@ struct ClosedForm::Impl {
   std::string dtype;
   double params = 0;
   std::map<std::tuple<std::int64_t, int, bool>, std::unique_ptr<models::ModelGraph>> graphs;
-  std::map<LayerKey, double> layers;
+  std::unordered_map<LayerKey, double, LayerKeyHash> layers;
   std::unordered_map<const models::Layer*, const models::Layer*> twin;
   std::map<CollectiveKey, double> collectives, inline_times;
   // Data-parallel collectives: (op and algorithm, where, T, P, D, pipeline outer) -> their
@@ -142,6 +160,8 @@ struct ClosedForm::Impl {
   std::map<std::array<double, 6>, BySize> data_prices;
   // Each stage's gradient buckets: (graph, chunks, stages, stage, bytes per gradient, caps).
   std::map<std::tuple<const models::ModelGraph*, int, int, int, double, double, double>, std::vector<strategies::Bucket>> buckets;
+  // Each stage's parameters: (graph, chunks, stages, stage) -> their sum.
+  std::map<std::tuple<const models::ModelGraph*, int, int, int>, double> stage_params;
 
   struct Step;
 };
@@ -182,10 +202,13 @@ struct ClosedForm::Impl::Step {
     B = F;
     layer_bwd.assign(static_cast<std::size_t>(chunks), {});
     for (int j = 0; j < chunks; ++j) {
-      const int stage = j % P;
-      for (const auto* l : layout.chunk_layers[static_cast<std::size_t>(j)]) {
-        F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, layout.checkpoints, rep(stage));
-        const double b = im.layer_seconds(*l, false, g, p, layout.checkpoints, rep(stage));
+      const int base = rep(j % P), where = im.group_place(p, base);
+      const auto& ls = layout.chunk_layers[static_cast<std::size_t>(j)];
+      layer_bwd[static_cast<std::size_t>(j)].reserve(ls.size());
+      for (const auto* l : ls) {
+        const auto how = layout.checkpoints.of(*l);
+        F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, layout.checkpoints, how, where, base);
+        const double b = im.layer_seconds(*l, false, g, p, layout.checkpoints, how, where, base);
         B[static_cast<std::size_t>(j)] += b;
         layer_bwd[static_cast<std::size_t>(j)].push_back(b);
       }
@@ -266,6 +289,9 @@ struct ClosedForm::Impl::Step {
     strategies::Zero3Prices z;
     z.micro_batches = micro_batches;
     const bool hybrid = strategies::hybrid_shard(p);
+    // The stage's gathers and reduce-scatters, looked up once for all its layers.
+    auto& gathers = data_prices(CollectiveOp::AllGather, 0);
+    auto& reduces = data_prices(CollectiveOp::ReduceScatter, 0);
     for (std::size_t i = 0; i < ls.size(); ++i) {
       const double n = ls[i]->params();
       if (hybrid) {  // HSDP: in the shard groups, then the shard's all-reduce across replicas
@@ -273,8 +299,8 @@ struct ClosedForm::Impl::Step {
         z.reduce.push_back(hybrid_collective(CollectiveOp::ReduceScatter, n * gbytes) +
                            hybrid_collective(CollectiveOp::AllReduce, n * gbytes / layout.shard_ranks));
       } else {
-        z.gather.push_back(data_collective(CollectiveOp::AllGather, n * wbytes, 0));
-        z.reduce.push_back(data_collective(CollectiveOp::ReduceScatter, n * gbytes, 0));
+        z.gather.push_back(data_collective(gathers, CollectiveOp::AllGather, n * wbytes, 0));
+        z.reduce.push_back(data_collective(reduces, CollectiveOp::ReduceScatter, n * gbytes, 0));
       }
       z.forward.push_back(im.layer_seconds(*ls[i], true, g, p, layout.checkpoints, rep(0)));
     }
@@ -350,8 +376,12 @@ struct ClosedForm::Impl::Step {
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
     auto& prices = data_prices(op, st);  // looked up once for the stage's thousands of buckets
     double comm = 0;
-    for (const auto& bk : buckets)
-      comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + data_collective(prices, op, bk.bytes, st);
+    // Most buckets are full ones of one size: each size looked up once per run of it.
+    double size = -1, seconds = 0;
+    for (const auto& bk : buckets) {
+      if (bk.bytes != size) size = bk.bytes, seconds = data_collective(prices, op, bk.bytes, st);
+      comm = std::max(comm, done[static_cast<std::size_t>(bk.ready_after_layer)]) + seconds;
+    }
     return comm;
   }
 
@@ -368,10 +398,14 @@ struct ClosedForm::Impl::Step {
     const double comm = D > 1 ? gradient_sync(st, mine, bwd, last[i]) : 0;
     double start = std::max(comm, last[i]);
     if (st == 0 || st == P - 1) start = std::max(start, embedding);
-    const double shard = params_of(mine) / (p.zero_stage >= 1 ? D : 1);
+    // Strategies with the same stages on the same graph hold the same parameters: summed once.
+    auto [at, fresh] = im.stage_params.try_emplace({&g, chunks, P, st}, 0.0);
+    if (fresh) at->second = params_of(mine);
+    const double params = at->second;
+    const double shard = params / (p.zero_stage >= 1 ? D : 1);
     if (p.zero_stage == 1 && D > 1)  // ZeRO-1's term (strategies/units/zero.hpp)
       return strategies::zero1_stage_end(start, optimizer_seconds(shard),
-                                         data_collective(CollectiveOp::AllGather, params_of(mine) * wbytes, st));
+                                         data_collective(CollectiveOp::AllGather, params * wbytes, st));
     return start + optimizer_seconds(shard);
   }
 

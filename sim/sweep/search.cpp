@@ -129,8 +129,9 @@ class Pricer {
   Pricer(const std::vector<Cluster>& clusters, std::vector<Candidate>& cands, int jobs, Progress& progress)
       : clusters_(clusters), cands_(cands), jobs_(jobs), progress_(progress) {}
 
-  void price(Candidate& c, results::ClosedForm* closed) const {
-    const config::Scenario s = scenario_of(clusters_, c);
+  void price(Candidate& c, results::ClosedForm* closed) const { price(c, scenario_of(clusters_, c), closed); }
+  // The same with the candidate's scenario made already.
+  void price(Candidate& c, const config::Scenario& s, results::ClosedForm* closed) const {
     try {
       if (closed) fill(c, closed->estimate(s));
       else {
@@ -178,7 +179,7 @@ class Pricer {
         }
         auto& cf = closed[{c.cluster, c.precision}];
         if (!cf) cf = std::make_unique<results::ClosedForm>(s);
-        price(c, cf.get());
+        price(c, s, cf.get());
         progress_.done_one();
       }
     }

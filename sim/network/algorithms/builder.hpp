@@ -114,6 +114,21 @@ class Builder {
   // Marks per link direction, all clear between calls (only the marked ones are cleared): the
   // check costs what the hops cross, not the platform's size.
   bool crosses_each_link_once(const std::vector<std::pair<int, int>>& hops) {
+    HopChecks* known = RememberHops::current();
+    if (!known) return route_hops(hops);
+    if (const auto it = known->seen.find(hops); it != known->seen.end()) {
+      hop_latency_ = it->second.second;
+      return it->second.first;
+    }
+    const bool distinct = route_hops(hops);
+    if (known->hops + hops.size() <= HopChecks::kMaxHops) {
+      known->hops += hops.size();
+      known->seen.emplace(hops, std::make_pair(distinct, hop_latency_));
+    }
+    return distinct;
+  }
+  // crosses_each_link_once(), found by routing every hop.
+  bool route_hops(const std::vector<std::pair<int, int>>& hops) {
     thread_local std::vector<char> used;
     thread_local std::vector<Hop> route;
     thread_local std::vector<std::size_t> marked;
@@ -219,6 +234,19 @@ inline std::vector<std::vector<int>> ring_orders(const Platform& pf, const std::
     }
   }
   return orders;
+}
+
+// ring_orders(), or what it gave for the same ranks before (RememberHops); `own` holds it when
+// it is not kept there.
+inline const std::vector<std::vector<int>>& known_ring_orders(const Platform& pf, const std::vector<int>& ranks,
+                                                             std::vector<std::vector<int>>& own) {
+  HopChecks* known = RememberHops::current();
+  if (!known) return own = ring_orders(pf, ranks);
+  if (const auto it = known->ring_orders.find(ranks); it != known->ring_orders.end()) return it->second;
+  own = ring_orders(pf, ranks);
+  if (known->hops + ranks.size() > HopChecks::kMaxHops) return own;
+  known->hops += ranks.size();
+  return known->ring_orders.emplace(ranks, std::move(own)).first->second;
 }
 
 // The endpoints of one hop of a ring channel.

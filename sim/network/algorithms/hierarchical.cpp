@@ -23,7 +23,9 @@ LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vect
     }
     return all;
   };
-  append(inside(1.0));
+  // The all-gather inside moves what the reduce-scatter moved, the same way: lowered once.
+  const LoweredCollective within = inside(1.0);
+  append(within);
   std::size_t g = 0;
   for (const auto m : nodes) g = std::max(g, m.size());
   LoweredCollective across;
@@ -36,7 +38,7 @@ LoweredCollective hierarchical(const Platform& pf, double bytes, const std::vect
     else if (!one.phases.empty()) across.phases[0].add(one.phases[0]);
   }
   append(across);
-  append(inside(1.0));
+  append(within);
   return out;
 }
 

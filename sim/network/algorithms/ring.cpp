@@ -10,7 +10,8 @@ LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>&
   const int p = static_cast<int>(ranks.size());
   Builder b(pf);
   if (p < 2) return b.done();
-  const auto orders = ring_orders(pf, ranks);
+  std::vector<std::vector<int>> own;
+  const auto& orders = known_ring_orders(pf, ranks, own);
   const double per_hop = passes * (p - 1) / p * bytes / static_cast<double>(orders.size());
   for (const auto& order : orders) {
     std::vector<std::pair<int, int>> hops;
@@ -27,7 +28,8 @@ LoweredCollective ring_chain(const Platform& pf, double bytes, const std::vector
   const int p = static_cast<int>(ranks.size());
   Builder b(pf);
   if (p < 2) return b.done();
-  const auto orders = ring_orders(pf, ranks);
+  std::vector<std::vector<int>> own;
+  const auto& orders = known_ring_orders(pf, ranks, own);
   for (const auto& order : orders) {
     // Around the channel's ring from the root (broadcast), or from the rank after it to the root
     // (reduce): the ring's direction either way, p - 1 hops.
