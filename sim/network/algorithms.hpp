@@ -26,6 +26,15 @@ struct RoutedFlows {
   std::vector<double> latency;
 };
 
+// A group's ranks as a hash key (FNV-1a over them), for maps keyed by ranks.
+struct RanksHash {
+  std::size_t operator()(const std::vector<int>& ranks) const {
+    std::uint64_t h = 1469598103934665603ULL;
+    for (int r : ranks) h = (h ^ static_cast<std::uint32_t>(r)) * 1099511628211ULL;
+    return static_cast<std::size_t>(h);
+  }
+};
+
 struct HopChecks {
   using Hops = std::vector<std::pair<int, int>>;
   struct Hash {
@@ -38,13 +47,6 @@ struct HopChecks {
   };
   std::unordered_map<Hops, std::pair<bool, std::vector<double>>, Hash> seen;
   std::unordered_map<Hops, RoutedFlows, Hash> routes;  // by the flows' endpoints
-  struct RanksHash {
-    std::size_t operator()(const std::vector<int>& ranks) const {
-      std::uint64_t h = 1469598103934665603ULL;
-      for (int r : ranks) h = (h ^ static_cast<std::uint32_t>(r)) * 1099511628211ULL;
-      return static_cast<std::size_t>(h);
-    }
-  };
   std::unordered_map<std::vector<int>, std::vector<std::vector<int>>, RanksHash> ring_orders;  // by the ranks
   std::size_t hops = 0;  // kept in all; past kMaxHops nothing more is kept (memory)
   static constexpr std::size_t kMaxHops = std::size_t{1} << 20;

@@ -130,12 +130,6 @@ double groups_time(const Platform& pf, const taskgraph::Collective& c, const std
   return moved_groups_time(pf, c, groups, moved_copies ? &moves : nullptr, nullptr, alone);
 }
 
-std::size_t GroupPrices::RanksHash::operator()(const std::vector<int>& ranks) const {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (int r : ranks) h = mix(h, static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
-  return static_cast<std::size_t>(h);
-}
-
 std::size_t GroupPrices::KeyHash::operator()(const Key& k) const {
   std::uint64_t b = 0, l = 0;
   std::memcpy(&b, &k.bytes, sizeof b);

@@ -44,9 +44,7 @@ class GroupPrices {
     std::vector<std::pair<int, int>> moves;  // each group's (nodes, places) from the first
     ApartMemo apart;  // whether the moved groups cross a link alike, by the first's flows
   };
-  struct RanksHash {
-    std::size_t operator()(const std::vector<int>& ranks) const;
-  };
+  using RanksHash = algorithms::RanksHash;
   struct Key {
     int op, algorithm;
     double bytes, launch;
