@@ -10,7 +10,6 @@
 #include "reports/svg.hpp"
 #include "reports/timeline.hpp"
 #include "sim/core/units.hpp"
-#include "strategies/stack_memory.hpp"
 
 namespace dtsim::reports {
 
@@ -68,7 +67,7 @@ std::string html_report(const results::Result& r) {
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const auto& m = stages[i];
     // The allocator's cache, where the stack names one (docs/memory.md): the GPU holds it too.
-    const double cache = strategies::allocator_slack(s.training.memory.allocator, m.activations + m.other);
+    const double cache = i < r.plan.stage_allocator_slack.size() ? r.plan.stage_allocator_slack[i] : 0.0;
     const double whole = m.peak() + s.reserved_bytes + cache;
     h += fmt::format("<p>{}: {:.1f} GiB{}</p>\n", stages.size() > 1 ? fmt::format("stage {}", i) : std::string("every GPU"),
                      whole / units::kGiB, whole > r.capacity_bytes ? " — does not fit" : "");

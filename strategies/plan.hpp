@@ -30,6 +30,10 @@ struct Plan {
   MemoryBreakdown memory;              // of the worst rank
   int worst_rank = 0;
   std::vector<MemoryBreakdown> stage_memory;  // per pipeline stage
+  // What the stack's allocator caches beyond stage_memory's peak, per stage (allocator_slack()),
+  // and on the worst rank: a GPU holds both.
+  std::vector<double> stage_allocator_slack;
+  double allocator_slack = 0;
   std::size_t gradient_buckets = 0;           // per stage, data-parallel synchronisation
   std::vector<int> stage_layers;              // transformer blocks per stage
   int replicas = 1;                           // data-parallel replicas given their own compute

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 
 #include "strategies/planner.hpp"
 #include "strategies/stack_memory.hpp"
@@ -65,6 +66,30 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     m.other += 2.0 * largest * weight_bytes_per_param(t_.precision);  // gathered layer and prefetch
   }
   return m;
+}
+
+}  // namespace dtsim::strategies
+
+namespace dtsim::strategies {
+
+double Planner::stage_allocator_slack(int s, const MemoryBreakdown& m, SlackSeen& seen) const {
+  if (t_.memory.allocator != Allocator::PytorchCaching) return allocator_slack(t_.memory.allocator, {}, k_.checkpoints, {});
+  const Layers& mine = stage_layers(s);
+  TraceOptions o;
+  // As many micro-batches in flight as the stage's activation peak holds (1F1B's warm-up).
+  const double kept = k_.checkpoints.kept(mine);
+  o.in_flight = kept > 0 ? static_cast<int>(std::max(1L, std::lround(m.activations / kept))) : 1;
+  if (p_.zero_stage == 3 && shard_ranks() > 1) {
+    o.gathered_bytes_per_param = weight_bytes_per_param(t_.precision);
+    o.grad_bytes_per_param = grad_bytes_per_param(t_.precision);
+  }
+  o.activation_bytes = g_.options.activation_bytes;
+  auto signature = trace_signature(mine, k_.checkpoints, o);
+  for (const auto& [known, slack] : seen)
+    if (known == signature) return slack;
+  const double slack = allocator_slack(t_.memory.allocator, mine, k_.checkpoints, o);
+  seen.emplace_back(std::move(signature), slack);
+  return slack;
 }
 
 }  // namespace dtsim::strategies

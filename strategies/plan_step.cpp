@@ -136,16 +136,19 @@ void Planner::host_memory() {
 Plan Planner::finish() {
   const int P = p_.pipeline;
   order_tasks();
+  SlackSeen seen;
   for (int s = 0; s < P; ++s) {
     plan_.stage_memory.push_back(stage_memory(s));
     const auto& m = plan_.stage_memory.back();
     plan_.stage_memory_floor.push_back(m.peak() - m.activations + live_before_window(s));
     plan_.stage_weight_versions.push_back(weight_versions(p_.schedule, P, s));
     plan_.stage_staleness.push_back(weight_staleness(p_.schedule, P, s));
+    plan_.stage_allocator_slack.push_back(stage_allocator_slack(s, m, seen));
     // The worst GPU holds the most, the allocator's cache included where the stack names one.
-    auto held = [&](const MemoryBreakdown& m) { return m.peak() + allocator_slack(t_.memory.allocator, m.activations + m.other); };
-    if (s == 0 || held(plan_.stage_memory.back()) > held(plan_.memory)) {
-      plan_.memory = plan_.stage_memory.back();
+    const double held = m.peak() + plan_.stage_allocator_slack.back();
+    if (s == 0 || held > plan_.memory.peak() + plan_.allocator_slack) {
+      plan_.memory = m;
+      plan_.allocator_slack = plan_.stage_allocator_slack.back();
       plan_.worst_rank = rep(s);
     }
   }

@@ -140,6 +140,10 @@ class Planner {
   Plan finish();
   void host_memory();
   MemoryBreakdown stage_memory(int s) const;
+  // The allocator's cache beyond stage s's peak m (stack_memory.hpp, allocator_slack); `seen`
+  // holds the stages replayed so far by their trace_signature().
+  using SlackSeen = std::vector<std::pair<std::vector<double>, double>>;
+  double stage_allocator_slack(int s, const MemoryBreakdown& m, SlackSeen& seen) const;
   bool pipeline_reduce_after_flush() const;
   double pipeline_reduce_bytes() const;
   // Schedules beyond 1F1B (plan_schedules.cpp).

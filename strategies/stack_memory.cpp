@@ -94,33 +94,20 @@ double fp8_copy_bytes_per_param(Fp8WeightCopies c) { return c == Fp8WeightCopies
 
 namespace dtsim::strategies {
 
-// PyTorch's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp): requests round up to
-// 512 bytes (kMinBlockSize), those up to 1 MiB come from 2 MiB segments (kSmallBuffer), larger
-// ones from 20 MiB segments (kLargeBuffer) or their own rounded to 2 MiB (kRoundLarge). A freed
-// block stays cached and is split for later requests of other sizes, so the cache a step leaves
-// behind is larger than the tensors it held at any one time. The persistent state (flat weight,
-// gradient and optimizer buffers) is allocated once and fits its segments to within one rounding;
-// what fragments is what a step allocates and frees: activations and gathered weights.
-//
-// The one stated constant, reserved over allocated for those transient bytes under the caching
-// allocator: cosmos-rl PR #388 (allocator.json source 0) read the same run both ways after a
-// parameter update, when what is allocated is the persistent state: default allocator 60.93 GB
-// allocated, 126.97 GB reserved (alloc-001, -002); expandable_segments 60.81 GB and 96.61 GB
-// (alloc-003, -004). Expandable segments map physical pages into one growing segment per pool
-// and so leave no holes between blocks: its 35.80 GB above the persistent state is the transient
-// peak itself, which the default allocator held in 66.04 GB of cache, 1.845 times as much.
-// Check, not used: torchtune's QLoRA 8B peaks at 16.39 GiB by default and 10.83 GiB with
-// expandable segments (alloc-005, -007); with 4-5 GiB of persistent NF4 weights that is a
-// transient ratio of 1.8-2.0.
-constexpr double kCachingTransientRatio = (126.97 - 60.93) / (96.61 - 60.81);
-// Expandable segments: at most one partly used page per pool, a 20 MiB large-pool page and a
-// 2 MiB small-pool page.
+// What the caching allocator holds beyond the allocated peak is replayed, not a ratio: its rules
+// (strategies/caching_allocator.hpp) over the stage's tensors (strategies/allocator_trace.hpp).
+// Before, a ratio of 1.845 x the transient bytes came from cosmos-rl PR #388 (allocator.json
+// alloc-001..004), a workload whose shapes vary from step to step; fixed-shape steps reserve far
+// less (docs/gpu_check.md: 0.4-3.4 GiB on 11-45 GiB allocated).
+// Expandable segments map pages into one growing segment per pool and leave no holes between
+// blocks: at most one partly used page per pool, a 20 MiB large-pool page and a 2 MiB small-pool
+// page.
 constexpr double kExpandablePagesBytes = 20.0 * 1024 * 1024 + 2.0 * 1024 * 1024;
 
-double allocator_slack(Allocator a, double transient_bytes) {
+double allocator_slack(Allocator a, const Layers& layers, const Checkpoints& c, const TraceOptions& o) {
   switch (a) {
     case Allocator::None: return 0;
-    case Allocator::PytorchCaching: return (kCachingTransientRatio - 1.0) * transient_bytes;
+    case Allocator::PytorchCaching: return caching_slack(layers, c, o);
     case Allocator::PytorchExpandable: return kExpandablePagesBytes;
   }
   return 0;

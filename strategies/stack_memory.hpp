@@ -4,6 +4,7 @@
 // docs/memory.md), and whether Transformer Engine-style FP8 weight copies stay resident. The
 // defaults are dtsim's behaviour before stacks: the ZeRO paper's 2 + 2 + 12 bytes for every
 // framework and an FP8 copy with its transpose.
+#include "strategies/allocator_trace.hpp"
 #include "strategies/framework.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/spec.hpp"
@@ -25,8 +26,9 @@ double state_bucket_bytes(Precision p, int zero_stage, const FrameworkSpec& f, S
 // transpose) or 0.
 double fp8_copy_bytes_per_param(Fp8WeightCopies c);
 
-// Bytes the allocator holds in its cache beyond the allocated peak, `transient_bytes` being what
-// a step allocates and frees (activations, gathered weights, buffers in flight). 0 for none.
-double allocator_slack(Allocator a, double transient_bytes);
+// Bytes the allocator holds in its cache beyond the allocated peak of a stage of `layers`: the
+// caching allocator's replayed over the stage's tensors (strategies/allocator_trace.hpp),
+// expandable segments' partly used pages, 0 for none.
+double allocator_slack(Allocator a, const Layers& layers, const Checkpoints& c, const TraceOptions& o);
 
 }  // namespace dtsim::strategies

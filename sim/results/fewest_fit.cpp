@@ -237,8 +237,7 @@ std::optional<Fit> Search::try_shape(const Shape& sh) {
       try {
         const auto plan = strategies::plan_layout(graph(sh.tensor), p, s_.training, s_.host).plan;
         // What the GPU holds, the allocator's cache included: a planner asks whether it fits.
-        const double slack = strategies::allocator_slack(s_.training.memory.allocator, plan.memory.activations + plan.memory.other);
-        real = plan.memory.peak() + s_.reserved_bytes + slack;
+        real = plan.memory.peak() + s_.reserved_bytes + plan.allocator_slack;
       } catch (const std::exception&) {
         continue;
       }

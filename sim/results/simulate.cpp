@@ -19,7 +19,6 @@
 #include "sim/results/budget.hpp"
 #include "sim/results/inline_comm.hpp"
 #include "sim/results/result.hpp"
-#include "strategies/stack_memory.hpp"
 
 namespace dtsim::results {
 
@@ -29,7 +28,7 @@ void adopt_plan(Result& r, strategies::Plan plan, const config::Scenario& s) {
   r.memory.other += s.reserved_bytes;
   r.worst_rank = r.plan.worst_rank;
   r.capacity_bytes = s.device.memory_bytes;
-  r.allocator_slack = strategies::allocator_slack(s.training.memory.allocator, r.plan.memory.activations + r.plan.memory.other);
+  r.allocator_slack = r.plan.allocator_slack;
   r.fits = r.device_peak() <= r.capacity_bytes;
   r.model_flops = r.plan.model_flops_per_step;
   r.hardware_flops = r.plan.hardware_flops_per_step;
