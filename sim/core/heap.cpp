@@ -14,12 +14,14 @@ namespace dtsim {
 // GPUs took 7,580 faults, a third of its CPU time), 2 MiB pages cut the faults about sevenfold.
 // The kernel gives them to ranges marked MADV_HUGEPAGE (transparent_hugepage "madvise", Debian's
 // default); glibc's own glibc.malloc.hugetlb=1 tunable does the same, but only when set before the
-// process starts. So: the heap grows by 64 MiB at a time, blocks up to 32 MiB come from it rather
-// than from mmap, and the heap's first 64 MiB are marked. Best effort: where the kernel refuses,
-// or a sanitizer's allocator owns the heap, nothing changes.
+// process starts. So: the heap grows by 256 MiB at a time, blocks up to 32 MiB come from it rather
+// than from mmap, and the heap's first 272 MiB are marked. Only what is touched is faulted in, so
+// the size costs nothing until used; 64 MiB left the README's six-cluster sweep (184 MB resident)
+// with 28,600 faults and 0.85 s of CPU, 256 MiB with 2,800 and 0.44 s. Best effort: where the
+// kernel refuses, or a sanitizer's allocator owns the heap, nothing changes.
 void back_heap_with_huge_pages() {
 #if !defined(__SANITIZE_ADDRESS__)
-  constexpr std::size_t kStep = std::size_t{64} << 20, kFirst = std::size_t{16} << 20;
+  constexpr std::size_t kStep = std::size_t{256} << 20, kFirst = std::size_t{16} << 20;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TOP_PAD, static_cast<int>(kStep));
   // Larger than what the heap has free at start-up: the heap grows by it and the pad, and the
