@@ -74,6 +74,12 @@ cost::DeviceProfile load_device_profile_file(const std::string& file) {
   // Whether unaligned GEMMs run slower (sim/cost/gemm_alignment.hpp): NVIDIA's cuBLAS, or none.
   d.gemm_alignment = r.choice("gemm_alignment", {"none", "cublas"}, "none") == "cublas" ? cost::GemmAlignment::Cublas
                                                                                          : cost::GemmAlignment::None;
+  // The K-loop's fixed cost per GEMM tile (sim/cost/gemm_alignment.hpp, gemm_depth_rate).
+  if (auto k = r.optional_object("gemm_k_loop")) {
+    d.gemm_k_overhead = k->number("overhead", Range{0.0, 1e6});
+    d.gemm_k_reference = k->number("reference", Range{1.0, 1e9});
+    k->finish();
+  }
   // Communication interference under a software stack (sim/cost/comm_interference.hpp).
   d.sm_count = static_cast<int>(r.integer("sm_count", 1, 100000, 0));
   d.nccl_sms = static_cast<int>(r.integer("nccl_sms", 0, 100000, 0));

@@ -62,6 +62,14 @@ double cublas_alignment_rate(int alignment_bytes) {
   return 0.165;
 }
 
+double gemm_depth_rate(const DeviceProfile& d, std::int64_t k, double flops) {
+  if (d.gemm_k_overhead <= 0 || k <= 0 || flops <= 0) return 1.0;
+  const double o = d.gemm_k_overhead, r = d.gemm_k_reference, K = static_cast<double>(k);
+  const double depth = std::min(1.0, (K / (K + o)) / (r / (r + o)));
+  if (!d.gemm.points.empty()) return depth;  // measured points: no separate start-up to keep
+  return (flops + d.gemm.half) / (flops / depth + d.gemm.half);
+}
+
 GemmRun run_gemm(GemmShapes shapes, GemmAlignment device, const models::Kernel& k, const std::string& dtype) {
   const int align = reaching_alignment(shapes, device, k, dtype);
   if (align >= kAlignedBytes) return {k, 1.0};
@@ -80,14 +88,25 @@ GemmRun run_gemm(GemmShapes shapes, GemmAlignment device, const models::Kernel& 
 }
 
 KernelPrice quote_gemm(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
-  if (reaching_alignment(d.stack.gemm_shapes, d.gemm_alignment, k, dtype) >= kAlignedBytes) return quote_unstacked(d, k, dtype);
+  // The K-loop counts where the stack hands cuBLAS the model's own shapes (not the curve's stacks)
+  // and the GEMM runs on the fast 16-bit kernels of the curve the reference depth belongs to. The
+  // unaligned kernels' measured rates hold their own K-loop: GPT-2 XL's output layer ran at
+  // 0.164-0.167 of the curve at K = 1,600, 8,192 and 50,257 alike.
+  const bool shaped = d.stack.gemm_shapes != GemmShapes::Curve && k.kind == models::KernelKind::Gemm && !k.fp8;
+  const bool aligned = reaching_alignment(d.stack.gemm_shapes, d.gemm_alignment, k, dtype) >= kAlignedBytes;
+  if (aligned && !(shaped && gemm_depth_rate(d, k.k, k.flops) < 1.0)) return quote_unstacked(d, k, dtype);
   const GemmRun run = run_gemm(d.stack.gemm_shapes, d.gemm_alignment, k, dtype);
+  const double depth = shaped && run.rate == 1.0 ? gemm_depth_rate(d, run.kernel.k, run.kernel.flops) : 1.0;
   const KernelPrice q = quote_unstacked(d, run.kernel, dtype);
-  if (q.source == PriceSource::Exact || run.rate == 1.0) return q;
+  if (q.source == PriceSource::Exact || run.rate * depth == 1.0) return q;
   const double overhead = launch_overhead(d, dtype);
-  // Interpolated between measured shapes: the table's rate at that size, for aligned kernels.
-  if (q.source == PriceSource::Interpolated) return {(q.seconds - overhead) / run.rate + overhead, q.source, q.spread};
-  return {kernel_time(d, run.kernel, dtype, run.rate) + overhead, PriceSource::Roofline, 0.0};
+  // Interpolated between measured shapes: the table's rate at that size, for aligned kernels; the
+  // measured shapes around it hold their own K-loops.
+  if (q.source == PriceSource::Interpolated) {
+    if (run.rate == 1.0) return q;
+    return {(q.seconds - overhead) / run.rate + overhead, q.source, q.spread};
+  }
+  return {kernel_time(d, run.kernel, dtype, run.rate * depth) + overhead, PriceSource::Roofline, 0.0};
 }
 
 }  // namespace dtsim::cost

@@ -59,6 +59,10 @@ struct DeviceProfile {
   // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
   std::optional<EfficiencyCurve> fp8_gemm;
   GemmAlignment gemm_alignment = GemmAlignment::None;
+  // A 16-bit GEMM tile's fixed work beside its main loop over K (filling the load pipeline, the
+  // epilogue), in elements of K, and the K of the shape the GEMM curve's max was measured at (its
+  // `gemm_k_loop` key; sim/cost/gemm_alignment.hpp, gemm_depth_rate). 0: not modelled.
+  double gemm_k_overhead = 0, gemm_k_reference = 0;
   // The software stack the scenario runs (its `stack` key): how it launches and which kernels.
   Stack stack;
 };
