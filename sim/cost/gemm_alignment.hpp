@@ -24,7 +24,7 @@ std::pair<std::int64_t, std::int64_t> leading_dims(const models::Kernel& k);
 double cublas_alignment_rate(int alignment_bytes);
 
 // The share of the device's curve a 16-bit GEMM of `flops` and depth k reaches for its K-loop:
-// each output tile runs k / 64 main-loop steps plus a fixed fill and epilogue worth
+// each output tile runs its main loop over k plus a fixed fill and epilogue worth
 // `gemm_k_overhead` elements of K, so its streaming part runs at depth = (k / (k + o)) /
 // (r / (r + o)) of the curve's rate, whose max was measured at depth r (`gemm_k_reference`), at
 // most 1. The curve's fixed start-up (half_flops) does not loop over K: the share is
