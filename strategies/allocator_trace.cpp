@@ -7,6 +7,9 @@
 
 namespace dtsim::strategies {
 
+namespace {
+
+// The bytes one kernel returns, as the trace allocates them.
 double kernel_output_bytes(const models::Kernel& k, int activation_bytes) {
   using models::KernelKind;
   using models::KernelRole;
@@ -23,8 +26,6 @@ double kernel_output_bytes(const models::Kernel& k, int activation_bytes) {
   }
   return 0;
 }
-
-namespace {
 
 // Logit elements of a cross-entropy op (LossForward role), 0 for other ops.
 double loss_elements(const models::Op& op) {
@@ -50,10 +51,10 @@ class Trace {
       // 1F1B: a forward while fewer than n micro-batches wait for their backward.
       const int total = 2 * n;
       int f = 0, b = 0;
-      kept_.assign(static_cast<std::size_t>(total), {});
+      std::vector<std::vector<Held>> kept(static_cast<std::size_t>(total));
       while (b < total) {
-        if (f < total && f - b < n) forward(kept_[static_cast<std::size_t>(f++)]);
-        else backward(kept_[static_cast<std::size_t>(b++)]);
+        if (f < total && f - b < n) forward(kept[static_cast<std::size_t>(f++)]);
+        else backward(kept[static_cast<std::size_t>(b++)]);
       }
     }
     return static_cast<double>(a_.peak_reserved() - a_.peak_allocated());
@@ -158,7 +159,6 @@ class Trace {
   const Checkpoints& c_;
   const TraceOptions& o_;
   CachingAllocator a_;
-  std::vector<std::vector<Held>> kept_;
 };
 
 }  // namespace

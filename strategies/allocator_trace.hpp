@@ -43,7 +43,4 @@ std::vector<double> trace_signature(const Layers& layers, const Checkpoints& che
 // flight), and each one costs a replay of the stage.
 inline constexpr int kTraceMostInFlight = 4;
 
-// The bytes one kernel returns, as the trace allocates them.
-double kernel_output_bytes(const models::Kernel& k, int activation_bytes);
-
 }  // namespace dtsim::strategies

@@ -88,25 +88,27 @@ GemmRun run_gemm(GemmShapes shapes, GemmAlignment device, const models::Kernel& 
 }
 
 KernelPrice quote_gemm(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  // An aligned GEMM runs as written (not copied: every GEMM of a stacked step asks).
+  const bool aligned = reaching_alignment(d.stack.gemm_shapes, d.gemm_alignment, k, dtype) >= kAlignedBytes;
+  const GemmRun run = aligned ? GemmRun{} : run_gemm(d.stack.gemm_shapes, d.gemm_alignment, k, dtype);
+  const models::Kernel& g = aligned ? k : run.kernel;
+  const double rate = aligned ? 1.0 : run.rate;
   // The K-loop counts where the stack hands cuBLAS the model's own shapes (not the curve's stacks)
   // and the GEMM runs on the fast 16-bit kernels of the curve the reference depth belongs to. The
   // unaligned kernels' measured rates hold their own K-loop: GPT-2 XL's output layer ran at
   // 0.164-0.167 of the curve at K = 1,600, 8,192 and 50,257 alike.
-  const bool shaped = d.stack.gemm_shapes != GemmShapes::Curve && k.kind == models::KernelKind::Gemm && !k.fp8;
-  const bool aligned = reaching_alignment(d.stack.gemm_shapes, d.gemm_alignment, k, dtype) >= kAlignedBytes;
-  if (aligned && !(shaped && gemm_depth_rate(d, k.k, k.flops) < 1.0)) return quote_unstacked(d, k, dtype);
-  const GemmRun run = run_gemm(d.stack.gemm_shapes, d.gemm_alignment, k, dtype);
-  const double depth = shaped && run.rate == 1.0 ? gemm_depth_rate(d, run.kernel.k, run.kernel.flops) : 1.0;
-  const KernelPrice q = quote_unstacked(d, run.kernel, dtype);
-  if (q.source == PriceSource::Exact || run.rate * depth == 1.0) return q;
+  const bool shaped = d.stack.gemm_shapes != GemmShapes::Curve && g.kind == models::KernelKind::Gemm && !g.fp8;
+  const double depth = shaped && rate == 1.0 ? gemm_depth_rate(d, g.k, g.flops) : 1.0;
+  const KernelPrice q = quote_unstacked(d, g, dtype);
+  if (q.source == PriceSource::Exact || rate * depth == 1.0) return q;
   const double overhead = launch_overhead(d, dtype);
   // Interpolated between measured shapes: the table's rate at that size, for aligned kernels; the
   // measured shapes around it hold their own K-loops.
   if (q.source == PriceSource::Interpolated) {
-    if (run.rate == 1.0) return q;
-    return {(q.seconds - overhead) / run.rate + overhead, q.source, q.spread};
+    if (rate == 1.0) return q;
+    return {(q.seconds - overhead) / rate + overhead, q.source, q.spread};
   }
-  return {kernel_time(d, run.kernel, dtype, run.rate * depth) + overhead, PriceSource::Roofline, 0.0};
+  return {kernel_time(d, g, dtype, rate * depth) + overhead, PriceSource::Roofline, 0.0};
 }
 
 }  // namespace dtsim::cost
