@@ -121,7 +121,8 @@ struct AttentionIo {
 
 // One kernel launch. GEMMs keep their shape so a measured kernel table can be looked up by it.
 // A convolution keeps its implicit-GEMM shape in batch/m/n/k (batch = groups, forward:
-// m = N*P*Q, n = K/g, k = C/g*R*S) and its geometry in `conv`.
+// m = N*P*Q, n = K/g, k = C/g*R*S) and its geometry in `conv`. A loss kernel keeps the length of
+// its softmax's rows (the vocabulary on this rank) in n.
 struct Kernel {
   std::string name;
   KernelKind kind = KernelKind::Memory;

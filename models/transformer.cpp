@@ -203,6 +203,7 @@ Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   loss.backward = {memory("cross_entropy.bwd", tv * (4.0 + e), 2.0 * tv)};
   loss.saved_bytes = loss.saved_bytes_selective = 4.0 * tv;
   mark_role(loss, KernelRole::LossForward, KernelRole::LossBackward, tv, e, false);
+  for (auto* pass : {&loss.forward, &loss.backward}) pass->front().n = vocab;  // the softmax's row
   l.ops.push_back(loss);
   // The input gradient of the vocabulary-split head is summed; under sequence parallelism its
   // sharded input is gathered first.

@@ -68,6 +68,44 @@ MemoryBreakdown Planner::stage_memory(int s) const {
   return m;
 }
 
+namespace {
+
+// The loss op's logits on these layers (its LossForward kernel's elements and their size).
+std::pair<double, double> loss_logits(const Layers& layers) {
+  for (const auto* l : layers) {
+    if (l->kind != models::LayerKind::Head) continue;
+    for (const auto& op : l->ops)
+      for (const auto& k : op.forward)
+        if (k.role == models::KernelRole::LossForward) return {k.elems, k.elem_bytes};
+  }
+  return {0.0, 0.0};
+}
+
+}  // namespace
+
+// The schedule's peak on the stage holding the loss falls as a micro-batch's forward ends, where
+// its backward starts with the loss: what the stack's loss keeps beyond the graph's 4 bytes a
+// logit, and what its backward holds at once, which is freed before any checkpointed block is
+// rebuilt. A step of one micro-batch under a stack that frees its gradients between steps reaches
+// that peak with none allocated, and holds them all only once the activations are freed: the peak
+// is whichever is larger. Data-parallel replicas keep DDP's or the framework's buckets, so only
+// one replica or ZeRO-3's sharded gradients qualify.
+void Planner::at_peak(int s, MemoryBreakdown& m) const {
+  const Layers& mine = stage_layers(s);
+  if (const auto [logits, e] = loss_logits(mine); logits > 0 && t_.memory.loss != Loss::Fused) {
+    double rebuild = 0;
+    for (int j = s; j < k_.chunks; j += p_.pipeline)
+      rebuild = std::max(rebuild, k_.checkpoints.rebuilt(k_.chunk_layers[static_cast<std::size_t>(j)]));
+    const double backward = loss_backward_bytes(t_.memory.loss, e) * logits;
+    m.activations += (loss_kept_bytes(t_.memory.loss, e) - 4.0) * logits + std::max(0.0, backward - rebuild);
+  }
+  const bool sharded = p_.zero_stage == 3 && shard_ranks() > 1;
+  if (t_.memory.gradients_set_to_none && k_.micro_batches == 1 && (sharded || grad_ranks() == 1)) {
+    if (m.activations >= m.gradients) m.gradients = 0;
+    else m.activations = 0;
+  }
+}
+
 }  // namespace dtsim::strategies
 
 namespace dtsim::strategies {

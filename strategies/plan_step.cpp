@@ -138,12 +138,13 @@ Plan Planner::finish() {
   order_tasks();
   SlackSeen seen;
   for (int s = 0; s < P; ++s) {
-    plan_.stage_memory.push_back(stage_memory(s));
-    const auto& m = plan_.stage_memory.back();
-    plan_.stage_memory_floor.push_back(m.peak() - m.activations + live_before_window(s));
+    MemoryBreakdown m = stage_memory(s);
+    plan_.stage_allocator_slack.push_back(stage_allocator_slack(s, m, seen));
+    at_peak(s, m);
+    plan_.stage_memory.push_back(m);
+    plan_.stage_memory_floor.push_back(std::min(m.peak(), m.peak() - m.activations + live_before_window(s)));
     plan_.stage_weight_versions.push_back(weight_versions(p_.schedule, P, s));
     plan_.stage_staleness.push_back(weight_staleness(p_.schedule, P, s));
-    plan_.stage_allocator_slack.push_back(stage_allocator_slack(s, m, seen));
     // The worst GPU holds the most, the allocator's cache included where the stack names one.
     const double held = m.peak() + plan_.stage_allocator_slack.back();
     if (s == 0 || held > plan_.memory.peak() + plan_.allocator_slack) {

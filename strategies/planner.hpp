@@ -140,6 +140,9 @@ class Planner {
   Plan finish();
   void host_memory();
   MemoryBreakdown stage_memory(int s) const;
+  // Stage s's peak m at the moment it happens: the loss's tensors as the stack keeps them, the
+  // gradients not yet allocated there (plan_memory.cpp).
+  void at_peak(int s, MemoryBreakdown& m) const;
   // The allocator's cache beyond stage s's peak m (stack_memory.hpp, allocator_slack); `seen`
   // holds the stages replayed so far by their trace_signature().
   using SlackSeen = std::vector<std::pair<std::vector<double>, double>>;

@@ -64,6 +64,28 @@ const char* to_string(Allocator a) {
   return a == Allocator::PytorchCaching ? "pytorch-caching" : a == Allocator::PytorchExpandable ? "pytorch-expandable" : "none";
 }
 
+const char* to_string(Loss l) {
+  return l == Loss::EagerFp32 ? "eager-fp32" : l == Loss::Compiled ? "compiled" : "fused";
+}
+
+// Per logit, `e` its element size:
+// - fused: Megatron-LM's vocab_parallel_cross_entropy keeps the fp32 softmax (Korthikanti et al.'s
+//   4sbv, the model graph's saved bytes) and its backward writes the gradient into it in place
+//   (core/tensor_parallel/cross_entropy.py, _VocabParallelCrossEntropy.backward): nothing more.
+// - eager-fp32: F.cross_entropy(pred.float(), labels) (torchtitan/components/loss.py) keeps
+//   log_softmax's fp32 output; backward, nll_loss_backward zero-fills an fp32 gradient and
+//   log_softmax_backward_data writes another beside the kept output (aten LossNLL.cpp,
+//   SoftMax.cpp) before the cast's backward frees them: 8 bytes at once.
+// - compiled: torchtitan compiles the loss with the model (config Compile.components defaults
+//   to ["model", "loss"]); AOTAutograd's min-cut partitioner keeps the 16-bit logits, the
+//   cheapest tensor the softmax can be recomputed from (and a logsumexp per token, not counted),
+//   and Inductor's one backward kernel writes the logits' gradient in their dtype. The compiled
+//   H100 steps' profiles show the two reductions (docs/gpu_check.md).
+double loss_kept_bytes(Loss l, double e) { return l == Loss::Compiled ? e : 4.0; }
+double loss_backward_bytes(Loss l, double e) {
+  return l == Loss::EagerFp32 ? 8.0 : l == Loss::Compiled ? e : 0.0;
+}
+
 MemoryBreakdown stack_state_memory(double params, Precision p, models::OptimizerKind o, int zero_stage, int dp,
                                    Framework f, StateBuffers b, int grad_buffer_bytes) {
   // Full precision keeps no master copy in any of the three: the ZeRO paper's 4 + 4 + states.

@@ -26,6 +26,11 @@ double state_bucket_bytes(Precision p, int zero_stage, const FrameworkSpec& f, S
 // transpose) or 0.
 double fp8_copy_bytes_per_param(Fp8WeightCopies c);
 
+// Bytes per logit the loss keeps from its forward to its backward, and what its backward holds
+// at once beyond them, `e` the logits' element size.
+double loss_kept_bytes(Loss l, double e);
+double loss_backward_bytes(Loss l, double e);
+
 // Bytes the allocator holds in its cache beyond the allocated peak of a stage of `layers`: the
 // caching allocator's replayed over the stage's tensors (strategies/allocator_trace.hpp),
 // expandable segments' partly used pages, 0 for none.

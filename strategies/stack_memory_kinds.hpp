@@ -16,15 +16,26 @@ enum class Fp8WeightCopies { CopyAndTranspose, None, Fp8Params };
 // The GPU memory allocator the step runs under: none (dtsim reports allocated bytes only),
 // PyTorch's caching allocator, or the same with expandable_segments:True.
 enum class Allocator { None, PytorchCaching, PytorchExpandable };
+// The loss over the logits as the stack runs it (its kernels: sim/cost/loss_kernels.cpp): fused,
+// the model's own (Megatron's fp32 softmax kept, its gradient written in place); eager-fp32,
+// F.cross_entropy(logits.float()); compiled, the same under torch.compile's Inductor.
+enum class Loss { Fused, EagerFp32, Compiled };
 
 struct StackMemory {
   StateBuffers buffers = StateBuffers::ZeroPaper;
   Fp8WeightCopies fp8_weight_copies = Fp8WeightCopies::CopyAndTranspose;
   Allocator allocator = Allocator::None;
+  // The loss's tensors (stack_memory.cpp, loss_kept_bytes): the stack's `loss`.
+  Loss loss = Loss::Fused;
+  // optimizer.zero_grad(set_to_none=True), PyTorch's default since 2.0: the gradients are freed
+  // after each update and allocated again by the next backward, so a step of one micro-batch
+  // reaches its activation peak before any exists (Planner::at_peak).
+  bool gradients_set_to_none = false;
 };
 
 const char* to_string(StateBuffers b);
 const char* to_string(Fp8WeightCopies c);
 const char* to_string(Allocator a);
+const char* to_string(Loss l);
 
 }  // namespace dtsim::strategies

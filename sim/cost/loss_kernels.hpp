@@ -11,4 +11,8 @@ namespace dtsim::cost {
 // LossForward or LossBackward role); empty: the model's kernel as it is.
 std::vector<double> loss_passes(Loss loss, const models::Kernel& k);
 
+// torch.compile's cross-entropy forward rate over rows of `row` logits, as a share of the device's
+// streaming rate.
+double compiled_forward_share(double row);
+
 }  // namespace dtsim::cost

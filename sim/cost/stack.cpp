@@ -139,11 +139,22 @@ Stack jax_xla() {
   return s;
 }
 
+// torchtitan with --compile.enable compiles the loss too (config Compile.components defaults to
+// ["model", "loss"]): Inductor's cross-entropy (loss_kernels.cpp; its memory, stack_memory.cpp).
+Stack compiled_loss(Stack s) {
+  s.loss = Loss::Compiled;
+  return s;
+}
+
 const std::map<std::string, Stack>& registry() {
   using taskgraph::TpOverlap;
   using strategies::Allocator, strategies::Fp8WeightCopies, strategies::StateBuffers;
-  constexpr strategies::StackMemory kEager{StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchCaching};
-  constexpr strategies::StackMemory kTitan{StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchExpandable};
+  // PyTorch's own optimizers (torchtitan, Composer, a plain training loop) free the gradients
+  // between steps: zero_grad(set_to_none=True), the default since PyTorch 2.0.
+  constexpr strategies::StackMemory kEager{StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchCaching,
+                                           strategies::Loss::Fused, true};
+  constexpr strategies::StackMemory kTitan{StateBuffers::Framework, Fp8WeightCopies::None, Allocator::PytorchExpandable,
+                                           strategies::Loss::Fused, true};
   constexpr strategies::StackMemory kTe{StateBuffers::Framework, Fp8WeightCopies::CopyAndTranspose, Allocator::PytorchCaching};
   static const std::map<std::string, Stack> stacks{
       {"default", Stack{}},
@@ -153,12 +164,12 @@ const std::map<std::string, Stack>& registry() {
       // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains, the
       // loss's cast and RoPE's casts into the kernels beside them (Inductor's one RoPE kernel, 2e
       // per element of q and k each way, is not priced).
-      {"torchtitan-compile", fsdp2(compiled_shapes(Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled,
-                                                         kInductorDispatchS, kDeviceCommSms, TpOverlap::None, kTitan}))},
+      {"torchtitan-compile", compiled_loss(fsdp2(compiled_shapes(Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled,
+                                                         kInductorDispatchS, kDeviceCommSms, TpOverlap::None, kTitan})))},
       // The same with --compile.enable_async_tensor_parallel: Inductor's micro-pipeline TP pass.
-      {"torchtitan-async-tp", fsdp2(compiled_shapes(Stack{"torchtitan-async-tp", AttentionImpl::Flash2,
+      {"torchtitan-async-tp", compiled_loss(fsdp2(compiled_shapes(Stack{"torchtitan-async-tp", AttentionImpl::Flash2,
                                                           Elementwise::Compiled, kInductorDispatchS, kDeviceCommSms,
-                                                          TpOverlap::AsyncTp, kTitan}))},
+                                                          TpOverlap::AsyncTp, kTitan})))},
       // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
       // (the model's fused kernels); TE's DotProductAttention on Hopper runs cuDNN's fused attention
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
@@ -247,7 +258,6 @@ std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s)
   return std::nullopt;
 }
 
-const char* to_string(Loss l) { return l == Loss::EagerFp32 ? "eager-fp32" : "fused"; }
 
 const char* to_string(Copies c) { return c == Copies::Eager ? "eager" : "fused"; }
 

@@ -23,8 +23,9 @@ enum class Elementwise { Fused, Eager, Compiled };
 // strategies::FrameworkSpec::per_parameter).
 enum class Zero3Gathers { Coalesced, PerParameter };
 // The loss over the logits (loss_kernels.cpp): fused, the model's own kernel (dtsim's behaviour
-// before stacks), or eager-fp32, PyTorch's F.cross_entropy on logits cast to fp32.
-enum class Loss { Fused, EagerFp32 };
+// before stacks); eager-fp32, PyTorch's F.cross_entropy on logits cast to fp32; compiled, the same
+// under Inductor. What each keeps in memory: strategies/stack_memory.cpp.
+using Loss = strategies::Loss;
 // The copies and casts around a fused attention call (attention_copies.cpp): fused, none beyond
 // the model's kernels (dtsim's behaviour before stacks), or eager, the QKV split's copies and
 // RoPE's fp32 casts and complex multiply as eager PyTorch runs torchtitan's Llama.
@@ -88,7 +89,6 @@ std::optional<Elementwise> elementwise_from_string(const std::string& s);
 const char* to_string(taskgraph::TpOverlap t);
 std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s);
 const char* to_string(Zero3Gathers z);
-const char* to_string(Loss l);
 const char* to_string(Copies c);
 const char* to_string(GemmShapes g);
 const char* to_string(GatherCopies g);

@@ -64,7 +64,8 @@ std::uint64_t graph_hash(const taskgraph::TaskGraph& g) {
     for (const auto& k : w.kernels) {
       h.s(k.name);
       h.i(static_cast<int>(k.kind));
-      h.i(k.batch), h.i(k.m), h.i(k.n), h.i(k.k);
+      // A loss kernel's n (its softmax's row, since it was recorded) is not priced by shape.
+      h.i(k.batch), h.i(k.m), h.i(k.kind == models::KernelKind::Memory ? 0 : k.n), h.i(k.k);
       h.d(k.flops), h.d(k.bytes);
       h.i(k.scores);
     }

@@ -190,6 +190,37 @@ TEST(StackLoss, EagerFp32PassesAreTheHandSum) {
       }
 }
 
+// Inductor's cross-entropy: one reduction each way over the 16-bit logits, the forward at
+// torch.compile's published rate for its row length (memory_bound.json mem-042, mem-043).
+TEST(StackLoss, CompiledLossReadsTheLogitsAtInductorsPublishedRate) {
+  const auto spec = config::load_model_preset("llama-3-8b");
+  models::BuildOptions o;
+  o.micro_batch = 1;
+  o.attention = models::Attention::Flash;
+  const auto g = spec.build(o);
+  const models::Op* loss = nullptr;
+  for (const auto& l : g.layers)
+    for (const auto& op : l.ops)
+      if (op.name == "cross_entropy") loss = &op;
+  ASSERT_NE(loss, nullptr);
+  EXPECT_EQ(loss->forward[0].n, 128256);  // the softmax's row
+  const double n = 8192.0 * 128256.0;
+  // 1,226 GB/s over 131K words, 1,700 over 32K, of the 2.97 TB/s the H100 streams at.
+  EXPECT_NEAR(cost::compiled_forward_share(131072), 1226.0 / 2970.0, 1e-12);
+  EXPECT_NEAR(cost::compiled_forward_share(32768), 1700.0 / 2970.0, 1e-12);
+  EXPECT_NEAR(cost::compiled_forward_share(1000), 1700.0 / 2970.0, 1e-12);
+  EXPECT_NEAR(cost::compiled_forward_share(std::sqrt(32768.0 * 131072.0)), (1700.0 + 1226.0) / 2 / 2970.0, 1e-12);
+  const double share = cost::compiled_forward_share(128256);
+  EXPECT_EQ(cost::loss_passes(cost::Loss::Compiled, loss->forward[0]), (std::vector<double>{2 * n / share}));
+  EXPECT_EQ(cost::loss_passes(cost::Loss::Compiled, loss->backward[0]), (std::vector<double>{4 * n}));
+  // On the H100 that forward takes what the compiled Llama step's profile timed, 1.44 ms, within
+  // a fifth (a check: the published rate is 1.23 TB/s, that step's 1.46).
+  auto d = config::load_device_profile("h100-sxm-80gb");
+  d.stack = *cost::find_stack("torchtitan-compile");
+  const double forward = cost::quote_kernel(d, loss->forward[0], "bf16").seconds;
+  EXPECT_NEAR(forward, 1.44e-3, 0.2 * 1.44e-3);
+}
+
 // Each pass a kernel of its own on the memory-bound curve, at least the dispatch time.
 TEST(StackLoss, EagerLossIsPricedAsItsKernels) {
   auto d = config::load_device_profile("h100-sxm-80gb");
@@ -207,11 +238,13 @@ TEST(StackLoss, EagerLossIsPricedAsItsKernels) {
   EXPECT_DOUBLE_EQ(cost::quote_kernel(d, fwd, "bf16").seconds, std::max(cost::kernel_time(d, fwd, "bf16"), d.stack.dispatch_s) + overhead);
 }
 
-// pytorch-eager runs torchtitan's fp32 loss; llm-foundry's MPT its fused_crossentropy; the key
-// overrides the preset and refuses what it does not know.
+// pytorch-eager runs torchtitan's fp32 loss, the torchtitan presets compile it; llm-foundry's MPT
+// its fused_crossentropy; the key overrides the preset and refuses what it does not know.
 TEST(StackLoss, PresetsAndKey) {
   EXPECT_EQ(cost::find_stack("pytorch-eager")->loss, cost::Loss::EagerFp32);
-  for (const char* fused : {"default", "torchtitan-compile", "llm-foundry", "megatron-te", "deepspeed"})
+  for (const char* compiled : {"torchtitan-compile", "torchtitan-async-tp"})
+    EXPECT_EQ(cost::find_stack(compiled)->loss, cost::Loss::Compiled) << compiled;
+  for (const char* fused : {"default", "llm-foundry", "megatron-te", "deepspeed"})
     EXPECT_EQ(cost::find_stack(fused)->loss, cost::Loss::Fused) << fused;
   const auto eager = test::simulate_over_base(
       R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "training": {"attention": "flash"},
