@@ -119,6 +119,16 @@ void parse_gather_copies(Reader& r, Scenario& s) {
   s.parallelism.framework.gather_copy_out = fsdp;
 }
 
+// The stack's reduce-scatter dtype under FSDP's ZeRO-3 (cost::Stack::zero3_reduce_bytes; fsdp, or
+// megatron-lm's FSDP2 in pipeline stages), unless parallelism.zero3.reduce_dtype names one.
+void apply_zero3_reduce(Reader& root, Scenario& s) {
+  const int bytes = s.device.stack.zero3_reduce_bytes;
+  if (bytes <= 0 || s.parallelism.zero_stage != 3 || s.parallelism.framework.framework == strategies::Framework::DeepSpeed) return;
+  if (auto p = root.optional_object("parallelism"))
+    if (auto z = p->optional_object("zero3"); z && z->has("reduce_dtype")) return;
+  s.parallelism.framework.reduce_bytes = bytes;
+}
+
 // `gemm_shapes` and `vocab_divisible_by` (sim/cost/gemm_alignment.hpp): the shapes the stack hands
 // cuBLAS, and Megatron's vocabulary padding, applied here to the model before it is built: the
 // padded rows are real (embedding and output-layer parameters, logits), as Megatron allocates them.
@@ -217,6 +227,7 @@ void parse_stack(Reader& root, Scenario& s) {
   parse_tp_overlap(*r, s);
   parse_zero3_gathers(*r, s, preset);
   parse_gather_copies(*r, s);
+  apply_zero3_reduce(root, s);
   parse_tensor_fusion(*r, s, preset);
   refuse_ddp_buckets(root, s);
   r->finish();

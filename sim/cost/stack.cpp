@@ -90,8 +90,13 @@ Stack megatron_core(Stack s) {
 // which copies the all-gather's output into each parameter's unsharded tensor
 // (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py and _fsdp_collectives.py, pytorch/pytorch
 // @002a76f). It applies with parallelism.framework "fsdp".
+// Its mixed precision reduces in fp32: torchtitan's config `mixed_precision_reduce` defaults to
+// "float32" and parallelize.py passes it to fully_shard's MixedPrecisionPolicy(reduce_dtype=...),
+// so FSDP2's foreach_reduce casts the bf16 gradients into an fp32 reduce-scatter (and HSDP's
+// all-reduce across replicas), under framework fsdp and in pipeline stages alike.
 Stack fsdp2(Stack s) {
   s.gather_copies = GatherCopies::CopyOut;
+  s.zero3_reduce_bytes = 4;
   return s;
 }
 

@@ -74,6 +74,10 @@ struct Stack {
   // grad_buffer_bytes): 4 for the megatron-te presets (fp32 main gradients under bf16); 0: the
   // gradient's own dtype. Applies with parallelism.framework "megatron-lm" and bf16 or fp8 weights.
   int grad_buffer_bytes = 0;
+  // Bytes per gradient element ZeRO-3's reduce-scatters carry (strategies::FrameworkSpec::reduce_bytes)
+  // where the scenario's parallelism.zero3.reduce_dtype does not say: 4 for torchtitan's FSDP2
+  // (MixedPrecisionPolicy reduce_dtype float32); 0: the gradients' own dtype.
+  int zero3_reduce_bytes = 0;
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
            tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused &&

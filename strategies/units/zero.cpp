@@ -38,7 +38,7 @@ class Zero final : public Unit {
   // ZeRO-3 reduce-scatters a layer's gradients as soon as its backward produced them.
   void after_layer(Planner& em, Pass& pass, const models::Layer& l, int task) override {
     if (!zero3_ || staged_ || pass.kind.forward) return;
-    layer_collective(em, pass, CollectiveOp::ReduceScatter, l, grad_bytes_per_param(em.training().precision), task);
+    layer_collective(em, pass, CollectiveOp::ReduceScatter, l, reduce_bytes(em), task);
   }
 
   // ZeRO-2 keeps only its shard of the gradients, so every micro-batch but the last reduces them.
@@ -50,7 +50,7 @@ class Zero final : public Unit {
       // of every FSDP unit), last layer first.
       const Layers& layers = *pass.layers;
       for (auto l = layers.rbegin(); l != layers.rend(); ++l)
-        layer_collective(em, pass, CollectiveOp::ReduceScatter, **l, grad_bytes_per_param(em.training().precision), last);
+        layer_collective(em, pass, CollectiveOp::ReduceScatter, **l, reduce_bytes(em), last);
       return;
     }
     if (!reduces_after(pass.kind, split)) return;
@@ -149,6 +149,13 @@ class Zero final : public Unit {
   // One layer's gather or reduce-scatter: in HSDP's shard groups (the reduce-scatter followed by
   // the all-reduce across replicas), or over the data-parallel groups with the experts' over
   // theirs. Returns the last task, -1 for none.
+  // ZeRO-3's reduce-scatters carry the gradients' dtype unless the stack reduces in another
+  // (FrameworkSpec::reduce_bytes: torchtitan's FSDP2 in fp32).
+  static double reduce_bytes(const Planner& em) {
+    const int r = em.spec().framework.reduce_bytes;
+    return r > 0 ? r : grad_bytes_per_param(em.training().precision);
+  }
+
   static int layer_collective(Planner& em, const Pass& pass, CollectiveOp op, const models::Layer& l, double bytes_per_param, int after) {
     const std::string what = op == CollectiveOp::AllGather ? "gather " : "reduce ";
     if (hybrid_shard(em.spec()))

@@ -86,3 +86,34 @@ TEST(FsdpCopyOut, TheKeyNeedsTheFsdpFramework) {
     EXPECT_NE(std::string(e.what()).find("set parallelism.framework to \"fsdp\""), std::string::npos) << e.what();
   }
 }
+
+namespace {
+
+// Bytes GPU 0's group reduce-scatters in ZeRO-3's per-layer reductions.
+double reduced(const taskgraph::TaskGraph& g) {
+  double bytes = 0;
+  for (const auto& t : g.tasks)
+    if (t.is_collective && t.collective().op == taskgraph::CollectiveOp::ReduceScatter) bytes += t.collective().bytes;
+  return bytes;
+}
+
+}  // namespace
+
+// torchtitan's FSDP2 reduces in fp32 (mixed_precision_reduce "float32" into fully_shard's
+// MixedPrecisionPolicy): twice the bf16 gradients' bytes; Composer's PURE (llm-foundry) and the
+// default stack reduce the gradients' dtype; the scenario's zero3.reduce_dtype overrides the stack.
+TEST(FsdpReduceDtype, TorchtitanReduceScattersInFp32) {
+  test::TempDir dir;
+  const double plain = reduced(results::simulate(gpt2_fsdp(dir, R"({"preset": "default"})")).plan.graph);
+  ASSERT_GT(plain, 0);
+  for (const char* titan : {"pytorch-eager", "torchtitan-compile"}) {
+    const auto s = gpt2_fsdp(dir, std::string(R"({"preset": ")") + titan + R"("})");
+    EXPECT_EQ(s.parallelism.framework.reduce_bytes, 4) << titan;
+    EXPECT_NEAR(reduced(results::simulate(s).plan.graph), 2 * plain, 1e-9 * plain) << titan;
+  }
+  EXPECT_NEAR(reduced(results::simulate(gpt2_fsdp(dir, R"({"preset": "llm-foundry"})")).plan.graph), plain, 1e-9 * plain);
+  const std::string json = R"({"extends": "s.json", "parallelism": {"zero3": {"reduce_dtype": "bf16"}}})";
+  gpt2_fsdp(dir, R"({"preset": "torchtitan-compile"})");  // writes s.json
+  const auto over = config::load_scenario(dir.file("over.json", json));
+  EXPECT_EQ(over.parallelism.framework.reduce_bytes, 2);
+}

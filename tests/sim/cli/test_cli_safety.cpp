@@ -132,10 +132,14 @@ std::string reference_scenario(const test::TempDir& dir, const std::string& file
 
 // A scenario whose SimGrid replay runs long enough (1024 GPUs, 100 steps) to be interrupted.
 std::string slow_scenario(const test::TempDir& dir) {
-  // The ring: the budget prices auto's tree candidates too and would refuse 100 steps.
+  // The ring: the budget prices auto's tree candidates too and would refuse 100 steps. Jitter
+  // gives every GPU its own draw each step, so no step is derived from another: seconds of
+  // replay (identical steps alone are replayed once, and the run ended in 0.2 s, before a
+  // loaded machine's signal could reach it).
   return dir.file("slow.json", R"({"extends": ")" + scenario("gpt2-dp1024-a100.json") +
                                    R"(", "name": "slow", "simulation": {"steps": 100},
-                                        "parallelism": {"all_reduce_algorithm": "ring"}})");
+                                        "parallelism": {"all_reduce_algorithm": "ring"},
+                                        "stragglers": {"seed": 7, "jitter": {"distribution": "lognormal", "sigma": 0.05}}})");
 }
 
 }  // namespace
