@@ -31,6 +31,7 @@ struct StackMemory {
   // after each update and allocated again by the next backward, so a step of one micro-batch
   // reaches its activation peak before any exists (Planner::at_peak).
   bool gradients_set_to_none = false;
+  bool operator==(const StackMemory&) const = default;
 };
 
 const char* to_string(StateBuffers b);

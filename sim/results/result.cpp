@@ -1,4 +1,6 @@
 #include "sim/results/result.hpp"
+#include "sim/cost/comm_interference.hpp"
+#include "sim/cost/stack.hpp"
 #include "sim/network/algorithm_registry.hpp"
 #include "strategies/settings.hpp"
 #include "strategies/unit.hpp"
@@ -208,6 +210,38 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
   }
 }
 
+// The software stack that ran (docs/stacks.md), each setting as resolved from its preset and
+// keys; only where one was named, so that other results keep their bytes.
+void add_stack(nlohmann::ordered_json& j, const Result& r) {
+  const auto& s = r.scenario_spec;
+  const cost::Stack& st = s.device.stack;
+  if (st.name == "default" && st.is_default() && s.training.memory == strategies::StackMemory{}) return;
+  const auto& m = s.training.memory;
+  j["stack"] = {{"preset", st.name},
+                {"attention", cost::to_string(st.attention)},
+                {"elementwise", cost::to_string(st.elementwise)},
+                {"loss", strategies::to_string(st.loss)},
+                {"copies", cost::to_string(st.copies)},
+                {"gemm_shapes", cost::to_string(st.gemm_shapes)},
+                {"host_dispatch_us", st.dispatch_s * 1e6},
+                {"comm_sms", cost::comm_sms(s.device)},
+                {"tp_overlap", cost::to_string(st.tp_overlap)},
+                {"gather_copies", s.parallelism.framework.gather_copy_out ? "copy-out" : "none"},
+                {"buffers", strategies::to_string(m.buffers)},
+                {"fp8_weight_copies", strategies::to_string(m.fp8_weight_copies)},
+                {"allocator", strategies::to_string(m.allocator)},
+                {"gradients_set_to_none", m.gradients_set_to_none}};
+  if (s.parallelism.zero_stage == 3 && s.parallelism.framework.reduce_bytes > 0)
+    j["stack"]["zero3_reduce_bytes_per_gradient"] = s.parallelism.framework.reduce_bytes;
+  if (st.needs_deepspeed) j["stack"]["zero3_gathers"] = cost::to_string(st.zero3_gathers);
+  if (s.parallelism.framework.grad_buffer_bytes > 0)
+    j["stack"]["grad_buffer_bytes_per_gradient"] = s.parallelism.framework.grad_buffer_bytes;
+  if (st.fusion.on()) {
+    j["stack"]["fusion_threshold_bytes"] = st.fusion.threshold_bytes;
+    j["stack"]["cycle_time_s"] = st.fusion.cycle_s;
+  }
+}
+
 // Where compute prices came from, and how the step was simulated.
 void add_sources(nlohmann::ordered_json& j, const Result& r) {
   const auto& s = r.scenario_spec;
@@ -257,6 +291,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   j["training"] = {{"precision", strategies::to_string(s.training.precision)},
                    {"global_batch_size", s.training.global_batch}};
   add_parallelism(j, r);
+  add_stack(j, r);
   add_sources(j, r);
   // Not the scenario's path: spelled another way it would change the bytes of result.json.
   j["provenance"] = {{"dtsim_version", DTSIM_VERSION}};

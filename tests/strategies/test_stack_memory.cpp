@@ -342,3 +342,19 @@ TEST(StackMemory, AllocatedPeaksOfTheH100StepsUnderTheirStacks) {
           << name << " " << mode;
     }
 }
+
+TEST(StackResult, ResultJsonStatesTheStackThatRanOnlyWhereOneIsNamed) {
+  const auto plain = results::to_json(analytical(config::load_scenario(kRoot + "/scenarios/zero/llama-3-8b-zero1.json")), false);
+  EXPECT_FALSE(plain.contains("stack"));
+  const auto j = results::to_json(analytical(config::load_scenario(kRoot + "/scenarios/memory/llama-3-8b-fsdp-eager.json")), false);
+  ASSERT_TRUE(j.contains("stack"));
+  const auto& st = j["stack"];
+  EXPECT_EQ(st["preset"], "pytorch-eager");
+  EXPECT_EQ(st["loss"], "eager-fp32");
+  EXPECT_EQ(st["attention"], "flash2");
+  EXPECT_EQ(st["gather_copies"], "copy-out");  // framework fsdp: FSDP2's copy-out applies
+  EXPECT_EQ(st["allocator"], "pytorch-caching");
+  EXPECT_EQ(st["gradients_set_to_none"], true);
+  EXPECT_EQ(st["zero3_reduce_bytes_per_gradient"], 4);
+  EXPECT_GT(st["comm_sms"].get<int>(), 0);  // the device's NCCL SMs, resolved
+}

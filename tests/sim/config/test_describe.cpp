@@ -130,7 +130,7 @@ TEST(Schemas, ResultsMatchTheResultSchema) {
   TempDir dir;
   std::vector<std::string> results;
   for (const char* s : {"gpt2-dp8-a100.json", "moe/mixtral-8x7b-64-h100-ep8.json", "cnn/horovod-resnet50-8-25gbe.json",
-                        "stragglers/dp64-one-slow-gpu.json"}) {
+                        "stragglers/dp64-one-slow-gpu.json", "stacks/llama3-8b-tp4-h100-async-tp.json"}) {
     const std::string out = dir.path(std::string("out") + std::to_string(results.size()));
     const auto r = run_dtsim({"run", kSource + "/scenarios/" + s, "-o", out}, dir);
     ASSERT_EQ(r.code, 0) << s << ": " << r.err;
