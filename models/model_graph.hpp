@@ -1,5 +1,8 @@
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -223,10 +226,52 @@ struct ExpertSplit {
   bool operator==(const ExpertSplit&) const = default;
 };
 
+// A layer's ops, shared by the layers built alike (a transformer's blocks) until one of them is
+// changed: copying a layer copies a pointer, not every op's kernels and names (a sweep builds
+// dozens of 96-block graphs, and copying and freeing their ops was a third of its time). Read
+// like a vector; anything that may change an op first takes a copy of its own.
+class OpList {
+ public:
+  using value_type = Op;
+  using iterator = std::vector<Op>::iterator;
+  using const_iterator = std::vector<Op>::const_iterator;
+
+  OpList() = default;
+  OpList(std::initializer_list<Op> ops) : ops_(std::make_shared<std::vector<Op>>(ops)) {}
+
+  std::size_t size() const { return ops_ ? ops_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const Op& operator[](std::size_t i) const { return (*ops_)[i]; }
+  Op& operator[](std::size_t i) { return own()[i]; }
+  const Op& front() const { return ops_->front(); }
+  Op& front() { return own().front(); }
+  const Op& back() const { return ops_->back(); }
+  Op& back() { return own().back(); }
+  const Op* data() const { return ops_ ? ops_->data() : nullptr; }
+  const_iterator begin() const { return ops_ ? ops_->cbegin() : const_iterator{}; }
+  const_iterator end() const { return ops_ ? ops_->cend() : const_iterator{}; }
+  iterator begin() { return own().begin(); }
+  iterator end() { return own().end(); }
+  auto rbegin() const { return std::make_reverse_iterator(end()); }
+  auto rend() const { return std::make_reverse_iterator(begin()); }
+  void push_back(Op op) { own().push_back(std::move(op)); }
+  bool operator==(const OpList& o) const {
+    return ops_ == o.ops_ || (size() == o.size() && std::equal(begin(), end(), o.begin()));
+  }
+
+ private:
+  std::vector<Op>& own() {
+    if (!ops_) ops_ = std::make_shared<std::vector<Op>>();
+    else if (ops_.use_count() > 1) ops_ = std::make_shared<std::vector<Op>>(*ops_);
+    return *ops_;
+  }
+  std::shared_ptr<std::vector<Op>> ops_;
+};
+
 struct Layer {
   std::string name;
   LayerKind kind = LayerKind::Block;
-  std::vector<Op> ops;
+  OpList ops;
   double input_bytes = 0;  // the activation entering the layer (full-recompute checkpoint)
   // The tensor this layer hands to the next, whole (all tensor ranks together), per micro-batch:
   // what a pipeline stage boundary after this layer sends forward, and its gradient backward.
