@@ -34,6 +34,21 @@ models::Layer gpt2_xl_block() {
   throw std::runtime_error("no block");
 }
 
+// Llama 3 8B at micro-batch 1 (8,192 tokens), and its cross-entropy op.
+models::ModelGraph llama_3_8b(models::Attention attention) {
+  models::BuildOptions o;
+  o.micro_batch = 1;
+  o.attention = attention;
+  return config::load_model_preset("llama-3-8b").build(o);
+}
+
+const models::Op* loss_op(const models::ModelGraph& g) {
+  for (const auto& l : g.layers)
+    for (const auto& op : l.ops)
+      if (op.name == "cross_entropy") return &op;
+  return nullptr;
+}
+
 }  // namespace
 
 TEST(AttentionRates, Flash3AtHeadDim128CausalSeq8kIsThePublishedRate) {
@@ -162,14 +177,8 @@ TEST(StackKey, RefusesAnUnknownAttentionAndFlashWithoutFusedAttention) {
 // log_softmax (8), backward the zero fill (4), log_softmax_backward (12) and the cast back (4 +
 // e), per logit. Llama 3 8B's head at 8,192 tokens: n = 8,192 x 128,256 bf16 logits.
 TEST(StackLoss, EagerFp32PassesAreTheHandSum) {
-  const auto spec = config::load_model_preset("llama-3-8b");
-  models::BuildOptions o;
-  o.micro_batch = 1;
-  const auto g = spec.build(o);
-  const models::Op* loss = nullptr;
-  for (const auto& l : g.layers)
-    for (const auto& op : l.ops)
-      if (op.name == "cross_entropy") loss = &op;
+  const auto g = llama_3_8b(models::Attention::Standard);
+  const models::Op* loss = loss_op(g);
   ASSERT_NE(loss, nullptr);
   ASSERT_EQ(loss->forward.size(), 1u);
   ASSERT_EQ(loss->backward.size(), 1u);
@@ -193,15 +202,8 @@ TEST(StackLoss, EagerFp32PassesAreTheHandSum) {
 // Inductor's cross-entropy: one reduction each way over the 16-bit logits, the forward at
 // torch.compile's published rate for its row length (memory_bound.json mem-042, mem-043).
 TEST(StackLoss, CompiledLossReadsTheLogitsAtInductorsPublishedRate) {
-  const auto spec = config::load_model_preset("llama-3-8b");
-  models::BuildOptions o;
-  o.micro_batch = 1;
-  o.attention = models::Attention::Flash;
-  const auto g = spec.build(o);
-  const models::Op* loss = nullptr;
-  for (const auto& l : g.layers)
-    for (const auto& op : l.ops)
-      if (op.name == "cross_entropy") loss = &op;
+  const auto g = llama_3_8b(models::Attention::Flash);
+  const models::Op* loss = loss_op(g);
   ASSERT_NE(loss, nullptr);
   EXPECT_EQ(loss->forward[0].n, 128256);  // the softmax's row
   const double n = 8192.0 * 128256.0;
