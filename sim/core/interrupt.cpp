@@ -20,9 +20,10 @@ namespace {
 // async-signal-safe functions (unlink, kill, _exit) and touch lock-free atomics.
 struct FileSlot {
   std::atomic<bool> used{false};
-  char path[4096];
+  char path[4096]{};
 };
-std::array<FileSlot, 32> g_files;
+// Constant-initialised, so that start-up does not touch its 32 pages (a page fault each).
+constinit std::array<FileSlot, 32> g_files{};
 std::mutex g_files_mutex;  // between threads registering files, never taken by the handler
 std::array<std::atomic<pid_t>, 256> g_children{};
 std::atomic<int> g_held{0}, g_in_handler{0}, g_pending{0};

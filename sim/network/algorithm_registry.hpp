@@ -37,6 +37,9 @@ struct AlgorithmUnit {
   LoweredCollective (*lower_async)(const Platform& pf, double bytes, const std::vector<int>& ranks, int only,
                                    double apply_factor) = nullptr;
   algorithms::FlowCount (*async_flows)(const ClusterSpec& c, double group) = nullptr;
+  // Its lowering at any size is its lowering at one byte with every flow's bytes scaled: nothing
+  // else in it depends on the size, so a search prices every size from one lowering (SizedPrices).
+  bool linear = false;
 
   bool on_servers() const { return server_link != nullptr; }
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -42,9 +43,8 @@ namespace {
   throw std::invalid_argument(std::string(algorithm_name(a)) + " does not implement " + taskgraph::to_string(op));
 }
 
-LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
-  if (r.size() < 2 || bytes <= 0) return {};
-  const AlgorithmUnit& unit = unit_of(a);
+// The bytes an algorithm's flows move for a collective of `bytes`.
+double moved_bytes(const Platform& pf, CollectiveOp op, const AlgorithmUnit& unit, double bytes, const std::vector<int>& r) {
   // Inside one node, an all-reduce runs at NCCL's measured efficiency for its size: mid-size
   // buffers move as if they were larger.
   const bool one_node = std::all_of(r.begin(), r.end(), [&](int g) { return pf.node_of(g) == pf.node_of(r.front()); });
@@ -54,18 +54,29 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
   if (!one_node && (op == CollectiveOp::AllReduce || op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter) &&
       !unit.on_servers())
     bytes *= pf.inter_inflation(bytes);
+  return bytes;
+}
+
+// One byte's lowering, which every size's is scaled where the unit is linear.
+LoweredCollective lower_unit(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
+  if (op == CollectiveOp::SendRecv) {  // the same chain whatever the algorithm
+    if (r.size() != 2) throw std::invalid_argument("send_recv needs a source and a destination");
+    return algorithms::chain(pf, bytes, r, false);
+  }
+  if (const auto& unit = unit_of(a); unit.lower)
+    if (auto lc = unit.lower(pf, op, bytes, r)) return std::move(*lc);
+  unsupported(op, a);
+}
+
+LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
+  if (r.size() < 2 || bytes <= 0) return {};
+  bytes = moved_bytes(pf, op, unit_of(a), bytes, r);
   // On a torus a ring collective over every chip runs ring by ring along each dimension.
   const bool whole_torus = pf.torus() && static_cast<int>(r.size()) == pf.spec().num_gpus() && a == Algorithm::Ring;
   if (whole_torus && op == CollectiveOp::AllReduce) return algorithms::torus_rings(pf, bytes, r, true, true);
   if (whole_torus && (op == CollectiveOp::ReduceScatter || op == CollectiveOp::AllGather))
     return algorithms::torus_rings(pf, bytes, r, op == CollectiveOp::ReduceScatter, op == CollectiveOp::AllGather);
-  if (op == CollectiveOp::SendRecv) {  // the same chain whatever the algorithm
-    if (r.size() != 2) throw std::invalid_argument("send_recv needs a source and a destination");
-    return algorithms::chain(pf, bytes, r, false);
-  }
-  if (unit.lower)
-    if (auto lc = unit.lower(pf, op, bytes, r)) return std::move(*lc);
-  unsupported(op, a);
+  return lower_unit(pf, op, a, bytes, r);
 }
 
 // A collective across nodes takes at least the time NCCL's tuning model predicts for it. The
@@ -77,13 +88,18 @@ LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm
 struct Walked {
   double total = 0, latency = 0;
 };
+// The factor on the flows' bytes (1: none).
+double nccl_stretch(const nccl::Prediction& nccl, double total, double latency) {
+  const double k = (nccl.time_us * 1e-6 - latency) / (total - latency);
+  return total > latency && k > 1.0 ? k : 1.0;
+}
 LoweredCollective at_least_nccl(const Platform& pf, const std::optional<nccl::Prediction>& nccl, LoweredCollective lc,
                                 const Walked* walked = nullptr) {
   if (!nccl) return lc;
   double latency = walked ? walked->latency : 0;
   const double total = walked ? walked->total : analytical_times(pf, lc, latency);
-  const double k = (nccl->time_us * 1e-6 - latency) / (total - latency);
-  if (!(total > latency) || !(k > 1.0)) return lc;
+  const double k = nccl_stretch(*nccl, total, latency);
+  if (k == 1.0) return lc;
   for (auto& ph : lc.phases)
     for (auto& f : ph.flows) f.bytes *= k;
   return lc;
@@ -150,6 +166,9 @@ nccl::Setup nccl_setup(const ClusterSpec& c, int ranks, int nodes, int widest) {
 
 namespace {
 
+// Auto's all-reduce candidates, in the order a tie keeps the first.
+constexpr Algorithm kAutoAllReduce[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::Hierarchical};
+
 // Auto: the candidate the network model predicts fastest, with its lowering.
 std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp op, Algorithm a, double bytes,
                                                 const std::vector<int>& ranks) {
@@ -160,10 +179,10 @@ std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp
   if (op != CollectiveOp::AllReduce || pf.torus()) return {Algorithm::Ring, lower_fixed(pf, op, Algorithm::Ring, bytes, ranks, nccl)};
   // Chosen on dtsim's own times: NCCL's floor would make the candidates tie. Each walked once
   // for both of the floor's times.
-  std::pair<Algorithm, LoweredCollective> best{Algorithm::Ring, lower_algorithm(pf, op, Algorithm::Ring, bytes, ranks)};
+  std::pair<Algorithm, LoweredCollective> best{kAutoAllReduce[0], lower_algorithm(pf, op, kAutoAllReduce[0], bytes, ranks)};
   Walked best_t;
   best_t.total = analytical_times(pf, best.second, best_t.latency);
-  for (Algorithm c : {Algorithm::Tree, Algorithm::Hierarchical}) {
+  for (Algorithm c : std::span(kAutoAllReduce).subspan(1)) {
     auto lc = lower_algorithm(pf, op, c, bytes, ranks);
     Walked t;
     t.total = analytical_times(pf, lc, t.latency);
@@ -174,6 +193,40 @@ std::pair<Algorithm, LoweredCollective> resolve(const Platform& pf, CollectiveOp
 }
 
 }  // namespace
+
+std::vector<Algorithm> sized_candidates(const Platform& pf, CollectiveOp op, Algorithm a, const std::vector<int>& ranks) {
+  if (pf.torus() || ranks.size() < 2 || op == CollectiveOp::SendRecv) return {};
+  std::vector<Algorithm> out;
+  if (a != Algorithm::Auto) out = {a};
+  else if (op == CollectiveOp::AllToAll) out = {Algorithm::Direct};
+  else if (op != CollectiveOp::AllReduce) out = {Algorithm::Ring};
+  else out.assign(std::begin(kAutoAllReduce), std::end(kAutoAllReduce));
+  for (Algorithm c : out)
+    if (!unit_of(c).linear) return {};
+  return out;
+}
+
+LoweredCollective lower_one_byte(const Platform& pf, CollectiveOp op, Algorithm candidate, const std::vector<int>& ranks) {
+  return lower_unit(pf, op, candidate, 1.0, ranks);
+}
+
+// As resolve() and lower(), on lines: the candidate fastest at this size, then NCCL's floor.
+std::optional<double> sized_time(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks,
+                                 const std::vector<TimeLines>& lines, double launch) {
+  if (!(bytes > 0) || lines.empty()) return std::nullopt;
+  const auto nccl = floor_of(pf, op, a, bytes, ranks);
+  if (runs_nvls(pf, a, nccl)) return std::nullopt;
+  const double moved = moved_bytes(pf, op, unit_of(a), bytes, ranks);
+  std::size_t best = 0;
+  double total = lines[0].at(moved);
+  for (std::size_t i = 1; i < lines.size(); ++i)
+    if (const double t = lines[i].at(moved); t < total) best = i, total = t;
+  if (nccl) {
+    const double k = nccl_stretch(*nccl, total, lines[best].at(0.0));
+    if (k != 1.0) total = lines[best].at(moved * k);
+  }
+  return total + (lines[best].phases.empty() ? 0.0 : launch);
+}
 
 Algorithm choose(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks) {
   return resolve(pf, op, a, bytes, ranks).first;
@@ -308,52 +361,54 @@ const algorithms::RoutedFlows& routes(const Platform& pf, const Phase& ph, WalkS
   return known->routes.emplace(w.ends, w.routed).first->second;
 }
 
+// Each flow of `ph` with its bytes scaled: its time at its route's most loaded link
+// (w.busy), and its latency (w.latency); a chain runs at its slowest hop's pace and pays its
+// longest hop latency once.
+void flow_times(const Platform& pf, const Phase& ph, double scale, WalkScratch& w) {
+  if (w.load.size() < pf.links().size() * 2) w.load.resize(pf.links().size() * 2, 0.0);
+  auto& load = w.load;
+  const algorithms::RoutedFlows& r = routes(pf, ph, w);
+  const std::size_t n = ph.flows.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const double bytes = ph.flows[i].bytes * scale;
+    for (std::size_t k = r.start[i]; k < r.start[i + 1]; ++k) {
+      const std::size_t s = r.slots[k];
+      if (load[s] == 0.0) w.touched.push_back(s);
+      load[s] += bytes;
+    }
+  }
+  w.busy.assign(n, 0.0);
+  w.latency.assign(r.latency.begin(), r.latency.end());
+  auto& busy = w.busy;
+  auto& latency = w.latency;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = r.start[i]; k < r.start[i + 1]; ++k) busy[i] = std::max(busy[i], load[r.slots[k]] / r.bandwidth[k]);
+  for (std::size_t k : w.touched) load[k] = 0.0;
+  w.touched.clear();
+  for (const auto& c : ph.chains) {
+    double slowest = 0, longest = 0;
+    for (std::size_t i = c.first; i < c.first + c.count; ++i) {
+      slowest = std::max(slowest, busy[i]);
+      longest = std::max(longest, latency[i]);
+    }
+    for (std::size_t i = c.first; i < c.first + c.count; ++i) {
+      busy[i] = slowest;
+      latency[i] = longest;
+    }
+  }
+}
+
 // The collective's time with its bytes scaled by `scale`, and, where asked, with no bytes at all
 // (its latencies and host work alone), in one walk over its flows.
 double walk(const Platform& pf, const LoweredCollective& lc, double scale, double* no_bytes) {
   thread_local WalkScratch w;
   double total = 0, fixed = 0;
-  if (w.load.size() < pf.links().size() * 2) w.load.resize(pf.links().size() * 2, 0.0);
-  auto& load = w.load;
-  auto clear = [&] {
-    for (std::size_t k : w.touched) load[k] = 0.0;
-    w.touched.clear();
-  };
   for (const auto& ph : lc.phases) {
-    const algorithms::RoutedFlows& r = routes(pf, ph, w);
-    const std::size_t n = ph.flows.size();
-    for (std::size_t i = 0; i < n; ++i) {
-      const double bytes = ph.flows[i].bytes * scale;
-      for (std::size_t k = r.start[i]; k < r.start[i + 1]; ++k) {
-        const std::size_t s = r.slots[k];
-        if (load[s] == 0.0) w.touched.push_back(s);
-        load[s] += bytes;
-      }
-    }
-    // Each flow's time at its most loaded link, and its latency.
-    w.busy.assign(n, 0.0);
-    w.latency.assign(r.latency.begin(), r.latency.end());
-    auto& busy = w.busy;
-    auto& latency = w.latency;
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t k = r.start[i]; k < r.start[i + 1]; ++k) busy[i] = std::max(busy[i], load[r.slots[k]] / r.bandwidth[k]);
-    clear();
-    // A chain runs at its slowest hop's pace and pays its longest hop latency once.
-    for (const auto& c : ph.chains) {
-      double slowest = 0, longest = 0;
-      for (std::size_t i = c.first; i < c.first + c.count; ++i) {
-        slowest = std::max(slowest, busy[i]);
-        longest = std::max(longest, latency[i]);
-      }
-      for (std::size_t i = c.first; i < c.first + c.count; ++i) {
-        busy[i] = slowest;
-        latency[i] = longest;
-      }
-    }
+    flow_times(pf, ph, scale, w);
     double worst = 0, worst_fixed = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      worst = std::max(worst, busy[i] + latency[i]);
-      worst_fixed = std::max(worst_fixed, latency[i]);
+    for (std::size_t i = 0; i < ph.flows.size(); ++i) {
+      worst = std::max(worst, w.busy[i] + w.latency[i]);
+      worst_fixed = std::max(worst_fixed, w.latency[i]);
     }
     std::map<int, double> queued;  // CPU work queued on each server
     for (const auto& wk : ph.work) {
@@ -376,6 +431,34 @@ double scaled_time(const Platform& pf, const LoweredCollective& lc, double scale
 
 double analytical_times(const Platform& pf, const LoweredCollective& lc, double& no_bytes) {
   return walk(pf, lc, 1.0, &no_bytes);
+}
+
+double TimeLines::at(double factor) const {
+  double total = 0;
+  for (const auto& ph : phases) {
+    double worst = 0;
+    for (const auto& [per, fixed] : ph.lines) worst = std::max(worst, per * factor + fixed);
+    total += worst + ph.latency;
+  }
+  return total;
+}
+
+std::optional<TimeLines> time_lines(const Platform& pf, const LoweredCollective& lc) {
+  thread_local WalkScratch w;
+  TimeLines out;
+  for (const auto& ph : lc.phases) {
+    if (!ph.work.empty()) return std::nullopt;
+    flow_times(pf, ph, 1.0, w);
+    std::vector<std::pair<double, double>> all;
+    for (std::size_t i = 0; i < ph.flows.size(); ++i) all.emplace_back(w.busy[i], w.latency[i]);
+    // A line no steeper and no higher than another is never above it (at factors >= 0).
+    std::sort(all.begin(), all.end(), std::greater<>());
+    auto& kept = out.phases.emplace_back().lines;
+    for (const auto& l : all)
+      if (kept.empty() || l.second > kept.back().second) kept.push_back(l);
+    out.phases.back().latency = ph.latency;
+  }
+  return out;
 }
 
 double inline_time(const Platform& pf, const taskgraph::InlineCollective& c, const std::vector<int>& ranks) {

@@ -82,6 +82,33 @@ double scaled_time(const Platform& platform, const LoweredCollective& lc, double
 // host work alone), in one walk.
 double analytical_times(const Platform& platform, const LoweredCollective& lc, double& no_bytes);
 
+// A lowering's time against a factor on every flow's bytes, for pricing one collective at many
+// sizes: each phase's flows reduced to those that can be its slowest (seconds per unit factor,
+// fixed seconds), so that at(f) is analytical_time of the lowering scaled by f, up to rounding.
+struct TimeLines {
+  struct Phase {
+    std::vector<std::pair<double, double>> lines;  // no line above another at every factor
+    double latency = 0;
+  };
+  std::vector<Phase> phases;
+  double at(double factor) const;
+};
+// Nothing where a phase has host work (whose seconds need not scale with the bytes).
+std::optional<TimeLines> time_lines(const Platform& platform, const LoweredCollective& lc);
+
+// A collective on one group at any size from one lowering per algorithm it may run as (the
+// candidates, each lowered at one byte), where each of those algorithms only scales with the
+// size (AlgorithmUnit::linear): `sized_time` is analytical_time(lower(...)) plus `launch`, up to
+// rounding. No candidates where that does not hold; no time for a size that lowers otherwise
+// (through NVLink SHARP switches).
+std::vector<taskgraph::Algorithm> sized_candidates(const Platform& platform, taskgraph::CollectiveOp op,
+                                                   taskgraph::Algorithm a, const std::vector<int>& ranks);
+LoweredCollective lower_one_byte(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm candidate,
+                                 const std::vector<int>& ranks);
+// `lines`: each candidate's, in sized_candidates' order.
+std::optional<double> sized_time(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
+                                 const std::vector<int>& ranks, const std::vector<TimeLines>& lines, double launch);
+
 // NCCL's view of a group of `ranks` GPUs over `nodes` nodes, at most `widest` on one node.
 nccl::Setup nccl_setup(const ClusterSpec& c, int ranks, int nodes, int widest);
 // What NCCL's tuning model predicts for this collective on `ranks` (its algorithm, protocol and

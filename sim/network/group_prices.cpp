@@ -167,10 +167,34 @@ double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::
   auto& sh = shapes_[id];
   const algorithms::RememberHops remember(hops_);
   if (sh.congruent < 0) sh.congruent = sh.groups.size() > 1 && moves_of(pf_, sh.groups, sh.moves) ? 1 : 0;
+  if (const auto t = sized_time(pf_, c.op, c.algorithm, c.bytes, sh.groups.front(), sized(sh, c), c.launch_s)) {
+    alone_ += sh.groups.size() > 1 ? 1 : 0;
+    return it->second = *t;
+  }
   bool one = false;
   it->second = moved_groups_time(pf_, c, sh.groups, sh.congruent ? &sh.moves : nullptr, &sh.apart, &one);
   alone_ += one ? 1 : 0;
+  ++lowered_;
   return it->second;
+}
+
+// Lines of one group, where the others are it moved and cross no link the same way as it (their
+// time is its own), for every candidate.
+const std::vector<TimeLines>& GroupPrices::sized(Shape& sh, const taskgraph::Collective& c) {
+  auto [it, fresh] = sh.sized.try_emplace({static_cast<int>(c.op), static_cast<int>(c.algorithm)});
+  if (!fresh) return it->second;
+  const auto& first = sh.groups.front();
+  if (sh.groups.size() > 1 && !sh.congruent) return it->second;
+  std::vector<TimeLines> lines;
+  for (Algorithm a : sized_candidates(pf_, c.op, c.algorithm, first)) {
+    GroupMerge merge;  // in the order the plain lowering joins groups' flows
+    merge.add(lower_one_byte(pf_, c.op, a, first));
+    const LoweredCollective one = merge.done();
+    auto l = sh.groups.size() > 1 && !apart_as_before(pf_, one, sh.moves, sh.apart) ? std::nullopt : time_lines(pf_, one);
+    if (!l) return it->second;
+    lines.push_back(std::move(*l));
+  }
+  return it->second = std::move(lines);
 }
 
 }  // namespace dtsim::network

@@ -1,14 +1,18 @@
 #pragma once
 // Collective prices by group shape, for searches that price the same collectives over and over
-// (the sweep's closed form): what analytical_time(platform, lower(platform, c, groups)) gives, bit
-// for bit, at the cost of the distinct work.
+// (the sweep's closed form): what analytical_time(platform, lower(platform, c, groups)) gives (to
+// rounding), at the cost of the distinct work.
 // - Groups that sit elsewhere on the cluster but alike (moved by whole nodes, or by places inside
 //   NVSwitch nodes whose NICs move with them: Platform::can_shift) cost the same: each shape is
 //   priced once.
+// - A collective whose algorithm only scales with the size (AlgorithmUnit::linear) is lowered
+//   once per shape, at one byte, and priced at every size from that lowering's lines, up to
+//   rounding.
 // - Groups of one collective that are one group moved (a data-parallel collective's tensor ranks,
 //   the tied embeddings' pairs) and cross no link the same way as one another cost what one of
 //   them costs alone: only that one is lowered.
 #include <cstddef>
+#include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -36,6 +40,7 @@ class GroupPrices {
   std::size_t shapes() const { return shapes_.size(); }         // distinct group shapes
   std::size_t priced() const { return prices_.size(); }         // distinct collectives on them
   std::size_t priced_alone() const { return alone_; }  // of those, priced from one of their groups
+  std::size_t lowered() const { return lowered_; }       // of those, lowered for their own size
 
  private:
   struct Shape {
@@ -43,7 +48,11 @@ class GroupPrices {
     int congruent = -1;                    // whether each group is the first moved (-1: not looked at yet)
     std::vector<std::pair<int, int>> moves;  // each group's (nodes, places) from the first
     ApartMemo apart;  // whether the moved groups cross a link alike, by the first's flows
+    // By (op, algorithm): each candidate's lines (sized_time), from one lowering of the first
+    // group, where every size can be priced so; empty where not.
+    std::map<std::pair<int, int>, std::vector<TimeLines>> sized;
   };
+  const std::vector<TimeLines>& sized(Shape& sh, const taskgraph::Collective& c);
   using RanksHash = algorithms::RanksHash;
   struct Key {
     int op, algorithm;
@@ -58,7 +67,7 @@ class GroupPrices {
   std::unordered_map<std::vector<int>, std::size_t, RanksHash> ids_;  // each group's size, then its ranks
   std::vector<Shape> shapes_;
   std::unordered_map<Key, double, KeyHash> prices_;
-  std::size_t alone_ = 0;
+  std::size_t alone_ = 0, lowered_ = 0;
   algorithms::HopChecks hops_;  // the shapes' channels, the same at every size
 };
 

@@ -67,17 +67,17 @@ std::optional<FlowCount> count_naive(CollectiveOp op, const FlowShape& s) {
 
 AlgorithmUnit direct_unit() {
   return {.name = "direct", .doc = "every pair at once: all-to-all, and all-reduce as a direct scatter then gather",
-          .lower = lower_pairs<direct>, .flows = count_pairs<direct_flows>, .scatter_gather = true};
+          .lower = lower_pairs<direct>, .flows = count_pairs<direct_flows>, .scatter_gather = true, .linear = true};
 }
 
 AlgorithmUnit round_robin_unit() {
   return {.name = "round-robin", .doc = "as direct, in p - 1 rounds of one partner each",
-          .lower = lower_pairs<round_robin>, .flows = count_pairs<round_robin_flows>, .scatter_gather = true};
+          .lower = lower_pairs<round_robin>, .flows = count_pairs<round_robin_flows>, .scatter_gather = true, .linear = true};
 }
 
 AlgorithmUnit naive_unit() {
   return {.name = "naive", .doc = "all-reduce: every rank sends its whole buffer to every other",
-          .lower = lower_naive, .flows = count_naive};
+          .lower = lower_naive, .flows = count_naive, .linear = true};
 }
 
 }  // namespace dtsim::network::algorithms

@@ -63,7 +63,7 @@ std::optional<FlowCount> count_halving_doubling(CollectiveOp op, const FlowShape
 
 AlgorithmUnit halving_doubling_unit() {
   return {.name = "halving-doubling", .doc = "Rabenseifner's recursive halving reduce-scatter and doubling all-gather",
-          .lower = lower_halving_doubling, .flows = count_halving_doubling, .scatter_gather = true};
+          .lower = lower_halving_doubling, .flows = count_halving_doubling, .scatter_gather = true, .linear = true};
 }
 
 }  // namespace dtsim::network::algorithms

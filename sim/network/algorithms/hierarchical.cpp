@@ -59,7 +59,7 @@ std::optional<FlowCount> count_hierarchical(CollectiveOp op, const FlowShape& s)
 
 AlgorithmUnit hierarchical_unit() {
   return {.name = "hierarchical", .doc = "all-reduce: reduce-scatter inside each node, all-reduce across nodes, all-gather inside",
-          .lower = lower_hierarchical, .flows = count_hierarchical};
+          .lower = lower_hierarchical, .flows = count_hierarchical, .linear = true};
 }
 
 }  // namespace dtsim::network::algorithms

@@ -77,7 +77,7 @@ std::optional<FlowCount> count_ring(CollectiveOp op, const FlowShape& s) {
 
 AlgorithmUnit ring_unit() {
   return {.name = "ring", .doc = "NCCL's rings, one channel per NIC across nodes; broadcast and reduce as pipelined chains",
-          .lower = lower_ring, .flows = count_ring, .scatter_gather = true};
+          .lower = lower_ring, .flows = count_ring, .scatter_gather = true, .linear = true};
 }
 
 }  // namespace dtsim::network::algorithms

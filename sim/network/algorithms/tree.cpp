@@ -95,7 +95,7 @@ std::optional<FlowCount> count_tree(CollectiveOp op, const FlowShape& s) {
 
 AlgorithmUnit tree_unit() {
   return {.name = "tree", .doc = "NCCL's double binary tree (all-reduce); a binomial tree for broadcast and reduce",
-          .lower = lower_tree, .flows = count_tree};
+          .lower = lower_tree, .flows = count_tree, .linear = true};
 }
 
 }  // namespace dtsim::network::algorithms
