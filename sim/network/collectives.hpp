@@ -105,9 +105,10 @@ std::vector<taskgraph::Algorithm> sized_candidates(const Platform& platform, tas
                                                    taskgraph::Algorithm a, const std::vector<int>& ranks);
 LoweredCollective lower_one_byte(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm candidate,
                                  const std::vector<int>& ranks);
-// `lines`: each candidate's, in sized_candidates' order.
+// `lines`: each candidate's, in sized_candidates' order; `chosen`, where given: which one ran.
 std::optional<double> sized_time(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
-                                 const std::vector<int>& ranks, const std::vector<TimeLines>& lines, double launch);
+                                 const std::vector<int>& ranks, const std::vector<TimeLines>& lines, double launch,
+                                 std::size_t* chosen = nullptr);
 
 // NCCL's view of a group of `ranks` GPUs over `nodes` nodes, at most `widest` on one node.
 nccl::Setup nccl_setup(const ClusterSpec& c, int ranks, int nodes, int widest);

@@ -167,7 +167,7 @@ double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::
   auto& sh = shapes_[id];
   const algorithms::RememberHops remember(hops_);
   if (sh.congruent < 0) sh.congruent = sh.groups.size() > 1 && moves_of(pf_, sh.groups, sh.moves) ? 1 : 0;
-  if (const auto t = sized_time(pf_, c.op, c.algorithm, c.bytes, sh.groups.front(), sized(sh, c), c.launch_s)) {
+  if (const auto t = sized_time(sh, c)) {
     alone_ += sh.groups.size() > 1 ? 1 : 0;
     return it->second = *t;
   }
@@ -178,23 +178,36 @@ double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::
   return it->second;
 }
 
-// Lines of one group, where the others are it moved and cross no link the same way as it (their
-// time is its own), for every candidate.
-const std::vector<TimeLines>& GroupPrices::sized(Shape& sh, const taskgraph::Collective& c) {
+// One group's lowering at one byte per candidate, as lines.
+GroupPrices::Shape::Sized& GroupPrices::sized(Shape& sh, const taskgraph::Collective& c) {
   auto [it, fresh] = sh.sized.try_emplace({static_cast<int>(c.op), static_cast<int>(c.algorithm)});
-  if (!fresh) return it->second;
-  const auto& first = sh.groups.front();
-  if (sh.groups.size() > 1 && !sh.congruent) return it->second;
-  std::vector<TimeLines> lines;
-  for (Algorithm a : sized_candidates(pf_, c.op, c.algorithm, first)) {
+  auto& out = it->second;
+  if (!fresh || (sh.groups.size() > 1 && !sh.congruent)) return out;
+  for (Algorithm a : sized_candidates(pf_, c.op, c.algorithm, sh.groups.front())) {
     GroupMerge merge;  // in the order the plain lowering joins groups' flows
-    merge.add(lower_one_byte(pf_, c.op, a, first));
-    const LoweredCollective one = merge.done();
-    auto l = sh.groups.size() > 1 && !apart_as_before(pf_, one, sh.moves, sh.apart) ? std::nullopt : time_lines(pf_, one);
-    if (!l) return it->second;
-    lines.push_back(std::move(*l));
+    merge.add(lower_one_byte(pf_, c.op, a, sh.groups.front()));
+    auto l = time_lines(pf_, merge.done());
+    if (!l) return out = {};
+    out.candidates.push_back(a);
+    out.lines.push_back(std::move(*l));
   }
-  return it->second = std::move(lines);
+  out.apart.assign(out.lines.size(), sh.groups.size() > 1 ? -1 : 1);
+  return out;
+}
+
+// From the lines, where the candidate this size runs prices every group by the first: the
+// groups, each the first moved, cross no link the same way under it.
+std::optional<double> GroupPrices::sized_time(Shape& sh, const taskgraph::Collective& c) {
+  auto& sz = sized(sh, c);
+  std::size_t chosen = 0;
+  const auto t = network::sized_time(pf_, c.op, c.algorithm, c.bytes, sh.groups.front(), sz.lines, c.launch_s, &chosen);
+  if (!t) return std::nullopt;
+  if (int& apart = sz.apart[chosen]; apart < 0) {
+    GroupMerge merge;
+    merge.add(lower_one_byte(pf_, c.op, sz.candidates[chosen], sh.groups.front()));
+    apart = apart_as_before(pf_, merge.done(), sh.moves, sh.apart) ? 1 : 0;
+  }
+  return sz.apart[chosen] ? t : std::nullopt;
 }
 
 }  // namespace dtsim::network
