@@ -6,13 +6,18 @@
 
 namespace dtsim::strategies {
 
-MemoryBreakdown Planner::stage_memory(int s) const {
-  const Layers& mine = stage_layers(s);
-  // Backward rebuilds one checkpointed run at a time in full: a block under full recomputation,
-  // a whole chunk under stage recomputation, one micro-batch at a time.
+// Backward rebuilds one checkpointed run at a time in full: a block under full recomputation,
+// a whole chunk under stage recomputation, one micro-batch at a time. The largest on stage s.
+double Planner::largest_rebuild(int s) const {
   double rebuild = 0;
   for (int j = s; j < k_.chunks; j += p_.pipeline)
     rebuild = std::max(rebuild, k_.checkpoints.rebuilt(k_.chunk_layers[static_cast<std::size_t>(j)]));
+  return rebuild;
+}
+
+MemoryBreakdown Planner::stage_memory(int s) const {
+  const Layers& mine = stage_layers(s);
+  const double rebuild = largest_rebuild(s);
   MemoryBreakdown m = state_memory(mine);
   if (p_.offload_optimizer) m.optimizer = 0;
   // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
@@ -93,9 +98,7 @@ std::pair<double, double> loss_logits(const Layers& layers) {
 void Planner::at_peak(int s, MemoryBreakdown& m) const {
   const Layers& mine = stage_layers(s);
   if (const auto [logits, e] = loss_logits(mine); logits > 0 && t_.memory.loss != Loss::Fused) {
-    double rebuild = 0;
-    for (int j = s; j < k_.chunks; j += p_.pipeline)
-      rebuild = std::max(rebuild, k_.checkpoints.rebuilt(k_.chunk_layers[static_cast<std::size_t>(j)]));
+    const double rebuild = largest_rebuild(s);
     const double backward = loss_backward_bytes(t_.memory.loss, e) * logits;
     m.activations += (loss_kept_bytes(t_.memory.loss, e) - 4.0) * logits + std::max(0.0, backward - rebuild);
   }

@@ -140,6 +140,7 @@ class Planner {
   Plan finish();
   void host_memory();
   MemoryBreakdown stage_memory(int s) const;
+  double largest_rebuild(int s) const;
   // Stage s's peak m at the moment it happens: the loss's tensors as the stack keeps them, the
   // gradients not yet allocated there (plan_memory.cpp).
   void at_peak(int s, MemoryBreakdown& m) const;

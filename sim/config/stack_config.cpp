@@ -214,9 +214,9 @@ void parse_stack(Reader& root, Scenario& s) {
                                      cost::to_string(st.attention)));
   st.elementwise = *cost::elementwise_from_string(
       r->choice("elementwise", {"fused", "eager", "compiled"}, cost::to_string(st.elementwise)));
-  const std::string loss = r->choice("loss", {"fused", "eager-fp32", "compiled"}, strategies::to_string(st.loss));
-  st.loss = loss == "eager-fp32" ? cost::Loss::EagerFp32 : loss == "compiled" ? cost::Loss::Compiled : cost::Loss::Fused;
-  s.training.memory.loss = st.memory.loss = st.loss;
+  const std::string loss = r->choice("loss", {"fused", "eager-fp32", "compiled"}, strategies::to_string(st.memory.loss));
+  st.memory.loss = loss == "eager-fp32" ? cost::Loss::EagerFp32 : loss == "compiled" ? cost::Loss::Compiled : cost::Loss::Fused;
+  s.training.memory.loss = st.memory.loss;
   st.copies = r->choice("copies", {"fused", "eager"}, cost::to_string(st.copies)) == "eager" ? cost::Copies::Eager
                                                                                            : cost::Copies::Fused;
   if (r->has("copies") && st.copies == cost::Copies::Eager && s.training.attention != models::Attention::Flash)

@@ -104,7 +104,7 @@ Stack fsdp2(Stack s) {
 // F.cross_entropy on fp32 logits (loss_kernels.cpp), and the QKV split's copies and RoPE's fp32
 // casts around attention (attention_copies.cpp).
 Stack eager_torchtitan(Stack s) {
-  s.loss = Loss::EagerFp32;
+  s.memory.loss = Loss::EagerFp32;
   s.copies = Copies::Eager;
   return eager_shapes(s);
 }
@@ -147,7 +147,7 @@ Stack jax_xla() {
 // torchtitan with --compile.enable compiles the loss too (config Compile.components defaults to
 // ["model", "loss"]): Inductor's cross-entropy (loss_kernels.cpp; its memory, stack_memory.cpp).
 Stack compiled_loss(Stack s) {
-  s.loss = Loss::Compiled;
+  s.memory.loss = Loss::Compiled;
   return s;
 }
 
@@ -308,7 +308,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
   const bool attention = k.role == models::KernelRole::FlashForward || k.role == models::KernelRole::FlashBackward;
   if (attention && d.stack.attention != AttentionImpl::GemmCurve) {
     gpu.push_back(attention_seconds(d, k, dtype));
-  } else if (auto loss = loss_passes(d.stack.loss, k); !loss.empty()) {
+  } else if (auto loss = loss_passes(d.stack.memory.loss, k); !loss.empty()) {
     for (double bytes : loss) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
   } else {
     const auto plan = element_plan(d.stack.elementwise, k);

@@ -54,12 +54,12 @@ struct Stack {
   // How tensor-parallel collectives overlap the GEMMs beside them (strategies/tp_overlap.cpp).
   taskgraph::TpOverlap tp_overlap = taskgraph::TpOverlap::None;
   // What the stack keeps in GPU memory: optimizer buffers, FP8 weight copies, allocator
-  // (strategies/stack_memory.hpp; docs/memory.md).
+  // (strategies/stack_memory.hpp; docs/memory.md); its `loss` also sets the loss's kernels
+  // (loss_kernels.cpp).
   strategies::StackMemory memory;
   // The deepspeed presets: which ZeRO-3 DeepSpeed runs; they need parallelism.framework "deepspeed".
   Zero3Gathers zero3_gathers = Zero3Gathers::Coalesced;
   bool needs_deepspeed = false;
-  Loss loss = Loss::Fused;
   Copies copies = Copies::Fused;
   GemmShapes gemm_shapes = GemmShapes::Curve;
   GatherCopies gather_copies = GatherCopies::None;
@@ -80,7 +80,7 @@ struct Stack {
   int zero3_reduce_bytes = 0;
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
-           tp_overlap == taskgraph::TpOverlap::None && loss == Loss::Fused &&
+           tp_overlap == taskgraph::TpOverlap::None && memory.loss == Loss::Fused &&
            copies == Copies::Fused && gemm_shapes == GemmShapes::Curve;
   }
 };

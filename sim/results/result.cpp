@@ -220,7 +220,7 @@ void add_stack(nlohmann::ordered_json& j, const Result& r) {
   j["stack"] = {{"preset", st.name},
                 {"attention", cost::to_string(st.attention)},
                 {"elementwise", cost::to_string(st.elementwise)},
-                {"loss", strategies::to_string(st.loss)},
+                {"loss", strategies::to_string(st.memory.loss)},
                 {"copies", cost::to_string(st.copies)},
                 {"gemm_shapes", cost::to_string(st.gemm_shapes)},
                 {"host_dispatch_us", st.dispatch_s * 1e6},

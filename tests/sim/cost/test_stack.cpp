@@ -236,18 +236,18 @@ TEST(StackLoss, EagerLossIsPricedAsItsKernels) {
     expect += std::max(cost::kernel_time(d, pass, "bf16"), d.stack.dispatch_s) + overhead;
   }
   EXPECT_DOUBLE_EQ(cost::quote_kernel(d, fwd, "bf16").seconds, expect);
-  d.stack.loss = cost::Loss::Fused;  // the model's one kernel
+  d.stack.memory.loss = cost::Loss::Fused;  // the model's one kernel
   EXPECT_DOUBLE_EQ(cost::quote_kernel(d, fwd, "bf16").seconds, std::max(cost::kernel_time(d, fwd, "bf16"), d.stack.dispatch_s) + overhead);
 }
 
 // pytorch-eager runs torchtitan's fp32 loss, the torchtitan presets compile it; llm-foundry's MPT
 // its fused_crossentropy; the key overrides the preset and refuses what it does not know.
 TEST(StackLoss, PresetsAndKey) {
-  EXPECT_EQ(cost::find_stack("pytorch-eager")->loss, cost::Loss::EagerFp32);
+  EXPECT_EQ(cost::find_stack("pytorch-eager")->memory.loss, cost::Loss::EagerFp32);
   for (const char* compiled : {"torchtitan-compile", "torchtitan-async-tp"})
-    EXPECT_EQ(cost::find_stack(compiled)->loss, cost::Loss::Compiled) << compiled;
+    EXPECT_EQ(cost::find_stack(compiled)->memory.loss, cost::Loss::Compiled) << compiled;
   for (const char* fused : {"default", "llm-foundry", "megatron-te", "deepspeed"})
-    EXPECT_EQ(cost::find_stack(fused)->loss, cost::Loss::Fused) << fused;
+    EXPECT_EQ(cost::find_stack(fused)->memory.loss, cost::Loss::Fused) << fused;
   const auto eager = test::simulate_over_base(
       R"({"extends": "base.json", "simulation": {"backend": "analytical"}, "training": {"attention": "flash"},
           "stack": {"preset": "pytorch-eager"}})");
