@@ -65,16 +65,16 @@ const algorithms::RoutedFlows& routes(const Platform& pf, const Phase& ph, WalkS
   return known->routes.emplace(w.ends, w.routed).first->second;
 }
 
-// Each flow of `ph` with its bytes scaled: its time at its route's most loaded link
+// Each flow of `ph`: its time at its route's most loaded link
 // (w.busy), and its latency (w.latency); a chain runs at its slowest hop's pace and pays its
 // longest hop latency once.
-void flow_times(const Platform& pf, const Phase& ph, double scale, WalkScratch& w) {
+void flow_times(const Platform& pf, const Phase& ph, WalkScratch& w) {
   if (w.load.size() < pf.links().size() * 2) w.load.resize(pf.links().size() * 2, 0.0);
   auto& load = w.load;
   const algorithms::RoutedFlows& r = routes(pf, ph, w);
   const std::size_t n = ph.flows.size();
   for (std::size_t i = 0; i < n; ++i) {
-    const double bytes = ph.flows[i].bytes * scale;
+    const double bytes = ph.flows[i].bytes;
     for (std::size_t k = r.start[i]; k < r.start[i + 1]; ++k) {
       const std::size_t s = r.slots[k];
       if (load[s] == 0.0) w.touched.push_back(s);
@@ -102,13 +102,13 @@ void flow_times(const Platform& pf, const Phase& ph, double scale, WalkScratch& 
   }
 }
 
-// The collective's time with its bytes scaled by `scale`, and, where asked, with no bytes at all
+// The collective's time, and, where asked, with no bytes at all
 // (its latencies and host work alone), in one walk over its flows.
-double walk(const Platform& pf, const LoweredCollective& lc, double scale, double* no_bytes) {
+double walk(const Platform& pf, const LoweredCollective& lc, double* no_bytes) {
   thread_local WalkScratch w;
   double total = 0, fixed = 0;
   for (const auto& ph : lc.phases) {
-    flow_times(pf, ph, scale, w);
+    flow_times(pf, ph, w);
     double worst = 0, worst_fixed = 0;
     for (std::size_t i = 0; i < ph.flows.size(); ++i) {
       worst = std::max(worst, w.busy[i] + w.latency[i]);
@@ -129,12 +129,10 @@ double walk(const Platform& pf, const LoweredCollective& lc, double scale, doubl
 
 }  // namespace
 
-double analytical_time(const Platform& pf, const LoweredCollective& lc) { return walk(pf, lc, 1.0, nullptr); }
-
-double scaled_time(const Platform& pf, const LoweredCollective& lc, double scale) { return walk(pf, lc, scale, nullptr); }
+double analytical_time(const Platform& pf, const LoweredCollective& lc) { return walk(pf, lc, nullptr); }
 
 double analytical_times(const Platform& pf, const LoweredCollective& lc, double& no_bytes) {
-  return walk(pf, lc, 1.0, &no_bytes);
+  return walk(pf, lc, &no_bytes);
 }
 
 double TimeLines::at(double factor) const {
@@ -152,7 +150,7 @@ std::optional<TimeLines> time_lines(const Platform& pf, const LoweredCollective&
   TimeLines out;
   for (const auto& ph : lc.phases) {
     if (!ph.work.empty()) return std::nullopt;
-    flow_times(pf, ph, 1.0, w);
+    flow_times(pf, ph, w);
     std::vector<std::pair<double, double>> all;
     for (std::size_t i = 0; i < ph.flows.size(); ++i) all.emplace_back(w.busy[i], w.latency[i]);
     // A line no steeper and no higher than another is never above it (at factors >= 0).

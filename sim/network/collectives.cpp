@@ -212,7 +212,7 @@ LoweredCollective lower_one_byte(const Platform& pf, CollectiveOp op, Algorithm 
 
 // As resolve() and lower(), on lines: the candidate fastest at this size, then NCCL's floor.
 std::optional<double> sized_time(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& ranks,
-                                 const std::vector<TimeLines>& lines, double launch, std::size_t* chosen) {
+                                 const std::vector<TimeLines>& lines, double launch) {
   if (!(bytes > 0) || lines.empty()) return std::nullopt;
   const auto nccl = floor_of(pf, op, a, bytes, ranks);
   if (runs_nvls(pf, a, nccl)) return std::nullopt;
@@ -225,7 +225,6 @@ std::optional<double> sized_time(const Platform& pf, CollectiveOp op, Algorithm 
     const double k = nccl_stretch(*nccl, total, lines[best].at(0.0));
     if (k != 1.0) total = lines[best].at(moved * k);
   }
-  if (chosen) *chosen = best;
   return total + (lines[best].phases.empty() ? 0.0 : launch);
 }
 

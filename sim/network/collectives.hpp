@@ -76,8 +76,6 @@ LoweredCollective lower_host_copy(const Platform& platform, double bytes, const 
 // Contention-free estimate from the same flows: each phase lasts as long as its slowest flow at
 // its route's most loaded link's fair share, plus the phase latency.
 double analytical_time(const Platform& platform, const LoweredCollective& lc);
-// The same with every flow's bytes times `scale` (0: the latencies alone).
-double scaled_time(const Platform& platform, const LoweredCollective& lc, double scale);
 // analytical_time, and in `no_bytes` the same collective's time with no bytes (latencies and
 // host work alone), in one walk.
 double analytical_times(const Platform& platform, const LoweredCollective& lc, double& no_bytes);
@@ -105,10 +103,9 @@ std::vector<taskgraph::Algorithm> sized_candidates(const Platform& platform, tas
                                                    taskgraph::Algorithm a, const std::vector<int>& ranks);
 LoweredCollective lower_one_byte(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm candidate,
                                  const std::vector<int>& ranks);
-// `lines`: each candidate's, in sized_candidates' order; `chosen`, where given: which one ran.
+// `lines`: each candidate's, in sized_candidates' order.
 std::optional<double> sized_time(const Platform& platform, taskgraph::CollectiveOp op, taskgraph::Algorithm a, double bytes,
-                                 const std::vector<int>& ranks, const std::vector<TimeLines>& lines, double launch,
-                                 std::size_t* chosen = nullptr);
+                                 const std::vector<int>& ranks, const std::vector<TimeLines>& lines, double launch);
 
 // NCCL's view of a group of `ranks` GPUs over `nodes` nodes, at most `widest` on one node.
 nccl::Setup nccl_setup(const ClusterSpec& c, int ranks, int nodes, int widest);

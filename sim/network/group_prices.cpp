@@ -167,7 +167,7 @@ double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::
   auto& sh = shapes_[id];
   const algorithms::RememberHops remember(hops_);
   if (sh.congruent < 0) sh.congruent = sh.groups.size() > 1 && moves_of(pf_, sh.groups, sh.moves) ? 1 : 0;
-  if (const auto t = sized_time(sh, c)) {
+  if (const auto t = sized_time(pf_, c.op, c.algorithm, c.bytes, sh.groups.front(), sized(sh, c), c.launch_s)) {
     alone_ += sh.groups.size() > 1 ? 1 : 0;
     return it->second = *t;
   }
@@ -178,36 +178,23 @@ double GroupPrices::time(const taskgraph::Collective& c, const std::vector<std::
   return it->second;
 }
 
-// One group's lowering at one byte per candidate, as lines.
-GroupPrices::Shape::Sized& GroupPrices::sized(Shape& sh, const taskgraph::Collective& c) {
+// One group's lowering at one byte per candidate, as lines, where the other groups are it moved
+// and cross no link the same way as it under every candidate (their time is its own).
+const std::vector<TimeLines>& GroupPrices::sized(Shape& sh, const taskgraph::Collective& c) {
   auto [it, fresh] = sh.sized.try_emplace({static_cast<int>(c.op), static_cast<int>(c.algorithm)});
-  auto& out = it->second;
-  if (!fresh || (sh.groups.size() > 1 && !sh.congruent)) return out;
+  const bool moved = sh.groups.size() > 1;
+  if (!fresh || (moved && !sh.congruent)) return it->second;
+  std::vector<TimeLines> lines;
   for (Algorithm a : sized_candidates(pf_, c.op, c.algorithm, sh.groups.front())) {
     GroupMerge merge;  // in the order the plain lowering joins groups' flows
     merge.add(lower_one_byte(pf_, c.op, a, sh.groups.front()));
-    auto l = time_lines(pf_, merge.done());
-    if (!l) return out = {};
-    out.candidates.push_back(a);
-    out.lines.push_back(std::move(*l));
+    const LoweredCollective one = merge.done();
+    if (moved && !apart_as_before(pf_, one, sh.moves, sh.apart)) return it->second;
+    auto l = time_lines(pf_, one);
+    if (!l) return it->second;
+    lines.push_back(std::move(*l));
   }
-  out.apart.assign(out.lines.size(), sh.groups.size() > 1 ? -1 : 1);
-  return out;
-}
-
-// From the lines, where the candidate this size runs prices every group by the first: the
-// groups, each the first moved, cross no link the same way under it.
-std::optional<double> GroupPrices::sized_time(Shape& sh, const taskgraph::Collective& c) {
-  auto& sz = sized(sh, c);
-  std::size_t chosen = 0;
-  const auto t = network::sized_time(pf_, c.op, c.algorithm, c.bytes, sh.groups.front(), sz.lines, c.launch_s, &chosen);
-  if (!t) return std::nullopt;
-  if (int& apart = sz.apart[chosen]; apart < 0) {
-    GroupMerge merge;
-    merge.add(lower_one_byte(pf_, c.op, sz.candidates[chosen], sh.groups.front()));
-    apart = apart_as_before(pf_, merge.done(), sh.moves, sh.apart) ? 1 : 0;
-  }
-  return sz.apart[chosen] ? t : std::nullopt;
+  return it->second = std::move(lines);
 }
 
 }  // namespace dtsim::network

@@ -13,7 +13,6 @@
 //   them costs alone: only that one is lowered.
 #include <cstddef>
 #include <map>
-#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -50,17 +49,10 @@ class GroupPrices {
     std::vector<std::pair<int, int>> moves;  // each group's (nodes, places) from the first
     ApartMemo apart;  // whether the moved groups cross a link alike, by the first's flows
     // By (op, algorithm): each candidate's lines (sized_time), from one lowering of the first
-    // group, where every size can be priced so (none where not); and, once a size runs it,
-    // whether the groups cross no link alike under that candidate (-1: not looked at yet).
-    struct Sized {
-      std::vector<taskgraph::Algorithm> candidates;
-      std::vector<TimeLines> lines;
-      std::vector<int> apart;
-    };
-    std::map<std::pair<int, int>, Sized> sized;
+    // group, where every size can be priced so (none where not).
+    std::map<std::pair<int, int>, std::vector<TimeLines>> sized;
   };
-  Shape::Sized& sized(Shape& sh, const taskgraph::Collective& c);
-  std::optional<double> sized_time(Shape& sh, const taskgraph::Collective& c);
+  const std::vector<TimeLines>& sized(Shape& sh, const taskgraph::Collective& c);
   using RanksHash = algorithms::RanksHash;
   struct Key {
     int op, algorithm;

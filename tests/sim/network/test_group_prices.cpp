@@ -100,12 +100,12 @@ std::optional<double> plain(const network::Platform& pf, const taskgraph::Collec
   }
 }
 
-}  // namespace
-
 // Prices from lines differ from the plain lowering's by rounding alone.
 void expect_same_price(double got, double want, const std::string& where) {
   EXPECT_NEAR(got, want, 1e-12 * want) << where;
 }
+
+}  // namespace
 
 TEST(GroupPrices, EqualThePlainLoweringOnEveryPlatform) {
   const std::vector<std::pair<CollectiveOp, Algorithm>> kinds = {
