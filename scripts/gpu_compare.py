@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """What scripts/gpu_check.sh measured on a GPU against what dtsim predicts (issue 29).
 
-  scripts/gpu_compare.py RETURNED_DIR [RETURNED_DIR2...] [-o report.md] [--dtsim build/dtsim] [--install]
+  scripts/gpu_compare.py RETURNED_DIR [RETURNED_DIR2...] [-o report.md] [--dtsim build/dtsim] [--device NAME]
+                         [--install]
   scripts/gpu_compare.py --make-fake DIR     a made-up RETURNED_DIR, to test this script without a GPU
 
 RETURNED_DIR holds what gpu_check.sh wrote (gpu_check.tar.gz, results.json, summary.txt); it may be
 read-only. For each model, dtsim runs its scenario in scenarios/gpu_check/ twice: with the device's
-datasheet profile (roofline curves) and with a copy of that profile naming the kernel table measured
-for the scenario. The report (markdown) has: measured step (eager, compiled) against both
-predictions; measured peak memory against dtsim's; what the profiler shows between them (kernels
-dtsim does not model, the optimizer, launch gaps); the measured GEMMs against the datasheet curve,
-by shape; and the plain GEMM, attention and launch numbers. --install copies the kernel tables into
-hardware_profiles/kernel_tables/ (real ones only: a fake set is refused).
+datasheet profile (--device, default h100-sxm-80gb: roofline curves) and with a copy of that profile
+naming the kernel table measured for the scenario (tables are matched by the scenario stem their
+file name ends with, whatever GPU prefix they carry). The report (markdown) has: measured step
+(eager, compiled) against both predictions; measured peak memory against dtsim's; what the profiler
+shows between them (kernels dtsim does not model, the optimizer, launch gaps); the measured GEMMs
+against the datasheet curve, by shape; and the plain GEMM, attention and launch numbers. --install
+copies the kernel tables into hardware_profiles/kernel_tables/ (real ones only: a fake set is refused).
 """
 import argparse
 import csv
@@ -150,6 +152,15 @@ def scenario_stem(path):
     return os.path.splitext(os.path.basename(path))[0]
 
 
+def table_short(name):
+    """A kernel table's file name without its GPU prefix and dtype: the scenario stem it ends with
+    (nvidia-h200-gpt2-xl-1gpu-bf16.json: gpt2-xl-1gpu), or the name less .json and -bf16."""
+    short = os.path.splitext(name)[0].replace("-bf16", "")
+    stems = [scenario_stem(cfg["scenario"]) for cfg in gpu_train.MODELS.values()]
+    ends = [st for st in stems if short.endswith("-" + st)]
+    return max(ends, key=len) if ends else short
+
+
 def table_for(tables, stem):
     for name in tables:
         if f"-{stem}-" in name:
@@ -168,7 +179,7 @@ def compute_only(dev):
     return d
 
 
-def make_home(tables, home):
+def make_home(tables, home, device):
     """A DTSIM_HOME: the repository's data, plus each table and a device profile naming it, and of
     each profile a compute-only copy (compute_only)."""
     for d in ("models", "scenarios"):
@@ -176,14 +187,14 @@ def make_home(tables, home):
     hp = os.path.join(home, "hardware_profiles")
     shutil.copytree(os.path.join(ROOT, "hardware_profiles"), hp)
     os.makedirs(os.path.join(hp, "kernel_tables"), exist_ok=True)
-    with open(os.path.join(hp, BASE_DEVICE + ".json")) as f:
+    with open(os.path.join(hp, device + ".json")) as f:
         base = json.load(f)
 
     def write(dev):
         with open(os.path.join(hp, dev["name"] + ".json"), "w") as f:
             json.dump(dev, f, indent=1)
         return dev["name"]
-    devices = {None: (BASE_DEVICE, write(compute_only(base)))}
+    devices = {None: (device, write(compute_only(base)))}
     for name, table in tables.items():
         stem = os.path.splitext(name)[0]
         with open(os.path.join(hp, "kernel_tables", name), "w") as f:
@@ -191,7 +202,7 @@ def make_home(tables, home):
         with open(os.path.join(hp, "kernel_tables", stem + "-nomem.json"), "w") as f:
             json.dump(dict(table, memory=[], elementwise={}), f)
         dev = dict(base)
-        dev["name"] = f"{BASE_DEVICE}-measured-{stem}"[:110]
+        dev["name"] = f"{device}-measured-{stem}"[:110]
         dev["description"] = base["description"] + f", GEMMs and streams from the measured table {name}"
         dev["kernel_table"] = f"kernel_tables/{name}"
         dev["sources"] = dict(base.get("sources", {}), kernel_table=f"dtsim profile --device cuda ({name})")
@@ -311,7 +322,7 @@ def merge_returned(folders, work):
     return tables, train, results, clocks
 
 
-def report(folders, dtsim, out_md, install):
+def report(folders, dtsim, out_md, install, device=BASE_DEVICE):
     lines = []
     w = lines.append
     with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as home, \
@@ -319,8 +330,8 @@ def report(folders, dtsim, out_md, install):
         tables, train, results, clocks = merge_returned(folders, work)
         fake = any(dig(t, "provenance", "fake") for t in tables.values()) or \
             any(p.get("fake") for p in train.values() if isinstance(p, dict))
-        devices = make_home(tables, home)
-        with open(os.path.join(ROOT, "hardware_profiles", BASE_DEVICE + ".json")) as f:
+        devices = make_home(tables, home, device)
+        with open(os.path.join(ROOT, "hardware_profiles", device + ".json")) as f:
             base = json.load(f)
         peak_bf16 = base["peak_tflops"]["bf16"] * 1e12
         env = next((p.get("environment") for p in train.values() if isinstance(p, dict) and p.get("environment")), {})
@@ -335,7 +346,7 @@ def report(folders, dtsim, out_md, install):
           f"cuBLAS {tprov.get('cublas', '?')}, SM clock {tprov.get('sm_clock_mhz', '?')} MHz; "
           f"PyTorch {env.get('torch', '?')}, Triton {env.get('triton', '?')}, cuDNN {env.get('cudnn', '?')}; "
           f"tables timed {tprov.get('date', '?')}. "
-          f"dtsim's device profile: {BASE_DEVICE} (datasheet peaks, fitted efficiency curves), \"roofline\"; "
+          f"dtsim's device profile: {device} (datasheet peaks, fitted efficiency curves), \"roofline\"; "
           "\"table\": the same profile naming the kernel table `dtsim profile --device cuda` measured for the scenario.")
         w("")
         w("Step time (median of the timed steps; error = (dtsim − measured) / measured):")
@@ -349,7 +360,7 @@ def report(folders, dtsim, out_md, install):
             stem = scenario_stem(scen)
             eager, comp = train.get(f"{name}-eager"), train.get(f"{name}-compile")
             m_e, m_c = step_of(eager), step_of(comp)
-            roof, e1 = run_dtsim(dtsim, home, scen, None, tmp)
+            roof, e1 = run_dtsim(dtsim, home, scen, devices[None][0], tmp)
             roof0, _ = run_dtsim(dtsim, home, scen, devices[None][1], tmp)
             tname = table_for(tables, stem)
             tab, e2 = (run_dtsim(dtsim, home, scen, devices[tname][0], tmp) if tname else (None, "no table returned"))
@@ -414,7 +425,7 @@ def report(folders, dtsim, out_md, install):
         w("Side by side with dtsim's own split of the step, table profile first and roofline in brackets. dtsim's "
           "attention is its flash-attention kernels (forward 4·b·h·s²·d FLOPs, no causal halving; backward 2.5×), "
           "its GEMMs the rest of its compute once memory-bound kernels are made free (a copy of the profile with "
-          "~300× the HBM bandwidth and no minimum kernel time), its memory-bound kernels (norms, softmax, element-wise, casts) the "
+          f"~{round(1e6 / base['hbm_bandwidth_GBps'], -2):.0f}× the HBM bandwidth and no minimum kernel time), its memory-bound kernels (norms, softmax, element-wise, casts) the "
           "difference. Measured: the profiler's kernels by kind; \"other\" is every kernel that is not a GEMM, "
           "convolution, attention or optimizer kernel; gaps = step − sum of kernel times.")
         w("")
@@ -470,7 +481,7 @@ def report(folders, dtsim, out_md, install):
         w("### Measured GEMMs against the datasheet curve, by shape")
         w("")
         c = base.get("gemm_efficiency", {})
-        w(f"dtsim's {BASE_DEVICE} curve: efficiency = {c.get('max')} · F / (F + {c.get('half_flops'):.3g}) of "
+        w(f"dtsim's {device} curve: efficiency = {c.get('max')} · F / (F + {c.get('half_flops'):.3g}) of "
           f"{peak_bf16 / 1e12:.1f} TFLOP/s (F = 2·b·m·n·k FLOPs). Ratio > 1: the curve is too slow for that shape.")
         w("")
         w("| table | b×m×n×k | GFLOP | measured µs | spread | measured TFLOP/s | measured eff | curve eff | curve time / measured |")
@@ -521,7 +532,7 @@ def report(folders, dtsim, out_md, install):
         w("| table | noisy flag | kind | entry | median µs | spread |")
         w("|---|---|---|---|---|---|")
         for name, t in tables.items():
-            short = os.path.splitext(name)[0].replace("-bf16", "").replace("nvidia-h100-80gb-hbm3-", "")
+            short = table_short(name)
             for kind in ("gemm", "conv", "memory"):
                 for g in t.get(kind, []):
                     if g.get("spread", 0) <= 0.05:
@@ -560,7 +571,7 @@ def report(folders, dtsim, out_md, install):
             w("FLOPs: forward 4·b·h·s²·d halved for causal; backward 2.5× forward (FlashAttention's count).")
             w("")
             w("The same kernels against dtsim. dtsim counts attention's FLOPs without the causal halving (twice "
-              "the above) and prices them at the GEMM curve's efficiency (roofline: the h100 profile has no "
+              f"the above) and prices them at the GEMM curve's efficiency (roofline: the {device.split('-')[0]} profile has no "
               "attention efficiency of its own) or at the measured rate of the cuBLAS GEMM of shape (b·h, s, s, d) "
               "(table). TFLOP/s below are all in the measured (causal-halved) convention: FLOPs the kernel does "
               "over dtsim's time. Ratio: dtsim time / measured time.")
@@ -592,7 +603,7 @@ def report(folders, dtsim, out_md, install):
         w(f"Launch overhead: PyTorch op back to back {la.get('torch_op_host_us', float('nan')):.2f} µs per launch; "
           f"tiny kernel in a CUDA graph {la.get('graph_kernel_us', float('nan')):.2f} µs; dtsim's plugin, empty kernel "
           f"{statistics.median(lat) if lat else float('nan'):.2f} µs (median of the tables); "
-          f"{BASE_DEVICE} assumes kernel_min_us {base.get('kernel_min_us')}.")
+          f"{device} assumes kernel_min_us {base.get('kernel_min_us')}.")
         w("")
         text = "\n".join(lines) + "\n"
         if install:
@@ -702,6 +713,8 @@ def main():
                     help="the folder gpu_check.sh's files came back in (several: later ones' good parts win)")
     ap.add_argument("-o", "--out", help="write the markdown report here too")
     ap.add_argument("--dtsim", default=os.path.join(ROOT, "build", "dtsim"))
+    ap.add_argument("--device", default=BASE_DEVICE, metavar="NAME",
+                    help=f"dtsim's device profile in hardware_profiles/ to compare against (default {BASE_DEVICE})")
     ap.add_argument("--install", action="store_true", help="copy the tables into hardware_profiles/kernel_tables/")
     ap.add_argument("--make-fake", metavar="DIR")
     a = ap.parse_args()
@@ -711,7 +724,9 @@ def main():
         ap.error("give the returned folder (or --make-fake DIR)")
     if not os.access(a.dtsim, os.X_OK):
         ap.error(f"no dtsim at {a.dtsim} (build it, or give --dtsim)")
-    return report(a.returned, a.dtsim, a.out, a.install)
+    if not os.path.exists(os.path.join(ROOT, "hardware_profiles", a.device + ".json")):
+        ap.error(f"no device profile hardware_profiles/{a.device}.json")
+    return report(a.returned, a.dtsim, a.out, a.install, a.device)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Kernel microbenchmarks on one NVIDIA GPU, for calibrating dtsim's per-kernel costs (issue 30).
 
-Not training runs: each section times kernels by shape, the data docs/microbench-h200.md (and
-later device profiles) are read from.
+Not training runs: each section times kernels by shape (docs/gpu_check.md, "Kernel microbenchmarks
+on the H200"; tests H200Microbench.* read the file it writes).
 
   gpu_microbench.py --out FILE.json [--hog libgpu_hog.so] [--budget SECONDS] [--only a,b]
 
@@ -217,7 +217,7 @@ def hog_setup(torch, ctx, path):
     def result():
         torch.cuda.synchronize()
         moved, t0, t1 = (int(x) for x in stats.tolist())
-        return moved, (t1 - t0) * 1e-6
+        return moved, (t1 - t0) * 1e-9  # the global timer counts nanoseconds
 
     return launch, result, info
 
