@@ -309,6 +309,9 @@ Op channel_op(const CnnOp& c, int i, const Tensors& ts, Kept& kept) {
       // over the gradient and input, then writes the input gradient.
       op.forward = {memory(c.name, 3.0 * in * e, 8.0 * in)};
       op.backward = {memory(c.name + ".bwd", 5.0 * in * e, 12.0 * in)};
+      for (auto* k : {&op.forward.front(), &op.backward.front()}) k->elems = in, k->elem_bytes = e;
+      op.forward.front().role = KernelRole::BatchNormForward;
+      op.backward.front().role = KernelRole::BatchNormBackward;
       op.params = 2.0 * static_cast<double>(c.in.c) * ts.share(x);
       op.saved_bytes = kept.keep(x) + 2.0 * static_cast<double>(c.in.c) * 4.0 * ts.share(x);
       break;

@@ -98,7 +98,8 @@ enum class KernelRole {
   BiasWeightGrad,                     // a weight-gradient GEMM of a linear layer with a bias (k = tokens, n = outputs)
   WeightGrad,                         // one without a bias: dW = X^T dY, m = inputs, n = outputs, k = tokens
   SquaredReluForward, SquaredReluBackward,  // over tokens x ffn
-  LossForward, LossBackward                 // cross-entropy over tokens x vocabulary (the logits)
+  LossForward, LossBackward,                // cross-entropy over tokens x vocabulary (the logits)
+  BatchNormForward, BatchNormBackward       // training-mode batch norm over images x channels x pixels
 };
 
 // The three passes of a convolution (see conv_kernel below).
@@ -144,7 +145,7 @@ struct Kernel {
   double elems = 0;       // element-wise roles: elements of the tensor it passes over
   double elem_bytes = 0;  // ... and the bytes of each
   bool causal = false;  // attention roles: the causal mask (flash kernels skip the masked blocks)
-  bool dropout = false; // ResidualForward/Backward: a dropout before the add
+  bool dropout = false; // ResidualForward/Backward: a dropout before the add; Flash roles: on the probabilities
   AttentionIo io{};     // Flash roles (elem_bytes: their element size)
   bool operator==(const Kernel&) const = default;
 };

@@ -80,6 +80,7 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
     Kernel f = gemm("flash_attention", bh, x.q_local, x.q, x.d, e, KernelKind::Attention);
     f.flops *= 2.0;  // QK^T and PV
     f.causal = !s.vision();  // language models mask the future; a ViT attends over all patches
+    f.dropout = s.dropout;   // GPT-2's attention dropout, inside the fused kernel
     // Q and O of this rank's tokens; K and V of every rank's (each chunk streams past, in turn).
     f.bytes = 2.0 * q_bytes + 2.0 * kv * static_cast<double>(o.context);
     // For a stack's copies around the call: Q and K of this rank's tokens, and RoPE's table of

@@ -80,6 +80,15 @@ cost::DeviceProfile load_device_profile_file(const std::string& file) {
     d.gemm_k_reference = k->number("reference", Range{1.0, 1e9});
     k->finish();
   }
+  // Eager batch norm's kernels as measured on the device (sim/cost/batch_norm_kernels.hpp).
+  if (auto b = r.optional_object("eager_batch_norm")) {
+    const Range rate{1e6, 1e15};
+    d.eager_batch_norm = cost::BatchNormRates{b->quantity("statistics", Dimension::Bandwidth, rate),
+                                              b->quantity("transform", Dimension::Bandwidth, rate),
+                                              b->quantity("backward_reduce", Dimension::Bandwidth, rate),
+                                              b->quantity("backward_input", Dimension::Bandwidth, rate)};
+    b->finish();
+  }
   // Communication interference under a software stack (sim/cost/comm_interference.hpp).
   d.sm_count = static_cast<int>(r.integer("sm_count", 1, 100000, 0));
   d.nccl_sms = static_cast<int>(r.integer("nccl_sms", 0, 100000, 0));

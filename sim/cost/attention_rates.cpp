@@ -237,4 +237,18 @@ double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, d
   return bwd / fwd * flash_forward_tflops(impl, head_dim, causal, seq);
 }
 
+// Dropout draws a Philox random number for each score and masks it, forward, and regenerates the
+// same numbers backward. Measured by this project on an H200 (2026-11-28, scripts/gpu_microbench.py;
+// docs/gpu_check/h200-2026-11-28/microbench.json): PyTorch 2.11's SDPA at GPT-2 XL's shape (8 x 25
+// heads x 1024, head dim 64, causal: 104.9 M scores), dropout 0.1 against none. Flash: forward
+// 0.1402 -> 0.1699 ms, backward 0.4549 -> 0.5041 ms; cuDNN: 0.0885 -> 0.1989 and 0.3133 -> 0.3513.
+// FlashAttention-3 and the math path: not measured.
+double flash_dropout_seconds_per_score(AttentionImpl impl, bool backward) {
+  switch (impl) {
+    case AttentionImpl::Flash2: return backward ? 4.696e-13 : 2.831e-13;
+    case AttentionImpl::Cudnn: return backward ? 3.718e-13 : 1.053e-12;
+    default: return 0.0;
+  }
+}
+
 }  // namespace dtsim::cost

@@ -11,4 +11,8 @@ namespace dtsim::cost {
 double flash_forward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq);
 double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq);
 
+// Seconds per attention score (a query-key pair the kernel computes) that dropout on the
+// probabilities adds to the fused kernel, on an H100-class device; 0 where not measured.
+double flash_dropout_seconds_per_score(AttentionImpl impl, bool backward);
+
 }  // namespace dtsim::cost

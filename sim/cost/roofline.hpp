@@ -29,6 +29,13 @@ struct EfficiencyCurve {
 // NVIDIA's tensor-core libraries, whose fast kernels need 16-byte aligned rows.
 enum class GemmAlignment { None, Cublas };
 
+// Bytes per second of ATen's four training-mode batch norm kernels (channels-last): the forward's
+// statistics (reads x) and transform (reads x, writes y), the backward's reduction (reads x and
+// dy) and input gradient (reads x and dy, writes dx).
+struct BatchNormRates {
+  double statistics = 0, transform = 0, backward_reduce = 0, backward_input = 0;
+};
+
 struct DeviceProfile {
   std::string name, description, file;
   std::map<std::string, double> peak_flops;  // FLOP/s by dtype: fp64, fp32, tf32, bf16, fp16, fp8, fp4
@@ -56,6 +63,9 @@ struct DeviceProfile {
   // Streaming multiprocessors, and how many of them a NCCL collective's kernels hold on this
   // platform by default (one CTA per channel; comm_interference.cpp). 0: not stated.
   int sm_count = 0, nccl_sms = 0;
+  // Eager PyTorch's channels-last batch norm kernels, measured on this device (bytes/s each moves:
+  // sim/cost/batch_norm_kernels.hpp); absent, batch norm streams at the memory-bound rate.
+  std::optional<BatchNormRates> eager_batch_norm;
   // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
   std::optional<EfficiencyCurve> fp8_gemm;
   GemmAlignment gemm_alignment = GemmAlignment::None;

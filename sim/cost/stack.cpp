@@ -7,6 +7,7 @@
 #include "sim/cost/attention_rates.hpp"
 #include "sim/cost/attention_waves.hpp"
 #include "sim/cost/eager_kernels.hpp"
+#include "sim/cost/batch_norm_kernels.hpp"
 #include "sim/cost/gemm_alignment.hpp"
 #include "sim/cost/loss_kernels.hpp"
 #include "sim/cost/roofline.hpp"
@@ -215,7 +216,10 @@ double attention_seconds(const DeviceProfile& d, const models::Kernel& k, const 
   const auto peak = d.peak_flops.find(dtype);
   const double scale = peak == d.peak_flops.end() ? 1.0 : peak->second / 989.4e12;
   const double flops = k.causal ? k.flops / 2.0 : k.flops;
-  return std::max(flops / (tflops * 1e12 * scale), d.kernel_min_s);
+  // Dropout on the probabilities: a random number per score the kernel computes.
+  const double scores = static_cast<double>(k.batch) * static_cast<double>(k.m) * seq * (k.causal ? 0.5 : 1.0);
+  const double dropout = k.dropout ? scores * flash_dropout_seconds_per_score(d.stack.attention, backward) / scale : 0.0;
+  return std::max(flops / (tflops * 1e12 * scale) + dropout, d.kernel_min_s);
 }
 
 }  // namespace
@@ -310,6 +314,8 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     gpu.push_back(attention_seconds(d, k, dtype));
   } else if (auto loss = loss_passes(d.stack.memory.loss, k); !loss.empty()) {
     for (double bytes : loss) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
+  } else if (auto norm = batch_norm_seconds(d, d.stack.elementwise, k); !norm.empty()) {
+    gpu.insert(gpu.end(), norm.begin(), norm.end());
   } else {
     const auto plan = element_plan(d.stack.elementwise, k);
     if (plan.keep) {

@@ -225,6 +225,7 @@ void add_stack(nlohmann::ordered_json& j, const Result& r) {
                 {"gemm_shapes", cost::to_string(st.gemm_shapes)},
                 {"host_dispatch_us", st.dispatch_s * 1e6},
                 {"comm_sms", cost::comm_sms(s.device)},
+                {"comm_compute_share", r.comm_share_is_sms ? r.comm_core_share : 0.0},
                 {"tp_overlap", cost::to_string(st.tp_overlap)},
                 {"gather_copies", s.parallelism.framework.gather_copy_out ? "copy-out" : "none"},
                 {"buffers", strategies::to_string(m.buffers)},

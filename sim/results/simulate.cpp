@@ -335,6 +335,10 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
   check_plan_budget(s, r.plan.graph);
   const auto priced = cost::price_works(r.plan.graph, s.device, config::compute_dtype(s.training.precision));
   r.work_seconds = priced.seconds;
+  // What a GPU's compute loses beside its collectives, from the kernels it runs (GEMMs by their tile
+  // waves over the SMs left, streams not at all), where the stack holds SMs for them.
+  if (r.comm_share_is_sms)
+    r.comm_core_share = cost::comm_kernel_share(s.device, r.plan.graph, config::compute_dtype(s.training.precision));
   network::Platform platform(s.cluster);
   add_communication(r, s, platform);
   Replayed rp;

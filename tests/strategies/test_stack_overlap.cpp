@@ -104,8 +104,10 @@ TEST(CommInterference, DataParallelStepShowsItAndTheDefaultStackDoesNot) {
   EXPECT_EQ(results::to_json(te, false)["breakdown_s"]["comm_interference"], te.breakdown.comm_interference);
   test::expect_parts_sum_to_step(te);
   EXPECT_GE(te.breakdown.comm_interference, 0.0);
-  // What compute lost, at most 16/108 of the compute beside the collectives.
-  EXPECT_LE(te.breakdown.comm_interference, 16.0 / 108.0 * te.breakdown.compute);
+  // What compute lost: at most the step's kernel share of the compute, which result.json states.
+  const double share = results::to_json(te, false)["stack"]["comm_compute_share"];
+  EXPECT_GT(share, 0.0);
+  EXPECT_LE(te.breakdown.comm_interference, share / (1 - share) * te.breakdown.compute);
 }
 
 TEST(CommInterference, BothBackendsAgree) {
@@ -115,6 +117,55 @@ TEST(CommInterference, BothBackendsAgree) {
   EXPECT_GT(a.breakdown.comm_interference, 0.0);
   EXPECT_NEAR(g.step_time_s, a.step_time_s, 1e-6 * a.step_time_s);
   EXPECT_NEAR(g.breakdown.comm_interference, a.breakdown.comm_interference, 1e-6 * a.step_time_s);
+}
+
+TEST(CommInterference, EachKernelLosesByWhatItIs) {
+  // 16 of the H100's 132 SMs held. A GEMM's 256 x 128 output tiles run in waves over the SMs left:
+  // 2048 x 2048 has 8 x 16 = 128 tiles, one wave on 132 SMs, two on 116; 8192 x 8192 has 2048,
+  // 16 waves, then 18. Streams lose nothing; flash attention and convolutions their SMs' share.
+  const auto d = h100("megatron-te");
+  auto gemm = [](std::int64_t m, std::int64_t n) {
+    models::Kernel k;
+    k.kind = models::KernelKind::Gemm;
+    k.m = m, k.n = n, k.k = 4096;
+    return k;
+  };
+  EXPECT_DOUBLE_EQ(cost::kernel_slowdown(d, gemm(2048, 2048), 16), 2.0);
+  EXPECT_DOUBLE_EQ(cost::kernel_slowdown(d, gemm(8192, 8192), 16), 18.0 / 16.0);
+  models::Kernel stream;
+  stream.kind = models::KernelKind::Memory;
+  EXPECT_DOUBLE_EQ(cost::kernel_slowdown(d, stream, 16), 1.0);
+  models::Kernel attention = gemm(8192, 8192);
+  attention.role = models::KernelRole::FlashForward;
+  EXPECT_DOUBLE_EQ(cost::kernel_slowdown(d, attention, 16), 132.0 / 116.0);
+  EXPECT_DOUBLE_EQ(cost::kernel_slowdown(d, gemm(2048, 2048), 0), 1.0);
+}
+
+TEST(CommInterference, TheStepLosesItsKernelsTimeWeightedShare) {
+  // Two works: a one-wave GEMM (twice as long beside the collective) run by two tasks, a stream by
+  // one. Share lost = 1 - alone / beside = 1 - (2g + s) / (4g + s).
+  const auto d = h100("megatron-te");
+  taskgraph::TaskGraph g;
+  g.num_ranks = 1;
+  taskgraph::Work w1, w2;
+  models::Kernel k1;
+  k1.kind = models::KernelKind::Gemm;
+  k1.m = k1.n = k1.k = 2048;
+  k1.flops = 2.0 * 2048 * 2048 * 2048;
+  k1.bytes = 3.0 * 2048 * 2048 * 2;
+  models::Kernel k2;
+  k2.kind = models::KernelKind::Memory;
+  k2.bytes = 1e9;
+  w1.kernels = {k1};
+  w2.kernels = {k2};
+  const int a = g.add_work(w1), b = g.add_work(w2);
+  g.add_compute(0, a, taskgraph::Category::Compute, "gemm 1", {});
+  g.add_compute(0, a, taskgraph::Category::Compute, "gemm 2", {});
+  g.add_compute(0, b, taskgraph::Category::Compute, "stream", {});
+  const double tg = cost::quote_kernel(d, k1, "bf16").seconds, ts = cost::quote_kernel(d, k2, "bf16").seconds;
+  EXPECT_NEAR(cost::comm_kernel_share(d, g, "bf16"), 1 - (2 * tg + ts) / (4 * tg + ts), 1e-12);
+  // The default stack holds no SMs: nothing lost.
+  EXPECT_EQ(cost::comm_kernel_share(h100("default"), g, "bf16"), 0.0);
 }
 
 TEST(CommInterference, RefusesBadSmCounts) {

@@ -10,6 +10,7 @@
 #include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/cost/attention_rates.hpp"
+#include "sim/cost/batch_norm_kernels.hpp"
 #include "sim/cost/eager_kernels.hpp"
 #include "sim/cost/loss_kernels.hpp"
 #include "sim/cost/roofline.hpp"
@@ -259,4 +260,32 @@ TEST(StackLoss, PresetsAndKey) {
   const auto e = test::input_error_over_base(R"({"extends": "base.json", "stack": {"loss": "eager"}})");
   EXPECT_NE(e.find("/stack/loss"), std::string::npos) << e;
   EXPECT_NE(e.find("eager-fp32"), std::string::npos) << e;
+}
+
+TEST(StackBatchNorm, EagerRunsItsFourKernelsAtTheProfilesRates) {
+  // 1e8 bf16 elements (x: 200 MB) at 500, 2000, 2500 and 2600 GB/s: forward 0.2 GB of statistics
+  // then 0.4 GB of transform; backward 0.4 GB of reduction then 0.6 GB of input gradient.
+  auto d = config::load_device_profile("h200-sxm-141gb");
+  d.eager_batch_norm = cost::BatchNormRates{500e9, 2000e9, 2500e9, 2600e9};
+  models::Kernel k;
+  k.kind = models::KernelKind::Memory;
+  k.role = models::KernelRole::BatchNormForward;
+  k.elems = 1e8;
+  k.elem_bytes = 2;
+  const auto f = cost::batch_norm_seconds(d, cost::Elementwise::Eager, k);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_DOUBLE_EQ(f[0], 0.2e9 / 500e9);
+  EXPECT_DOUBLE_EQ(f[1], 0.4e9 / 2000e9);
+  k.role = models::KernelRole::BatchNormBackward;
+  const auto b = cost::batch_norm_seconds(d, cost::Elementwise::Eager, k);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_DOUBLE_EQ(b[0], 0.4e9 / 2500e9);
+  EXPECT_DOUBLE_EQ(b[1], 0.6e9 / 2600e9);
+  // The stack prices them as two kernels each, at least its dispatch time, plus the launch.
+  d.stack = *cost::find_stack("pytorch-eager");
+  const double overhead = cost::launch_overhead(d, "bf16");
+  EXPECT_NEAR(cost::quote_stacked(d, k, "bf16").seconds,
+              std::max(b[0], d.stack.dispatch_s) + std::max(b[1], d.stack.dispatch_s) + 2 * overhead, 1e-15);
+  // A fused stack keeps the model's own kernel.
+  EXPECT_TRUE(cost::batch_norm_seconds(d, cost::Elementwise::Fused, k).empty());
 }
