@@ -230,8 +230,13 @@ def interference_ops(torch):
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         return (lambda: torch.matmul(a, b, out=c)), 2.0 * m * n * k
-    for m, n, k in [(8192, 8192, 8192), (8192, 14336, 4096), (8192, 4096, 14336), (8192, 4096, 4096),
-                    (8192, 1792, 4096), (4096, 4096, 1024), (2048, 2048, 2048)]:
+    shapes = [(8192, 8192, 8192), (8192, 14336, 4096), (8192, 4096, 14336), (8192, 4096, 4096),
+              (8192, 1792, 4096), (4096, 4096, 1024), (2048, 2048, 2048)]
+    if os.environ.get("GPU_MICROBENCH_MORE_GEMMS"):  # small models' and TP slices' GEMMs (2nd run)
+        shapes += [(8192, 2048, 2048), (8192, 8192, 2048), (8192, 2048, 8192), (8192, 3072, 3072),
+                   (4096, 4096, 4096), (16384, 4096, 4096), (8192, 6144, 4096), (2048, 8192, 8192),
+                   (8192, 1024, 4096), (8192, 4096, 1024), (8192, 512, 4096), (1024, 1024, 1024)]
+    for m, n, k in shapes:
         ops[f"gemm {m}x{n}x{k}"] = gemm(m, n, k)
     x = torch.randn(256 * MiB, device="cuda", dtype=torch.bfloat16)
     y = torch.empty_like(x)
@@ -537,9 +542,66 @@ def sec_dispatch(torch, out, ctx):
     log("dispatch:", out.data["dispatch"])
 
 
+BLOCKS = {  # weight shapes of one transformer block (out, in), norms last
+    "llama3-8b": [(4096, 4096), (1024, 4096), (1024, 4096), (4096, 4096), (14336, 4096), (14336, 4096),
+                  (4096, 14336), (4096,), (4096,)],
+    "gpt2-xl": [(4800, 1600), (4800,), (1600, 1600), (1600,), (6400, 1600), (6400,), (1600, 6400), (1600,),
+                (1600,), (1600,), (1600,), (1600,)],
+}
+
+
+def sec_fsdp(torch, out, ctx):
+    """FSDP2's copies around its collectives, on one GPU (no NCCL): the reduce-scatter's copy-in
+    (torch._chunk_cat of the unsharded gradients into the reduce dtype), the all-gather's copy-in
+    (torch._foreach_copy_ of the shards, cast to the parameter dtype) and copy-out
+    (torch.split_with_sizes_copy into the unsharded parameters), and the fused AdamW step of a shard."""
+    B = ctx["bench"]
+    world = 8
+    for name, shapes in BLOCKS.items():
+        numels = [math.prod(sh) for sh in shapes]
+        total = sum(numels)
+        bf = dict(device="cuda", dtype=torch.bfloat16)
+        grads = [torch.randn(*sh, **bf) for sh in shapes]
+
+        def row(op, fn, nbytes, note=""):
+            r = {"block": name, "op": op, "world": world, "params": total, "bytes": nbytes, "note": note}
+            try:
+                ms, sp, calls = B.time(fn)
+                r.update(ms=ms, spread=sp, calls=calls, gb_s=nbytes / (ms * 1e-3) / 1e9)
+            except Exception as e:  # noqa: BLE001
+                r["error"] = repr(e)[:300]
+            out.add("fsdp", r)
+            log(f"fsdp {name} {op}: {r.get('ms', -1):.3f} ms, {r.get('gb_s', 0):.0f} GB/s {r.get('error', '')[:80]}")
+        for dt, size in [(torch.float32, 4), (torch.bfloat16, 2)]:
+            rs_in = torch.empty(world, total // world, device="cuda", dtype=dt)
+            row(f"reduce-scatter copy-in to {str(dt)[6:]}", lambda rs_in=rs_in: torch._chunk_cat(grads, 0, world, out=rs_in),
+                total * (2 + size), "torch._chunk_cat(grads, 0, world, out=...)")
+        shards32 = [torch.randn(n // world, device="cuda") for n in numels]
+        ag_out = torch.empty(world, total // world, **bf)
+        dsts = list(torch.split(ag_out[0], [n // world for n in numels]))
+        row("all-gather copy-in fp32 to bf16", lambda: torch._foreach_copy_(dsts, shards32), total // world * 6,
+            "torch._foreach_copy_(splits of the all-gather input, fp32 shards)")
+        unsharded = [torch.empty(n, **bf).view(world, n // world) for n in numels]
+        row("all-gather copy-out", lambda: torch.split_with_sizes_copy(ag_out, [n // world for n in numels], dim=1,
+                                                                       out=unsharded), total * 4,
+            "torch.split_with_sizes_copy(all-gather output, dim=1, out=unsharded params)")
+        params = [torch.nn.Parameter(torch.randn(n // world, device="cuda")) for n in numels]
+        for p_ in params:
+            p_.grad = torch.randn_like(p_)
+        for fused in (True, False):
+            try:
+                opt = torch.optim.AdamW(params, lr=1e-4, fused=fused, foreach=None if fused else True)
+                row(f"AdamW {'fused' if fused else 'foreach'} step, fp32 shard", opt.step, total // world * 28,
+                    "reads p, g, m, v; writes p, m, v")
+            except Exception as e:  # noqa: BLE001
+                out.add("fsdp", {"block": name, "op": f"AdamW fused={fused}", "error": repr(e)[:300]})
+        del grads, shards32, ag_out, dsts, unsharded, params
+        torch.cuda.empty_cache()
+
+
 SECTIONS = [("env", sec_env, 0.02), ("stream", sec_stream, 0.08), ("interference", sec_interference, 0.22),
             ("attention", sec_attention, 0.22), ("eager", sec_eager, 0.16), ("gemm", sec_gemm, 0.25),
-            ("dispatch", sec_dispatch, 0.05)]
+            ("dispatch", sec_dispatch, 0.05), ("fsdp", sec_fsdp, 0.05)]
 
 
 def main():
