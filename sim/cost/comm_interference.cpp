@@ -50,6 +50,8 @@ double comm_kernel_share(const DeviceProfile& d, const taskgraph::TaskGraph& g, 
   double alone = 0, beside = 0;
   for (std::size_t w = 0; w < g.works.size(); ++w) {
     if (runs[w] == 0) continue;  // host work (fixed_seconds) has no kernels either
+    // Each distinct work's kernels quoted once more (price_works keeps only their sum): once per
+    // run, over distinct works, not per task.
     double kernels = 0, slowed = 0;
     for (const auto& k : g.works[w].kernels) {
       const double t = quote_kernel(d, k, dtype).seconds;

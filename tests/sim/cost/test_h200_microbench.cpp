@@ -52,6 +52,25 @@ models::Kernel gemm(double m, double n, double k) {
   return g;
 }
 
+// Slowdowns read beside the blocks, by (GEMM "gemm MxNxK", blocks taken).
+using Readings = std::map<std::pair<std::string, int>, std::vector<double>>;
+
+// Mean |model / measured - 1| over the readings' pairs: for the tile waves (cost::kernel_slowdown)
+// and for the SMs' share.
+std::pair<double, double> wave_and_share_errors(const Readings& readings) {
+  double waves = 0, share = 0;
+  for (const auto& [key, v] : readings) {
+    const auto& [op, blocks] = key;
+    double m = 0, n = 0, k = 0;
+    if (std::sscanf(op.c_str(), "gemm %lfx%lfx%lf", &m, &n, &k) != 3) ADD_FAILURE() << "not a GEMM: " << op;
+    double mean = 0;
+    for (double x : v) mean += x / v.size();
+    waves += std::abs(cost::kernel_slowdown(h200(), gemm(m, n, k), blocks) / mean - 1) / readings.size();
+    share += std::abs(132.0 / (132.0 - blocks) / mean - 1) / readings.size();
+  }
+  return {waves, share};
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -176,21 +195,11 @@ TEST(H200Microbench, SixteenSmsTakenSlowLargeGemmsAndAttentionAsTheSmShareSays) 
 TEST(H200Microbench, GemmTileWavesFollowTheSlowdownBesideTakenSms) {
   // Every GEMM timed beside 8-66 blocks (spinning and copying averaged): the tile waves over the
   // SMs left (cost::kernel_slowdown) against the measured slowdown, and against the plain share.
-  auto d = h200();
-  std::map<std::pair<std::string, int>, std::vector<double>> seen;
+  Readings seen;
   for (const auto& r : measured()["interference"])
     if (r["op"].get<std::string>().rfind("gemm ", 0) == 0) seen[{r["op"], r["blocks"]}].push_back(r["slowdown"]);
   ASSERT_EQ(seen.size(), 35u);  // seven GEMMs x five block counts
-  double waves_err = 0, share_err = 0;
-  for (const auto& [key, v] : seen) {
-    const auto& [op, blocks] = key;
-    double m = 0, n = 0, k = 0;
-    ASSERT_EQ(std::sscanf(op.c_str(), "gemm %lfx%lfx%lf", &m, &n, &k), 3);
-    double mean = 0;
-    for (double x : v) mean += x / v.size();
-    waves_err += std::abs(cost::kernel_slowdown(d, gemm(m, n, k), blocks) / mean - 1) / seen.size();
-    share_err += std::abs(132.0 / (132.0 - blocks) / mean - 1) / seen.size();
-  }
+  const auto [waves_err, share_err] = wave_and_share_errors(seen);
   // Measured: 8.9 % for the waves, 12.1 % for the share.
   EXPECT_LT(waves_err, 0.10);
   EXPECT_LT(waves_err, share_err - 0.02);
@@ -303,22 +312,13 @@ TEST(H200Microbench, GemmTileWavesHoldOnGemmsTimedAfterTheyWereWritten) {
   const auto second = nlohmann::json::parse(f);
   std::set<std::string> seen_before;
   for (const auto& r : measured()["interference"]) seen_before.insert(r["op"].get<std::string>());
-  std::map<std::pair<std::string, int>, std::vector<double>> fresh;
+  Readings fresh;
   for (const auto& r : second["interference"]) {
     const std::string op = r["op"];
     if (op.rfind("gemm ", 0) == 0 && !seen_before.count(op)) fresh[{op, r["blocks"]}].push_back(r["slowdown"]);
   }
   ASSERT_EQ(fresh.size(), 60u);  // 12 GEMMs x 5 block counts
-  double waves_err = 0, share_err = 0;
-  for (const auto& [key, v] : fresh) {
-    const auto& [op, blocks] = key;
-    double m = 0, n = 0, k = 0;
-    ASSERT_EQ(std::sscanf(op.c_str(), "gemm %lfx%lfx%lf", &m, &n, &k), 3);
-    double mean = 0;
-    for (double x : v) mean += x / v.size();
-    waves_err += std::abs(cost::kernel_slowdown(h200(), gemm(m, n, k), blocks) / mean - 1) / fresh.size();
-    share_err += std::abs(132.0 / (132.0 - blocks) / mean - 1) / fresh.size();
-  }
+  const auto [waves_err, share_err] = wave_and_share_errors(fresh);
   EXPECT_LT(waves_err, 0.09);
   EXPECT_LT(waves_err, share_err - 0.05);
 }
