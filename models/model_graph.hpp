@@ -99,7 +99,8 @@ enum class KernelRole {
   WeightGrad,                         // one without a bias: dW = X^T dY, m = inputs, n = outputs, k = tokens
   SquaredReluForward, SquaredReluBackward,  // over tokens x ffn
   LossForward, LossBackward,                // cross-entropy over tokens x vocabulary (the logits)
-  BatchNormForward, BatchNormBackward       // training-mode batch norm over images x channels x pixels
+  BatchNormForward, BatchNormBackward,      // training-mode batch norm over images x channels x pixels
+  CastUp                                    // a copy into a wider type: reads elems x elem_bytes, writes the rest of bytes
 };
 
 // The three passes of a convolution (see conv_kernel below).

@@ -62,6 +62,9 @@ struct FrameworkSpec {
   // FSDP2 copies each all-gather's output into the unit's unsharded parameters on the compute
   // stream before the unit's forward or backward runs (a stack sets it: cost::Stack::gather_copies).
   bool gather_copy_out = false;
+  // FSDP2's foreach_reduce copies a unit's gradients into the reduce-scatter's input (cast to the
+  // reduce dtype) on the compute stream before the reduce-scatter is issued; set with gather_copy_out.
+  bool reduce_copy_in = false;
   // Fixed host-side cost of issuing one collective (framework bookkeeping and the kernel
   // launch), added to each ZeRO-3 collective's time.
   double collective_launch_s = 0;

@@ -89,6 +89,8 @@ cost::DeviceProfile load_device_profile_file(const std::string& file) {
                                               b->quantity("backward_input", Dimension::Bandwidth, rate)};
     b->finish();
   }
+  // Copies into a wider type (models::KernelRole::CastUp), as measured on the device.
+  d.cast_up_bandwidth = r.quantity("cast_up_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 0.0);
   // Communication interference under a software stack (sim/cost/comm_interference.hpp).
   d.sm_count = static_cast<int>(r.integer("sm_count", 1, 100000, 0));
   d.nccl_sms = static_cast<int>(r.integer("nccl_sms", 0, 100000, 0));

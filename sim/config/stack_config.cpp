@@ -117,6 +117,7 @@ void parse_gather_copies(Reader& r, Scenario& s) {
   if (!fsdp && r.has("gather_copies"))
     r.fail("gather_copies", "\"copy-out\" is FSDP2's copy of each all-gather's output: set parallelism.framework to \"fsdp\"");
   s.parallelism.framework.gather_copy_out = fsdp;
+  s.parallelism.framework.reduce_copy_in = fsdp;
 }
 
 // The stack's reduce-scatter dtype under FSDP's ZeRO-3 (cost::Stack::zero3_reduce_bytes; fsdp, or

@@ -18,15 +18,16 @@ namespace dtsim::cost {
 //   output as a transposed view of that layout, so the output's .contiguous() copies nothing.
 // Learned positions (GPT-2 as nanoGPT, Hugging Face's GPT2Attention and scripts/gpu_train.py
 // write it): q, k, v are views of the QKV output, so only the split's backward cat runs.
-std::vector<double> copy_passes(Copies copies, const models::Kernel& k) {
+// The casts up to fp32 (x.float(), and backward type_as's of the gradient) widen 16-bit elements.
+std::vector<MemoryPass> copy_passes(Copies copies, const models::Kernel& k) {
   const bool forward = k.role == models::KernelRole::FlashForward;
   if (copies != Copies::Eager || (!forward && k.role != models::KernelRole::FlashBackward) || k.io.q <= 0) return {};
   const double e = k.elem_bytes, q = k.io.q, kv = k.io.kv, table = k.io.rope_table;
-  const double cat = 2 * e * (q + 2 * kv);
-  if (table <= 0) return forward ? std::vector<double>{} : std::vector<double>{cat};
-  std::vector<double> passes;
-  if (forward) passes = {2 * e * q, 2 * e * kv, 2 * e * kv};
-  for (double n : {q, kv}) passes.insert(passes.end(), {(e + 4) * n, 8 * n + table, (4 + e) * n});
+  const MemoryPass cat{2 * e * (q + 2 * kv)};
+  if (table <= 0) return forward ? std::vector<MemoryPass>{} : std::vector<MemoryPass>{cat};
+  std::vector<MemoryPass> passes;
+  if (forward) passes = {{2 * e * q}, {2 * e * kv}, {2 * e * kv}};
+  for (double n : {q, kv}) passes.insert(passes.end(), {{(e + 4) * n, e < 4}, {8 * n + table}, {(4 + e) * n}});
   if (!forward) passes.push_back(cat);
   return passes;
 }

@@ -10,6 +10,6 @@ namespace dtsim::cost {
 
 // The memory-bound passes, one kernel each, that run beside the fused attention kernel `k` (a
 // FlashForward or FlashBackward role, with its models::AttentionIo); empty: none.
-std::vector<double> copy_passes(Copies copies, const models::Kernel& k);
+std::vector<MemoryPass> copy_passes(Copies copies, const models::Kernel& k);
 
 }  // namespace dtsim::cost

@@ -35,17 +35,18 @@ double compiled_forward_share(double row) {
   return short_share + x * (long_share - short_share);
 }
 
-std::vector<double> loss_passes(Loss loss, const models::Kernel& k) {
+std::vector<MemoryPass> loss_passes(Loss loss, const models::Kernel& k) {
   const double e = k.elem_bytes, n = k.elems;
   if (loss == Loss::Compiled) {
     // As bytes at the device's streaming rate.
-    if (k.role == models::KernelRole::LossForward) return {e * n / compiled_forward_share(static_cast<double>(k.n))};
-    if (k.role == models::KernelRole::LossBackward) return {2 * e * n};
+    if (k.role == models::KernelRole::LossForward) return {{e * n / compiled_forward_share(static_cast<double>(k.n))}};
+    if (k.role == models::KernelRole::LossBackward) return {{2 * e * n}};
     return {};
   }
   if (loss != Loss::EagerFp32) return {};
-  if (k.role == models::KernelRole::LossForward) return {(e + 4) * n, 8 * n};
-  if (k.role == models::KernelRole::LossBackward) return {4 * n, 12 * n, (4 + e) * n};
+  // The forward's cast of 16-bit logits to fp32 widens (the backward's cast back narrows).
+  if (k.role == models::KernelRole::LossForward) return {{(e + 4) * n, e < 4}, {8 * n}};
+  if (k.role == models::KernelRole::LossBackward) return {{4 * n}, {12 * n}, {(4 + e) * n}};
   return {};
 }
 

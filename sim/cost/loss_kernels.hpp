@@ -9,7 +9,7 @@ namespace dtsim::cost {
 
 // The memory-bound passes, one kernel each, that replace the model's own loss kernel `k` (a
 // LossForward or LossBackward role); empty: the model's kernel as it is.
-std::vector<double> loss_passes(Loss loss, const models::Kernel& k);
+std::vector<MemoryPass> loss_passes(Loss loss, const models::Kernel& k);
 
 // torch.compile's cross-entropy forward rate over rows of `row` logits, as a share of the device's
 // streaming rate.

@@ -33,6 +33,7 @@ double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::s
     compute = k.flops / (peak(d, k.fp8 ? std::string("fp8") : dtype) * e * rate);
   }
   double traffic = k.bytes / (d.hbm_bandwidth * d.memory.at(k.bytes) * (k.scores ? d.scores_memory_efficiency : 1.0));
+  if (k.role == models::KernelRole::CastUp && d.cast_up_bandwidth > 0) traffic = std::max(traffic, k.bytes / d.cast_up_bandwidth);
   return std::max({compute, traffic, d.kernel_min_s});
 }
 
@@ -48,7 +49,10 @@ KernelPrice quote_kernel(const DeviceProfile& d, const models::Kernel& k, const 
 
 KernelPrice quote_unstacked(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
   const double overhead = launch_overhead(d, dtype);
-  if (d.kernels && d.kernels->dtype == dtype && !k.fp8)  // a measured table holds one dtype's GEMMs
+  // A measured table holds one dtype's GEMMs; its memory rows time copies, which a cast up is not
+  // where the device has its own rate.
+  const bool cast_up = k.role == models::KernelRole::CastUp && d.cast_up_bandwidth > 0;
+  if (d.kernels && d.kernels->dtype == dtype && !k.fp8 && !cast_up)
     if (auto measured = d.kernels->quote(k)) return {measured->seconds + overhead, measured->source, measured->spread};
   return {kernel_time(d, k, dtype) + overhead, PriceSource::Roofline, 0.0};
 }

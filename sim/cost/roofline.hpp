@@ -66,6 +66,9 @@ struct DeviceProfile {
   // Eager PyTorch's channels-last batch norm kernels, measured on this device (bytes/s each moves:
   // sim/cost/batch_norm_kernels.hpp); absent, batch norm streams at the memory-bound rate.
   std::optional<BatchNormRates> eager_batch_norm;
+  // Bytes/s (read + written) a copy into a wider type moves (KernelRole::CastUp; PyTorch's bf16 to
+  // fp32 casts run well below the streaming rate). 0: such copies stream like any other.
+  double cast_up_bandwidth = 0;
   // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
   std::optional<EfficiencyCurve> fp8_gemm;
   GemmAlignment gemm_alignment = GemmAlignment::None;

@@ -302,6 +302,12 @@ double memory_pass_seconds(const DeviceProfile& d, double bytes, const std::stri
   const models::Kernel pass{"elementwise_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
   return kernel_time(d, pass, dtype);
 }
+// The same for a pass that may cast up (the device's cast-up rate where it has one).
+double memory_pass_seconds(const DeviceProfile& d, const MemoryPass& p, const std::string& dtype) {
+  models::Kernel pass{"elementwise_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, p.bytes};
+  if (p.cast_up) pass.role = models::KernelRole::CastUp;
+  return kernel_time(d, pass, dtype);
+}
 }  // namespace
 
 // Every kernel the stack launches for `k`: its GPU time, at least the host's dispatch time.
@@ -313,7 +319,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
   if (attention && d.stack.attention != AttentionImpl::GemmCurve) {
     gpu.push_back(attention_seconds(d, k, dtype));
   } else if (auto loss = loss_passes(d.stack.memory.loss, k); !loss.empty()) {
-    for (double bytes : loss) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
+    for (const auto& pass : loss) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else if (auto norm = batch_norm_seconds(d, d.stack.elementwise, k); !norm.empty()) {
     gpu.insert(gpu.end(), norm.begin(), norm.end());
   } else {
@@ -324,7 +330,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     }
     for (double bytes : plan.passes) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
   }
-  for (double bytes : copy_passes(d.stack.copies, k)) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
+  for (const auto& pass : copy_passes(d.stack.copies, k)) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   double seconds = 0;
   for (double t : gpu) seconds += std::max(t, d.stack.dispatch_s) + overhead;
   return {seconds, base.source, base.spread};

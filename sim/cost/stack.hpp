@@ -30,6 +30,13 @@ using Loss = strategies::Loss;
 // the model's kernels (dtsim's behaviour before stacks), or eager, the QKV split's copies and
 // RoPE's fp32 casts and complex multiply as eager PyTorch runs torchtitan's Llama.
 enum class Copies { Fused, Eager };
+// One memory-bound kernel a stack runs in place of, or beside, a model kernel: the bytes it reads
+// and writes, and whether it casts each element up (bf16 to fp32: models::KernelRole::CastUp).
+struct MemoryPass {
+  double bytes = 0;
+  bool cast_up = false;
+  bool operator==(const MemoryPass&) const = default;
+};
 // The shapes the stack hands cuBLAS (gemm_alignment.cpp): curve, every GEMM at the device's curve
 // whatever its shape (dtsim's behaviour before stacks); as-written, the model's shapes, so a
 // dimension that is not a multiple of 16 bytes runs off the fast kernels on a device whose

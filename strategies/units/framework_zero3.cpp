@@ -43,6 +43,11 @@ class FrameworkZero3 final : public Unit {
       collectives += n.gathers + n.reduces + n.expert_gathers + n.expert_reduces;
     }
     const double m = static_cast<double>(c.k.micro_batches);
+    if (c.p.framework.reduce_copy_in)  // FSDP2: one copy-in on the compute stream per reduce
+      for (const auto& layers : c.k.chunk_layers) {
+        const Collectives n = micro_batch_collectives(layers, c.p, c.k.checkpoints);
+        computes += n.reduces + n.expert_reduces;
+      }
     if (hybrid_shard(c.p))
       for (const auto& layers : c.k.chunk_layers) collectives += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
     return m * (computes * c.per_replica() + collectives * c.per_collective());
@@ -90,6 +95,7 @@ class FrameworkZero3 final : public Unit {
   int segment_work(Planner& em, const Pass& pass, const models::Layer& l, const std::vector<Item>& items, std::size_t a,
                    std::size_t b, bool several, double copy_bytes);
   double copy_out_bytes(const Planner& em, Micro& mb, int g) const;
+  int copy_in(Planner& em, const Pass& pass, double params, int ready);
   std::vector<int> emit_segments(Planner& em, Pass& pass, Micro& mb, const models::Layer& l, const std::vector<Item>& items,
                                  int& last);
   void collect(Planner& em, const Pass& pass, Reducing& r, const models::Layer& l, const std::vector<Item>& items,
@@ -327,13 +333,36 @@ void FrameworkZero3::reduce_experts(Planner& em, const Pass& pass, double params
   const auto& f = em.spec().framework;
   const double rbytes = f.reduce_bytes > 0 ? f.reduce_bytes : grad_bytes_per_param(em.training().precision);
   int& comm = em.comm_stream(pass.stage);
-  std::vector<int> deps{ready};
+  std::vector<int> deps{copy_in(em, pass, params, ready)};
   if (last_rs_ >= 0) deps.push_back(last_rs_);
   if (comm >= 0) deps.push_back(comm);
   last_rs_ = sharded_collective(em, pass.stage, CollectiveOp::ReduceScatter, params * rbytes, deps,
                                 "zero3 reduce-scatter experts" + pass.tag, true);
   comm = last_rs_;
   if (em.replica() == 0 && pass.stage == 0) ++em.plan().zero3_reduce_scatters;
+}
+
+// FSDP2's foreach_reduce (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, pytorch/pytorch
+// @010ae4a): foreach_reduce_scatter_copy_in (torch._chunk_cat) copies the unit's gradients into the
+// reduce-scatter's input, in the reduce dtype, on the current (compute) stream, and the reduce-scatter
+// stream waits for it. It reads each gradient and writes it in the reduce dtype: a cast up where that
+// is wider (bf16 into fp32, torchtitan's default). Returns the task the reduce waits for: the copy,
+// or `ready` where the framework copies nothing.
+int FrameworkZero3::copy_in(Planner& em, const Pass& pass, double params, int ready) {
+  const auto& f = em.spec().framework;
+  if (!f.reduce_copy_in || params <= 0) return ready;
+  const double gbytes = grad_bytes_per_param(em.training().precision);
+  const double rbytes = f.reduce_bytes > 0 ? f.reduce_bytes : gbytes;
+  models::Kernel k;
+  k.name = "fsdp reduce-scatter copy-in";
+  k.bytes = params * (gbytes + rbytes);
+  k.elems = params;
+  k.elem_bytes = gbytes;
+  if (rbytes > gbytes) k.role = models::KernelRole::CastUp;
+  taskgraph::Work w;
+  w.name = k.name;
+  w.kernels.push_back(std::move(k));
+  return em.compute(pass.stage, em.works().get(std::move(w)), {ready}, "fsdp reduce-scatter copy-in" + pass.tag);
 }
 
 // Both frameworks reduce on a stream of their own, but it shares the NICs with the gathers: one
@@ -345,6 +374,9 @@ void FrameworkZero3::reduce(Planner& em, const Pass& pass, const std::vector<dou
   const auto& f = em.spec().framework;
   const double rbytes = f.reduce_bytes > 0 ? f.reduce_bytes : grad_bytes_per_param(em.training().precision);
   int& comm = em.comm_stream(pass.stage);
+  double params = 0;
+  for (double t : tensors) params += t;
+  ready = copy_in(em, pass, params, ready);
   for (double params : tensors) {
     std::vector<int> deps{ready};
     if (last_rs_ >= 0) deps.push_back(last_rs_);

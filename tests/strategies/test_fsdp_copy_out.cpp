@@ -9,6 +9,7 @@
 
 #include "helpers.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/cost/roofline.hpp"
 #include "sim/results/result.hpp"
 
 using namespace dtsim;
@@ -24,9 +25,13 @@ config::Scenario gpt2_fsdp(const test::TempDir& dir, const std::string& stack, c
   return config::load_scenario(dir.file("s.json", json));
 }
 
-// Bytes the compute tasks of GPU 0 move, and the bytes its ZeRO-3 all-gathers deliver.
+bool copy_in(const taskgraph::Task& t) { return !t.is_collective && t.label().rfind("fsdp reduce-scatter copy-in", 0) == 0; }
+
+// Bytes the compute tasks of GPU 0 move (the reduce-scatters' copy-in tasks apart), and the bytes
+// its ZeRO-3 all-gathers deliver.
 struct Moved {
   double compute = 0, gathered = 0;
+  std::size_t copy_in_tasks = 0;
 };
 
 Moved moved(const taskgraph::TaskGraph& g) {
@@ -35,6 +40,8 @@ Moved moved(const taskgraph::TaskGraph& g) {
     if (t.is_collective) {
       if (t.collective().op == taskgraph::CollectiveOp::AllGather && t.label().rfind("zero3 gather", 0) == 0)
         m.gathered += t.collective().bytes;
+    } else if (copy_in(t)) {
+      ++m.copy_in_tasks;
     } else if (t.rank == 0 && t.work >= 0) {
       const auto& w = g.works[static_cast<std::size_t>(t.work)];
       for (const auto& k : w.kernels) m.compute += k.bytes * w.repeat;
@@ -53,7 +60,10 @@ TEST(FsdpCopyOut, ComputeReadsAndWritesEveryGatheredByteOnce) {
   ASSERT_GT(a.gathered, 0);
   EXPECT_DOUBLE_EQ(a.gathered, b.gathered);  // the same gathers
   EXPECT_NEAR(b.compute - a.compute, 2 * a.gathered, 1e-6 * a.gathered);
-  EXPECT_EQ(with.plan.graph.tasks.size(), without.plan.graph.tasks.size());  // kernels inside tasks, no new tasks
+  // Kernels inside tasks, no new tasks beside the reduce-scatters' copy-in (FsdpCopyIn below).
+  EXPECT_EQ(a.copy_in_tasks, 0u);
+  EXPECT_GT(b.copy_in_tasks, 0u);
+  EXPECT_EQ(with.plan.graph.tasks.size(), without.plan.graph.tasks.size() + b.copy_in_tasks);
   // On the compute stream: the step takes at least the copies' streaming time longer.
   const double hbm = 2039e9;  // the A100's datasheet bandwidth: no copy can beat it
   EXPECT_GT(with.step_time_s - without.step_time_s, 2 * a.gathered / hbm);
@@ -116,4 +126,48 @@ TEST(FsdpReduceDtype, TorchtitanReduceScattersInFp32) {
   gpt2_fsdp(dir, R"({"preset": "torchtitan-compile"})");  // writes s.json
   const auto over = config::load_scenario(dir.file("over.json", json));
   EXPECT_EQ(over.parallelism.framework.reduce_bytes, 2);
+}
+
+// FSDP2's foreach_reduce copies each unit's gradients into the reduce-scatter's input on the compute
+// stream (foreach_reduce_scatter_copy_in, torch._chunk_cat), cast to the reduce dtype, and the
+// reduce-scatter waits for it: under torchtitan's fp32 reduce, a cast up that reads 2 bytes and
+// writes 4 per gradient. FSDP1 (llm-foundry) reduces its flat gradient as it is: no copy.
+TEST(FsdpCopyIn, EveryReduceScatterWaitsForItsGradientsCopiedIn) {
+  test::TempDir dir;
+  const auto r = results::simulate(gpt2_fsdp(dir, R"({"preset": "torchtitan-compile"})"));
+  const auto& g = r.plan.graph;
+  int reduces = 0;
+  for (const auto& t : g.tasks) {
+    if (!t.is_collective || t.collective().op != taskgraph::CollectiveOp::ReduceScatter) continue;
+    ++reduces;
+    const taskgraph::Task* copy = nullptr;
+    for (int d : t.deps)
+      if (copy_in(g.tasks[static_cast<std::size_t>(d)])) copy = &g.tasks[static_cast<std::size_t>(d)];
+    ASSERT_NE(copy, nullptr) << t.label();
+    const auto& w = g.works[static_cast<std::size_t>(copy->work)];
+    ASSERT_EQ(w.kernels.size(), 1u);
+    const auto& k = w.kernels.front();
+    EXPECT_EQ(k.role, models::KernelRole::CastUp);
+    EXPECT_DOUBLE_EQ(k.elems * 4, t.collective().bytes);  // every gradient the reduce-scatter sums, in fp32
+    EXPECT_DOUBLE_EQ(k.bytes, k.elems * (2 + 4));
+  }
+  EXPECT_GT(reduces, 0);
+  for (const auto& t : results::simulate(gpt2_fsdp(dir, R"({"preset": "llm-foundry"})")).plan.graph.tasks) EXPECT_FALSE(copy_in(t));
+}
+
+// A cast up moves its bytes at the device's measured cast-up rate where that is below the streaming
+// rate (h100-sxm-80gb: 2.11 TB/s against 2.97): the copy-in of GPT-2 XL's block (30.7 M gradients,
+// 184 MB) takes what 184 MB at 2.11 TB/s take; bf16 into a bf16 reduce-scatter, a plain copy, streams.
+TEST(FsdpCopyIn, CastUpIsPricedAtTheDevicesRate) {
+  const auto d = config::load_device_profile("h100-sxm-80gb");
+  ASSERT_GT(d.cast_up_bandwidth, 0);
+  models::Kernel k{"copy-in", models::KernelKind::Memory, 1, 0, 0, 0, 0, 30740800.0 * 6};
+  const double plain = cost::kernel_time(d, k, "bf16");
+  k.role = models::KernelRole::CastUp;
+  EXPECT_DOUBLE_EQ(cost::kernel_time(d, k, "bf16"), k.bytes / d.cast_up_bandwidth);
+  EXPECT_LT(plain, cost::kernel_time(d, k, "bf16"));
+  auto a100 = config::load_device_profile("a100-sxm-80gb");  // none measured: streams
+  const double a100_plain = cost::kernel_time(a100, k, "bf16");
+  k.role = models::KernelRole::Plain;
+  EXPECT_DOUBLE_EQ(cost::kernel_time(a100, k, "bf16"), a100_plain);
 }

@@ -322,3 +322,38 @@ TEST(H200Microbench, GemmTileWavesHoldOnGemmsTimedAfterTheyWereWritten) {
   EXPECT_LT(waves_err, 0.09);
   EXPECT_LT(waves_err, share_err - 0.05);
 }
+
+TEST(H200Microbench, CastsUpRunAtTheMeasuredRate) {
+  // x.to(torch.float32) of 64 MiB - 2 GiB of bf16 (the profile's cast_up_bandwidth, 2.06-2.12
+  // TB/s), against the plain streaming rate dtsim gave them before (about twice as fast).
+  models::Kernel k;
+  k.kind = models::KernelKind::Memory;
+  int rows = 0;
+  for (const auto& r : measured()["stream"]) {
+    if (!r.contains("ms") || r["mib"].get<int>() < 64 || r["op"] != "cast_bf16_fp32") continue;
+    k.bytes = r["bytes_moved"];
+    k.role = models::KernelRole::CastUp;
+    const double t = cost::kernel_time(h200(), k, "bf16"), m = r["ms"].get<double>() * 1e-3;
+    EXPECT_NEAR(t / m, 1.0, 0.03) << r["mib"] << " MiB";
+    k.role = models::KernelRole::Plain;
+    EXPECT_LT(cost::kernel_time(h200(), k, "bf16") / m, 0.6) << r["mib"] << " MiB";
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4);
+  // A check the rate was not read from: FSDP2's reduce-scatter copy-in of one block's bf16
+  // gradients into fp32 (torch._chunk_cat, second/microbench2.json): Llama 3 8B's 218 M at 0.651
+  // ms (5 % short), GPT-2 XL's 30.7 M at 0.099 ms (12 % short: 184 MB stay below full rate).
+  std::ifstream f(std::string(DTSIM_SOURCE_DIR) + "/docs/gpu_check/h200-2026-11-28/second/microbench2.json");
+  const auto second = nlohmann::json::parse(f);
+  int copies = 0;
+  for (const auto& r : second["fsdp"]) {
+    if (r["op"] != "reduce-scatter copy-in to float32") continue;
+    k.bytes = r["params"].get<double>() * (2 + 4);
+    EXPECT_DOUBLE_EQ(k.bytes, r["bytes"].get<double>());
+    k.role = models::KernelRole::CastUp;
+    const double t = cost::kernel_time(h200(), k, "bf16"), m = r["ms"].get<double>() * 1e-3;
+    EXPECT_NEAR(t / m, 1.0, r["block"] == "llama3-8b" ? 0.06 : 0.15) << r["block"];
+    ++copies;
+  }
+  EXPECT_EQ(copies, 2);
+}

@@ -34,6 +34,17 @@ models::BuildOptions flash_options() {
 }
 
 double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+// The passes' bytes, and which of them cast up.
+std::vector<double> bytes_of(const std::vector<cost::MemoryPass>& passes) {
+  std::vector<double> out;
+  for (const auto& p : passes) out.push_back(p.bytes);
+  return out;
+}
+std::vector<bool> casts_up(const std::vector<cost::MemoryPass>& passes) {
+  std::vector<bool> out;
+  for (const auto& p : passes) out.push_back(p.cast_up);
+  return out;
+}
 
 // Two Llama 3 layers on one H100, flash attention, analytical.
 constexpr const char* kLlama = R"({
@@ -63,8 +74,16 @@ TEST(StackCopies, EagerPassesOfTheSmallLlamaAreTheHandSum) {
   forward.insert(forward.end(), rope.begin(), rope.end());
   std::vector<double> backward = rope;
   backward.push_back(3145728);
-  EXPECT_EQ(cost::copy_passes(cost::Copies::Eager, fa.forward.front()), forward);
-  EXPECT_EQ(cost::copy_passes(cost::Copies::Eager, fa.backward.front()), backward);
+  EXPECT_EQ(bytes_of(cost::copy_passes(cost::Copies::Eager, fa.forward.front())), forward);
+  // x.float() of q and of k widens, forward and backward (type_as's backward).
+  const std::vector<bool> rope_up{true, false, false, true, false, false};
+  std::vector<bool> forward_up{false, false, false};
+  forward_up.insert(forward_up.end(), rope_up.begin(), rope_up.end());
+  EXPECT_EQ(casts_up(cost::copy_passes(cost::Copies::Eager, fa.forward.front())), forward_up);
+  std::vector<bool> backward_up = rope_up;
+  backward_up.push_back(false);
+  EXPECT_EQ(casts_up(cost::copy_passes(cost::Copies::Eager, fa.backward.front())), backward_up);
+  EXPECT_EQ(bytes_of(cost::copy_passes(cost::Copies::Eager, fa.backward.front())), backward);
   // 16.5 MB each way per layer and micro-batch: 2e(Q + 2K) + (2e + 16)(Q + K) + 2 x table.
   EXPECT_DOUBLE_EQ(sum(forward), 16515072.0);
   EXPECT_DOUBLE_EQ(sum(backward), 16515072.0);
@@ -78,7 +97,7 @@ TEST(StackCopies, EachRankCopiesItsOwnHeadsAndTokens) {
   o.tensor = 4;
   const auto fa = flash_op(test::small_llama(1), o);
   const double q = 512.0 * 4 * 64, k = 512.0 * 64, table = 4.0 * 512 * 64;
-  EXPECT_EQ(cost::copy_passes(cost::Copies::Eager, fa.forward.front()),
+  EXPECT_EQ(bytes_of(cost::copy_passes(cost::Copies::Eager, fa.forward.front())),
             (std::vector<double>{4 * q, 4 * k, 4 * k, 6 * q, 8 * q + table, 6 * q, 6 * k, 8 * k + table, 6 * k}));
   o.tensor = 1;
   o.context = 2;
@@ -99,7 +118,7 @@ TEST(StackCopies, LearnedPositionsRunOnlyTheSplitsBackwardCat) {
   s.num_kv_heads = s.num_heads;
   const auto fa = flash_op(s, flash_options());
   EXPECT_TRUE(cost::copy_passes(cost::Copies::Eager, fa.forward.front()).empty());
-  EXPECT_EQ(cost::copy_passes(cost::Copies::Eager, fa.backward.front()), (std::vector<double>{2.0 * 2 * 3 * 512 * 1024}));
+  EXPECT_EQ(bytes_of(cost::copy_passes(cost::Copies::Eager, fa.backward.front())), (std::vector<double>{2.0 * 2 * 3 * 512 * 1024}));
 }
 
 // The fused attention kernel, then each copy a kernel of its own on the memory-bound curve, at
@@ -111,8 +130,9 @@ TEST(StackCopies, EagerCopiesArePricedAsTheirKernels) {
   const auto& k = fa.forward.front();
   const double overhead = cost::launch_overhead(d, "bf16");
   double copies = 0;
-  for (double bytes : cost::copy_passes(cost::Copies::Eager, k)) {
-    const models::Kernel pass{"pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
+  for (const auto& p : cost::copy_passes(cost::Copies::Eager, k)) {
+    models::Kernel pass{"pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, p.bytes};
+    if (p.cast_up) pass.role = models::KernelRole::CastUp;  // no faster than the device's cast-up rate
     copies += std::max(cost::kernel_time(d, pass, "bf16"), d.stack.dispatch_s) + overhead;
   }
   const double eager = cost::quote_kernel(d, k, "bf16").seconds;
