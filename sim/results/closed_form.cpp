@@ -65,6 +65,9 @@ struct ClosedForm::Impl {
     if (!slot) {
       slot = std::make_unique<models::ModelGraph>(s.model.build(config::build_options(s)));
       find_twins(*slot);
+      // The micro-batch sizes only scale activations: graphs of one tensor split hold the same
+      // parameters, op by op, and so fill the same gradient buckets.
+      param_set[slot.get()] = param_sets.try_emplace({p.tensor, p.sequence_parallel}, static_cast<int>(param_sets.size())).first->second;
     }
     return *slot;
   }
@@ -142,6 +145,9 @@ struct ClosedForm::Impl {
   std::string dtype;
   double params = 0;
   std::map<std::tuple<std::int64_t, int, bool>, std::unique_ptr<models::ModelGraph>> graphs;
+  // Each graph's parameter set: graphs alike but for the micro-batch share one.
+  std::map<std::pair<int, bool>, int> param_sets;
+  std::unordered_map<const models::ModelGraph*, int> param_set;
   std::unordered_map<LayerKey, double, LayerKeyHash> layers;
   std::unordered_map<const models::Layer*, const models::Layer*> twin;
   std::map<CollectiveKey, double> collectives, inline_times;
@@ -158,10 +164,10 @@ struct ClosedForm::Impl {
     std::unordered_map<double, double, Bits> seconds;
   };
   std::map<std::array<double, 6>, BySize> data_prices;
-  // Each stage's gradient buckets: (graph, chunks, stages, stage, bytes per gradient, caps).
-  std::map<std::tuple<const models::ModelGraph*, int, int, int, double, double, double>, std::vector<strategies::Bucket>> buckets;
-  // Each stage's parameters: (graph, chunks, stages, stage) -> their sum.
-  std::map<std::tuple<const models::ModelGraph*, int, int, int>, double> stage_params;
+  // Each stage's gradient buckets: (parameter set, chunks, stages, stage, bytes per gradient, caps).
+  std::map<std::tuple<int, int, int, int, double, double, double>, std::vector<strategies::Bucket>> buckets;
+  // Each stage's parameters: (parameter set, chunks, stages, stage) -> their sum.
+  std::map<std::tuple<int, int, int, int>, double> stage_params;
 
   struct Step;
 };
@@ -205,10 +211,19 @@ struct ClosedForm::Impl::Step {
       const int base = rep(j % P), where = im.group_place(p, base);
       const auto& ls = layout.chunk_layers[static_cast<std::size_t>(j)];
       layer_bwd[static_cast<std::size_t>(j)].reserve(ls.size());
+      // A chunk is mostly a run of twin blocks recomputed alike: each looked up once per run.
+      const models::Layer* twin = nullptr;
+      auto how = Recompute::None;
+      double f = 0, b = 0;
       for (const auto* l : ls) {
-        const auto how = layout.checkpoints.of(*l);
-        F[static_cast<std::size_t>(j)] += im.layer_seconds(*l, true, g, p, layout.checkpoints, how, where, base);
-        const double b = im.layer_seconds(*l, false, g, p, layout.checkpoints, how, where, base);
+        const auto* t = im.twin.at(l);
+        const auto h = layout.checkpoints.of(*l);
+        if (t != twin || h != how) {
+          twin = t, how = h;
+          f = im.layer_seconds(*l, true, g, p, layout.checkpoints, how, where, base);
+          b = im.layer_seconds(*l, false, g, p, layout.checkpoints, how, where, base);
+        }
+        F[static_cast<std::size_t>(j)] += f;
         B[static_cast<std::size_t>(j)] += b;
         layer_bwd[static_cast<std::size_t>(j)].push_back(b);
       }
@@ -369,8 +384,8 @@ struct ClosedForm::Impl::Step {
         chunk_end -= P * B[static_cast<std::size_t>(j)];
       }
     }
-    // Strategies with the same stages on the same graph fill the same buckets: made once.
-    auto [at, made] = im.buckets.try_emplace({&g, chunks, P, st, gbytes, p.bucket_bytes, p.first_bucket_bytes});
+    // Strategies with the same stages over the same parameters fill the same buckets: made once.
+    auto [at, made] = im.buckets.try_emplace({im.param_set.at(&g), chunks, P, st, gbytes, p.bucket_bytes, p.first_bucket_bytes});
     if (made) at->second = strategies::make_buckets(mine, gbytes, p.bucket_bytes, p.first_bucket_bytes);
     const auto& buckets = at->second;
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::AllReduce : CollectiveOp::ReduceScatter;
@@ -398,8 +413,8 @@ struct ClosedForm::Impl::Step {
     const double comm = D > 1 ? gradient_sync(st, mine, bwd, last[i]) : 0;
     double start = std::max(comm, last[i]);
     if (st == 0 || st == P - 1) start = std::max(start, embedding);
-    // Strategies with the same stages on the same graph hold the same parameters: summed once.
-    auto [at, fresh] = im.stage_params.try_emplace({&g, chunks, P, st}, 0.0);
+    // Strategies with the same stages over the same parameters hold them alike: summed once.
+    auto [at, fresh] = im.stage_params.try_emplace({im.param_set.at(&g), chunks, P, st}, 0.0);
     if (fresh) at->second = params_of(mine);
     const double params = at->second;
     const double shard = params / (p.zero_stage >= 1 ? D : 1);
