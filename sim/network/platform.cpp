@@ -32,7 +32,7 @@ namespace {
 // Links inside a node (or a torus): the GPUs' own ports. PCIe nodes: each GPU's link, which
 // carries peer and host traffic alike, returned.
 std::vector<int> add_intra_links(const ClusterSpec& spec, double intra, std::vector<Link>& links,
-                                 std::vector<std::vector<int>>& endpoints, int& torus_base, int& ring_base) {
+                                 std::vector<EndpointLinks>& endpoints, int& torus_base, int& ring_base) {
   const int gpus = spec.num_gpus(), per_node = spec.gpus_per_node;
   std::vector<int> own_pcie;
   if (!spec.torus_dims.empty()) {
@@ -71,7 +71,7 @@ std::vector<int> add_intra_links(const ClusterSpec& spec, double intra, std::vec
 }
 
 // The NICs, each node's uplink where the fat tree is oversubscribed, and rail switches' uplinks.
-void add_nic_links(const ClusterSpec& spec, std::vector<Link>& links, std::vector<std::vector<int>>& endpoints, int& rail_base) {
+void add_nic_links(const ClusterSpec& spec, std::vector<Link>& links, std::vector<EndpointLinks>& endpoints, int& rail_base) {
   const int gpus = spec.num_gpus();
   // An oversubscribed fabric is modelled as one uplink per node carrying all its NICs' traffic at
   // nics x bandwidth / oversubscription: a leaf switch with fewer uplinks than downlinks.
@@ -140,9 +140,9 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
       add_endpoint({own_pcie[static_cast<std::size_t>(g)]});
       continue;
     }
-    std::vector<int> path{link("pcie" + std::to_string(g), spec.pcie_bandwidth, spec.pcie_latency)};
+    EndpointLinks path{link("pcie" + std::to_string(g), spec.pcie_bandwidth, spec.pcie_latency)};
     if (switch_base_ >= 0) path.push_back(pcie_switch_link(g));
-    add_endpoint(std::move(path));
+    add_endpoint(path);
   }
   host_base_ = num_endpoints();
   for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("host" + std::to_string(n), spec.host_memory_bandwidth, spec.pcie_latency)});
@@ -154,8 +154,17 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   }
 }
 
-int Platform::add_endpoint(std::vector<int> links) {
-  endpoint_links_.push_back(std::move(links));
+EndpointLinks::EndpointLinks(std::initializer_list<int> links) {
+  for (int l : links) push_back(l);
+}
+
+void EndpointLinks::push_back(int link) {
+  if (count >= static_cast<int>(ids.size())) throw std::logic_error("an endpoint has at most two links to the centre");
+  ids[static_cast<std::size_t>(count++)] = link;
+}
+
+int Platform::add_endpoint(EndpointLinks links) {
+  endpoint_links_.push_back(links);
   return num_endpoints() - 1;
 }
 

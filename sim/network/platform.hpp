@@ -1,4 +1,7 @@
 #pragma once
+#include <array>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,6 +78,16 @@ struct Link {
   double latency = 0;    // seconds
 };
 
+// The links between an endpoint and the centre: at most two (a GPU's PCIe link and its node's
+// bridge, a NIC and its node's uplink), kept in place: a 16,384-GPU platform has 50,000 endpoints.
+struct EndpointLinks {
+  std::array<int, 2> ids{};
+  int count = 0;
+  EndpointLinks() = default;
+  EndpointLinks(std::initializer_list<int> links);
+  void push_back(int link);
+};
+
 // One link of a route and the direction it is crossed in ("up": away from the source's side).
 struct Hop {
   int link = 0;
@@ -89,7 +102,10 @@ class Platform {
   const std::vector<Link>& links() const { return links_; }
   int num_endpoints() const { return static_cast<int>(endpoint_links_.size()); }
   // Links between an endpoint and the centre.
-  const std::vector<int>& endpoint_links(int endpoint) const { return endpoint_links_[static_cast<std::size_t>(endpoint)]; }
+  std::span<const int> endpoint_links(int endpoint) const {
+    const auto& e = endpoint_links_[static_cast<std::size_t>(endpoint)];
+    return {e.ids.data(), static_cast<std::size_t>(e.count)};
+  }
   std::string endpoint_name(int endpoint) const;
 
   int node_of(int gpu) const { return gpu / spec_.gpus_per_node; }
@@ -147,10 +163,10 @@ class Platform {
  private:
   ClusterSpec spec_;
   std::vector<Link> links_;
-  std::vector<std::vector<int>> endpoint_links_;
+  std::vector<EndpointLinks> endpoint_links_;
   int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0, switch_base_ = -1;
   int ring_base_ = -1, rail_base_ = -1, torus_base_ = -1, nvs_base_ = -1;
-  int add_endpoint(std::vector<int> links);
+  int add_endpoint(EndpointLinks links);
 };
 
 }  // namespace dtsim::network
