@@ -10,6 +10,7 @@
 #include "strategies/memory.hpp"
 #include "strategies/stack_memory.hpp"
 #include "strategies/planner.hpp"
+#include "strategies/units/units.hpp"
 #include "strategies/settings.hpp"
 
 namespace dtsim::strategies {
@@ -74,6 +75,7 @@ int Planner::dense_and_expert_collective(int s, CollectiveOp op, double dense, d
 // and expert ones over the expert-data-parallel GPUs.
 double Planner::update_shard(const Layers& ls) const {
   const double all = layer_params(ls);
+  if (bf16_optimizer(p_, t_.precision)) return all / grad_ranks();  // it shards its masters and state
   if (p_.zero_stage < 1) return all;
   double experts = 0;
   if (p_.expert > 1)

@@ -1,5 +1,6 @@
 #include "strategies/spec.hpp"
 #include "strategies/settings.hpp"
+#include "strategies/units/units.hpp"
 
 #include <algorithm>
 
@@ -12,6 +13,7 @@ bool pipeline_reduce_after_flush(const ParallelismSpec& p) {
 }
 int held_grad_buffer_bytes(const FrameworkSpec& f, int zero_stage) { return zero_stage <= 1 ? f.grad_buffer_bytes : 0; }
 double wire_grad_bytes(const ParallelismSpec& p, Precision t) {
+  if (bf16_optimizer(p, t)) return 4.0;  // its fp32 gradient buffer, all-reduced whole
   const int held = held_grad_buffer_bytes(p.framework, p.zero_stage);
   return held > 0 ? held : grad_bytes_per_param(t);
 }

@@ -15,6 +15,7 @@ std::unique_ptr<Unit> make_optimizer_offload(const ParallelismSpec& p);
 std::unique_ptr<Unit> make_framework_zero3(const ParallelismSpec& p);
 std::unique_ptr<Unit> make_async_updates(const ParallelismSpec& p);
 std::unique_ptr<Unit> make_tensor_fusion(const ParallelismSpec& p);
+std::unique_ptr<Unit> make_bf16_optimizer(const ParallelismSpec& p);
 
 namespace {
 
@@ -31,6 +32,9 @@ std::vector<UnitEntry>& registry() {
       {"framework-zero3", framework_zero3, make_framework_zero3},
       {"async-updates", [](const ParallelismSpec& p) { return p.updates != Updates::Sync; }, make_async_updates},
       {"tensor-fusion", [](const ParallelismSpec& p) { return p.fusion.on(); }, make_tensor_fusion},
+      // Its hooks act under bf16 only, which the training settings say (bf16_optimizer).
+      {"bf16-optimizer", [](const ParallelismSpec& p) { return p.framework.framework == Framework::DeepSpeed && p.zero_stage == 0; },
+       make_bf16_optimizer},
   };
   return units;
 }

@@ -297,12 +297,8 @@ std::optional<Stack> find_stack(const std::string& name) {
 }
 
 namespace {
-// One memory-bound kernel of `bytes`: the device's memory-bound curve, at least kernel_min.
-double memory_pass_seconds(const DeviceProfile& d, double bytes, const std::string& dtype) {
-  const models::Kernel pass{"elementwise_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
-  return kernel_time(d, pass, dtype);
-}
-// The same for a pass that may cast up (the device's cast-up rate where it has one).
+// One memory-bound kernel: the device's memory-bound curve, at least kernel_min, and no faster than
+// the device's cast-up rate where the pass widens its type.
 double memory_pass_seconds(const DeviceProfile& d, const MemoryPass& p, const std::string& dtype) {
   models::Kernel pass{"elementwise_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, p.bytes};
   if (p.cast_up) pass.role = models::KernelRole::CastUp;
@@ -328,7 +324,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
       base = quote_gemm(d, k, dtype);
       gpu.push_back(base.seconds - overhead);
     }
-    for (double bytes : plan.passes) gpu.push_back(memory_pass_seconds(d, bytes, dtype));
+    for (double bytes : plan.passes) gpu.push_back(memory_pass_seconds(d, MemoryPass{bytes}, dtype));
   }
   for (const auto& pass : copy_passes(d.stack.copies, k)) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   double seconds = 0;

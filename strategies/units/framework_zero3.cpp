@@ -41,13 +41,9 @@ class FrameworkZero3 final : public Unit {
       computes += segments_per_micro_batch(layers, c.p, c.k.checkpoints);
       const Collectives n = micro_batch_collectives(layers, c.p, c.k.checkpoints);
       collectives += n.gathers + n.reduces + n.expert_gathers + n.expert_reduces;
+      if (c.p.framework.reduce_copy_in) computes += n.reduces + n.expert_reduces;  // FSDP2: a copy-in per reduce
     }
     const double m = static_cast<double>(c.k.micro_batches);
-    if (c.p.framework.reduce_copy_in)  // FSDP2: one copy-in on the compute stream per reduce
-      for (const auto& layers : c.k.chunk_layers) {
-        const Collectives n = micro_batch_collectives(layers, c.p, c.k.checkpoints);
-        computes += n.reduces + n.expert_reduces;
-      }
     if (hybrid_shard(c.p))
       for (const auto& layers : c.k.chunk_layers) collectives += static_cast<double>(zero3_reduce_buckets(layers, c.p.framework).size());
     return m * (computes * c.per_replica() + collectives * c.per_collective());

@@ -18,6 +18,9 @@ double slowest_expert_load(const ParallelismSpec& p, const models::ModelGraph& g
 std::vector<bool> paired_passes(const std::vector<PipeOp>& ops);
 taskgraph::InlineCollective overlapped_all_to_all(const ParallelismSpec& p, int group, double bytes, int hidden_work);
 
+// DeepSpeed's BF16_Optimizer runs the step (units/bf16_optimizer.cpp): bf16 without ZeRO.
+bool bf16_optimizer(const ParallelismSpec& p, Precision t);
+
 // DeepSpeed's or FSDP's ZeRO-3 runs the passes (rather than Megatron-LM's idealised one).
 bool framework_zero3(const ParallelismSpec& p);
 // Under expert parallelism the framework's ZeRO-3 (FSDP's, per unit) runs the dense layers and

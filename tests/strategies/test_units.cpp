@@ -292,9 +292,12 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
   EXPECT_EQ(gap([](auto& p) { p.priority_buckets = true; }, "priority-buckets"), "priority buckets");
   EXPECT_EQ(gap([](auto& p) { p.updates = strategies::Updates::Hogwild; }, "async-updates"), "asynchronous updates");
   EXPECT_EQ(gap([](auto& p) { p.fusion.cycle_s = 5e-3, p.fusion.threshold_bytes = 64 << 20; }, "tensor-fusion"), "tensor fusion (Horovod)");
+  EXPECT_EQ(gap([](auto& p) { p.framework = strategies::framework_defaults(strategies::Framework::DeepSpeed); }, "bf16-optimizer"),
+            "DeepSpeed's BF16_Optimizer");
   EXPECT_TRUE(strategies::make_units(strategies::ParallelismSpec{}).empty());
   EXPECT_EQ(strategies::unit_names(), (std::vector<std::string>{"input-loader", "activation-offload", "priority-buckets", "experts",
-                                                                 "zero", "optimizer-offload", "framework-zero3", "async-updates", "tensor-fusion"}));
+                                                                 "zero", "optimizer-offload", "framework-zero3", "async-updates", "tensor-fusion",
+                                                                 "bf16-optimizer"}));
 }
 
 // The kinds of pass a stage's chunk runs, counted from the schedule itself: what the units count with.
