@@ -138,7 +138,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
        "HSDP: ZeRO-3 shards within groups of this many consecutive data ranks and replicates across data / shard_size "
        "groups (FSDP's HYBRID_SHARD, torchtitan's data_parallel_shard_degree); 0 (default): one group of every data rank"},
       {"scenario /parallelism/offload_optimizer", "the optimizer state and step live on the host (ZeRO-Offload)"},
-      {"scenario /parallelism/placement", "which groups are nearest: tp-pp-dp (tensor inside a node, then pipeline) or tp-dp-pp"},
+      {"scenario /parallelism/placement", "which groups are nearest: tp-dp-pp (tensor inside a node, then data, then pipeline: Megatron-LM's, DeepSpeed's and torchtitan's rank order) or tp-pp-dp (pipeline before data)"},
       {"scenario /parallelism/recompute", "activation recomputation: none, selective (attention), full (every block), stage, or op (torchtitan's op-level policy)"},
       {"scenario /parallelism/recompute_layers", "recompute full: only the first N blocks of each pipeline chunk (Megatron --recompute-method block); 0: every block"},
       {"scenario /parallelism/recompute_every", "recompute full: only every n-th block of a stage (torchtitan selective_ac_option = n); 0: every block"},

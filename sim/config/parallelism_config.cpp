@@ -284,7 +284,7 @@ void parse_parallelism(Reader r, Scenario& s) {
     r.fail("zero_stage", fmt::format("{} updates every micro-batch with its stage's whole gradients: ZeRO is not modelled with it",
                                      p.schedule->name));
   p.offload_optimizer = r.boolean("offload_optimizer", false);
-  p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-pp-dp") == "tp-dp-pp";
+  p.pipeline_outer = r.choice("placement", {"tp-pp-dp", "tp-dp-pp"}, "tp-dp-pp") == "tp-dp-pp";
   parse_recompute(r, s);
   p.bucket_bytes = r.quantity("bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.bucket_bytes);
   p.first_bucket_bytes = r.quantity("first_bucket_size", Dimension::Bytes, Range{0.0, 1e13, true}, p.first_bucket_bytes);

@@ -235,7 +235,8 @@ TEST(Serve, TimelineIsTheReportsPicture) {
   EXPECT_EQ(r.body.rfind("<!-- dtsim:timeline -->", 0), 0u) << r.body.substr(0, 200);
   EXPECT_NE(r.body.find("<svg"), std::string::npos);
   EXPECT_NE(r.body.find("pipeline bubble"), std::string::npos);  // the legend, idle causes included
-  EXPECT_NE(r.body.find("GPU 3"), std::string::npos);            // one row per simulated GPU (pipeline 4)
+  // One row per simulated GPU: data rank 0 of each of the 4 stages, 2 GPUs apart (tp-dp-pp).
+  for (const char* gpu : {"GPU 0", "GPU 2", "GPU 4", "GPU 6"}) EXPECT_NE(r.body.find(gpu), std::string::npos) << gpu;
   EXPECT_EQ(r.body.find("<h2>"), std::string::npos);             // the picture only, not the report around it
   EXPECT_EQ(request(server.port(), "GET", "/api/timeline").status, 405);
   const auto bad = request(server.port(), "POST", "/api/timeline", R"({"schema_version": 1, "name": )");
