@@ -86,11 +86,13 @@ void ClosedForm::Impl::Step::stage_totals() {
 }
 
 // Stage st's data-parallel collectives of `op` (all tensor ranks' groups at once), by size.
-// With whole nodes per pipeline step (T x P a multiple of the node), stage st's groups are
-// stage 0's moved by whole nodes, except for where they sit in the node (rails): keyed so.
+// Stage st's groups are stage 0's moved by st stages' GPUs (T under tp-pp-dp, T x D under
+// tp-dp-pp): stages whose moves differ by whole nodes hold groups of one shape (GroupPrices prices
+// them alike), so they are keyed by where the move leaves them in the node.
 ClosedForm::Impl::BySize& ClosedForm::Impl::Step::data_prices(CollectiveOp op, int st) {
-  const int gpn = s.cluster.gpus_per_node;
-  const double where = !p.pipeline_outer && (T * P) % gpn == 0 ? (T * st) % gpn : st;
+  const std::int64_t gpn = s.cluster.gpus_per_node;
+  const std::int64_t move = static_cast<std::int64_t>(p.pipeline_outer ? T * D : T) * st;
+  const double where = static_cast<double>(move % gpn);
   return im.data_prices[{static_cast<double>(op) * 256 + static_cast<double>(p.algorithm), where, static_cast<double>(T),
                          static_cast<double>(P), static_cast<double>(D), p.pipeline_outer ? 1.0 : 0.0}];
 }
