@@ -55,6 +55,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"device profile /eager_batch_norm/transform", "the forward's normalisation (reads x, writes y)"},
       {"device profile /eager_batch_norm/backward_reduce", "the backward's per-channel sums of dy and dy·x (reads x and dy)"},
       {"device profile /eager_batch_norm/backward_input", "the backward's input gradient (reads x and dy, writes dx)"},
+      {"device profile /attention_tables", "which GPU's published fused-attention tables price a stack's attention kernels: h100-sxm5 (default: the H100's, scaled by the device's matrix peak) or a100-sxm4 (the A100's own forward + backward rates, shape by shape)"},
       {"device profile /cast_up_bandwidth", "bytes read + written per second by a copy into a wider type (PyTorch's bf16 to fp32 casts, FSDP2's fp32 reduce-scatter copy-in); absent: such copies stream at the memory-bound rate"},
       {"device profile /sm_count", "streaming multiprocessors: the share NCCL's kernels take is nccl_sms / sm_count"},
       {"device profile /gemm_alignment", "whether a GEMM whose leading dimensions are not 16-byte multiples runs slower: cublas (NVIDIA tensor-core GPUs: H100's measured rates by alignment, sim/cost/gemm_alignment.cpp) or none (default: TPUs, CPUs, AMD GPUs; not modelled there); a stack's gemm_shapes decides whether it applies"},

@@ -89,6 +89,10 @@ cost::DeviceProfile load_device_profile_file(const std::string& file) {
                                               b->quantity("backward_input", Dimension::Bandwidth, rate)};
     b->finish();
   }
+  // The published attention tables of the GPU the profile is (sim/cost/attention_rates.cpp).
+  d.attention_tables = r.choice("attention_tables", {"h100-sxm5", "a100-sxm4"}, "h100-sxm5") == "a100-sxm4"
+                           ? cost::AttentionTables::A100
+                           : cost::AttentionTables::H100;
   // Copies into a wider type (models::KernelRole::CastUp), as measured on the device.
   d.cast_up_bandwidth = r.quantity("cast_up_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true}, 0.0);
   // Communication interference under a software stack (sim/cost/comm_interference.hpp).

@@ -206,6 +206,55 @@ constexpr Rate kForwardBackward[] = {
     {"attn-172", AttentionImpl::SdpaMath, 128, true, 8192, 63},
 };
 
+// Forward + backward on the A100 80GB SXM4, the same sweep (batch x seq = 16k, hidden 2048): the
+// FlashAttention-2 README's A100 figure (assets/flash2_a100_fwd_bwd_benchmark.png @4f285b3,
+// attention.json source 2). FLOPs 3.5x forward. The standard attention's 16k bars ran out of memory.
+constexpr Rate kA100ForwardBackward[] = {
+    {"attn-186", AttentionImpl::Flash2, 64, false, 512, 132},
+    {"attn-187", AttentionImpl::Flash2, 64, false, 1024, 153},
+    {"attn-188", AttentionImpl::Flash2, 64, false, 2048, 162},
+    {"attn-189", AttentionImpl::Flash2, 64, false, 4096, 171},
+    {"attn-190", AttentionImpl::Flash2, 64, false, 8192, 175},
+    {"attn-191", AttentionImpl::Flash2, 64, false, 16384, 176},
+    {"attn-198", AttentionImpl::Flash2, 128, false, 1024, 173},
+    {"attn-199", AttentionImpl::Flash2, 128, false, 2048, 187},
+    {"attn-200", AttentionImpl::Flash2, 128, false, 4096, 196},
+    {"attn-201", AttentionImpl::Flash2, 128, false, 8192, 201},
+    {"attn-202", AttentionImpl::Flash2, 128, false, 16384, 203},
+    {"attn-209", AttentionImpl::Flash2, 64, true, 512, 88},
+    {"attn-210", AttentionImpl::Flash2, 64, true, 1024, 119},
+    {"attn-211", AttentionImpl::Flash2, 64, true, 2048, 140},
+    {"attn-212", AttentionImpl::Flash2, 64, true, 4096, 156},
+    {"attn-213", AttentionImpl::Flash2, 64, true, 8192, 165},
+    {"attn-214", AttentionImpl::Flash2, 64, true, 16384, 171},
+    {"attn-221", AttentionImpl::Flash2, 128, true, 512, 99},
+    {"attn-222", AttentionImpl::Flash2, 128, true, 1024, 133},
+    {"attn-223", AttentionImpl::Flash2, 128, true, 2048, 155},
+    {"attn-224", AttentionImpl::Flash2, 128, true, 4096, 173},
+    {"attn-225", AttentionImpl::Flash2, 128, true, 8192, 182},
+    {"attn-226", AttentionImpl::Flash2, 128, true, 16384, 189},
+    {"attn-180", AttentionImpl::SdpaMath, 64, false, 512, 36},
+    {"attn-181", AttentionImpl::SdpaMath, 64, false, 1024, 40},
+    {"attn-182", AttentionImpl::SdpaMath, 64, false, 2048, 43},
+    {"attn-183", AttentionImpl::SdpaMath, 64, false, 4096, 45},
+    {"attn-184", AttentionImpl::SdpaMath, 64, false, 8192, 46},
+    {"attn-192", AttentionImpl::SdpaMath, 128, false, 512, 53},
+    {"attn-193", AttentionImpl::SdpaMath, 128, false, 1024, 67},
+    {"attn-194", AttentionImpl::SdpaMath, 128, false, 2048, 76},
+    {"attn-195", AttentionImpl::SdpaMath, 128, false, 4096, 79},
+    {"attn-196", AttentionImpl::SdpaMath, 128, false, 8192, 86},
+    {"attn-203", AttentionImpl::SdpaMath, 64, true, 512, 15},
+    {"attn-204", AttentionImpl::SdpaMath, 64, true, 1024, 16},
+    {"attn-205", AttentionImpl::SdpaMath, 64, true, 2048, 17},
+    {"attn-206", AttentionImpl::SdpaMath, 64, true, 4096, 18},
+    {"attn-207", AttentionImpl::SdpaMath, 64, true, 8192, 18},
+    {"attn-215", AttentionImpl::SdpaMath, 128, true, 512, 23},
+    {"attn-216", AttentionImpl::SdpaMath, 128, true, 1024, 28},
+    {"attn-217", AttentionImpl::SdpaMath, 128, true, 2048, 32},
+    {"attn-218", AttentionImpl::SdpaMath, 128, true, 4096, 32},
+    {"attn-219", AttentionImpl::SdpaMath, 128, true, 8192, 34},
+};
+
 template <std::size_t N>
 double rate_in(const Rate (&table)[N], AttentionImpl impl, double head_dim, bool causal, double seq) {
   std::map<int, std::vector<std::pair<double, double>>> by_dim;
@@ -235,6 +284,16 @@ double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, d
   const double per_flop = 3.5 / both - 1.0 / fwd;
   const double bwd = per_flop > 0 ? 2.5 / per_flop : both;
   return bwd / fwd * flash_forward_tflops(impl, head_dim, causal, seq);
+}
+
+// Only FlashAttention-2 and the standard attention were published on both GPUs: FlashAttention-3 is
+// Hopper-only, and cuDNN's A100 rates are not in the store; they take FlashAttention-2's ratio.
+double a100_over_h100(AttentionImpl impl, double head_dim, bool causal, double seq) {
+  const AttentionImpl measured = impl == AttentionImpl::SdpaMath ? impl : AttentionImpl::Flash2;
+  const double d = std::min(head_dim, 128.0);
+  const double h100 = rate_in(kForwardBackward, measured, d, causal, seq);
+  const double a100 = rate_in(kA100ForwardBackward, measured, d, causal, seq);
+  return h100 > 0 ? a100 / h100 : 0.0;
 }
 
 // Dropout draws a Philox random number for each score and masks it, forward, and regenerates the

@@ -11,6 +11,12 @@ namespace dtsim::cost {
 double flash_forward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq);
 double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq);
 
+// How much faster than the H100 SXM5 tables above the A100 SXM4 runs the kernel: the ratio of the
+// two GPUs' published forward + backward rates at this shape (FlashAttention-2's for the fused
+// implementations, PyTorch's standard attention for sdpa-math), which scales the forward and the
+// backward alike.
+double a100_over_h100(AttentionImpl impl, double head_dim, bool causal, double seq);
+
 // Seconds per attention score (a query-key pair the kernel computes) that dropout on the
 // probabilities adds to the fused kernel, on an H100-class device; 0 where not measured.
 double flash_dropout_seconds_per_score(AttentionImpl impl, bool backward);

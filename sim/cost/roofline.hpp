@@ -28,6 +28,9 @@ struct EfficiencyCurve {
 // none, the device's compiler pads to its tiles or its kernels do not care (TPU/XLA, CPUs); cublas,
 // NVIDIA's tensor-core libraries, whose fast kernels need 16-byte aligned rows.
 enum class GemmAlignment { None, Cublas };
+// Which GPU's published fused-attention tables a stack's attention kernels are priced from
+// (sim/cost/attention_rates.cpp): H100 SXM5's, scaled by the device's matrix peak, or A100 SXM4's.
+enum class AttentionTables { H100, A100 };
 
 // Bytes per second of ATen's four training-mode batch norm kernels (channels-last): the forward's
 // statistics (reads x) and transform (reads x, writes y), the backward's reduction (reads x and
@@ -72,6 +75,7 @@ struct DeviceProfile {
   // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
   std::optional<EfficiencyCurve> fp8_gemm;
   GemmAlignment gemm_alignment = GemmAlignment::None;
+  AttentionTables attention_tables = AttentionTables::H100;
   // A 16-bit GEMM tile's fixed work beside its main loop over K (filling the load pipeline, the
   // epilogue), in elements of K, and the K of the shape the GEMM curve's max was measured at (its
   // `gemm_k_loop` key; sim/cost/gemm_alignment.hpp, gemm_depth_rate). 0: not modelled.

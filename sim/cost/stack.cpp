@@ -212,9 +212,12 @@ double attention_seconds(const DeviceProfile& d, const models::Kernel& k, const 
   const double published = backward ? flash_backward_tflops(d.stack.attention, hd, k.causal, seq)
                                     : flash_forward_tflops(d.stack.attention, hd, k.causal, seq);
   const double tflops = published * flash_grid_factor(d.stack.attention, k, d.sm_count);
-  // The rates are H100 SXM5's (989.4 TFLOP/s dense 16-bit); elsewhere scaled by the device's peak.
+  // The rates are H100 SXM5's (989.4 TFLOP/s dense 16-bit); the A100's own tables say how much
+  // slower it runs each shape; elsewhere scaled by the device's peak.
   const auto peak = d.peak_flops.find(dtype);
-  const double scale = peak == d.peak_flops.end() ? 1.0 : peak->second / 989.4e12;
+  const double scale = d.attention_tables == AttentionTables::A100 ? a100_over_h100(d.stack.attention, hd, k.causal, seq)
+                       : peak == d.peak_flops.end()                ? 1.0
+                                                                   : peak->second / 989.4e12;
   const double flops = k.causal ? k.flops / 2.0 : k.flops;
   // Dropout on the probabilities: a random number per score the kernel computes.
   const double scores = static_cast<double>(k.batch) * static_cast<double>(k.m) * seq * (k.causal ? 0.5 : 1.0);

@@ -81,6 +81,32 @@ TEST(Stack, FlashKernelPricedAtThePublishedRateWithCausalHalving) {
   EXPECT_NEAR(cost::quote_kernel(d, f, "bf16").seconds, expect, 1e-12);
 }
 
+// The A100 SXM4 profile prices the stack's attention from the A100's own published forward +
+// backward rates (attention.json attn-223: FlashAttention-2, hd 128, causal, 2k: 155 TFLOP/s; the
+// H100's attn-176: 265): a forward and its backward take what that figure says, not the H100 rate
+// scaled by the peaks (312 / 989.4 TFLOP/s), which would be 1.86x slower.
+TEST(Stack, A100FlashKernelsRunTheA100sPublishedForwardBackwardRate) {
+  auto d = config::load_device_profile("a100-sxm-80gb");
+  ASSERT_EQ(d.attention_tables, cost::AttentionTables::A100);
+  d.stack = *cost::find_stack("default");
+  d.stack.attention = cost::AttentionImpl::Flash2;
+  const double fwd_flops = 4.0 * 128 * 2048.0 * 2048.0 * 128;  // batch x heads 8 x 16, as the figure's 16k tokens
+  models::Kernel f{"fa", models::KernelKind::Attention, 128, 2048, 2048, 128, fwd_flops, 0};
+  f.role = models::KernelRole::FlashForward;
+  f.causal = true;
+  models::Kernel b = f;
+  b.role = models::KernelRole::FlashBackward;
+  b.flops = 2.5 * fwd_flops;
+  const double both = cost::quote_kernel(d, f, "bf16").seconds + cost::quote_kernel(d, b, "bf16").seconds -
+                      2 * cost::launch_overhead(d, "bf16");
+  EXPECT_NEAR(both, 3.5 * fwd_flops / 2.0 / 155e12, 1e-9 * both);
+  EXPECT_NEAR(cost::a100_over_h100(cost::AttentionImpl::Flash2, 128, true, 2048), 155.0 / 265.0, 1e-12);
+  // The standard attention (sdpa-math) by its own pair of figures: attn-217 32 against attn-170 57.
+  EXPECT_NEAR(cost::a100_over_h100(cost::AttentionImpl::SdpaMath, 128, true, 2048), 32.0 / 57.0, 1e-12);
+  // The H100 profile keeps the H100's tables.
+  EXPECT_EQ(config::load_device_profile("h100-sxm-80gb").attention_tables, cost::AttentionTables::H100);
+}
+
 TEST(Stack, EagerElementwiseBytesOfOneGpt2BlockAreTheHandSum) {
   // T tokens, h hidden, f = 4h, e = 2, dropout on. Forward: norm 2eTh twice, dropout (2e+1)Th and
   // add 3eTh twice, GELU 2eTf. Backward: norm 3eTh + 2eTh twice, dropout (2e+1)Th and the
