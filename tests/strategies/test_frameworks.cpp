@@ -254,3 +254,29 @@ TEST(Frameworks, MaxLiveParametersBoundGatheredMemory) {
   const auto loose = run(R"({"framework": "deepspeed", "zero3": {"max_reuse_distance_params": 0}})");
   EXPECT_LT(tight.memory.other, loose.memory.other);
 }
+
+// DeepSpeed's engine reduces the gradients after the backward without ZeRO or with ZeRO-1
+// (runtime/engine.py allreduce_gradients at the accumulation boundary); Megatron-LM's buckets go
+// as the backward fills them.
+TEST(Frameworks, DeepSpeedReducesAfterTheBackwardWithoutZeroOrWithZeroOne) {
+  auto last_backward_and_first_bucket = [](const results::Result& r) {
+    double backward = 0, bucket = 1e300;
+    const auto& tasks = r.plan.graph.tasks;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const std::string& label = tasks[i].label();
+      if (!tasks[i].is_collective && label.rfind("bwd", 0) == 0) backward = std::max(backward, r.timeline.end[i]);
+      if (tasks[i].is_collective && label.find("bucket") != std::string::npos) bucket = std::min(bucket, r.timeline.start[i]);
+    }
+    return std::make_pair(backward, bucket);
+  };
+  for (const char* stage : {"0", "1"}) {
+    const std::string p = std::string(R"({"data": 8, "zero_stage": )") + stage;
+    const auto [ds_backward, ds_bucket] = last_backward_and_first_bucket(run(p + R"(, "framework": "deepspeed"})"));
+    EXPECT_GE(ds_bucket, ds_backward - 1e-12) << stage;
+    const auto [mg_backward, mg_bucket] = last_backward_and_first_bucket(run(p + "}"));
+    EXPECT_LT(mg_bucket, mg_backward) << stage;  // overlapped
+  }
+  const auto err = error_of(R"({"data": 8, "zero_stage": 1, "framework": "deepspeed", "overlap_grad_reduce": true})");
+  EXPECT_NE(err.find("/parallelism/overlap_grad_reduce"), std::string::npos) << err;
+  EXPECT_NE(err.find("after the backward"), std::string::npos) << err;
+}
