@@ -20,7 +20,10 @@ double wire_grad_bytes(const ParallelismSpec& p, Precision t) {
 double reduced_grad_bytes(const ParallelismSpec& p, Precision t) {
   if (!pipeline_reduce_after_flush(p)) return wire_grad_bytes(p, t);
   if (p.framework.pipeline_reduce_bytes > 0) return p.framework.pipeline_reduce_bytes;
-  return t == Precision::Bf16 ? 4.0 : grad_bytes_per_param(t);  // "hardcoded for fp32 gradient accumulation"
+  // BF16_Optimizer's fp32 buffer ("hardcoded for fp32 gradient accumulation"), else the gradients'
+  // own dtype: today's ZeRO-1 optimizer reduces bf16 gradients (grad_accum_dtype defaults to the
+  // model's under ZeRO, runtime/engine.py get_data_types).
+  return wire_grad_bytes(p, t);
 }
 const char* priority_order_refusal(const ParallelismSpec& p) {
   if (p.data < 2) return "priority order needs data parallelism (data of 2 or more)";

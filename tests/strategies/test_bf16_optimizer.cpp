@@ -101,3 +101,21 @@ TEST(Bf16Optimizer, UpdatesItsShardThenGathersTheBf16WeightsAndZeroesTheBuffer) 
   // the fp32 all-reduce.
   EXPECT_GT(r.step_time_s, run("bf16", 1).step_time_s);
 }
+
+// DeepSpeed's pipeline engine reduces after the flush either way: BF16_Optimizer's fp32 buffer
+// without ZeRO, the bf16 gradients themselves under ZeRO-1 (grad_accum_dtype defaults to the
+// model's dtype with ZeRO, runtime/engine.py get_data_types).
+TEST(Bf16Optimizer, PipelinesReduceFp32WithoutZeroAndBf16UnderZeroOne) {
+  auto reduced = [](int zero_stage) {
+    auto j = nlohmann::json::parse(base("bf16", zero_stage));
+    j["parallelism"]["data"] = 4;
+    j["parallelism"]["pipeline"] = 2;
+    const auto r = test::simulate_over(j.dump(), R"({"extends": "base.json"})");
+    double bytes = 0;
+    for (const auto& t : r.plan.graph.tasks)
+      if (t.is_collective && t.label().find(" bucket ") != std::string::npos) bytes += t.collective().bytes;
+    return bytes / r.params;  // both stages' buckets: every parameter once
+  };
+  EXPECT_NEAR(reduced(0), 4.0, 0.01);
+  EXPECT_NEAR(reduced(1), 2.0, 0.01);
+}
