@@ -151,14 +151,24 @@ std::optional<TimeLines> time_lines(const Platform& pf, const LoweredCollective&
   for (const auto& ph : lc.phases) {
     if (!ph.work.empty()) return std::nullopt;
     flow_times(pf, ph, w);
-    std::vector<std::pair<double, double>> all;
-    for (std::size_t i = 0; i < ph.flows.size(); ++i) all.emplace_back(w.busy[i], w.latency[i]);
-    // A line no steeper and no higher than another is never above it (at factors >= 0).
-    std::sort(all.begin(), all.end(), std::greater<>());
     auto& kept = out.phases.emplace_back().lines;
+    out.phases.back().latency = ph.latency;
+    // A line no steeper and no higher than another is never above it (at factors >= 0). Most
+    // collectives' flows are alike: one line steepest and highest at once is the whole envelope.
+    double steepest = 0, highest = 0;
+    for (std::size_t i = 0; i < ph.flows.size(); ++i) steepest = std::max(steepest, w.busy[i]), highest = std::max(highest, w.latency[i]);
+    bool one = false;
+    for (std::size_t i = 0; i < ph.flows.size() && !one; ++i) one = w.busy[i] == steepest && w.latency[i] == highest;
+    if (one) {
+      kept.emplace_back(steepest, highest);
+      continue;
+    }
+    thread_local std::vector<std::pair<double, double>> all;
+    all.clear();
+    for (std::size_t i = 0; i < ph.flows.size(); ++i) all.emplace_back(w.busy[i], w.latency[i]);
+    std::sort(all.begin(), all.end(), std::greater<>());
     for (const auto& l : all)
       if (kept.empty() || l.second > kept.back().second) kept.push_back(l);
-    out.phases.back().latency = ph.latency;
   }
   return out;
 }
