@@ -57,7 +57,8 @@ class Bf16Optimizer final : public Unit {
     w.kernels = {memory_kernel("bf16 gradients to fp32", kCastBytes * n, n, models::KernelRole::CastUp),
                  memory_kernel("fp32 gradient add", kAddBytes * n, n, models::KernelRole::Plain),
                  memory_kernel("bf16 gradients zeroed", kZeroBytes * n, n, models::KernelRole::Plain)};
-    accumulated_[{pass.stage, em.replica()}] = em.compute(pass.stage, em.works().get(std::move(w)), {last}, "bf16 optimizer accumulate" + pass.tag);
+    const int work = em.works().get(std::move(w));
+    accumulated_[{pass.stage, em.replica()}] = em.compute(pass.stage, work, {last}, "bf16 optimizer accumulate" + pass.tag);
   }
 
   // The fp32 buffer is reduced once the last accumulation into it is done, on every replica.
