@@ -122,8 +122,10 @@ std::string summary(const results::Result& r) {
   out += gradient_sync(r);
   out += software(s);
   if (s.parallelism.pipeline > 1)
-    out += fmt::format("  {} schedule, {} virtual stages; zero stage {}, recompute {}\n", strategies::to_string(s.parallelism.schedule),
-                       s.parallelism.virtual_stages, s.parallelism.zero_stage, strategies::to_string(s.parallelism.recompute));
+    out += fmt::format("  {} schedule, {} virtual stages, ranks {}; zero stage {}, recompute {}\n",
+                       strategies::to_string(s.parallelism.schedule), s.parallelism.virtual_stages,
+                       s.parallelism.pipeline_outer ? "tp-dp-pp" : "tp-pp-dp", s.parallelism.zero_stage,
+                       strategies::to_string(s.parallelism.recompute));
   if (r.timed) {
     out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows){}\n", r.step_time_s, r.timeline.backend,
                        r.plan.graph.tasks.size(), r.timeline.flows, r.fits ? "" : "; not achievable: does not fit");

@@ -200,6 +200,8 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
   }
   add_unit_settings(j["parallelism"], s.parallelism);
   if (s.parallelism.pipeline > 1) {
+    // Which ranks are neighbours: with one stage both orders are the same.
+    j["parallelism"]["placement"] = s.parallelism.pipeline_outer ? "tp-dp-pp" : "tp-pp-dp";
     j["parallelism"]["stage_layers"] = r.plan.stage_layers;
     j["parallelism"]["expected_bubble_fraction"] = strategies::bubble_share(
         s.parallelism.schedule, s.parallelism.pipeline, static_cast<int>(r.plan.micro_batches), s.parallelism.virtual_stages);

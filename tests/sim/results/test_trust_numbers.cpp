@@ -186,3 +186,23 @@ TEST(TrustNumbers, AHeavierLastStageIsImbalanceNotBubbleInEverySchedule) {
     EXPECT_GT(imbalance[1], 1.8 * imbalance[0]) << schedule;
   }
 }
+
+// The rank order decides which groups share a node once there are pipeline stages: the summary
+// and result.json say which ran (the default, tp-dp-pp, changed on 2026-11-28).
+TEST(TrustNumbers, PipelinedRunsStateTheirRankOrder) {
+  test::TempDir dir;
+  const std::string pipelined = R"("parallelism": {"data": 4, "pipeline": 2, "micro_batch_size": 4)";
+  for (const std::string order : {"", "tp-dp-pp", "tp-pp-dp"}) {
+    const std::string name = order.empty() ? "default" : order;
+    const auto f = scenario_over_base(dir, name, pipelined + (order.empty() ? "" : R"(, "placement": ")" + order + "\"") + "}");
+    auto r = run_dtsim({"run", f, "-o", dir.path(name)}, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string ran = order.empty() ? "tp-dp-pp" : order;
+    EXPECT_NE(r.out.find("1 virtual stages, ranks " + ran + ";"), std::string::npos) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir.path(name + "/result.json")))["parallelism"]["placement"], ran);
+  }
+  // Without stages both orders put the same ranks side by side: nothing to state.
+  const auto flat = scenario_over_base(dir, "flat", "");
+  ASSERT_EQ(run_dtsim({"run", flat, "-o", dir.path("flat")}, dir).code, 0);
+  EXPECT_FALSE(nlohmann::json::parse(slurp(dir.path("flat/result.json")))["parallelism"].contains("placement"));
+}
