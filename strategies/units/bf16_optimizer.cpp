@@ -20,8 +20,11 @@
 
 namespace dtsim::strategies {
 
+// DeepSpeed's synchronous step: dtsim's asynchronous and per-backward (PipeDream) updates are its
+// own, priced without it.
 bool bf16_optimizer(const ParallelismSpec& p, Precision t) {
-  return p.framework.framework == Framework::DeepSpeed && p.zero_stage == 0 && t == Precision::Bf16;
+  return p.framework.framework == Framework::DeepSpeed && p.zero_stage == 0 && t == Precision::Bf16 &&
+         p.updates == Updates::Sync && !p.schedule->updates_per_backward;
 }
 
 namespace {
@@ -99,9 +102,7 @@ class Bf16Optimizer final : public Unit {
 
  private:
   static bool on(const Planner& em) { return bf16_optimizer(em.spec(), em.training().precision); }
-  static bool counted(const Count& c) {
-    return bf16_optimizer(c.p, c.t.precision) && c.k.sync && !c.p.schedule->updates_per_backward;
-  }
+  static bool counted(const Count& c) { return bf16_optimizer(c.p, c.t.precision); }
   std::map<std::pair<int, int>, int> accumulated_;  // (stage, replica) -> its last accumulation
 };
 
