@@ -17,12 +17,12 @@ double wire_grad_bytes(const ParallelismSpec& p, Precision t) {
   const int held = held_grad_buffer_bytes(p.framework, p.zero_stage);
   return held > 0 ? held : grad_bytes_per_param(t);
 }
+// After the flush too the wire carries BF16_Optimizer's fp32 buffer ("hardcoded for fp32 gradient
+// accumulation") or else the gradients' own dtype (today's ZeRO-1 optimizer reduces bf16 ones:
+// grad_accum_dtype defaults to the model's under ZeRO, runtime/engine.py get_data_types), unless
+// the pipeline's reduction names its own.
 double reduced_grad_bytes(const ParallelismSpec& p, Precision t) {
-  if (!pipeline_reduce_after_flush(p)) return wire_grad_bytes(p, t);
-  if (p.framework.pipeline_reduce_bytes > 0) return p.framework.pipeline_reduce_bytes;
-  // BF16_Optimizer's fp32 buffer ("hardcoded for fp32 gradient accumulation"), else the gradients'
-  // own dtype: today's ZeRO-1 optimizer reduces bf16 gradients (grad_accum_dtype defaults to the
-  // model's under ZeRO, runtime/engine.py get_data_types).
+  if (pipeline_reduce_after_flush(p) && p.framework.pipeline_reduce_bytes > 0) return p.framework.pipeline_reduce_bytes;
   return wire_grad_bytes(p, t);
 }
 const char* priority_order_refusal(const ParallelismSpec& p) {

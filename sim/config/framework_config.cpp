@@ -9,6 +9,17 @@ namespace dtsim::config {
 
 namespace {
 int dtype_bytes(const std::string& d) { return d == "fp32" ? 4 : d == "grad" ? 0 : 2; }
+
+// DeepSpeed's engine reduces ZeRO-0 and ZeRO-1 gradients once the backward is done
+// (runtime/engine.py allreduce_gradients at the accumulation boundary: buffered_allreduce_fallback,
+// or the ZeRO-1 optimizer's reduce_gradients); only ZeRO-2's hooks reduce during the backward.
+void reduce_after_backward(Reader& r, strategies::ParallelismSpec& p) {
+  if (p.zero_stage > 1) return;
+  if (r.has("overlap_grad_reduce") && p.overlap_grad_reduce)
+    r.fail("overlap_grad_reduce", "DeepSpeed reduces the gradients after the backward without ZeRO or with ZeRO-1 "
+                                  "(engine.py allreduce_gradients): give false, or framework \"megatron-lm\"");
+  p.overlap_grad_reduce = false;
+}
 }  // namespace
 
 void parse_framework(Reader& r, Scenario& s) {
@@ -28,15 +39,7 @@ void parse_framework(Reader& r, Scenario& s) {
   if (fw == Framework::Fsdp && p.zero_stage == 3 && p.pipeline > 1)
     r.fail("framework", "fsdp's per-unit gathers inside pipeline stages are not modelled: framework \"megatron-lm\" models "
                         "FSDP2 in each stage as torchtitan runs it (gathered once per step, reduce-scattered after the last backward)");
-  // DeepSpeed's engine reduces ZeRO-0 and ZeRO-1 gradients once the backward is done
-  // (runtime/engine.py allreduce_gradients at the accumulation boundary: buffered_allreduce_fallback,
-  // or the ZeRO-1 optimizer's reduce_gradients); only ZeRO-2's hooks reduce during the backward.
-  if (fw == Framework::DeepSpeed && p.zero_stage <= 1) {
-    if (r.has("overlap_grad_reduce") && p.overlap_grad_reduce)
-      r.fail("overlap_grad_reduce", "DeepSpeed reduces the gradients after the backward without ZeRO or with ZeRO-1 "
-                                    "(engine.py allreduce_gradients): give false, or framework \"megatron-lm\"");
-    p.overlap_grad_reduce = false;
-  }
+  if (fw == Framework::DeepSpeed) reduce_after_backward(r, p);
   if (auto z = r.optional_object("zero3")) {
     if (p.zero_stage != 3) z->fail_here("ZeRO-3 knobs need zero_stage 3 (or fsdp)");
     if (fw == Framework::MegatronLM)

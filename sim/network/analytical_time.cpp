@@ -154,13 +154,16 @@ std::optional<TimeLines> time_lines(const Platform& pf, const LoweredCollective&
     auto& kept = out.phases.emplace_back().lines;
     out.phases.back().latency = ph.latency;
     // A line no steeper and no higher than another is never above it (at factors >= 0). Most
-    // collectives' flows are alike: one line steepest and highest at once is the whole envelope.
-    double steepest = 0, highest = 0;
-    for (std::size_t i = 0; i < ph.flows.size(); ++i) steepest = std::max(steepest, w.busy[i]), highest = std::max(highest, w.latency[i]);
-    bool one = false;
-    for (std::size_t i = 0; i < ph.flows.size() && !one; ++i) one = w.busy[i] == steepest && w.latency[i] == highest;
-    if (one) {
-      kept.emplace_back(steepest, highest);
+    // collectives' flows are alike: where the steepest (highest of those) is also the highest of
+    // all, it is the whole envelope.
+    std::pair<double, double> top{0, 0};
+    double highest = 0;
+    for (std::size_t i = 0; i < ph.flows.size(); ++i) {
+      top = std::max(top, std::pair{w.busy[i], w.latency[i]});
+      highest = std::max(highest, w.latency[i]);
+    }
+    if (!ph.flows.empty() && top.second == highest) {
+      kept.push_back(top);
       continue;
     }
     thread_local std::vector<std::pair<double, double>> all;
