@@ -83,6 +83,10 @@ struct BuildOptions {
   // Expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size): each expert's MLP
   // split over this many ranks; 0: over `tensor`, as the dense MLP.
   std::int64_t expert_tensor = 0;
+  // RMSNorm written as PyTorch ops and run eagerly (HF's LlamaRMSNorm, torchtitan's RMSNorm,
+  // nn.RMSNorm before PyTorch 2.9): autograd keeps the fp32 copy of the input and the normalised
+  // output instead of the input (sim/cost/norm_kernels.cpp prices its kernels).
+  bool rms_norm_ops = false;
 };
 
 enum class KernelKind { Gemm, Conv, Attention, Memory };
@@ -90,7 +94,8 @@ enum class KernelKind { Gemm, Conv, Attention, Memory };
 // The role of a kernel in its block, for the software stack's pricing. Plain: priced as it is.
 enum class KernelRole {
   Plain,
-  NormForward, NormBackward,          // LayerNorm or RMSNorm over tokens x hidden
+  NormForward, NormBackward,          // LayerNorm over tokens x hidden
+  RmsNormForward, RmsNormBackward,    // RMSNorm over tokens x hidden
   GeluForward, GeluBackward,          // over tokens x ffn
   SwiGluForward, SwiGluBackward,      // over tokens x ffn (the output's elements)
   ResidualForward, ResidualBackward,  // (dropout and) residual add over tokens x hidden

@@ -162,12 +162,12 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
 Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I index) {
   const Slice x = slice(s, o, e);
   Layer l{"block." + std::to_string(index), LayerKind::Block, {}, x.th_local * e};
-  Op n1 = norm("norm1", s, x.th_local, e);
+  Op n1 = norm("norm1", s, o, x.th_local, e);
   n1.params /= x.t;  // replicated on every rank; counted once across the group
   l.ops.push_back(n1);
   if (s.mla()) mla_ops(l, s, o, x);
   else attention_ops(l, s, o, x);
-  Op n2 = norm("norm2", s, x.th_local, e);
+  Op n2 = norm("norm2", s, o, x.th_local, e);
   n2.params /= x.t;
   l.ops.push_back(n2);
   if (s.moe_block(index)) moe_ops(l, s, o, x);
@@ -191,7 +191,7 @@ Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   const I vocab = (s.vocab_size + o.tensor - 1) / o.tensor;  // vocabulary-parallel output layer
   const double tv = static_cast<double>(x.tokens) * static_cast<double>(vocab);
   Layer l{"head", LayerKind::Head, {}, x.th_local * e};
-  Op fn = norm("final_norm", s, x.th_local, e);
+  Op fn = norm("final_norm", s, o, x.th_local, e);
   fn.params /= x.t;
   l.ops.push_back(fn);
   Op logits = linear("lm_head", x.tokens, s.hidden_size, vocab, e, false, x.gathered_split);
@@ -219,7 +219,7 @@ Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
 Layer classifier_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   const Slice x = slice(s, o, e);
   Layer l{"head", LayerKind::Head, {}, x.th_local * e};
-  Op fn = norm("final_norm", s, x.th_local, e);
+  Op fn = norm("final_norm", s, o, x.th_local, e);
   fn.params /= x.t;
   l.ops.push_back(fn);
   l.ops.push_back(linear("classifier", o.micro_batch, s.hidden_size, s.classes, e, true));

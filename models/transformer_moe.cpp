@@ -36,7 +36,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     qa.params /= x.t;
     qa.useful = 1.0 / x.t;  // every tensor rank computes it: model FLOPs count it once
     l.ops.push_back(qa);
-    Op qn = norm("mla.q_norm", s, static_cast<double>(x.tokens * s.q_lora_rank), e);
+    Op qn = norm("mla.q_norm", s, o, static_cast<double>(x.tokens * s.q_lora_rank), e);
     qn.params = static_cast<double>(s.q_lora_rank) / x.t;
     l.ops.push_back(qn);
     l.ops.push_back(linear("mla.q_up", x.tokens, s.q_lora_rank, x.heads * dqk, e, false));
@@ -47,7 +47,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   kva.params /= x.t;
   kva.useful = 1.0 / x.t;
   l.ops.push_back(kva);
-  Op kvn = norm("mla.kv_norm", s, static_cast<double>(x.tokens * s.kv_lora_rank), e);
+  Op kvn = norm("mla.kv_norm", s, o, static_cast<double>(x.tokens * s.kv_lora_rank), e);
   kvn.params = static_cast<double>(s.kv_lora_rank) / x.t;
   l.ops.push_back(kvn);
   l.ops.push_back(linear("mla.kv_up", x.tokens, s.kv_lora_rank, x.heads * (s.qk_nope_head_dim + dv), e, false));

@@ -101,9 +101,15 @@ void mark_scores(Op& op) {
 }
 
 // Under sequence parallelism `tokens_h` is already this rank's share.
-Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e) {
-  Op op = elementwise(name, tokens_h, e, 1.0, tokens_h * e, 8.0);
-  mark_role(op, KernelRole::NormForward, KernelRole::NormBackward, tokens_h, e, false);
+// RMSNorm as ops (o.rms_norm_ops) saves, instead of its input, the fp32 copy the ops square and
+// scale (pow's and mul's backward) and the normalised output the weight multiplies (the weight
+// gradient's): 4 + e bytes per element (rsqrt's per-row output is not counted).
+Op norm(const std::string& name, const TransformerSpec& s, const BuildOptions& o, double tokens_h, double e) {
+  const bool rms = s.norm == Norm::RmsNorm;
+  const double saved = (rms && o.rms_norm_ops ? 4.0 + e : e) * tokens_h;
+  Op op = elementwise(name, tokens_h, e, 1.0, saved, 8.0);
+  if (rms) mark_role(op, KernelRole::RmsNormForward, KernelRole::RmsNormBackward, tokens_h, e, false);
+  else mark_role(op, KernelRole::NormForward, KernelRole::NormBackward, tokens_h, e, false);
   op.params = (s.norm == Norm::LayerNorm ? 2.0 : 1.0) * static_cast<double>(s.hidden_size);
   op.tensors.assign(s.norm == Norm::LayerNorm ? 2 : 1, static_cast<double>(s.hidden_size));  // weight (and bias)
   return op;

@@ -25,7 +25,7 @@ void mark_scores(Op& op);
 void mark_bias_grad(Op& op, I tokens, I out, double e);
 // Tags an op's kernels with their roles for the software stack's pricing (sim/cost/stack.hpp).
 void mark_role(Op& op, KernelRole forward, KernelRole backward, double elems, double e, bool dropout);
-Op norm(const std::string& name, const TransformerSpec& s, double tokens_h, double e);
+Op norm(const std::string& name, const TransformerSpec& s, const BuildOptions& o, double tokens_h, double e);
 Op dropout_add(const std::string& name, double elems, double e, bool dropout);
 // relu(x)^2 over `elems` elements, as one fused kernel each way.
 Op squared_relu(const std::string& name, double elems, double e);

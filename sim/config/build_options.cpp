@@ -12,6 +12,7 @@ models::BuildOptions build_options(const Scenario& s) {
   o.context_balanced = p.context_load_balance;
   o.expert = p.expert;
   o.expert_tensor = p.expert_tensor;
+  o.rms_norm_ops = s.device.stack.norm == cost::NormImpl::Composite;
   return o;
 }
 

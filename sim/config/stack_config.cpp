@@ -196,6 +196,20 @@ void refuse_ddp_buckets(Reader& root, const Scenario& s) {
                                "so DDP's {} would be ignored: set stack.fusion_threshold_MiB instead", base));
 }
 
+// RMSNorm as ops is eager PyTorch's (sim/cost/norm_kernels.cpp): compiled or fused element-wise
+// kernels fuse it, so a preset's composite norm gives way to them, and the key asks for eager.
+// Its memory is the model's (BuildOptions::rms_norm_ops, set from this in build_options).
+void parse_norm(Reader& r, Scenario& s) {
+  cost::Stack& st = s.device.stack;
+  if (!r.has("norm") && st.elementwise != cost::Elementwise::Eager) st.norm = cost::NormImpl::Fused;
+  const std::string norm = r.choice("norm", {"fused", "composite"}, cost::to_string(st.norm));
+  st.norm = norm == "composite" ? cost::NormImpl::Composite : cost::NormImpl::Fused;
+  if (!r.has("norm") || st.norm != cost::NormImpl::Composite) return;
+  if (st.elementwise != cost::Elementwise::Eager)
+    r.fail("norm", fmt::format("\"composite\" prices eager PyTorch's RMSNorm ops, which \"{}\" element-wise kernels fuse: set "
+                               "stack.elementwise to \"eager\"", cost::to_string(st.elementwise)));
+}
+
 }  // namespace
 
 void parse_stack(Reader& root, Scenario& s) {
@@ -222,6 +236,7 @@ void parse_stack(Reader& root, Scenario& s) {
                                                                                            : cost::Copies::Fused;
   if (r->has("copies") && st.copies == cost::Copies::Eager && s.training.attention != models::Attention::Flash)
     r->fail("copies", "\"eager\" prices the copies around fused attention calls: set training.attention to \"flash\"");
+  parse_norm(*r, s);
   parse_grad_buffer(*r, s);
   parse_gemm_shapes(*r, s);
   parse_comm_sms(*r, s);

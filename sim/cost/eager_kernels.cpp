@@ -28,8 +28,10 @@ using models::KernelRole;
 std::vector<double> eager_passes(const models::Kernel& k) {
   const double e = k.elem_bytes, n = k.elems;
   switch (k.role) {
-    case KernelRole::NormForward: return {2 * e * n};
-    case KernelRole::NormBackward: return {3 * e * n, 2 * e * n};
+    case KernelRole::NormForward:
+    case KernelRole::RmsNormForward: return {2 * e * n};
+    case KernelRole::NormBackward:
+    case KernelRole::RmsNormBackward: return {3 * e * n, 2 * e * n};
     case KernelRole::GeluForward: return {2 * e * n};
     case KernelRole::GeluBackward: return {3 * e * n};
     case KernelRole::SwiGluForward: return {2 * e * n, 3 * e * n};
@@ -61,7 +63,7 @@ ElementPlan element_plan(Elementwise mode, const models::Kernel& k) {
   // scheduler fuses nodes over the same iteration ranges), so a norm's weight gradient and a bias
   // gradient stay kernels of their own.
   if (bias) return {true, {bias_pass}};
-  if (k.role == KernelRole::NormBackward) return {true, {2 * k.elem_bytes * k.elems}};
+  if (k.role == KernelRole::NormBackward || k.role == KernelRole::RmsNormBackward) return {true, {2 * k.elem_bytes * k.elems}};
   return {};
 }
 

@@ -10,6 +10,7 @@
 #include "sim/cost/eager_kernels.hpp"
 #include "sim/cost/gemm_alignment.hpp"
 #include "sim/cost/loss_kernels.hpp"
+#include "sim/cost/norm_kernels.hpp"
 #include "sim/cost/roofline.hpp"
 
 namespace dtsim::cost {
@@ -152,6 +153,14 @@ Stack compiled_loss(Stack s) {
   return s;
 }
 
+// RMSNorm written as ops (norm_kernels.cpp): torchtitan's RMSNorm class, then nn.RMSNorm, ran so in
+// eager PyTorch until F.rms_norm got its fused CUDA kernel (pytorch/pytorch#153666, August 2025,
+// first released in 2.9; pytorch/pytorch#157345 reports 2.6's nn.RMSNorm slower than LayerNorm).
+Stack rms_norm_ops(Stack s) {
+  s.norm = NormImpl::Composite;
+  return s;
+}
+
 const std::map<std::string, Stack>& registry() {
   using taskgraph::TpOverlap;
   using strategies::Allocator, strategies::Fp8WeightCopies, strategies::StateBuffers;
@@ -193,8 +202,14 @@ const std::map<std::string, Stack>& registry() {
       // compile_config None), PYTORCH_CUDA_ALLOC_CONF expandable_segments:True by default
       // (config_utils.py expandable_segments True; command_utils/train.py sets it). Composer's FSDP
       // knobs are the scenario's parallelism.zero3 (docs/stacks.md).
-      {"llm-foundry", eager_shapes(Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS,
-                                         kDeviceCommSms, TpOverlap::None, kTitan})},
+      // Its Llama-style models are HF's, whose LlamaRMSNorm runs as ops in every version, as does
+      // llm-foundry's own RMSNorm (llmfoundry/models/layers/norm.py @03c9784: the same ops, the
+      // weight multiplied before the cast back); MPT's LayerNorm is one kernel.
+      {"llm-foundry", rms_norm_ops(eager_shapes(Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS,
+                                                      kDeviceCommSms, TpOverlap::None, kTitan}))},
+      // pytorch-eager as PyTorch 2.4-2.8 ran it: the same, with RMSNorm as ops (norm_kernels.cpp).
+      {"pytorch-eager-2.8", rms_norm_ops(fsdp2(eager_torchtitan(Stack{"pytorch-eager-2.8", AttentionImpl::Flash2, Elementwise::Eager,
+                                                                     kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kEager})))},
       {"deepspeed", deepspeed("deepspeed", Zero3Gathers::Coalesced)},
       {"deepspeed-0.5", deepspeed("deepspeed-0.5", Zero3Gathers::PerParameter)},
       {"horovod", horovod("horovod", 128, 1, true)},
@@ -285,6 +300,8 @@ std::optional<GemmShapes> gemm_shapes_from_string(const std::string& s) {
   return std::nullopt;
 }
 
+const char* to_string(NormImpl n) { return n == NormImpl::Composite ? "composite" : "fused"; }
+
 const char* to_string(Zero3Gathers z) { return z == Zero3Gathers::PerParameter ? "per-parameter" : "coalesced"; }
 
 std::vector<std::string> stack_names() {
@@ -305,7 +322,10 @@ namespace {
 double memory_pass_seconds(const DeviceProfile& d, const MemoryPass& p, const std::string& dtype) {
   models::Kernel pass{"elementwise_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, p.bytes};
   if (p.cast_up) pass.role = models::KernelRole::CastUp;
-  return kernel_time(d, pass, dtype);
+  const double t = kernel_time(d, pass, dtype);
+  if (p.unvectorised_elems <= 0 || d.cast_up_bandwidth <= 0) return t;
+  constexpr double kCastUpBytesPerElem = 6;  // reads 2, writes 4
+  return std::max(t, p.unvectorised_elems * kCastUpBytesPerElem / d.cast_up_bandwidth);
 }
 }  // namespace
 
@@ -321,6 +341,8 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     for (const auto& pass : loss) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else if (auto norm = batch_norm_seconds(d, d.stack.elementwise, k); !norm.empty()) {
     gpu.insert(gpu.end(), norm.begin(), norm.end());
+  } else if (auto rms = norm_passes(d.stack.norm, k); !rms.empty()) {
+    for (const auto& pass : rms) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else {
     const auto plan = element_plan(d.stack.elementwise, k);
     if (plan.keep) {

@@ -32,9 +32,14 @@ using Loss = strategies::Loss;
 enum class Copies { Fused, Eager };
 // One memory-bound kernel a stack runs in place of, or beside, a model kernel: the bytes it reads
 // and writes, and whether it casts each element up (bf16 to fp32: models::KernelRole::CastUp).
+// unvectorised_elems: the elements of a kernel ATen runs on its scalar path (an operand broadcast
+// along rows, or a cast between types), which no more than the device's cast-up rate in elements
+// drives (device profile cast_up_bandwidth, over the 6 bytes a bf16-to-fp32 cast moves per
+// element; stack.cpp memory_pass_seconds); 0: a vectorised kernel.
 struct MemoryPass {
   double bytes = 0;
   bool cast_up = false;
+  double unvectorised_elems = 0;
   bool operator==(const MemoryPass&) const = default;
 };
 // The shapes the stack hands cuBLAS (gemm_alignment.cpp): curve, every GEMM at the device's curve
@@ -47,6 +52,11 @@ enum class GemmShapes { Curve, AsWritten, Padded };
 // (FSDP1's flat parameter, and dtsim's behaviour before stacks); copy-out, FSDP2 copies it into each
 // parameter's unsharded tensor on the compute stream (strategies::FrameworkSpec::gather_copy_out).
 enum class GatherCopies { None, CopyOut };
+// How an eager stack runs RMSNorm (norm_kernels.cpp): fused, one ATen kernel each way (F.rms_norm
+// from PyTorch 2.9, as LayerNorm always; dtsim's behaviour before stacks); composite, the ops it
+// is written as (torchtitan's and HF's RMSNorm, nn.RMSNorm up to PyTorch 2.8). Its memory:
+// models::BuildOptions::rms_norm_ops.
+enum class NormImpl { Fused, Composite };
 
 struct Stack {
   std::string name = "default";
@@ -70,6 +80,7 @@ struct Stack {
   Copies copies = Copies::Fused;
   GemmShapes gemm_shapes = GemmShapes::Curve;
   GatherCopies gather_copies = GatherCopies::None;
+  NormImpl norm = NormImpl::Fused;
   // Megatron-LM's --make-vocab-size-divisible-by: the vocabulary is padded to a multiple of this
   // times the tensor-parallel size before the model is built (sim/config/stack_config.cpp). 0: the
   // model's vocabulary as given.
@@ -103,9 +114,10 @@ const char* to_string(Zero3Gathers z);
 const char* to_string(Copies c);
 const char* to_string(GemmShapes g);
 const char* to_string(GatherCopies g);
+const char* to_string(NormImpl n);
 std::optional<GemmShapes> gemm_shapes_from_string(const std::string& s);
 
-// The registered presets: default, pytorch-eager, torchtitan-compile, torchtitan-async-tp, megatron-te,
+// The registered presets: default, pytorch-eager, pytorch-eager-2.8, torchtitan-compile, torchtitan-async-tp, megatron-te,
 // megatron-te-tp-overlap, llm-foundry, deepspeed, deepspeed-0.5, horovod, horovod-0.16, jax-xla.
 std::vector<std::string> stack_names();
 std::optional<Stack> find_stack(const std::string& name);
