@@ -27,6 +27,13 @@ const char* to_string(Topology t) {
   return "?";
 }
 
+std::string LinkName::str() const {
+  static constexpr const char* kPrefix[] = {"ici", "nvl", "ring", "bridge", "pcie", "rail", "up", "nic", "ps", "pcisw", "host", "nvs"};
+  std::string s = kPrefix[static_cast<int>(kind)] + std::to_string(a);
+  if (b >= 0) s += "." + std::to_string(b);
+  return s;
+}
+
 namespace {
 
 // Links inside a node (or a torus): the GPUs' own ports. PCIe nodes: each GPU's link, which
@@ -42,11 +49,11 @@ std::vector<int> add_intra_links(const ClusterSpec& spec, double intra, std::vec
     const double bw = spec.torus_link_bandwidth * (1 - spec.background_intra);
     for (int g = 0; g < gpus; ++g)
       for (std::size_t k = 0; k < spec.torus_dims.size(); ++k)
-        links.push_back({"ici" + std::to_string(g) + "." + std::to_string(k), bw, spec.torus_link_latency});
+        links.push_back({{LinkKind::Ici, g, static_cast<int>(k)}, bw, spec.torus_link_latency});
   } else if (spec.fabric == Fabric::NvSwitch) {
     // Each GPU's NVSwitch port; the switch itself does not block. Latency is split over both ends.
     for (int g = 0; g < gpus; ++g) {
-      links.push_back({"nvl" + std::to_string(g), intra, spec.intra_latency / 2});
+      links.push_back({{LinkKind::Nvl, g}, intra, spec.intra_latency / 2});
       endpoints[static_cast<std::size_t>(g)] = {static_cast<int>(links.size()) - 1};
     }
   } else if (spec.fabric == Fabric::NvLinkRing) {
@@ -54,15 +61,15 @@ std::vector<int> add_intra_links(const ClusterSpec& spec, double intra, std::vec
     ring_base = static_cast<int>(links.size());
     for (int n = 0; n < spec.nodes; ++n)
       for (int i = 0; i < per_node; ++i)
-        links.push_back({"ring" + std::to_string(n) + "." + std::to_string(i), intra, spec.intra_latency});
+        links.push_back({{LinkKind::Ring, n, i}, intra, spec.intra_latency});
   } else {
     // Peer traffic leaves through the GPU's PCIe link and crosses the node's host bridge.
     const int bridge0 = static_cast<int>(links.size());
     const double bridge = spec.host_bridge_bandwidth > 0 ? spec.host_bridge_bandwidth : spec.intra_bandwidth;
     for (int n = 0; n < spec.nodes; ++n)
-      links.push_back({"bridge" + std::to_string(n), bridge * spec.intra_efficiency * (1 - spec.background_intra), 0});
+      links.push_back({{LinkKind::Bridge, n}, bridge * spec.intra_efficiency * (1 - spec.background_intra), 0});
     for (int g = 0; g < gpus; ++g) {
-      links.push_back({"pcie" + std::to_string(g), intra, spec.intra_latency / 2});
+      links.push_back({{LinkKind::Pcie, g}, intra, spec.intra_latency / 2});
       own_pcie.push_back(static_cast<int>(links.size()) - 1);
       endpoints[static_cast<std::size_t>(g)] = {own_pcie.back(), bridge0 + g / per_node};
     }
@@ -81,7 +88,7 @@ void add_nic_links(const ClusterSpec& spec, std::vector<Link>& links, std::vecto
     // through the rail's uplinks, all of a rail's NICs' worth over the oversubscription.
     rail_base = static_cast<int>(links.size());
     for (int j = 0; j < spec.nics_per_node; ++j)
-      links.push_back({"rail" + std::to_string(j),
+      links.push_back({{LinkKind::Rail, j},
                         spec.nodes * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription *
                             (1 - spec.background_uplink),
                         0});
@@ -89,14 +96,14 @@ void add_nic_links(const ClusterSpec& spec, std::vector<Link>& links, std::vecto
   for (int n = 0; n < spec.nodes; ++n) {
     int uplink = -1;
     if (oversubscribed) {
-      links.push_back({"up" + std::to_string(n),
+      links.push_back({{LinkKind::Up, n},
                         spec.nics_per_node * spec.nic_bandwidth * spec.inter_efficiency / spec.oversubscription *
                             (1 - spec.background_uplink),
                         0});
       uplink = static_cast<int>(links.size()) - 1;
     }
     for (int j = 0; j < spec.nics_per_node; ++j) {
-      links.push_back({"nic" + std::to_string(n) + "." + std::to_string(j),
+      links.push_back({{LinkKind::Nic, n, j},
                         spec.nic_bandwidth * spec.inter_efficiency * (1 - spec.background_nic),
                         spec.inter_latency / 2});
       auto& l = endpoints[static_cast<std::size_t>(gpus + n * spec.nics_per_node + j)];
@@ -116,13 +123,13 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
   // PCIe nodes: the GPU's one link carries peer and host traffic alike.
   const std::vector<int> own_pcie = add_intra_links(spec, intra, links_, endpoint_links_, torus_base_, ring_base_);
   add_nic_links(spec, links_, endpoint_links_, rail_base_);
-  auto link = [&](std::string name, double bw, double lat) {
-    links_.push_back({std::move(name), bw, lat});
+  auto link = [&](LinkName name, double bw, double lat) {
+    links_.push_back({name, bw, lat});
     return static_cast<int>(links_.size()) - 1;
   };
   ps_base_ = num_endpoints();
   for (int k = 0; k < spec.ps_servers; ++k)
-    add_endpoint({link("ps" + std::to_string(k), spec.ps_nic_bandwidth * spec.inter_efficiency, spec.inter_latency / 2)});
+    add_endpoint({link({LinkKind::Ps, k}, spec.ps_nic_bandwidth * spec.inter_efficiency, spec.inter_latency / 2)});
   // A GPU's way to its host's memory: its own PCIe link, then (GPUs sharing a PCIe switch) the
   // switch's uplink to the CPU. PCIe nodes' GPUs already hang off their own link and the bridge.
   const int per_switch = std::max(1, spec.gpus_per_pcie_switch);
@@ -131,7 +138,7 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
     const double up = spec.pcie_switch_bandwidth > 0 ? spec.pcie_switch_bandwidth : spec.pcie_bandwidth;
     for (int n = 0; n < spec.nodes; ++n)
       for (int k = 0; k < (per_node + per_switch - 1) / per_switch; ++k)
-        link("pcisw" + std::to_string(n) + "." + std::to_string(k), up, 0);
+        link({LinkKind::PcieSwitch, n, k}, up, 0);
   }
   // Host memory is a link too: a host's CPU sums what its GPUs send at memory bandwidth.
   pcie_base_ = num_endpoints();
@@ -140,17 +147,17 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
       add_endpoint({own_pcie[static_cast<std::size_t>(g)]});
       continue;
     }
-    EndpointLinks path{link("pcie" + std::to_string(g), spec.pcie_bandwidth, spec.pcie_latency)};
+    EndpointLinks path{link({LinkKind::Pcie, g}, spec.pcie_bandwidth, spec.pcie_latency)};
     if (switch_base_ >= 0) path.push_back(pcie_switch_link(g));
     add_endpoint(path);
   }
   host_base_ = num_endpoints();
-  for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("host" + std::to_string(n), spec.host_memory_bandwidth, spec.pcie_latency)});
+  for (int n = 0; n < spec.nodes; ++n) add_endpoint({link({LinkKind::Host, n}, spec.host_memory_bandwidth, spec.pcie_latency)});
   // Last, so that no other endpoint's number moves: each NVLink SHARP node's switch, behind a
   // link as wide as all its GPUs' ports together.
   if (spec.intra_nvls && spec.fabric == Fabric::NvSwitch && spec.torus_dims.empty()) {
     nvs_base_ = num_endpoints();
-    for (int n = 0; n < spec.nodes; ++n) add_endpoint({link("nvs" + std::to_string(n), intra * per_node, 0)});
+    for (int n = 0; n < spec.nodes; ++n) add_endpoint({link({LinkKind::Nvs, n}, intra * per_node, 0)});
   }
 }
 

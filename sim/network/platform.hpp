@@ -1,5 +1,6 @@
 #pragma once
 #include <array>
+#include <cstdint>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -72,8 +73,17 @@ struct ClusterSpec {
 const char* to_string(Fabric f);
 const char* to_string(Topology t);
 
+// A link's name, kept as its kind and numbers and written out only where a name is needed (the
+// SimGrid platform): a 16,384-GPU platform has 50,000 links, built for every cluster a sweep prices.
+enum class LinkKind : std::uint8_t { Ici, Nvl, Ring, Bridge, Pcie, Rail, Up, Nic, Ps, PcieSwitch, Host, Nvs };
+struct LinkName {
+  LinkKind kind = LinkKind::Nvl;
+  int a = 0, b = -1;  // b: a second number ("nic3.1"), -1: none
+  std::string str() const;
+};
+
 struct Link {
-  std::string name;
+  LinkName name;
   double bandwidth = 0;  // bytes/s per direction
   double latency = 0;    // seconds
 };

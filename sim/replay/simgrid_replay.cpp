@@ -86,7 +86,8 @@ void add_links(Fabric& fab, const ReplayInput& in) {
   fab.links.reserve(pf.links().size());
   for (std::size_t i = 0; i < pf.links().size(); ++i) {
     const auto& l = pf.links()[i];
-    auto* link = fab.zone->create_split_duplex_link(l.name, l.bandwidth);
+    const std::string name = l.name.str();
+    auto* link = fab.zone->create_split_duplex_link(name, l.bandwidth);
     link->set_latency(l.latency);
     if (auto it = flap_of_link.find(static_cast<int>(i)); it != flap_of_link.end()) {
       // Full bandwidth, then degraded for the last degraded_s of every period (values are bytes/s;
@@ -94,11 +95,11 @@ void add_links(Fabric& fab, const ReplayInput& in) {
       const auto& f = *it->second;
       const std::string trace = fmt::format("0 {}\n{} {}\n", l.bandwidth, f.period_s - f.degraded_s, l.bandwidth * f.bandwidth_fraction);
       for (auto* dir : {link->get_link_up(), link->get_link_down()})
-        dir->set_bandwidth_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name(), trace, f.period_s));
+        dir->set_bandwidth_profile(profile::ProfileBuilder::from_string(name + dir->get_name(), trace, f.period_s));
       if (f.degraded_latency_s >= 0) {
         const std::string lat = fmt::format("0 {}\n{} {}\n", l.latency, f.period_s - f.degraded_s, f.degraded_latency_s);
         for (auto* dir : {link->get_link_up(), link->get_link_down()})
-          dir->set_latency_profile(profile::ProfileBuilder::from_string(l.name + dir->get_name() + ".lat", lat, f.period_s));
+          dir->set_latency_profile(profile::ProfileBuilder::from_string(name + dir->get_name() + ".lat", lat, f.period_s));
         fab.latencies_vary = true;
       }
     }
