@@ -48,9 +48,50 @@ bool moves_of(const Platform& pf, const std::vector<std::vector<int>>& groups, s
   return true;
 }
 
+// A sufficient condition for apart(), read off the first group alone and its endpoints moved:
+// every link its flows cross belongs to one endpoint only, and no endpoint of one moved group is
+// another's. Then each link a moved group crosses is one of its own endpoints', which no other
+// group has. Routing every group's flows (apart) reads every GPU's; this reads each endpoint once.
+bool apart_by_endpoints(const Platform& pf, const LoweredCollective& one, const std::vector<Move>& moves) {
+  thread_local std::vector<int> owner, ends;
+  thread_local std::vector<Hop> route;
+  if (owner.size() < static_cast<std::size_t>(pf.num_endpoints())) owner.resize(static_cast<std::size_t>(pf.num_endpoints()), -1);
+  ends.clear();
+  // Each endpoint once (owner marks those seen, -2, until they are all found).
+  bool routed = true;
+  for (std::size_t p = 0; routed && p < one.phases.size(); ++p) {
+    const auto& ph = one.phases[p];
+    routed = ph.work.empty();
+    for (std::size_t i = 0; routed && i < ph.flows.size(); ++i) {
+      const auto& f = ph.flows[i];
+      route.clear();
+      pf.append_route(f.src, f.dst, route);
+      for (const auto& h : route) routed = routed && pf.private_link(h.link);
+      for (int e : {f.src, f.dst})
+        if (int& o = owner[static_cast<std::size_t>(e)]; o == -1) o = -2, ends.push_back(e);
+    }
+  }
+  for (int e : ends) owner[static_cast<std::size_t>(e)] = -1;
+  if (!routed) return false;
+  bool ok = true;
+  std::size_t set = 0;
+  for (std::size_t k = 0; ok && k < moves.size(); ++k)
+    for (std::size_t i = 0; ok && i < ends.size(); ++i, ++set) {
+      int& o = owner[static_cast<std::size_t>(pf.shift_endpoint(ends[i], moves[k].first, moves[k].second))];
+      ok = o < 0;
+      o = static_cast<int>(k);
+    }
+  // Cleared as set (the last one set, which failed, included).
+  for (std::size_t k = 0, n = 0; n < set && k < moves.size(); ++k)
+    for (std::size_t i = 0; n < set && i < ends.size(); ++i, ++n)
+      owner[static_cast<std::size_t>(pf.shift_endpoint(ends[i], moves[k].first, moves[k].second))] = -1;
+  return ok;
+}
+
 // Whether the groups, each `one` moved, cross no link in the same direction within a phase (the
 // same group may cross one many times); host work (servers) is not taken apart.
 bool apart(const Platform& pf, const LoweredCollective& one, const std::vector<Move>& moves) {
+  if (apart_by_endpoints(pf, one, moves)) return true;
   // Owners per link direction, all -1 between calls (only the ones set are cleared).
   thread_local std::vector<int> owner;
   thread_local std::vector<std::size_t> marked;

@@ -159,6 +159,12 @@ Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
     nvs_base_ = num_endpoints();
     for (int n = 0; n < spec.nodes; ++n) add_endpoint({link({LinkKind::Nvs, n}, intra * per_node, 0)});
   }
+  link_users_.assign(links_.size(), 0);
+  for (const auto& e : endpoint_links_)
+    for (int k = 0; k < e.count; ++k) {
+      auto& users = link_users_[static_cast<std::size_t>(e.ids[static_cast<std::size_t>(k)])];
+      users = static_cast<std::uint8_t>(std::min(2, users + 1));
+    }
 }
 
 EndpointLinks::EndpointLinks(std::initializer_list<int> links) {

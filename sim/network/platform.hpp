@@ -117,6 +117,9 @@ class Platform {
     return {e.ids.data(), static_cast<std::size_t>(e.count)};
   }
   std::string endpoint_name(int endpoint) const;
+  // Whether exactly one endpoint's links to the centre include `link` (a GPU's NVSwitch port, a
+  // NIC without a shared uplink): only routes from or to that endpoint cross it.
+  bool private_link(int link) const { return link_users_[static_cast<std::size_t>(link)] == 1; }
 
   int node_of(int gpu) const { return gpu / spec_.gpus_per_node; }
   int local_of(int gpu) const { return gpu % spec_.gpus_per_node; }
@@ -174,6 +177,7 @@ class Platform {
   ClusterSpec spec_;
   std::vector<Link> links_;
   std::vector<EndpointLinks> endpoint_links_;
+  std::vector<std::uint8_t> link_users_;  // endpoints listing each link, up to 2
   int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0, switch_base_ = -1;
   int ring_base_ = -1, rail_base_ = -1, torus_base_ = -1, nvs_base_ = -1;
   int add_endpoint(EndpointLinks links);
