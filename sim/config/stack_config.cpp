@@ -237,6 +237,8 @@ void parse_stack(Reader& root, Scenario& s) {
   if (r->has("copies") && st.copies == cost::Copies::Eager && s.training.attention != models::Attention::Flash)
     r->fail("copies", "\"eager\" prices the copies around fused attention calls: set training.attention to \"flash\"");
   parse_norm(*r, s);
+  st.swiglu = r->choice("swiglu", {"chunked", "separate"}, cost::to_string(st.swiglu)) == "separate" ? cost::Swiglu::Separate
+                                                                                                     : cost::Swiglu::Chunked;
   parse_grad_buffer(*r, s);
   parse_gemm_shapes(*r, s);
   parse_comm_sms(*r, s);

@@ -13,9 +13,7 @@ using models::KernelRole;
 // - their backward: the input gradient (reads x and dy, writes dx) and a second kernel summing the
 //   weight (and bias) gradients over tokens (GammaBetaBackward, reads x and dy).
 // - GELU: one kernel each way (GeluCUDAKernelImpl / GeluBackwardCUDAKernelImpl, reads 1 and 2).
-// - SwiGLU as F.silu(g) * u: silu (reads g, writes s) and mul (reads s, u, writes y); backward:
-//   mul's two gradients (dy·u, dy·s), silu_backward (reads ds, g) and chunk's backward, a cat of
-//   dg and du into the fc1 output's gradient (reads 2, writes 2).
+// - SwiGLU: its own mechanism, the stack's `swiglu` (swiglu_kernels.cpp).
 // - squared ReLU as Megatron-LM writes it, torch.pow(F.relu(x), 2) (megatron/core/activations.py,
 //   run eager): relu (reads x, writes r) and pow (reads r, writes y); backward: pow_backward's
 //   grad * (2 * r.pow(1)) (torch/csrc/autograd/FunctionsManual.cpp: a copy, a scale, a multiply
@@ -34,8 +32,6 @@ std::vector<double> eager_passes(const models::Kernel& k) {
     case KernelRole::RmsNormBackward: return {3 * e * n, 2 * e * n};
     case KernelRole::GeluForward: return {2 * e * n};
     case KernelRole::GeluBackward: return {3 * e * n};
-    case KernelRole::SwiGluForward: return {2 * e * n, 3 * e * n};
-    case KernelRole::SwiGluBackward: return {3 * e * n, 3 * e * n, 3 * e * n, 4 * e * n};
     case KernelRole::SquaredReluForward: return {2 * e * n, 2 * e * n};
     case KernelRole::SquaredReluBackward: return {2 * e * n, 2 * e * n, 3 * e * n, 3 * e * n};
     case KernelRole::ResidualForward:

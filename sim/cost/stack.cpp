@@ -11,6 +11,7 @@
 #include "sim/cost/gemm_alignment.hpp"
 #include "sim/cost/loss_kernels.hpp"
 #include "sim/cost/norm_kernels.hpp"
+#include "sim/cost/swiglu_kernels.hpp"
 #include "sim/cost/roofline.hpp"
 
 namespace dtsim::cost {
@@ -108,6 +109,7 @@ Stack fsdp2(Stack s) {
 Stack eager_torchtitan(Stack s) {
   s.memory.loss = Loss::EagerFp32;
   s.copies = Copies::Eager;
+  s.swiglu = Swiglu::Separate;  // FeedForward: w2(F.silu(w1(x)) * w3(x)) (torchtitan/models/llama3/model.py)
   return eager_shapes(s);
 }
 
@@ -161,6 +163,12 @@ Stack rms_norm_ops(Stack s) {
   return s;
 }
 
+// HF's LlamaMLP computes gate and up with two GEMMs (down_proj(act_fn(gate_proj(x)) * up_proj(x))).
+Stack separate_swiglu(Stack s) {
+  s.swiglu = Swiglu::Separate;
+  return s;
+}
+
 const std::map<std::string, Stack>& registry() {
   using taskgraph::TpOverlap;
   using strategies::Allocator, strategies::Fp8WeightCopies, strategies::StateBuffers;
@@ -205,8 +213,8 @@ const std::map<std::string, Stack>& registry() {
       // Its Llama-style models are HF's, whose LlamaRMSNorm runs as ops in every version, as does
       // llm-foundry's own RMSNorm (llmfoundry/models/layers/norm.py @03c9784: the same ops, the
       // weight multiplied before the cast back); MPT's LayerNorm is one kernel.
-      {"llm-foundry", rms_norm_ops(eager_shapes(Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS,
-                                                      kDeviceCommSms, TpOverlap::None, kTitan}))},
+      {"llm-foundry", separate_swiglu(rms_norm_ops(eager_shapes(Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS,
+                                                      kDeviceCommSms, TpOverlap::None, kTitan})))},
       // pytorch-eager as PyTorch 2.4-2.8 ran it: the same, with RMSNorm as ops (norm_kernels.cpp).
       {"pytorch-eager-2.8", rms_norm_ops(fsdp2(eager_torchtitan(Stack{"pytorch-eager-2.8", AttentionImpl::Flash2, Elementwise::Eager,
                                                                      kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kEager})))},
@@ -301,6 +309,7 @@ std::optional<GemmShapes> gemm_shapes_from_string(const std::string& s) {
 }
 
 const char* to_string(NormImpl n) { return n == NormImpl::Composite ? "composite" : "fused"; }
+const char* to_string(Swiglu s) { return s == Swiglu::Separate ? "separate" : "chunked"; }
 
 const char* to_string(Zero3Gathers z) { return z == Zero3Gathers::PerParameter ? "per-parameter" : "coalesced"; }
 
@@ -343,6 +352,9 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     gpu.insert(gpu.end(), norm.begin(), norm.end());
   } else if (auto rms = norm_passes(d.stack.norm, k); !rms.empty()) {
     for (const auto& pass : rms) gpu.push_back(memory_pass_seconds(d, pass, dtype));
+  } else if (auto glu = d.stack.elementwise == Elementwise::Eager ? swiglu_passes(d.stack.swiglu, k) : std::vector<MemoryPass>{};
+             !glu.empty()) {
+    for (const auto& pass : glu) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else {
     const auto plan = element_plan(d.stack.elementwise, k);
     if (plan.keep) {

@@ -57,6 +57,10 @@ enum class GatherCopies { None, CopyOut };
 // is written as (torchtitan's and HF's RMSNorm, nn.RMSNorm up to PyTorch 2.8). Its memory:
 // models::BuildOptions::rms_norm_ops.
 enum class NormImpl { Fused, Composite };
+// How an eager stack's SwiGLU gets its two halves (swiglu_kernels.cpp): chunked, views of one
+// GEMM's output (Megatron-LM unfused, scripts/gpu_train.py; dtsim's eager kernels before this key),
+// or separate, two GEMMs' outputs (torchtitan, HF).
+enum class Swiglu { Chunked, Separate };
 
 struct Stack {
   std::string name = "default";
@@ -81,6 +85,7 @@ struct Stack {
   GemmShapes gemm_shapes = GemmShapes::Curve;
   GatherCopies gather_copies = GatherCopies::None;
   NormImpl norm = NormImpl::Fused;
+  Swiglu swiglu = Swiglu::Chunked;
   // Megatron-LM's --make-vocab-size-divisible-by: the vocabulary is padded to a multiple of this
   // times the tensor-parallel size before the model is built (sim/config/stack_config.cpp). 0: the
   // model's vocabulary as given.
@@ -115,6 +120,7 @@ const char* to_string(Copies c);
 const char* to_string(GemmShapes g);
 const char* to_string(GatherCopies g);
 const char* to_string(NormImpl n);
+const char* to_string(Swiglu s);
 std::optional<GemmShapes> gemm_shapes_from_string(const std::string& s);
 
 // The registered presets: default, pytorch-eager, pytorch-eager-2.8, torchtitan-compile, torchtitan-async-tp, megatron-te,

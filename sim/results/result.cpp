@@ -225,6 +225,7 @@ void add_stack(nlohmann::ordered_json& j, const Result& r) {
                 {"loss", strategies::to_string(st.memory.loss)},
                 {"copies", cost::to_string(st.copies)},
                 {"norm", cost::to_string(st.norm)},
+                {"swiglu", cost::to_string(st.swiglu)},
                 {"gemm_shapes", cost::to_string(st.gemm_shapes)},
                 {"host_dispatch_us", st.dispatch_s * 1e6},
                 {"comm_sms", cost::comm_sms(s.device)},
