@@ -232,10 +232,10 @@ void parse_stack(Reader& root, Scenario& s) {
   const std::string loss = r->choice("loss", {"fused", "eager-fp32", "compiled"}, strategies::to_string(st.memory.loss));
   st.memory.loss = loss == "eager-fp32" ? cost::Loss::EagerFp32 : loss == "compiled" ? cost::Loss::Compiled : cost::Loss::Fused;
   s.training.memory.loss = st.memory.loss;
-  st.copies = r->choice("copies", {"fused", "eager"}, cost::to_string(st.copies)) == "eager" ? cost::Copies::Eager
-                                                                                           : cost::Copies::Fused;
-  if (r->has("copies") && st.copies == cost::Copies::Eager && s.training.attention != models::Attention::Flash)
-    r->fail("copies", "\"eager\" prices the copies around fused attention calls: set training.attention to \"flash\"");
+  const std::string copies = r->choice("copies", {"fused", "eager", "eager-rotate-half"}, cost::to_string(st.copies));
+  st.copies = copies == "eager" ? cost::Copies::Eager : copies == "eager-rotate-half" ? cost::Copies::RotateHalf : cost::Copies::Fused;
+  if (r->has("copies") && st.copies != cost::Copies::Fused && s.training.attention != models::Attention::Flash)
+    r->fail("copies", fmt::format("\"{}\" prices the copies around fused attention calls: set training.attention to \"flash\"", copies));
   parse_norm(*r, s);
   st.swiglu = r->choice("swiglu", {"chunked", "separate"}, cost::to_string(st.swiglu)) == "separate" ? cost::Swiglu::Separate
                                                                                                      : cost::Swiglu::Chunked;

@@ -19,12 +19,38 @@ namespace dtsim::cost {
 // Learned positions (GPT-2 as nanoGPT, Hugging Face's GPT2Attention and scripts/gpu_train.py
 // write it): q, k, v are views of the QKV output, so only the split's backward cat runs.
 // The casts up to fp32 (x.float(), and backward type_as's of the gradient) widen 16-bit elements.
+namespace {
+
+// rotate-half, as HF's apply_rotary_pos_emb writes it (q * cos + rotate_half(q) * sin, cos and sin
+// in the activations' type) and scripts/gpu_train.py's rotate(): for each of q and k, n elements
+// of a transposed view of the QKV output, forward: -x2 (a strided half: e n/2 each way), the cat
+// of (-x2, x1) (2e), x * cos and that cat * sin (2e each, cos and sin broadcast over the heads),
+// their sum (3e). Backward: the gradient times cos and times sin (2e each, broadcast); neg's
+// backward (a half); each slice's backward zero-fills a whole tensor (e) and copies its half into
+// it (a strided half); x's three gradients summed (two adds, 3e). The kernels that read a strided
+// half or a broadcast table run on ATen's scalar path (MemoryPass::unvectorised_elems). q, k and v
+// are views of the QKV output, so only the split's backward cat copies them.
+std::vector<MemoryPass> rotate_half(double e, double n, bool forward) {
+  const MemoryPass half{e * n, false, n / 2}, broadcast{2 * e * n, false, n};
+  if (forward) return {half, {2 * e * n}, broadcast, broadcast, {3 * e * n}};
+  return {broadcast, broadcast, half, {e * n}, half, {e * n}, half, {3 * e * n}, {3 * e * n}};
+}
+
+}  // namespace
+
 std::vector<MemoryPass> copy_passes(Copies copies, const models::Kernel& k) {
   const bool forward = k.role == models::KernelRole::FlashForward;
-  if (copies != Copies::Eager || (!forward && k.role != models::KernelRole::FlashBackward) || k.io.q <= 0) return {};
+  if (copies == Copies::Fused || (!forward && k.role != models::KernelRole::FlashBackward) || k.io.q <= 0) return {};
   const double e = k.elem_bytes, q = k.io.q, kv = k.io.kv, table = k.io.rope_table;
   const MemoryPass cat{2 * e * (q + 2 * kv)};
   if (table <= 0) return forward ? std::vector<MemoryPass>{} : std::vector<MemoryPass>{cat};
+  if (copies == Copies::RotateHalf) {
+    std::vector<MemoryPass> passes;
+    for (double n : {q, kv})
+      for (const auto& p : rotate_half(e, n, forward)) passes.push_back(p);
+    if (!forward) passes.push_back(cat);
+    return passes;
+  }
   std::vector<MemoryPass> passes;
   if (forward) passes = {{2 * e * q}, {2 * e * kv}, {2 * e * kv}};
   for (double n : {q, kv}) passes.insert(passes.end(), {{(e + 4) * n, e < 4}, {8 * n + table}, {(4 + e) * n}});

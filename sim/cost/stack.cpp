@@ -294,7 +294,7 @@ std::optional<taskgraph::TpOverlap> tp_overlap_from_string(const std::string& s)
 }
 
 
-const char* to_string(Copies c) { return c == Copies::Eager ? "eager" : "fused"; }
+const char* to_string(Copies c) { return c == Copies::Eager ? "eager" : c == Copies::RotateHalf ? "eager-rotate-half" : "fused"; }
 
 const char* to_string(GatherCopies g) { return g == GatherCopies::CopyOut ? "copy-out" : "none"; }
 

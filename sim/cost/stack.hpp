@@ -28,8 +28,10 @@ enum class Zero3Gathers { Coalesced, PerParameter };
 using Loss = strategies::Loss;
 // The copies and casts around a fused attention call (attention_copies.cpp): fused, none beyond
 // the model's kernels (dtsim's behaviour before stacks), or eager, the QKV split's copies and
-// RoPE's fp32 casts and complex multiply as eager PyTorch runs torchtitan's Llama.
-enum class Copies { Fused, Eager };
+// RoPE's fp32 casts and complex multiply as eager PyTorch runs torchtitan's Llama; rotate-half,
+// HF's apply_rotary_pos_emb (and scripts/gpu_train.py): x * cos + cat(-x2, x1) * sin on the
+// transposed q and k, with the fused QKV output's split backward.
+enum class Copies { Fused, Eager, RotateHalf };
 // One memory-bound kernel a stack runs in place of, or beside, a model kernel: the bytes it reads
 // and writes, and whether it casts each element up (bf16 to fp32: models::KernelRole::CastUp).
 // unvectorised_elems: the elements of a kernel ATen runs on its scalar path (an operand broadcast

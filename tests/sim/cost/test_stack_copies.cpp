@@ -90,6 +90,30 @@ TEST(StackCopies, EagerPassesOfTheSmallLlamaAreTheHandSum) {
   EXPECT_TRUE(cost::copy_passes(cost::Copies::Fused, fa.forward.front()).empty());
 }
 
+// The same small Llama with HF's rotate-half RoPE (as scripts/gpu_train.py runs it): per tensor of
+// n elements 10e n forward in five kernels and 15e n backward in nine, 2.5 n and 3.5 n of them on
+// the scalar path; no copies of q, k, v forward, the split's cat backward.
+TEST(StackCopies, RotateHalfPassesOfTheSmallLlamaAreTheHandSum) {
+  const auto fa = flash_op(test::small_llama(2), flash_options());
+  const double q = 524288, k = 131072, e = 2;
+  auto totals = [](const std::vector<cost::MemoryPass>& passes) {
+    double bytes = 0, scalar = 0;
+    for (const auto& p : passes) bytes += p.bytes, scalar += p.unvectorised_elems;
+    return std::pair{bytes, scalar};
+  };
+  const auto f = cost::copy_passes(cost::Copies::RotateHalf, fa.forward.front());
+  const auto b = cost::copy_passes(cost::Copies::RotateHalf, fa.backward.front());
+  ASSERT_EQ(f.size(), 10u);
+  ASSERT_EQ(b.size(), 19u);
+  EXPECT_DOUBLE_EQ(totals(f).first, 10 * e * (q + k));
+  EXPECT_DOUBLE_EQ(totals(f).second, 2.5 * (q + k));
+  EXPECT_DOUBLE_EQ(totals(b).first, 15 * e * (q + k) + 2 * e * (q + 2 * k));
+  EXPECT_DOUBLE_EQ(totals(b).second, 3.5 * (q + k));
+  const auto err = test::input_error_over_base(R"({"extends": "base.json", "stack": {"copies": "eager-rotate-half"}})");
+  EXPECT_NE(err.find("/stack/copies"), std::string::npos) << err;  // needs training.attention flash
+  EXPECT_NE(err.find("eager-rotate-half"), std::string::npos) << err;
+}
+
 // Tensor parallelism 4: each rank's 4 query heads and 1 KV head; an unbalanced context split's
 // extra attention work is waiting and runs no copies of its own.
 TEST(StackCopies, EachRankCopiesItsOwnHeadsAndTokens) {
