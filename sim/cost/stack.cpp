@@ -336,6 +336,14 @@ double memory_pass_seconds(const DeviceProfile& d, const MemoryPass& p, const st
   constexpr double kCastUpBytesPerElem = 6;  // reads 2, writes 4
   return std::max(t, p.unvectorised_elems * kCastUpBytesPerElem / d.cast_up_bandwidth);
 }
+
+// What an eager stack runs as PyTorch ops in place of a model's RMSNorm or SwiGLU kernel
+// (norm_kernels.cpp, swiglu_kernels.cpp); compiled and fused stacks keep the model's kernel.
+std::vector<MemoryPass> eager_op_passes(const Stack& s, const models::Kernel& k) {
+  if (s.elementwise != Elementwise::Eager) return {};
+  auto passes = norm_passes(s.norm, k);
+  return passes.empty() ? swiglu_passes(s.swiglu, k) : passes;
+}
 }  // namespace
 
 // Every kernel the stack launches for `k`: its GPU time, at least the host's dispatch time.
@@ -350,11 +358,8 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     for (const auto& pass : loss) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else if (auto norm = batch_norm_seconds(d, d.stack.elementwise, k); !norm.empty()) {
     gpu.insert(gpu.end(), norm.begin(), norm.end());
-  } else if (auto rms = norm_passes(d.stack.norm, k); !rms.empty()) {
-    for (const auto& pass : rms) gpu.push_back(memory_pass_seconds(d, pass, dtype));
-  } else if (auto glu = d.stack.elementwise == Elementwise::Eager ? swiglu_passes(d.stack.swiglu, k) : std::vector<MemoryPass>{};
-             !glu.empty()) {
-    for (const auto& pass : glu) gpu.push_back(memory_pass_seconds(d, pass, dtype));
+  } else if (auto ops = eager_op_passes(d.stack, k); !ops.empty()) {
+    for (const auto& pass : ops) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else {
     const auto plan = element_plan(d.stack.elementwise, k);
     if (plan.keep) {

@@ -53,11 +53,15 @@ bool moves_of(const Platform& pf, const std::vector<std::vector<int>>& groups, s
 // another's. Then each link a moved group crosses is one of its own endpoints', which no other
 // group has. Routing every group's flows (apart) reads every GPU's; this reads each endpoint once.
 bool apart_by_endpoints(const Platform& pf, const LoweredCollective& one, const std::vector<Move>& moves) {
-  thread_local std::vector<int> owner, ends;
+  // Endpoints marked while they are looked at, all clear between calls (only the ones set are cleared).
+  thread_local std::vector<char> marked;
+  thread_local std::vector<int> ends, taken;
   thread_local std::vector<Hop> route;
-  if (owner.size() < static_cast<std::size_t>(pf.num_endpoints())) owner.resize(static_cast<std::size_t>(pf.num_endpoints()), -1);
+  if (marked.size() < static_cast<std::size_t>(pf.num_endpoints())) marked.resize(static_cast<std::size_t>(pf.num_endpoints()), 0);
+  auto clear = [&](const std::vector<int>& set) {
+    for (int e : set) marked[static_cast<std::size_t>(e)] = 0;
+  };
   ends.clear();
-  // Each endpoint once (owner marks those seen, -2, until they are all found).
   bool routed = true;
   for (std::size_t p = 0; routed && p < one.phases.size(); ++p) {
     const auto& ph = one.phases[p];
@@ -68,23 +72,22 @@ bool apart_by_endpoints(const Platform& pf, const LoweredCollective& one, const 
       pf.append_route(f.src, f.dst, route);
       for (const auto& h : route) routed = routed && pf.private_link(h.link);
       for (int e : {f.src, f.dst})
-        if (int& o = owner[static_cast<std::size_t>(e)]; o == -1) o = -2, ends.push_back(e);
+        if (char& m = marked[static_cast<std::size_t>(e)]; !m) m = 1, ends.push_back(e);
     }
   }
-  for (int e : ends) owner[static_cast<std::size_t>(e)] = -1;
+  clear(ends);
   if (!routed) return false;
+  // A move is one-to-one, so an endpoint already marked belongs to another group.
+  taken.clear();
   bool ok = true;
-  std::size_t set = 0;
   for (std::size_t k = 0; ok && k < moves.size(); ++k)
-    for (std::size_t i = 0; ok && i < ends.size(); ++i, ++set) {
-      int& o = owner[static_cast<std::size_t>(pf.shift_endpoint(ends[i], moves[k].first, moves[k].second))];
-      ok = o < 0;
-      o = static_cast<int>(k);
+    for (std::size_t i = 0; ok && i < ends.size(); ++i) {
+      const int e = pf.shift_endpoint(ends[i], moves[k].first, moves[k].second);
+      char& m = marked[static_cast<std::size_t>(e)];
+      ok = !m;
+      if (ok) m = 1, taken.push_back(e);
     }
-  // Cleared as set (the last one set, which failed, included).
-  for (std::size_t k = 0, n = 0; n < set && k < moves.size(); ++k)
-    for (std::size_t i = 0; n < set && i < ends.size(); ++i, ++n)
-      owner[static_cast<std::size_t>(pf.shift_endpoint(ends[i], moves[k].first, moves[k].second))] = -1;
+  clear(taken);
   return ok;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "eager_op_helpers.hpp"
 #include "scenario_helpers.hpp"
 #include "sim/config/build_options.hpp"
 #include "sim/config/scenario.hpp"
@@ -20,21 +21,14 @@ namespace {
 
 const std::string kRoot = DTSIM_SOURCE_DIR;
 
+// The model's RMSNorm kernel: reads and writes 2 bytes an element forward, 6 backward.
 models::Kernel rms_norm(models::KernelRole role, double elems) {
-  models::Kernel k;
-  k.kind = models::KernelKind::Memory;
-  k.role = role;
-  k.elems = elems;
-  k.elem_bytes = 2;
-  k.bytes = (role == models::KernelRole::RmsNormForward ? 4.0 : 6.0) * elems;
-  return k;
+  return test::role_kernel(role, elems, role == models::KernelRole::RmsNormForward ? 4.0 : 6.0);
 }
 
 // What the stack quotes for the kernels of one norm, forward and backward.
 std::pair<double, double> quoted(const cost::DeviceProfile& d, double elems) {
-  const double f = cost::quote_kernel(d, rms_norm(models::KernelRole::RmsNormForward, elems), "bf16").seconds;
-  const double b = cost::quote_kernel(d, rms_norm(models::KernelRole::RmsNormBackward, elems), "bf16").seconds;
-  return {f, b};
+  return test::quoted_pair(d, models::KernelRole::RmsNormForward, 4.0, models::KernelRole::RmsNormBackward, 6.0, elems);
 }
 
 double block_saved(const models::ModelGraph& g) {
