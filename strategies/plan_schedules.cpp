@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "strategies/planner.hpp"
+#include "strategies/update_kernels.hpp"
 
 namespace dtsim::strategies {
 
@@ -62,7 +63,7 @@ void Planner::update_after_backward(int s, int after) {
   }
   taskgraph::Work w;
   w.name = "optimizer";
-  w.kernels = {models::optimizer_kernel(t_.optimizer, layer_params(mine), update_path(t_.precision))};
+  w.kernels = update_kernels(p_, t_, layer_params(mine));
   std::vector<int> deps{ready};
   if (last_compute_[si] >= 0) deps.push_back(last_compute_[si]);
   last_compute_[si] = plan_.graph.add_compute(rep(s), table_.get(w), Category::Optimizer, "optimizer", deps);

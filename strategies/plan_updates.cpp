@@ -1,5 +1,6 @@
 #include "strategies/planner.hpp"
 #include "strategies/settings.hpp"
+#include "strategies/update_kernels.hpp"
 
 namespace dtsim::strategies {
 
@@ -131,7 +132,7 @@ void Planner::step_optimizer_one(int s, int embedding_sync) {
   const double shard = update_shard(mine);
   taskgraph::Work w;
   w.name = "optimizer";
-  w.kernels = {models::optimizer_kernel(t_.optimizer, shard, update_path(t_.precision))};
+  w.kernels = update_kernels(p_, t_, shard);
   if (const double fp8 = fp8_weight_params(mine); fp8 > 0) w.kernels.push_back(fp8_weight_cast_kernel(fp8, t_.memory.fp8_weight_copies));
   std::vector<int> deps;
   unit_step_waits(deps);

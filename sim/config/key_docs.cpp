@@ -223,7 +223,7 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /stack/fp8_weight_copies",
        "FP8 training: copy-and-transpose (Transformer Engine keeps both), none (FP8 all-gathered shards) or fp8-params (FP8 weights, "
        "Megatron's --fp8-param-gather)"},
-      {"scenario /stack/grad_reduce_dtype", "Megatron-LM's data-parallel gradient buffer, held and reduced in fp32 (its default under bf16; the megatron-te presets) or bf16 (--grad-reduce-in-bf16); framework megatron-lm, bf16 or fp8, ZeRO 0-1"},
+      {"scenario /stack/grad_reduce_dtype", "Megatron-LM's data-parallel gradient buffer, held and reduced in fp32 (its default under bf16; the megatron-te presets) or bf16 (--grad-reduce-in-bf16; the update then casts its shard up to fp32 first, as a plain loop that keeps bf16 .grad does); framework megatron-lm, bf16 or fp8, ZeRO 0-1"},
       {"scenario /stack/allocator", "the caching allocator whose cache users read: none, pytorch-caching or pytorch-expandable"},
       {"scenario /stragglers", "slow GPUs, throttling, jitter and flapping links"},
       {"scenario /stragglers/slow_gpus", "GPUs slower for the whole run"},

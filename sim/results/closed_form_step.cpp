@@ -7,6 +7,7 @@
 #include "strategies/placement.hpp"
 #include "strategies/settings.hpp"
 #include "strategies/unit.hpp"
+#include "strategies/update_kernels.hpp"
 #include "strategies/units/zero.hpp"
 
 // One strategy's step in closed form (closed_form.hpp): each chunk's passes and the hops between
@@ -109,8 +110,9 @@ double ClosedForm::Impl::Step::data_collective(Impl::BySize& prices, CollectiveO
 }
 
 double ClosedForm::Impl::Step::optimizer_seconds(double shard) const {
-  return cost::quote_kernel(s.device, models::optimizer_kernel(t.optimizer, shard, strategies::update_path(t.precision)), im.dtype)
-      .seconds;
+  double seconds = 0;
+  for (const auto& k : strategies::update_kernels(p, t, shard)) seconds += cost::quote_kernel(s.device, k, im.dtype).seconds;
+  return seconds;
 }
 
 // One stage, every layer's parameters gathered before its forward and backward: ZeRO-3's term

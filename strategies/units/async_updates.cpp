@@ -5,6 +5,7 @@
 // difference back, one worker after another. The worker then takes the new weights in.
 #include "strategies/planner.hpp"
 #include "strategies/units/units.hpp"
+#include "strategies/update_kernels.hpp"
 
 namespace dtsim::strategies {
 
@@ -36,8 +37,7 @@ class AsyncUpdates final : public Unit {
   static void local_optimizer(Planner& em) {
     taskgraph::Work w;
     w.name = "optimizer";
-    w.kernels = {models::optimizer_kernel(em.training().optimizer, layer_params(em.shape().stage_layers(0)),
-                                          update_path(em.training().precision))};
+    w.kernels = update_kernels(em.spec(), em.training(), layer_params(em.shape().stage_layers(0)));
     int& last = em.compute_stream(0);
     last = em.plan().graph.add_compute(em.gpu(0), em.works().get(w), taskgraph::Category::Optimizer, "optimizer", {last});
   }

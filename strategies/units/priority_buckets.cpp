@@ -7,6 +7,7 @@
 #include "strategies/planner.hpp"
 #include "strategies/settings.hpp"
 #include "strategies/units/units.hpp"
+#include "strategies/update_kernels.hpp"
 
 namespace dtsim::strategies {
 
@@ -75,7 +76,7 @@ void PriorityBuckets::step(Planner& em, int s) {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       taskgraph::Work w;
       w.name = "optimizer";
-      w.kernels = {models::optimizer_kernel(t.optimizer, buckets_[b].bytes / gbytes, update_path(t.precision))};
+      w.kernels = update_kernels(em.spec(), t, buckets_[b].bytes / gbytes);
       std::vector<int> deps{reduced_[b], replica_last[d][static_cast<std::size_t>(s)]};
       updates.push_back(graph.add_compute(em.gpu(s), em.works().get(w), taskgraph::Category::Optimizer, "optimizer bucket " + std::to_string(b), deps));
       graph.tasks[static_cast<std::size_t>(updates.back())].off_step_order = true;

@@ -8,6 +8,8 @@
 #include "scenario_helpers.hpp"
 #include "sim/config/import_run.hpp"
 #include "sim/config/scenario.hpp"
+#include "sim/cost/roofline.hpp"
+#include "sim/results/closed_form.hpp"
 #include "sim/results/result.hpp"
 
 using namespace dtsim;
@@ -97,4 +99,86 @@ TEST(GradBuffer, ImportMapsTheBf16BufferWhereTheStackKeepsMegatronsBuffers) {
     EXPECT_EQ(r.stack.value("preset", "default"), "default") << impl;
     EXPECT_FALSE(r.stack.contains("grad_reduce_dtype")) << impl;
   }
+}
+
+namespace {
+
+// The kernels of GPU 0's optimizer step.
+std::vector<models::Kernel> update_on_gpu0(const results::Result& r) {
+  for (const auto& t : r.plan.graph.tasks)
+    if (t.category == taskgraph::Category::Optimizer && t.rank == 0) return r.plan.graph.works[static_cast<std::size_t>(t.work)].kernels;
+  return {};
+}
+
+config::Scenario scenario_over(const std::string& json) {
+  test::TempDir dir;
+  dir.file("base.json", kBase);
+  return config::load_scenario(dir.file("s.json", json));
+}
+
+}  // namespace
+
+// distrib_optimizer.py's _copy_model_grads_to_main_grads: shard_main_param.grad =
+// shard_model_grad.float(), a copy into fp32 when the buffer is bf16, the buffer itself when fp32.
+TEST(GradBuffer, TheUpdateCastsABf16BuffersShardUpToFp32) {
+  const auto s = scenario_over(R"({"extends": "base.json", "stack": {"preset": "megatron-te", "vocab_divisible_by": 0, "grad_reduce_dtype": "bf16"}})");
+  const auto fp32 = update_on_gpu0(with_stack(R"({"preset": "megatron-te", "vocab_divisible_by": 0})"));
+  const auto bf16 = results::simulate(s);
+  const auto kernels = update_on_gpu0(bf16);
+  ASSERT_EQ(fp32.size(), 1u);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[1], fp32[0]);  // the same update, after the cast
+  const auto& cast = kernels[0];
+  EXPECT_EQ(cast.role, models::KernelRole::CastUp);
+  EXPECT_DOUBLE_EQ(cast.elems, fp32[0].flops / 12);  // the update's parameters (Adam: 12 FLOPs each): the shard
+  EXPECT_DOUBLE_EQ(cast.bytes, 6 * cast.elems);      // reads bf16, writes fp32
+  // ATen's cast up runs unvectorised: priced at the device's measured cast-up rate, not its HBM's.
+  ASSERT_GT(s.device.cast_up_bandwidth, 0.0);
+  const double seconds = cost::quote_kernel(s.device, cast, "bf16").seconds;
+  EXPECT_GE(seconds, cast.bytes / s.device.cast_up_bandwidth);
+  EXPECT_LT(seconds, cast.bytes / s.device.cast_up_bandwidth + 20e-6);
+  test::expect_parts_sum_to_step(bf16);
+}
+
+// scripts/gpu_train.py's Trainer holds bf16 gradients and casts each to fp32 before AdamW: the
+// validation rows say so (grad_reduce_dtype "bf16"), and one GPU's step grows by the cast alone,
+// in the replay and in the sweep's closed form alike.
+TEST(GradBuffer, TheValidationRowsStepGrowsByTheCastInReplayAndClosedForm) {
+  test::TempDir dir;
+  const std::string row = test::source_dir() + "/scenarios/validation/h200-pytorch/llama3-8b-tp8-slice-eager.json";
+  const auto load = [&](const char* dtype) {
+    return config::load_scenario(dir.file(std::string(dtype) + ".json", R"({"extends": ")" + row +
+                                          R"(", "stack": {"grad_reduce_dtype": ")" + dtype + R"("}, "simulation": {"backend": "analytical"}})"));
+  };
+  const auto as_run = load("bf16"), fp32 = load("fp32");
+  const auto a = results::simulate(as_run), b = results::simulate(fp32);
+  const auto kernels = update_on_gpu0(a);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_NEAR(kernels[0].elems, 1.004e9, 0.001e9);  // every parameter of the slice (gpu_train.py counted 1,004,015,616)
+  const double cast = cost::quote_kernel(as_run.device, kernels[0], "bf16").seconds;
+  EXPECT_NEAR(a.breakdown.optimizer - b.breakdown.optimizer, cast, 1e-9);
+  EXPECT_NEAR(a.step_time_s - b.step_time_s, cast, 1e-9);
+  EXPECT_NEAR(results::ClosedForm(as_run).estimate(as_run).step_time_s, a.step_time_s, 1e-9 * a.step_time_s);
+  EXPECT_EQ(a.memory.peak(), b.memory.peak());  // the peak comes before any gradient
+}
+
+// ZeRO 1-3 keep bf16 gradients and cast the flat partition up as the step takes it
+// (stage_1_and_2.py: flatten(averaged_gradients).to(fp32)); BF16_Optimizer (no ZeRO) accumulates
+// in fp32 as backward goes, and FSDP reduces into fp32: neither casts at the update.
+TEST(GradBuffer, DeepSpeedsZeroCastsAtTheUpdateBf16OptimizerAndFsdpDoNot) {
+  const auto zero1 = update_on_gpu0(test::simulate_over(kBase, R"({"extends": "base.json", "stack": {"preset": "deepspeed"},
+      "parallelism": {"framework": "deepspeed"}})"));
+  ASSERT_EQ(zero1.size(), 2u);
+  EXPECT_EQ(zero1[0].role, models::KernelRole::CastUp);
+  const auto bf16_optimizer = update_on_gpu0(test::simulate_over(kBase, R"({"extends": "base.json", "stack": {"preset": "deepspeed"},
+      "parallelism": {"framework": "deepspeed", "zero_stage": 0}})"));
+  ASSERT_EQ(bf16_optimizer.size(), 1u);
+  EXPECT_NE(bf16_optimizer[0].role, models::KernelRole::CastUp);
+  const auto fsdp = update_on_gpu0(test::simulate_over(kBase, R"({"extends": "base.json", "stack": {"preset": "pytorch-eager"},
+      "parallelism": {"framework": "fsdp", "zero_stage": 3}})"));
+  ASSERT_EQ(fsdp.size(), 1u);
+  // fp16 prices its cast (and unscaling) in the update itself: no second cast.
+  const auto fp16 = update_on_gpu0(test::simulate_over(kBase, R"({"extends": "base.json", "stack": {"preset": "deepspeed"},
+      "parallelism": {"framework": "deepspeed"}, "training": {"precision": "fp16"}})"));
+  EXPECT_EQ(fp16.size(), 1u);
 }
