@@ -44,10 +44,12 @@ std::vector<double> eager_passes(const models::Kernel& k) {
 
 }  // namespace
 
-ElementPlan element_plan(Elementwise mode, const models::Kernel& k) {
-  if (mode == Elementwise::Fused) return {};
+ElementPlan element_plan(Elementwise mode, const models::Kernel& k, bool bias_in_gemm) {
   const bool bias = k.role == KernelRole::BiasWeightGrad;
   const double bias_pass = k.elem_bytes * k.elems;  // reads dY once
+  // Fused kernels (Megatron-LM's, the model's own) leave a bias's gradient to autograd's sum over
+  // tokens unless the GEMM's epilogue sums it.
+  if (mode == Elementwise::Fused) return bias && !bias_in_gemm ? ElementPlan{true, {bias_pass}} : ElementPlan{};
   if (mode == Elementwise::Eager) {
     if (bias) return {true, {bias_pass}};
     auto passes = eager_passes(k);

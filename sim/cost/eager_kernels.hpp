@@ -15,6 +15,7 @@ struct ElementPlan {
   std::vector<double> passes;
 };
 
-ElementPlan element_plan(Elementwise mode, const models::Kernel& k);
+// `bias_in_gemm`: the fused kernels' bias gradient is summed inside the weight-gradient GEMM (Stack::bias_grad_in_gemm).
+ElementPlan element_plan(Elementwise mode, const models::Kernel& k, bool bias_in_gemm = false);
 
 }  // namespace dtsim::cost

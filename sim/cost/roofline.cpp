@@ -44,7 +44,10 @@ double launch_overhead(const DeviceProfile& d, const std::string& dtype) {
 }
 
 KernelPrice quote_kernel(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
-  return d.stack.is_default() ? quote_unstacked(d, k, dtype) : quote_stacked(d, k, dtype);
+  // The default stack's fused kernels are the model's own, but for a bias's gradient, which the
+  // stack runs as a kernel of its own (element_plan).
+  const bool own = d.stack.is_default() && k.role != models::KernelRole::BiasWeightGrad;
+  return own ? quote_unstacked(d, k, dtype) : quote_stacked(d, k, dtype);
 }
 
 KernelPrice quote_unstacked(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {

@@ -88,6 +88,14 @@ Stack megatron_core(Stack s) {
   return s;
 }
 
+// Transformer Engine's Linear sums the bias gradient in the weight-gradient GEMM: cuBLASLt's
+// CUBLASLT_EPILOGUE_BGRADB when the GEMM is asked for a gradient with a bias
+// (transformer_engine/common/gemm/cublaslt_gemm.cu).
+Stack te_bias_grad(Stack s) {
+  s.bias_grad_in_gemm = true;
+  return s;
+}
+
 // torchtitan shards with FSDP2 (fully_shard): before a unit's forward and again before its
 // backward, FSDPParamGroup.wait_for_unshard runs foreach_all_gather_copy_out on the current stream,
 // which copies the all-gather's output into each parameter's unsharded tensor
@@ -198,12 +206,12 @@ const std::map<std::string, Stack>& registry() {
       // when FlashAttention-3 is not installed (not checked against TE's source in this slice).
       // Copies fused: RoPE is TE's FusedRoPEFunc (transformer_engine/pytorch/attention/rope.py
       // @d0067d0), Megatron-LM's --no-rope-fusion being off by default (training/arguments.py @d98e8a6).
-      {"megatron-te", megatron_core(megatron_shapes(Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused,
-                                                          kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kTe}))},
+      {"megatron-te", te_bias_grad(megatron_core(megatron_shapes(Stack{"megatron-te", AttentionImpl::Cudnn, Elementwise::Fused,
+                                                          kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kTe})))},
       // The same with --tp-comm-overlap (TE userbuffers with initialize_ub's defaults).
       {"megatron-te-tp-overlap",
-       megatron_core(megatron_shapes(Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
-                                           kDeviceCommSms, TpOverlap::TransformerEngine, kTe}))},
+       te_bias_grad(megatron_core(megatron_shapes(Stack{"megatron-te-tp-overlap", AttentionImpl::Cudnn, Elementwise::Fused, kEagerDispatchS,
+                                           kDeviceCommSms, TpOverlap::TransformerEngine, kTe})))},
       // llm-foundry (mosaicml/llm-foundry @8c8dd48) on Composer's FSDP1: MPT's attn_impl "flash"
       // (llmfoundry/models/utils/config_defaults.py: flash_attn's FlashAttention-2), no
       // torch.compile unless compile_config is given (llmfoundry/utils/config_utils.py,
@@ -361,7 +369,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
   } else if (auto ops = eager_op_passes(d.stack, k); !ops.empty()) {
     for (const auto& pass : ops) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else {
-    const auto plan = element_plan(d.stack.elementwise, k);
+    const auto plan = element_plan(d.stack.elementwise, k, d.stack.bias_grad_in_gemm);
     if (plan.keep) {
       base = quote_gemm(d, k, dtype);
       gpu.push_back(base.seconds - overhead);

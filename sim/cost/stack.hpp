@@ -103,6 +103,10 @@ struct Stack {
   // where the scenario's parallelism.zero3.reduce_dtype does not say: 4 for torchtitan's FSDP2
   // (MixedPrecisionPolicy reduce_dtype float32); 0: the gradients' own dtype.
   int zero3_reduce_bytes = 0;
+  // A linear layer's bias gradient: summed over tokens inside the weight-gradient GEMM (Transformer
+  // Engine's cuBLASLt BGRADB epilogue) or, false, as a reduction kernel of its own (autograd's
+  // grad.sum(0), Megatron-LM's local layers and fused bias-GeLU / bias-dropout-add backwards).
+  bool bias_grad_in_gemm = false;
   bool is_default() const {
     return attention == AttentionImpl::GemmCurve && elementwise == Elementwise::Fused && dispatch_s == 0 && comm_sms == 0 &&
            tp_overlap == taskgraph::TpOverlap::None && memory.loss == Loss::Fused &&
