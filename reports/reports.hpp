@@ -14,6 +14,9 @@ std::string parallel_dimensions(const strategies::ParallelismSpec& p);
 std::string does_not_fit(const results::Result& r);
 // The human-readable summary `run` and `memory` print.
 std::string summary(const results::Result& r);
+// `run --kernels`: the breakdown's rank's kernel time in one step, by what each kernel is for
+// (results::kernel_view), as the device and the stack price it.
+std::string kernel_table(const results::Result& r);
 
 // Chrome trace (chrome://tracing, Perfetto): one process per rank, with tracks (threads) for
 // compute, communication and the data loader. Slices that overlap in time on one of them (kernels

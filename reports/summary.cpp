@@ -6,6 +6,7 @@
 
 #include "reports/reports.hpp"
 #include "sim/network/algorithm_registry.hpp"
+#include "sim/results/kernel_view.hpp"
 #include "strategies/settings.hpp"
 #include "sim/core/units.hpp"
 
@@ -182,6 +183,23 @@ std::string summary(const results::Result& r) {
     out += results::range_text(*r.range);
   }
   for (const auto& w : r.warnings) out += "\nwarning: " + w + "\n";
+  return out;
+}
+
+std::string kernel_table(const results::Result& r) {
+  // The breakdown's GPU, or GPU 0 where it averages several or stands for others' tasks.
+  int rank = std::max(r.breakdown.rank, 0);
+  auto groups = results::kernel_view(r, rank);
+  if (groups.empty()) groups = results::kernel_view(r, rank = 0);
+  double total = 0;
+  for (const auto& g : groups) total += g.seconds;
+  // Overlapped collectives slow some of these kernels in the replay (comm interference), and on a
+  // pipeline the stage's passes are only part of the step: the sum is not the step time.
+  std::string out = fmt::format("\nkernel time by role (GPU {}, one step, before overlapped collectives take their share)\n", rank);
+  for (const auto& g : groups)
+    out += fmt::format("  {:<22} {:>9.0f} kernels {:9.4f} s {:5.1f}%  {}\n", g.name, g.kernels, g.seconds,
+                       total > 0 ? 100 * g.seconds / total : 0.0, bar(total > 0 ? g.seconds / total : 0.0));
+  out += fmt::format("  {:<22} {:>17} {:9.4f} s\n", "total", "", total);
   return out;
 }
 

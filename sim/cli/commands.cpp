@@ -64,6 +64,7 @@ int run(const RunOptions& o) {
   else files.remove(dir + "/report.html");
   files.commit();
   print(r, o.format);
+  if (o.kernels && o.format != "json" && r.timed) std::cout << reports::kernel_table(r);
   if (o.format != "json")
     std::cout << "\nwrote " << dir << "/result.json" << (o.trace ? ", trace.json" : "") << (o.html ? ", report.html" : "") << "\n";
   // The results are written either way: a CI job keeps them as the evidence of what failed.

@@ -9,6 +9,7 @@ struct RunOptions {
   std::string scenario, out_dir, format = "text";
   bool trace = false, html = false;
   bool require_fit = false;  // exit 3 when the plan does not fit in the GPUs' memory
+  bool kernels = false;      // text: also the kernel time by role (reports::kernel_table)
 };
 
 struct CompareOptions {

@@ -41,6 +41,7 @@ Command add_run(CLI::App& app) {
   c->add_flag("--trace", o->trace, "also write a Chrome trace (trace.json)");
   c->add_flag("--html", o->html, "also write report.html: timeline, breakdown and memory bars");
   c->add_flag("--require-fit", o->require_fit, "exit 3 when the model does not fit in the GPUs' memory");
+  c->add_flag("--kernels", o->kernels, "also print the kernel time by role (GEMMs, attention, norms, ...) on the breakdown's GPU");
   return {c, [o] { return cli::run(*o); }, true};
 }
 

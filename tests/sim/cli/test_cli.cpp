@@ -37,6 +37,17 @@ std::string scenario(const std::string& name) { return test::source_dir() + "/sc
 
 }  // namespace
 
+TEST(Cli, RunKernelsAddsTheKernelTableToTheTextOnly) {
+  test::TempDir dir;
+  auto r = dtsim_cli("run " + scenario("gpt2-dp8-a100.json") + " -o " + dir.path("out") + " --kernels", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("kernel time by role (GPU 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GEMMs"), std::string::npos) << r.out;
+  r = dtsim_cli("run " + scenario("gpt2-dp8-a100.json") + " -o " + dir.path("out") + " --kernels --format json", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NO_THROW((void)nlohmann::json::parse(r.out));  // stdout stays one JSON document
+}
+
 TEST(Cli, RunJsonPrintsEverySpecField) {
   test::TempDir dir;
   auto r = dtsim_cli("run " + scenario("gpt2-dp8-a100.json") + " -o " + dir.path("out") + " --format json", dir);
