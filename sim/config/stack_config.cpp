@@ -223,7 +223,7 @@ void parse_stack(Reader& root, Scenario& s) {
   s.training.memory = st.memory;  // the planner reads it with the rest of the training settings
   // Read with the preset's values as fallbacks, so that finish() can suggest these keys.
   st.attention = *cost::attention_impl_from_string(
-      r->choice("attention", {"gemm-curve", "flash2", "flash3", "cudnn", "sdpa-math"}, cost::to_string(st.attention)));
+      r->choice("attention", {"gemm-curve", "flash2", "flash3", "cudnn", "sdpa-math", "sdpa-flash"}, cost::to_string(st.attention)));
   if (r->has("attention") && st.attention != cost::AttentionImpl::GemmCurve && s.training.attention != models::Attention::Flash)
     r->fail("attention", fmt::format("\"{}\" prices fused attention kernels: set training.attention to \"flash\"",
                                      cost::to_string(st.attention)));

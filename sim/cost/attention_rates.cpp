@@ -255,6 +255,66 @@ constexpr Rate kA100ForwardBackward[] = {
     {"attn-219", AttentionImpl::SdpaMath, 128, true, 8192, 34},
 };
 
+// PyTorch's SDPA flash backend (its vendored FlashAttention-2, pytorch_flash::flash_fwd_kernel and
+// flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel) on an H200 SXM (132 SMs, the H100's 989.4 TFLOP/s
+// dense 16-bit peak), PyTorch 2.11, bf16, timed by this project on the published sweep's grid
+// (batch x seq = 16k, hidden 2,048, no dropout): docs/gpu_check/h200-2026-11-28/microbench.json,
+// its "attention" rows with note "fa-grid" and backend "flash" (row index as id), spread under
+// 1.5 % each. Same FLOP convention as above. 2-15 % below the flash-attn package's published
+// H100 rates, most at short sequences and in the backward.
+constexpr Rate kSdpaForward[] = {
+    {"attention[15]", AttentionImpl::SdpaFlash, 64, false, 512, 265.0},
+    {"attention[16]", AttentionImpl::SdpaFlash, 64, false, 1024, 286.3},
+    {"attention[17]", AttentionImpl::SdpaFlash, 64, false, 2048, 296.4},
+    {"attention[18]", AttentionImpl::SdpaFlash, 64, false, 4096, 300.8},
+    {"attention[19]", AttentionImpl::SdpaFlash, 64, false, 8192, 303.9},
+    {"attention[20]", AttentionImpl::SdpaFlash, 64, false, 16384, 306.8},
+    {"attention[21]", AttentionImpl::SdpaFlash, 64, true, 512, 153.3},
+    {"attention[22]", AttentionImpl::SdpaFlash, 64, true, 1024, 215.2},
+    {"attention[23]", AttentionImpl::SdpaFlash, 64, true, 2048, 260.5},
+    {"attention[24]", AttentionImpl::SdpaFlash, 64, true, 4096, 278.7},
+    {"attention[25]", AttentionImpl::SdpaFlash, 64, true, 8192, 289.8},
+    {"attention[26]", AttentionImpl::SdpaFlash, 64, true, 16384, 295.8},
+    {"attention[27]", AttentionImpl::SdpaFlash, 128, false, 512, 304.5},
+    {"attention[28]", AttentionImpl::SdpaFlash, 128, false, 1024, 329.5},
+    {"attention[29]", AttentionImpl::SdpaFlash, 128, false, 2048, 344.8},
+    {"attention[30]", AttentionImpl::SdpaFlash, 128, false, 4096, 353.4},
+    {"attention[31]", AttentionImpl::SdpaFlash, 128, false, 8192, 351.7},
+    {"attention[32]", AttentionImpl::SdpaFlash, 128, false, 16384, 349.8},
+    {"attention[33]", AttentionImpl::SdpaFlash, 128, true, 512, 184.4},
+    {"attention[34]", AttentionImpl::SdpaFlash, 128, true, 1024, 249.6},
+    {"attention[35]", AttentionImpl::SdpaFlash, 128, true, 2048, 282.8},
+    {"attention[36]", AttentionImpl::SdpaFlash, 128, true, 4096, 302.9},
+    {"attention[37]", AttentionImpl::SdpaFlash, 128, true, 8192, 318.0},
+    {"attention[38]", AttentionImpl::SdpaFlash, 128, true, 16384, 316.9},
+};
+constexpr Rate kSdpaForwardBackward[] = {
+    {"attention[15]", AttentionImpl::SdpaFlash, 64, false, 512, 200.1},
+    {"attention[16]", AttentionImpl::SdpaFlash, 64, false, 1024, 241.0},
+    {"attention[17]", AttentionImpl::SdpaFlash, 64, false, 2048, 263.9},
+    {"attention[18]", AttentionImpl::SdpaFlash, 64, false, 4096, 276.9},
+    {"attention[19]", AttentionImpl::SdpaFlash, 64, false, 8192, 285.7},
+    {"attention[20]", AttentionImpl::SdpaFlash, 64, false, 16384, 290.8},
+    {"attention[21]", AttentionImpl::SdpaFlash, 64, true, 512, 124.0},
+    {"attention[22]", AttentionImpl::SdpaFlash, 64, true, 1024, 177.7},
+    {"attention[23]", AttentionImpl::SdpaFlash, 64, true, 2048, 218.9},
+    {"attention[24]", AttentionImpl::SdpaFlash, 64, true, 4096, 246.3},
+    {"attention[25]", AttentionImpl::SdpaFlash, 64, true, 8192, 262.9},
+    {"attention[26]", AttentionImpl::SdpaFlash, 64, true, 16384, 278.8},
+    {"attention[27]", AttentionImpl::SdpaFlash, 128, false, 512, 213.0},
+    {"attention[28]", AttentionImpl::SdpaFlash, 128, false, 1024, 256.7},
+    {"attention[29]", AttentionImpl::SdpaFlash, 128, false, 2048, 286.4},
+    {"attention[30]", AttentionImpl::SdpaFlash, 128, false, 4096, 300.6},
+    {"attention[31]", AttentionImpl::SdpaFlash, 128, false, 8192, 313.4},
+    {"attention[32]", AttentionImpl::SdpaFlash, 128, false, 16384, 318.3},
+    {"attention[33]", AttentionImpl::SdpaFlash, 128, true, 512, 143.1},
+    {"attention[34]", AttentionImpl::SdpaFlash, 128, true, 1024, 197.4},
+    {"attention[35]", AttentionImpl::SdpaFlash, 128, true, 2048, 241.3},
+    {"attention[36]", AttentionImpl::SdpaFlash, 128, true, 4096, 271.2},
+    {"attention[37]", AttentionImpl::SdpaFlash, 128, true, 8192, 288.2},
+    {"attention[38]", AttentionImpl::SdpaFlash, 128, true, 16384, 312.9},
+};
+
 template <std::size_t N>
 double rate_in(const Rate (&table)[N], AttentionImpl impl, double head_dim, bool causal, double seq) {
   std::map<int, std::vector<std::pair<double, double>>> by_dim;
@@ -269,6 +329,7 @@ double rate_in(const Rate (&table)[N], AttentionImpl impl, double head_dim, bool
 }  // namespace
 
 double flash_forward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq) {
+  if (impl == AttentionImpl::SdpaFlash) return rate_in(kSdpaForward, impl, head_dim, causal, seq);
   return rate_in(kForward, impl, head_dim, causal, seq);
 }
 
@@ -278,6 +339,12 @@ double flash_forward_tflops(AttentionImpl impl, double head_dim, bool causal, do
 // backward / forward ratio applied to their own forward (their only backward numbers,
 // attention.json source 6, are a third-party transcription that does not state the mask).
 double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq) {
+  if (impl == AttentionImpl::SdpaFlash) {  // its own forward and forward + backward, both measured
+    const double fwd = rate_in(kSdpaForward, impl, head_dim, causal, seq);
+    const double both = rate_in(kSdpaForwardBackward, impl, head_dim, causal, seq);
+    const double per_flop = 3.5 / both - 1.0 / fwd;
+    return per_flop > 0 ? 2.5 / per_flop : both;
+  }
   const AttentionImpl measured = impl == AttentionImpl::SdpaMath ? impl : AttentionImpl::Flash2;
   const double fwd = rate_in(kForward, measured, head_dim, causal, seq);
   const double both = rate_in(kForwardBackward, measured, std::min(head_dim, 128.0), causal, seq);
@@ -287,7 +354,8 @@ double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, d
 }
 
 // Only FlashAttention-2 and the standard attention were published on both GPUs: FlashAttention-3 is
-// Hopper-only, and cuDNN's A100 rates are not in the store; they take FlashAttention-2's ratio.
+// Hopper-only, and cuDNN's A100 rates are not in the store; they take FlashAttention-2's ratio, as
+// PyTorch's vendored FlashAttention-2 does (the same kernels).
 double a100_over_h100(AttentionImpl impl, double head_dim, bool causal, double seq) {
   const AttentionImpl measured = impl == AttentionImpl::SdpaMath ? impl : AttentionImpl::Flash2;
   const double d = std::min(head_dim, 128.0);
@@ -304,7 +372,8 @@ double a100_over_h100(AttentionImpl impl, double head_dim, bool causal, double s
 // FlashAttention-3 and the math path: not measured.
 double flash_dropout_seconds_per_score(AttentionImpl impl, bool backward) {
   switch (impl) {
-    case AttentionImpl::Flash2: return backward ? 4.696e-13 : 2.831e-13;
+    case AttentionImpl::Flash2:
+    case AttentionImpl::SdpaFlash: return backward ? 4.696e-13 : 2.831e-13;
     case AttentionImpl::Cudnn: return backward ? 3.718e-13 : 1.053e-12;
     default: return 0.0;
   }

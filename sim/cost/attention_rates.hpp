@@ -1,6 +1,7 @@
 #pragma once
-// Published attention-kernel rates on H100 SXM5 by implementation, head dim, causal mask and
-// sequence length (attention.json): the stack's attention mechanism.
+// Attention-kernel rates on H100 SXM5 by implementation, head dim, causal mask and sequence length,
+// published (attention.json) or, for PyTorch's SDPA flash backend, timed by this project on an
+// H200 of the same peak: the stack's attention mechanism.
 #include "sim/cost/stack.hpp"
 
 namespace dtsim::cost {

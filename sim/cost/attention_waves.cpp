@@ -11,7 +11,10 @@ namespace dtsim::cost {
 
 namespace {
 
-// FlashAttention-2's launch on sm90 (Dao-AILab/flash-attention @0251105, csrc/flash_attn/src/):
+// FlashAttention-2's launch on sm90 (Dao-AILab/flash-attention @0251105, csrc/flash_attn/src/; PyTorch's
+// vendored copy launches the same tiles: pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128,
+// 128, 64, 4, ...>> and flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<..<128, 64, 128, 8, ...>> at head
+// dim 128 in this project's H200 profiles):
 // - forward: grid (ceil(seqlen_q / kBlockM), b, h), kBlockM = 128 at head dims 64 and 128
 //   (flash_fwd_launch_template.h, run_mha_fwd_hdim64/128); block m covers query rows [128m,
 //   128m + 128) and, causal, the key blocks up to its own: work m + 1, lightest first. CTAs of 4
@@ -67,7 +70,7 @@ double grid_fill(const std::vector<double>& jobs, int slots) {
 }
 
 double flash_grid_factor(AttentionImpl impl, const models::Kernel& k, int sm_count) {
-  if (impl != AttentionImpl::Flash2 || sm_count <= 0 || k.k <= 0) return 1.0;
+  if ((impl != AttentionImpl::Flash2 && impl != AttentionImpl::SdpaFlash) || sm_count <= 0 || k.k <= 0) return 1.0;
   const bool backward = k.role == models::KernelRole::FlashBackward;
   const int slots = sm_count * (backward ? kBackwardCtasPerSm : kForwardCtasPerSm);
   const std::int64_t rows = backward ? k.n : k.m;

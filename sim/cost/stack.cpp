@@ -189,16 +189,17 @@ const std::map<std::string, Stack>& registry() {
   constexpr strategies::StackMemory kTe{StateBuffers::Framework, Fp8WeightCopies::CopyAndTranspose, Allocator::PytorchCaching};
   static const std::map<std::string, Stack> stacks{
       {"default", Stack{}},
-      // PyTorch's SDPA flash backend is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn).
-      {"pytorch-eager", fsdp2(eager_torchtitan(Stack{"pytorch-eager", AttentionImpl::Flash2, Elementwise::Eager,
+      // PyTorch's SDPA flash backend is FlashAttention-2, vendored (aten/src/ATen/native/transformers/cuda/flash_attn):
+      // its own rates, sdpa-flash (attention_rates.cpp).
+      {"pytorch-eager", fsdp2(eager_torchtitan(Stack{"pytorch-eager", AttentionImpl::SdpaFlash, Elementwise::Eager,
                                                      kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kEager}))},
       // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains, the
       // loss's cast and RoPE's casts into the kernels beside them (Inductor's one RoPE kernel, 2e
       // per element of q and k each way, is not priced).
-      {"torchtitan-compile", compiled_loss(fsdp2(compiled_shapes(Stack{"torchtitan-compile", AttentionImpl::Flash2, Elementwise::Compiled,
+      {"torchtitan-compile", compiled_loss(fsdp2(compiled_shapes(Stack{"torchtitan-compile", AttentionImpl::SdpaFlash, Elementwise::Compiled,
                                                          kInductorDispatchS, kDeviceCommSms, TpOverlap::None, kTitan})))},
       // The same with --compile.enable_async_tensor_parallel: Inductor's micro-pipeline TP pass.
-      {"torchtitan-async-tp", compiled_loss(fsdp2(compiled_shapes(Stack{"torchtitan-async-tp", AttentionImpl::Flash2,
+      {"torchtitan-async-tp", compiled_loss(fsdp2(compiled_shapes(Stack{"torchtitan-async-tp", AttentionImpl::SdpaFlash,
                                                           Elementwise::Compiled, kInductorDispatchS, kDeviceCommSms,
                                                           TpOverlap::AsyncTp, kTitan})))},
       // Megatron-Core with Transformer Engine: fused norms, bias-GELU/SwiGLU and bias-dropout-add
@@ -224,7 +225,7 @@ const std::map<std::string, Stack>& registry() {
       {"llm-foundry", separate_swiglu(rms_norm_ops(eager_shapes(Stack{"llm-foundry", AttentionImpl::Flash2, Elementwise::Eager, kEagerDispatchS,
                                                       kDeviceCommSms, TpOverlap::None, kTitan})))},
       // pytorch-eager as PyTorch 2.4-2.8 ran it: the same, with RMSNorm as ops (norm_kernels.cpp).
-      {"pytorch-eager-2.8", rms_norm_ops(fsdp2(eager_torchtitan(Stack{"pytorch-eager-2.8", AttentionImpl::Flash2, Elementwise::Eager,
+      {"pytorch-eager-2.8", rms_norm_ops(fsdp2(eager_torchtitan(Stack{"pytorch-eager-2.8", AttentionImpl::SdpaFlash, Elementwise::Eager,
                                                                      kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kEager})))},
       {"deepspeed", deepspeed("deepspeed", Zero3Gathers::Coalesced)},
       {"deepspeed-0.5", deepspeed("deepspeed-0.5", Zero3Gathers::PerParameter)},
@@ -265,6 +266,7 @@ const char* to_string(AttentionImpl a) {
     case AttentionImpl::Flash3: return "flash3";
     case AttentionImpl::Cudnn: return "cudnn";
     case AttentionImpl::SdpaMath: return "sdpa-math";
+    case AttentionImpl::SdpaFlash: return "sdpa-flash";
   }
   return "?";
 }
@@ -275,7 +277,7 @@ const char* to_string(Elementwise e) {
 
 std::optional<AttentionImpl> attention_impl_from_string(const std::string& s) {
   for (auto a : {AttentionImpl::GemmCurve, AttentionImpl::Flash2, AttentionImpl::Flash3, AttentionImpl::Cudnn,
-                 AttentionImpl::SdpaMath})
+                 AttentionImpl::SdpaMath, AttentionImpl::SdpaFlash})
     if (s == to_string(a)) return a;
   return std::nullopt;
 }

@@ -15,7 +15,9 @@
 namespace dtsim::cost {
 
 // gemm-curve: the attention kernel at the device's GEMM curve (dtsim's behaviour before stacks).
-enum class AttentionImpl { GemmCurve, Flash2, Flash3, Cudnn, SdpaMath };
+// flash2: Dao-AILab's flash-attn package; sdpa-flash: the FlashAttention-2 PyTorch vendors as
+// SDPA's flash backend (attention_rates.cpp).
+enum class AttentionImpl { GemmCurve, Flash2, Flash3, Cudnn, SdpaMath, SdpaFlash };
 // fused: the model's own element-wise kernels, one per op (dtsim's behaviour before stacks).
 enum class Elementwise { Fused, Eager, Compiled };
 // How DeepSpeed's ZeRO-3 gathers and reduces: coalesced (today's, and dtsim's before stacks), or

@@ -351,7 +351,7 @@ TEST(StackResult, ResultJsonStatesTheStackThatRanOnlyWhereOneIsNamed) {
   const auto& st = j["stack"];
   EXPECT_EQ(st["preset"], "pytorch-eager");
   EXPECT_EQ(st["loss"], "eager-fp32");
-  EXPECT_EQ(st["attention"], "flash2");
+  EXPECT_EQ(st["attention"], "sdpa-flash");  // SDPA's own FlashAttention-2
   EXPECT_EQ(st["gather_copies"], "copy-out");  // framework fsdp: FSDP2's copy-out applies
   EXPECT_EQ(st["allocator"], "pytorch-caching");
   EXPECT_EQ(st["gradients_set_to_none"], true);
