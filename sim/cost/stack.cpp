@@ -257,6 +257,20 @@ double attention_seconds(const DeviceProfile& d, const models::Kernel& k, const 
   return std::max(flops / (tflops * 1e12 * scale) + dropout, d.kernel_min_s);
 }
 
+// Grouped-query attention's backward in FlashAttention-2: the kernel writes K's and V's gradients
+// once per query head, then sums each group's into the KV heads' (csrc/flash_attn/flash_api.cpp
+// mha_bwd: dk_expanded, dv_expanded, at::sum_out over the group dimension; PyTorch's vendored copy,
+// SDPA's flash backend with enable_gqa, does the same). Two reductions, each reading a query-sized
+// tensor (e per element of Q) and writing a KV-sized one, over a strided group dimension: priced at
+// the device's unvectorised rate per element read (MemoryPass::unvectorised_elems).
+std::vector<MemoryPass> gqa_sum_passes(AttentionImpl impl, const models::Kernel& k) {
+  if ((impl != AttentionImpl::Flash2 && impl != AttentionImpl::SdpaFlash) || k.role != models::KernelRole::FlashBackward ||
+      k.io.kv <= 0 || k.io.q <= k.io.kv)
+    return {};
+  const MemoryPass sum{k.elem_bytes * (k.io.q + k.io.kv), false, k.io.q};
+  return {sum, sum};
+}
+
 }  // namespace
 
 const char* to_string(AttentionImpl a) {
@@ -364,6 +378,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
   const bool attention = k.role == models::KernelRole::FlashForward || k.role == models::KernelRole::FlashBackward;
   if (attention && d.stack.attention != AttentionImpl::GemmCurve) {
     gpu.push_back(attention_seconds(d, k, dtype));
+    for (const auto& pass : gqa_sum_passes(d.stack.attention, k)) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else if (auto loss = loss_passes(d.stack.memory.loss, k); !loss.empty()) {
     for (const auto& pass : loss) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else if (auto norm = batch_norm_seconds(d, d.stack.elementwise, k); !norm.empty()) {
