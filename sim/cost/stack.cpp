@@ -10,6 +10,7 @@
 #include "sim/cost/eager_kernels.hpp"
 #include "sim/cost/gemm_alignment.hpp"
 #include "sim/cost/loss_kernels.hpp"
+#include "sim/cost/fused_norm_rates.hpp"
 #include "sim/cost/norm_kernels.hpp"
 #include "sim/cost/swiglu_kernels.hpp"
 #include "sim/cost/roofline.hpp"
@@ -361,6 +362,14 @@ double memory_pass_seconds(const DeviceProfile& d, const MemoryPass& p, const st
   return std::max(t, p.unvectorised_elems * kCastUpBytesPerElem / d.cast_up_bandwidth);
 }
 
+// An eager stack's fused norm kernels (LayerNorm always; RMSNorm where the stack runs F.rms_norm's
+// kernel rather than the ops) at their measured rates (fused_norm_rates.cpp).
+std::vector<double> eager_fused_norm_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  const bool rms = k.role == models::KernelRole::RmsNormForward || k.role == models::KernelRole::RmsNormBackward;
+  if (d.stack.elementwise != Elementwise::Eager || (rms && d.stack.norm != NormImpl::Fused)) return {};
+  return fused_norm_seconds(d, k, dtype);
+}
+
 // What an eager stack runs as PyTorch ops in place of a model's RMSNorm or SwiGLU kernel
 // (norm_kernels.cpp, swiglu_kernels.cpp); compiled and fused stacks keep the model's kernel.
 std::vector<MemoryPass> eager_op_passes(const Stack& s, const models::Kernel& k) {
@@ -383,6 +392,8 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     for (const auto& pass : loss) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else if (auto norm = batch_norm_seconds(d, d.stack.elementwise, k); !norm.empty()) {
     gpu.insert(gpu.end(), norm.begin(), norm.end());
+  } else if (auto fused = eager_fused_norm_seconds(d, k, dtype); !fused.empty()) {
+    gpu.insert(gpu.end(), fused.begin(), fused.end());
   } else if (auto ops = eager_op_passes(d.stack, k); !ops.empty()) {
     for (const auto& pass : ops) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else {

@@ -1,0 +1,42 @@
+#include "sim/cost/fused_norm_rates.hpp"
+
+#include <algorithm>
+
+namespace dtsim::cost {
+
+namespace {
+
+using models::KernelRole;
+
+// Measured by this project on an H200 (2026-11-28, scripts/gpu_microbench.py "eager" section;
+// docs/gpu_check/h200-2026-11-28/microbench.json rows "layer_norm" and "rms_norm": bf16, 8,192 x
+// 4,096, torch.profiler's kernel times), as shares of its 4.8 TB/s datasheet HBM bandwidth:
+// vectorized_layer_norm_kernel (reads x, writes y: 134.2 MB) 53.25 us for LayerNorm, 40.58 us for
+// RMSNorm; layer_norm_grad_input_kernel_vectorized (reads x and dy, writes dx) 68.83 and 65.98 us;
+// GammaBetaBackwardCUDAKernelTemplate (reads x and dy) 50.21 and 46.66 us. The streams reach
+// 4.0-4.4 TB/s on the same GPU; these row-wise kernels do not. Shares of the HBM bandwidth rather
+// than rates: this project's H100 steps ran the same kernels at Llama 3 8B's TP-8 shape in
+// 56.4, 102 and 58.0 us, where these shares of its 3.35 TB/s give 58.1, 94.5 and 66.9.
+struct Shares {
+  double forward, input_grad, weight_grad;
+};
+constexpr Shares kLayerNorm{134.217728e6 / 53.25e-6 / 4.8e12, 201.326592e6 / 68.83e-6 / 4.8e12, 134.217728e6 / 50.21e-6 / 4.8e12};
+constexpr Shares kRmsNorm{134.217728e6 / 40.58e-6 / 4.8e12, 201.326592e6 / 65.98e-6 / 4.8e12, 134.217728e6 / 46.66e-6 / 4.8e12};
+
+}  // namespace
+
+std::vector<double> fused_norm_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  const bool layer = k.role == KernelRole::NormForward || k.role == KernelRole::NormBackward;
+  const bool rms = k.role == KernelRole::RmsNormForward || k.role == KernelRole::RmsNormBackward;
+  if ((!layer && !rms) || d.sm_count <= 0 || d.hbm_bandwidth <= 0) return {};
+  const Shares& s = layer ? kLayerNorm : kRmsNorm;
+  const double pass = k.elem_bytes * k.elems;  // one read of x
+  auto at = [&](double bytes, double share) {
+    const models::Kernel stream{"norm_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
+    return std::max(bytes / (share * d.hbm_bandwidth), kernel_time(d, stream, dtype));
+  };
+  if (k.role == KernelRole::NormForward || k.role == KernelRole::RmsNormForward) return {at(2 * pass, s.forward)};
+  return {at(3 * pass, s.input_grad), at(2 * pass, s.weight_grad)};
+}
+
+}  // namespace dtsim::cost
