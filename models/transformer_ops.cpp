@@ -110,6 +110,9 @@ Op norm(const std::string& name, const TransformerSpec& s, const BuildOptions& o
   Op op = elementwise(name, tokens_h, e, 1.0, saved, 8.0);
   if (rms) mark_role(op, KernelRole::RmsNormForward, KernelRole::RmsNormBackward, tokens_h, e, false);
   else mark_role(op, KernelRole::NormForward, KernelRole::NormBackward, tokens_h, e, false);
+  // Its rows' length, for a stack whose norm kernels run at rates by row (sim/cost/fused_norm_rates.cpp).
+  for (auto* pass : {&op.forward, &op.backward})
+    for (auto& k : *pass) k.n = s.hidden_size;
   op.params = (s.norm == Norm::LayerNorm ? 2.0 : 1.0) * static_cast<double>(s.hidden_size);
   op.tensors.assign(s.norm == Norm::LayerNorm ? 2 : 1, static_cast<double>(s.hidden_size));  // weight (and bias)
   return op;

@@ -58,4 +58,22 @@ std::vector<MemoryPass> copy_passes(Copies copies, const models::Kernel& k) {
   return passes;
 }
 
+// Inductor (this project's compiled H200 and H100 steps, scripts/gpu_train.py under torch.compile):
+// forward, triton_poi_fused_..._cat_mul_neg_slice_split_with_sizes_transpose_view, one for q and one
+// for k, reading the strided view of the QKV output and the table and writing the rotated tensor
+// (SDPA, an external kernel, does not fuse); backward, triton_poi_fused_add_cat_mul_neg_slice_
+// slice_backward_transpose_view, the rotations' backward fused into the cat of dq, dk and dv (GPT-2's
+// learned positions: triton_poi_fused_cat_transpose_view, the cat alone). Vectorised pointwise
+// kernels: no unvectorised elements.
+std::vector<MemoryPass> compiled_copy_passes(const models::Kernel& k) {
+  const bool forward = k.role == models::KernelRole::FlashForward;
+  if ((!forward && k.role != models::KernelRole::FlashBackward) || k.io.q <= 0) return {};
+  const double e = k.elem_bytes, q = k.io.q, kv = k.io.kv, table = k.io.rope_table;
+  if (forward) {
+    if (table <= 0) return {};
+    return {{2 * e * q + table}, {2 * e * kv + table}};
+  }
+  return {{2 * e * (q + 2 * kv) + 2 * table}};
+}
+
 }  // namespace dtsim::cost

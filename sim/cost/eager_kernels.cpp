@@ -62,6 +62,13 @@ ElementPlan element_plan(Elementwise mode, const models::Kernel& k, bool bias_in
   // gradient stay kernels of their own.
   if (bias) return {true, {bias_pass}};
   if (k.role == KernelRole::NormBackward || k.role == KernelRole::RmsNormBackward) return {true, {2 * k.elem_bytes * k.elems}};
+  // A residual add without dropout feeds the next norm, and Inductor fuses it into that norm's
+  // kernel (triton_red_fused__fused_rms_norm__unsafe_view_add and its backward in this project's
+  // compiled steps): forward the norm kernel reads both addends and writes the sum beside its
+  // output (2e more than the norm alone), backward it reads the skip connection's gradient too and
+  // writes the sum (e more). What is left of the add is those bytes, as a pass of its own.
+  if (!k.dropout && k.role == KernelRole::ResidualForward) return {false, {2 * k.elem_bytes * k.elems}};
+  if (!k.dropout && k.role == KernelRole::ResidualBackward) return {false, {k.elem_bytes * k.elems}};
   return {};
 }
 

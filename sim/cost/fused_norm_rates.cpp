@@ -1,6 +1,11 @@
 #include "sim/cost/fused_norm_rates.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "sim/core/interpolate.hpp"
 
 namespace dtsim::cost {
 
@@ -23,7 +28,35 @@ struct Shares {
 constexpr Shares kLayerNorm{134.217728e6 / 53.25e-6 / 4.8e12, 201.326592e6 / 68.83e-6 / 4.8e12, 134.217728e6 / 50.21e-6 / 4.8e12};
 constexpr Shares kRmsNorm{134.217728e6 / 40.58e-6 / 4.8e12, 201.326592e6 / 65.98e-6 / 4.8e12, 134.217728e6 / 46.66e-6 / 4.8e12};
 
+// torch.compile's own RMSNorm kernel (Inductor, PyTorch 2.7.1) on an H100 SXM, bf16, 32K rows:
+// 1,948, 2,303, 1,947 and 1,814 GB/s at rows of 1K, 4K, 8K and 16K (Dao-AILab/quack's README
+// figure, media/bf16_kernel_benchmarks_single_row.svg @9649d34; memory_bound.json mem-020..023),
+// as shares of the H100's 3.35 TB/s. The figure times forward kernels only.
+constexpr std::pair<double, double> kInductorRows[] = {{1024, 1948 / 3350.0}, {4096, 2303 / 3350.0}, {8192, 1947 / 3350.0},
+                                                       {16384, 1814 / 3350.0}};
+
+double inductor_share(double row) {
+  std::vector<std::pair<double, double>> pts(std::begin(kInductorRows), std::end(kInductorRows));
+  return log_interpolate(pts, row > 0 ? row : 4096);
+}
+
 }  // namespace
+
+std::vector<double> compiled_norm_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  const bool forward = k.role == KernelRole::NormForward || k.role == KernelRole::RmsNormForward;
+  if ((!forward && k.role != KernelRole::NormBackward && k.role != KernelRole::RmsNormBackward) || d.sm_count <= 0 ||
+      d.hbm_bandwidth <= 0)
+    return {};
+  const double share = inductor_share(static_cast<double>(k.n));
+  auto at = [&](double bytes) {
+    const models::Kernel stream{"norm_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
+    return std::max(bytes / (share * d.hbm_bandwidth), kernel_time(d, stream, dtype));
+  };
+  // The model's fused kernel, and backward the weight gradient's reduction over tokens, which does
+  // not fuse with the row-wise kernel (eager_kernels.cpp): at the forward's share.
+  if (forward) return {at(k.bytes)};
+  return {at(k.bytes), at(2 * k.elem_bytes * k.elems)};
+}
 
 std::vector<double> fused_norm_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
   const bool layer = k.role == KernelRole::NormForward || k.role == KernelRole::NormBackward;

@@ -195,8 +195,8 @@ const std::map<std::string, Stack>& registry() {
       {"pytorch-eager", fsdp2(eager_torchtitan(Stack{"pytorch-eager", AttentionImpl::SdpaFlash, Elementwise::Eager,
                                                      kEagerDispatchS, kDeviceCommSms, TpOverlap::None, kEager}))},
       // torchtitan calls the same SDPA; regional torch.compile fuses the element-wise chains, the
-      // loss's cast and RoPE's casts into the kernels beside them (Inductor's one RoPE kernel, 2e
-      // per element of q and k each way, is not priced).
+      // loss's cast and RoPE's casts into the kernels beside them: Inductor's RoPE kernels and the
+      // split's backward cat are its copies (attention_copies.cpp, compiled_copy_passes).
       {"torchtitan-compile", compiled_loss(fsdp2(compiled_shapes(Stack{"torchtitan-compile", AttentionImpl::SdpaFlash, Elementwise::Compiled,
                                                          kInductorDispatchS, kDeviceCommSms, TpOverlap::None, kTitan})))},
       // The same with --compile.enable_async_tensor_parallel: Inductor's micro-pipeline TP pass.
@@ -362,9 +362,18 @@ double memory_pass_seconds(const DeviceProfile& d, const MemoryPass& p, const st
   return std::max(t, p.unvectorised_elems * kCastUpBytesPerElem / d.cast_up_bandwidth);
 }
 
+// Inductor's kernels around attention (attention_copies.cpp): a compiled stack on a GPU (XLA on a
+// TPU fuses otherwise) whose copies are its own.
+std::vector<MemoryPass> inductor_copy_passes(const DeviceProfile& d, const models::Kernel& k) {
+  if (d.stack.elementwise != Elementwise::Compiled || d.stack.copies != Copies::Fused || d.sm_count <= 0) return {};
+  return compiled_copy_passes(k);
+}
+
 // An eager stack's fused norm kernels (LayerNorm always; RMSNorm where the stack runs F.rms_norm's
 // kernel rather than the ops) at their measured rates (fused_norm_rates.cpp).
-std::vector<double> eager_fused_norm_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+// torch.compile's norm kernels likewise, at Inductor's published rates by row.
+std::vector<double> fused_norm_kernels(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  if (d.stack.elementwise == Elementwise::Compiled) return compiled_norm_seconds(d, k, dtype);
   const bool rms = k.role == models::KernelRole::RmsNormForward || k.role == models::KernelRole::RmsNormBackward;
   if (d.stack.elementwise != Elementwise::Eager || (rms && d.stack.norm != NormImpl::Fused)) return {};
   return fused_norm_seconds(d, k, dtype);
@@ -392,7 +401,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     for (const auto& pass : loss) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else if (auto norm = batch_norm_seconds(d, d.stack.elementwise, k); !norm.empty()) {
     gpu.insert(gpu.end(), norm.begin(), norm.end());
-  } else if (auto fused = eager_fused_norm_seconds(d, k, dtype); !fused.empty()) {
+  } else if (auto fused = fused_norm_kernels(d, k, dtype); !fused.empty()) {
     gpu.insert(gpu.end(), fused.begin(), fused.end());
   } else if (auto ops = eager_op_passes(d.stack, k); !ops.empty()) {
     for (const auto& pass : ops) gpu.push_back(memory_pass_seconds(d, pass, dtype));
@@ -405,6 +414,7 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     for (double bytes : plan.passes) gpu.push_back(memory_pass_seconds(d, MemoryPass{bytes}, dtype));
   }
   for (const auto& pass : copy_passes(d.stack.copies, k)) gpu.push_back(memory_pass_seconds(d, pass, dtype));
+  for (const auto& pass : inductor_copy_passes(d, k)) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   double seconds = 0;
   for (double t : gpu) seconds += std::max(t, d.stack.dispatch_s) + overhead;
   return {seconds, base.source, base.spread};

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "llama_spec.hpp"
 #include "scenario_helpers.hpp"
 #include "sim/cost/gemm_alignment.hpp"
 #include "sim/config/scenario.hpp"
@@ -143,6 +144,29 @@ TEST(Stack, CompiledKeepsTheFusedKernelsAndAddsTheTokenReductions) {
       }
   EXPECT_DOUBLE_EQ(bytes, 8 * T * h + 2 * T * (5 * h + f));
   EXPECT_EQ(kept, role_kernels);
+}
+
+// Inductor fuses a residual add without dropout into the norm that reads its sum: what remains of
+// the add is 2e per element forward (both addends read, the sum written, beside the norm's own)
+// and e backward (the skip connection's gradient read); with dropout the model's kernel stays.
+TEST(Stack, CompiledFusesAResidualAddIntoTheNextNorm) {
+  int residuals = 0;
+  auto s = test::small_llama(1);
+  const auto g = models::build_transformer(s, models::BuildOptions{});
+  for (const auto& op : g.layers.at(1).ops)
+    for (const auto* pass : {&op.forward, &op.backward})
+      for (const auto& k : *pass) {
+        if (k.role != models::KernelRole::ResidualForward && k.role != models::KernelRole::ResidualBackward) continue;
+        ++residuals;
+        const auto plan = cost::element_plan(cost::Elementwise::Compiled, k);
+        EXPECT_FALSE(plan.keep);
+        const double per_elem = k.role == models::KernelRole::ResidualForward ? 2 : 1;
+        EXPECT_EQ(plan.passes, (std::vector<double>{per_elem * k.elem_bytes * k.elems}));
+      }
+  EXPECT_EQ(residuals, 4);  // after attention and after the MLP, each way
+  for (const auto& op : gpt2_xl_block().ops)  // GPT-2's residual dropout
+    for (const auto& k : op.forward)
+      if (k.role == models::KernelRole::ResidualForward) EXPECT_TRUE(cost::element_plan(cost::Elementwise::Compiled, k).keep);
 }
 
 TEST(Stack, DispatchShowsOnlyWhenTheKernelIsShorter) {

@@ -145,6 +145,30 @@ TEST(StackCopies, LearnedPositionsRunOnlyTheSplitsBackwardCat) {
   EXPECT_EQ(bytes_of(cost::copy_passes(cost::Copies::Eager, fa.backward.front())), (std::vector<double>{2.0 * 2 * 3 * 512 * 1024}));
 }
 
+// Under torch.compile, Inductor's kernels: forward one RoPE kernel for q (2e x 524,288 + the
+// 131,072-byte table) and one for k (2e x 131,072 + the table); backward one kernel rotating dq and
+// dk back into the cat with dv (2e x 786,432 + the table twice). Learned positions: the cat alone.
+// A compiled stack prices them on a GPU; XLA on a TPU (no SM count) fuses otherwise.
+TEST(StackCopies, CompiledPassesAreInductorsRopeKernelsAndTheCat) {
+  const auto fa = flash_op(test::small_llama(2), flash_options());
+  EXPECT_EQ(bytes_of(cost::compiled_copy_passes(fa.forward.front())), (std::vector<double>{2228224, 655360}));
+  EXPECT_EQ(bytes_of(cost::compiled_copy_passes(fa.backward.front())), (std::vector<double>{3407872}));
+  for (const auto& p : cost::compiled_copy_passes(fa.backward.front())) EXPECT_EQ(p.unvectorised_elems, 0);
+  auto learned = test::small_llama(1);
+  learned.position_embedding = models::PositionEmbedding::Learned;
+  learned.num_kv_heads = learned.num_heads;
+  const auto gpt = flash_op(learned, flash_options());
+  EXPECT_TRUE(cost::compiled_copy_passes(gpt.forward.front()).empty());
+  EXPECT_EQ(bytes_of(cost::compiled_copy_passes(gpt.backward.front())), (std::vector<double>{2.0 * 2 * 3 * 512 * 1024}));
+
+  auto d = config::load_device_profile("h100-sxm-80gb");
+  d.stack = *cost::find_stack("torchtitan-compile");
+  const auto& k = fa.backward.front();
+  const double with = cost::quote_stacked(d, k, "bf16").seconds;
+  d.sm_count = 0;  // as a TPU profile has it
+  EXPECT_GT(with, cost::quote_stacked(d, k, "bf16").seconds);
+}
+
 // The fused attention kernel, then each copy a kernel of its own on the memory-bound curve, at
 // least the dispatch time.
 TEST(StackCopies, EagerCopiesArePricedAsTheirKernels) {
