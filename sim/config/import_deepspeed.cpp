@@ -102,6 +102,40 @@ void map_zero(const Json& c, Mapper& m) {
   }
 }
 
+// data_types.grad_accum_dtype (runtime/engine.py: get_data_types, _do_optimizer_sanity_check). bf16
+// weights with fp32 accumulation under ZeRO-1, without offload, run BF16_Optimizer rather than
+// ZeRO-1's optimizer: dtsim models BF16_Optimizer as bf16 with zero_stage 0
+// (strategies/units/bf16_optimizer.cpp), so the import writes that. Without ZeRO, bf16 accumulation
+// is refused by DeepSpeed ("enable ZeRO to use Bfloat16 gradient accumulation"); fp32 there, and
+// the weights' own dtype under ZeRO, are what DeepSpeed takes when the key is absent.
+void map_data_types(const Json& c, Mapper& m) {
+  if (!c.contains("data_types")) return;
+  const Json& types = c.at("data_types");
+  if (!types.is_object()) return m.run.unmapped.push_back("data_types (not an object)");
+  for (const auto& [key, value] : types.items()) {
+    const std::string path = "data_types." + key;
+    if (key != "grad_accum_dtype" || !value.is_string()) {
+      m.run.unmapped.push_back(path + " (not modelled)");
+      continue;
+    }
+    const std::string v = value.get<std::string>();
+    const bool fp32 = v == "fp32" || v == "float32" || v == "float", bf16 = v == "bf16" || v == "bfloat16";
+    const bool bf16_weights = m.run.training.value("precision", std::string()) == "bf16";
+    const int stage = m.run.parallelism.value("zero_stage", 0);
+    const bool offload = m.run.parallelism.value("offload_optimizer", false);
+    if (bf16_weights && fp32 && stage == 1 && !offload) {
+      m.run.parallelism["zero_stage"] = 0;
+      m.run.mapped.push_back(path + " (fp32 under bf16 and ZeRO-1: DeepSpeed runs BF16_Optimizer, written as zero_stage 0)");
+    } else if (bf16_weights && ((fp32 && stage == 0) || (bf16 && stage >= 1))) {
+      m.run.mapped.push_back(path);  // what DeepSpeed takes without the key
+    } else if (bf16_weights && bf16 && stage == 0) {
+      m.run.unmapped.push_back(path + " (DeepSpeed refuses bf16 accumulation without ZeRO)");
+    } else {
+      m.run.unmapped.push_back(path + " (not modelled)");
+    }
+  }
+}
+
 }  // namespace
 
 ImportedRun import_deepspeed_config(const nlohmann::json& c, const std::string& file) {
@@ -113,9 +147,10 @@ ImportedRun import_deepspeed_config(const nlohmann::json& c, const std::string& 
   map_batch(c, m);
   map_precision(c, m);
   map_zero(c, m);
+  map_data_types(c, m);
   if (c.contains("activation_checkpointing")) run.parallelism["recompute"] = "full", run.mapped.push_back("activation_checkpointing");
   static const std::vector<std::string> handled{"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size",
-                                                "bf16", "fp16", "zero_optimization", "activation_checkpointing"};
+                                                "bf16", "fp16", "zero_optimization", "activation_checkpointing", "data_types"};
   static const std::vector<std::string> no_effect{"steps_per_print", "wall_clock_breakdown", "gradient_clipping", "optimizer",
                                                   "scheduler", "zero_allow_untested_optimizer", "tensorboard", "wandb",
                                                   "csv_monitor", "flops_profiler", "prescale_gradients", "gradient_predivide_factor",

@@ -139,6 +139,26 @@ TEST(ImportRun, DeepSpeed2021ZeroThreeConfig) {
   EXPECT_TRUE(names(r.unmapped, "zero_optimization.cpu_offload_params"));
 }
 
+// engine.py's _do_optimizer_sanity_check: bf16 + ZeRO-1 + fp32 accumulation runs BF16_Optimizer,
+// which dtsim models as zero_stage 0; other combinations keep their stage.
+TEST(ImportRun, DeepSpeedFp32AccumulationUnderZeroOneIsBf16Optimizer) {
+  const auto with = [](const std::string& json) { return dtsim::config::import_deepspeed_config(nlohmann::json::parse(json), "x.json"); };
+  auto r = with(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}})");
+  EXPECT_EQ(r.parallelism["zero_stage"], 0);
+  EXPECT_TRUE(names(r.mapped, "data_types.grad_accum_dtype (fp32 under bf16 and ZeRO-1: DeepSpeed runs BF16_Optimizer"));
+  r = with(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}},
+              "data_types": {"grad_accum_dtype": "fp32"}})");
+  EXPECT_EQ(r.parallelism["zero_stage"], 1);  // with offload ZeRO-1's own optimizer runs
+  r = with(R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}, "data_types": {"grad_accum_dtype": "bf16"}})");
+  EXPECT_EQ(r.parallelism["zero_stage"], 2);
+  EXPECT_TRUE(names(r.mapped, "data_types.grad_accum_dtype"));
+  r = with(R"({"bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "bf16"}})");
+  EXPECT_TRUE(names(r.unmapped, "data_types.grad_accum_dtype (DeepSpeed refuses bf16 accumulation without ZeRO"));
+  r = with(R"({"fp16": {"enabled": true}, "zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}})");
+  EXPECT_EQ(r.parallelism["zero_stage"], 1);
+  EXPECT_TRUE(names(r.unmapped, "data_types.grad_accum_dtype (not modelled)"));
+}
+
 TEST(ImportRun, DeepSpeedAutoValuesAreNamed) {
   const auto r = dtsim::config::import_deepspeed_config(
       nlohmann::json::parse(R"({"train_batch_size": "auto", "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto"}})"), "x.json");
