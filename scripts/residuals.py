@@ -16,7 +16,8 @@ import tempfile
 
 GROUPS = [  # validate's groups pooled into one, stacks it stands for, frameworks and model kinds (none: any)
     (["megatron-sc21"], ["default"], ["megatron-lm"], ["transformer"]),
-    (["h100-pytorch-eager", "h200-pytorch-eager"], ["pytorch-eager"], [], []),
+    # pytorch-eager-2.8 is pytorch-eager with RMSNorm as ops (docs/stacks.md): the nearest rows it has.
+    (["h100-pytorch-eager", "h200-pytorch-eager"], ["pytorch-eager", "pytorch-eager-2.8"], [], []),
     (["h100-torch-compile", "h200-torch-compile"], ["torchtitan-compile", "torchtitan-async-tp"], [], []),
 ]
 
