@@ -31,19 +31,21 @@ bool update_casts_gradients(const ParallelismSpec& p, Precision t) {
   return false;
 }
 
+models::Kernel grad_cast_kernel(const char* name, double elems) {
+  constexpr double kCastBytes = 6;  // reads 2, writes 4
+  models::Kernel cast;
+  cast.name = name;
+  cast.kind = models::KernelKind::Memory;
+  cast.bytes = kCastBytes * elems;
+  cast.elems = elems;
+  cast.elem_bytes = 2;  // read as bf16
+  cast.role = models::KernelRole::CastUp;
+  return cast;
+}
+
 std::vector<models::Kernel> update_kernels(const ParallelismSpec& p, const TrainingSpec& t, double params) {
   std::vector<models::Kernel> out;
-  if (update_casts_gradients(p, t.precision) && params > 0) {
-    constexpr double kCastBytes = 6;  // reads 2, writes 4
-    models::Kernel cast;
-    cast.name = "gradients to fp32";
-    cast.kind = models::KernelKind::Memory;
-    cast.bytes = kCastBytes * params;
-    cast.elems = params;
-    cast.elem_bytes = 2;
-    cast.role = models::KernelRole::CastUp;
-    out.push_back(cast);
-  }
+  if (update_casts_gradients(p, t.precision) && params > 0) out.push_back(grad_cast_kernel("gradients to fp32", params));
   out.push_back(models::optimizer_kernel(t.optimizer, params, update_path(t.precision)));
   return out;
 }

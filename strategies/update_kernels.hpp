@@ -7,6 +7,10 @@
 
 namespace dtsim::strategies {
 
+// A copy of `elems` 16-bit gradients into fp32 (reads 2 bytes each, writes 4), priced at the
+// device's cast-up rate (KernelRole::CastUp).
+models::Kernel grad_cast_kernel(const char* name, double elems);
+
 // Whether the step first casts 16-bit gradients up to fp32 (update_kernels.cpp says where).
 bool update_casts_gradients(const ParallelismSpec& p, Precision t);
 

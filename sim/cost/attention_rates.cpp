@@ -262,75 +262,66 @@ constexpr Rate kA100ForwardBackward[] = {
 // its "attention" rows with note "fa-grid" and backend "flash" (row index as id), spread under
 // 1.5 % each. Same FLOP convention as above. 2-15 % below the flash-attn package's published
 // H100 rates, most at short sequences and in the backward.
-constexpr Rate kSdpaForward[] = {
-    {"attention[15]", AttentionImpl::SdpaFlash, 64, false, 512, 265.0},
-    {"attention[16]", AttentionImpl::SdpaFlash, 64, false, 1024, 286.3},
-    {"attention[17]", AttentionImpl::SdpaFlash, 64, false, 2048, 296.4},
-    {"attention[18]", AttentionImpl::SdpaFlash, 64, false, 4096, 300.8},
-    {"attention[19]", AttentionImpl::SdpaFlash, 64, false, 8192, 303.9},
-    {"attention[20]", AttentionImpl::SdpaFlash, 64, false, 16384, 306.8},
-    {"attention[21]", AttentionImpl::SdpaFlash, 64, true, 512, 153.3},
-    {"attention[22]", AttentionImpl::SdpaFlash, 64, true, 1024, 215.2},
-    {"attention[23]", AttentionImpl::SdpaFlash, 64, true, 2048, 260.5},
-    {"attention[24]", AttentionImpl::SdpaFlash, 64, true, 4096, 278.7},
-    {"attention[25]", AttentionImpl::SdpaFlash, 64, true, 8192, 289.8},
-    {"attention[26]", AttentionImpl::SdpaFlash, 64, true, 16384, 295.8},
-    {"attention[27]", AttentionImpl::SdpaFlash, 128, false, 512, 304.5},
-    {"attention[28]", AttentionImpl::SdpaFlash, 128, false, 1024, 329.5},
-    {"attention[29]", AttentionImpl::SdpaFlash, 128, false, 2048, 344.8},
-    {"attention[30]", AttentionImpl::SdpaFlash, 128, false, 4096, 353.4},
-    {"attention[31]", AttentionImpl::SdpaFlash, 128, false, 8192, 351.7},
-    {"attention[32]", AttentionImpl::SdpaFlash, 128, false, 16384, 349.8},
-    {"attention[33]", AttentionImpl::SdpaFlash, 128, true, 512, 184.4},
-    {"attention[34]", AttentionImpl::SdpaFlash, 128, true, 1024, 249.6},
-    {"attention[35]", AttentionImpl::SdpaFlash, 128, true, 2048, 282.8},
-    {"attention[36]", AttentionImpl::SdpaFlash, 128, true, 4096, 302.9},
-    {"attention[37]", AttentionImpl::SdpaFlash, 128, true, 8192, 318.0},
-    {"attention[38]", AttentionImpl::SdpaFlash, 128, true, 16384, 316.9},
+// Each row: forward, and forward + backward.
+struct SdpaRate {
+  static constexpr AttentionImpl impl = AttentionImpl::SdpaFlash;
+  const char* id;
+  int head_dim;
+  bool causal;
+  int seq;
+  double forward, forward_backward;
 };
-constexpr Rate kSdpaForwardBackward[] = {
-    {"attention[15]", AttentionImpl::SdpaFlash, 64, false, 512, 200.1},
-    {"attention[16]", AttentionImpl::SdpaFlash, 64, false, 1024, 241.0},
-    {"attention[17]", AttentionImpl::SdpaFlash, 64, false, 2048, 263.9},
-    {"attention[18]", AttentionImpl::SdpaFlash, 64, false, 4096, 276.9},
-    {"attention[19]", AttentionImpl::SdpaFlash, 64, false, 8192, 285.7},
-    {"attention[20]", AttentionImpl::SdpaFlash, 64, false, 16384, 290.8},
-    {"attention[21]", AttentionImpl::SdpaFlash, 64, true, 512, 124.0},
-    {"attention[22]", AttentionImpl::SdpaFlash, 64, true, 1024, 177.7},
-    {"attention[23]", AttentionImpl::SdpaFlash, 64, true, 2048, 218.9},
-    {"attention[24]", AttentionImpl::SdpaFlash, 64, true, 4096, 246.3},
-    {"attention[25]", AttentionImpl::SdpaFlash, 64, true, 8192, 262.9},
-    {"attention[26]", AttentionImpl::SdpaFlash, 64, true, 16384, 278.8},
-    {"attention[27]", AttentionImpl::SdpaFlash, 128, false, 512, 213.0},
-    {"attention[28]", AttentionImpl::SdpaFlash, 128, false, 1024, 256.7},
-    {"attention[29]", AttentionImpl::SdpaFlash, 128, false, 2048, 286.4},
-    {"attention[30]", AttentionImpl::SdpaFlash, 128, false, 4096, 300.6},
-    {"attention[31]", AttentionImpl::SdpaFlash, 128, false, 8192, 313.4},
-    {"attention[32]", AttentionImpl::SdpaFlash, 128, false, 16384, 318.3},
-    {"attention[33]", AttentionImpl::SdpaFlash, 128, true, 512, 143.1},
-    {"attention[34]", AttentionImpl::SdpaFlash, 128, true, 1024, 197.4},
-    {"attention[35]", AttentionImpl::SdpaFlash, 128, true, 2048, 241.3},
-    {"attention[36]", AttentionImpl::SdpaFlash, 128, true, 4096, 271.2},
-    {"attention[37]", AttentionImpl::SdpaFlash, 128, true, 8192, 288.2},
-    {"attention[38]", AttentionImpl::SdpaFlash, 128, true, 16384, 312.9},
+constexpr SdpaRate kSdpa[] = {
+    {"attention[15]", 64, false, 512, 265.0, 200.1},
+    {"attention[16]", 64, false, 1024, 286.3, 241.0},
+    {"attention[17]", 64, false, 2048, 296.4, 263.9},
+    {"attention[18]", 64, false, 4096, 300.8, 276.9},
+    {"attention[19]", 64, false, 8192, 303.9, 285.7},
+    {"attention[20]", 64, false, 16384, 306.8, 290.8},
+    {"attention[21]", 64, true, 512, 153.3, 124.0},
+    {"attention[22]", 64, true, 1024, 215.2, 177.7},
+    {"attention[23]", 64, true, 2048, 260.5, 218.9},
+    {"attention[24]", 64, true, 4096, 278.7, 246.3},
+    {"attention[25]", 64, true, 8192, 289.8, 262.9},
+    {"attention[26]", 64, true, 16384, 295.8, 278.8},
+    {"attention[27]", 128, false, 512, 304.5, 213.0},
+    {"attention[28]", 128, false, 1024, 329.5, 256.7},
+    {"attention[29]", 128, false, 2048, 344.8, 286.4},
+    {"attention[30]", 128, false, 4096, 353.4, 300.6},
+    {"attention[31]", 128, false, 8192, 351.7, 313.4},
+    {"attention[32]", 128, false, 16384, 349.8, 318.3},
+    {"attention[33]", 128, true, 512, 184.4, 143.1},
+    {"attention[34]", 128, true, 1024, 249.6, 197.4},
+    {"attention[35]", 128, true, 2048, 282.8, 241.3},
+    {"attention[36]", 128, true, 4096, 302.9, 271.2},
+    {"attention[37]", 128, true, 8192, 318.0, 288.2},
+    {"attention[38]", 128, true, 16384, 316.9, 312.9},
 };
 
-template <std::size_t N>
-double rate_in(const Rate (&table)[N], AttentionImpl impl, double head_dim, bool causal, double seq) {
+// A table's rate (its `rate` column) for `impl` at this head dim, mask and length.
+template <class Row, std::size_t N>
+double rate_in(const Row (&table)[N], double Row::*rate, AttentionImpl impl, double head_dim, bool causal, double seq) {
   std::map<int, std::vector<std::pair<double, double>>> by_dim;
   for (const auto& r : table)
-    if (r.impl == impl && r.causal == causal) by_dim[r.head_dim].emplace_back(r.seq, r.tflops);
+    if (r.impl == impl && r.causal == causal) by_dim[r.head_dim].emplace_back(r.seq, r.*rate);
   if (by_dim.empty()) return 0;
   std::vector<std::pair<double, double>> dims;  // (head dim, rate at this seq)
   for (auto& [d, pts] : by_dim) dims.emplace_back(d, log_interpolate(pts, seq));
   return log_interpolate(dims, head_dim);  // linear in log s and log d, flat beyond the points
 }
 
+// The backward's rate from the forward's and the pair's: t_bwd = 3.5/R_fwd+bwd - 1/R_fwd per
+// forward FLOP, for 2.5 of them.
+double backward_rate(double forward, double both) {
+  const double per_flop = 3.5 / both - 1.0 / forward;
+  return per_flop > 0 ? 2.5 / per_flop : both;
+}
+
 }  // namespace
 
 double flash_forward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq) {
-  if (impl == AttentionImpl::SdpaFlash) return rate_in(kSdpaForward, impl, head_dim, causal, seq);
-  return rate_in(kForward, impl, head_dim, causal, seq);
+  if (impl == AttentionImpl::SdpaFlash) return rate_in(kSdpa, &SdpaRate::forward, impl, head_dim, causal, seq);
+  return rate_in(kForward, &Rate::tflops, impl, head_dim, causal, seq);
 }
 
 // Backward from forward and forward + backward: t_bwd = 3.5/R_fb − 1/R_fwd per forward FLOP, and
@@ -339,18 +330,13 @@ double flash_forward_tflops(AttentionImpl impl, double head_dim, bool causal, do
 // backward / forward ratio applied to their own forward (their only backward numbers,
 // attention.json source 6, are a third-party transcription that does not state the mask).
 double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, double seq) {
-  if (impl == AttentionImpl::SdpaFlash) {  // its own forward and forward + backward, both measured
-    const double fwd = rate_in(kSdpaForward, impl, head_dim, causal, seq);
-    const double both = rate_in(kSdpaForwardBackward, impl, head_dim, causal, seq);
-    const double per_flop = 3.5 / both - 1.0 / fwd;
-    return per_flop > 0 ? 2.5 / per_flop : both;
-  }
+  if (impl == AttentionImpl::SdpaFlash)  // its own forward and forward + backward, both measured
+    return backward_rate(rate_in(kSdpa, &SdpaRate::forward, impl, head_dim, causal, seq),
+                         rate_in(kSdpa, &SdpaRate::forward_backward, impl, head_dim, causal, seq));
   const AttentionImpl measured = impl == AttentionImpl::SdpaMath ? impl : AttentionImpl::Flash2;
-  const double fwd = rate_in(kForward, measured, head_dim, causal, seq);
-  const double both = rate_in(kForwardBackward, measured, std::min(head_dim, 128.0), causal, seq);
-  const double per_flop = 3.5 / both - 1.0 / fwd;
-  const double bwd = per_flop > 0 ? 2.5 / per_flop : both;
-  return bwd / fwd * flash_forward_tflops(impl, head_dim, causal, seq);
+  const double fwd = rate_in(kForward, &Rate::tflops, measured, head_dim, causal, seq);
+  const double both = rate_in(kForwardBackward, &Rate::tflops, measured, std::min(head_dim, 128.0), causal, seq);
+  return backward_rate(fwd, both) / fwd * flash_forward_tflops(impl, head_dim, causal, seq);
 }
 
 // Only FlashAttention-2 and the standard attention were published on both GPUs: FlashAttention-3 is
@@ -359,8 +345,8 @@ double flash_backward_tflops(AttentionImpl impl, double head_dim, bool causal, d
 double a100_over_h100(AttentionImpl impl, double head_dim, bool causal, double seq) {
   const AttentionImpl measured = impl == AttentionImpl::SdpaMath ? impl : AttentionImpl::Flash2;
   const double d = std::min(head_dim, 128.0);
-  const double h100 = rate_in(kForwardBackward, measured, d, causal, seq);
-  const double a100 = rate_in(kA100ForwardBackward, measured, d, causal, seq);
+  const double h100 = rate_in(kForwardBackward, &Rate::tflops, measured, d, causal, seq);
+  const double a100 = rate_in(kA100ForwardBackward, &Rate::tflops, measured, d, causal, seq);
   return h100 > 0 ? a100 / h100 : 0.0;
 }
 

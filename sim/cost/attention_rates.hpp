@@ -6,6 +6,10 @@
 
 namespace dtsim::cost {
 
+// Whether `impl` runs FlashAttention-2's kernels: the flash-attn package's, or the copy PyTorch
+// vendors as SDPA's flash backend (the same launch, the same GQA backward).
+inline bool flash_attention_2(AttentionImpl impl) { return impl == AttentionImpl::Flash2 || impl == AttentionImpl::SdpaFlash; }
+
 // TFLOP/s in FlashAttention's convention: forward 4·b·h·s²·d, halved when causal; backward 2.5x
 // forward. Linear in log sequence length between the published 512..16k points and in log head
 // dim between 64, 128 and 256; flat beyond. 0 for gemm-curve.

@@ -1,4 +1,5 @@
 #include "sim/cost/attention_waves.hpp"
+#include "sim/cost/attention_rates.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -70,7 +71,7 @@ double grid_fill(const std::vector<double>& jobs, int slots) {
 }
 
 double flash_grid_factor(AttentionImpl impl, const models::Kernel& k, int sm_count) {
-  if ((impl != AttentionImpl::Flash2 && impl != AttentionImpl::SdpaFlash) || sm_count <= 0 || k.k <= 0) return 1.0;
+  if (!flash_attention_2(impl) || sm_count <= 0 || k.k <= 0) return 1.0;
   const bool backward = k.role == models::KernelRole::FlashBackward;
   const int slots = sm_count * (backward ? kBackwardCtasPerSm : kForwardCtasPerSm);
   const std::int64_t rows = backward ? k.n : k.m;

@@ -1,7 +1,6 @@
 #include "sim/cost/fused_norm_rates.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -32,44 +31,39 @@ constexpr Shares kRmsNorm{134.217728e6 / 40.58e-6 / 4.8e12, 201.326592e6 / 65.98
 // 1,948, 2,303, 1,947 and 1,814 GB/s at rows of 1K, 4K, 8K and 16K (Dao-AILab/quack's README
 // figure, media/bf16_kernel_benchmarks_single_row.svg @9649d34; memory_bound.json mem-020..023),
 // as shares of the H100's 3.35 TB/s. The figure times forward kernels only.
-constexpr std::pair<double, double> kInductorRows[] = {{1024, 1948 / 3350.0}, {4096, 2303 / 3350.0}, {8192, 1947 / 3350.0},
-                                                       {16384, 1814 / 3350.0}};
+const std::vector<std::pair<double, double>> kInductorRows{{1024, 1948 / 3350.0}, {4096, 2303 / 3350.0}, {8192, 1947 / 3350.0},
+                                                           {16384, 1814 / 3350.0}};
 
-double inductor_share(double row) {
-  std::vector<std::pair<double, double>> pts(std::begin(kInductorRows), std::end(kInductorRows));
-  return log_interpolate(pts, row > 0 ? row : 4096);
+bool forward(const models::Kernel& k) { return k.role == KernelRole::NormForward || k.role == KernelRole::RmsNormForward; }
+bool norm(const models::Kernel& k) {
+  return forward(k) || k.role == KernelRole::NormBackward || k.role == KernelRole::RmsNormBackward;
+}
+
+// A kernel moving `bytes` at `share` of the device's HBM bandwidth, never faster than its
+// memory-bound curve.
+double at_share(const DeviceProfile& d, double bytes, double share, const std::string& dtype) {
+  const models::Kernel stream{"norm_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
+  return std::max(bytes / (share * d.hbm_bandwidth), kernel_time(d, stream, dtype));
 }
 
 }  // namespace
 
 std::vector<double> compiled_norm_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
-  const bool forward = k.role == KernelRole::NormForward || k.role == KernelRole::RmsNormForward;
-  if ((!forward && k.role != KernelRole::NormBackward && k.role != KernelRole::RmsNormBackward) || d.sm_count <= 0 ||
-      d.hbm_bandwidth <= 0)
-    return {};
-  const double share = inductor_share(static_cast<double>(k.n));
-  auto at = [&](double bytes) {
-    const models::Kernel stream{"norm_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
-    return std::max(bytes / (share * d.hbm_bandwidth), kernel_time(d, stream, dtype));
-  };
+  if (!norm(k) || d.sm_count <= 0 || d.hbm_bandwidth <= 0) return {};
+  const double share = log_interpolate(kInductorRows, k.n > 0 ? static_cast<double>(k.n) : 4096);
   // The model's fused kernel, and backward the weight gradient's reduction over tokens, which does
   // not fuse with the row-wise kernel (eager_kernels.cpp): at the forward's share.
-  if (forward) return {at(k.bytes)};
-  return {at(k.bytes), at(2 * k.elem_bytes * k.elems)};
+  if (forward(k)) return {at_share(d, k.bytes, share, dtype)};
+  return {at_share(d, k.bytes, share, dtype), at_share(d, 2 * k.elem_bytes * k.elems, share, dtype)};
 }
 
 std::vector<double> fused_norm_seconds(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
+  if (!norm(k) || d.sm_count <= 0 || d.hbm_bandwidth <= 0) return {};
   const bool layer = k.role == KernelRole::NormForward || k.role == KernelRole::NormBackward;
-  const bool rms = k.role == KernelRole::RmsNormForward || k.role == KernelRole::RmsNormBackward;
-  if ((!layer && !rms) || d.sm_count <= 0 || d.hbm_bandwidth <= 0) return {};
   const Shares& s = layer ? kLayerNorm : kRmsNorm;
   const double pass = k.elem_bytes * k.elems;  // one read of x
-  auto at = [&](double bytes, double share) {
-    const models::Kernel stream{"norm_pass", models::KernelKind::Memory, 1, 0, 0, 0, 0, bytes};
-    return std::max(bytes / (share * d.hbm_bandwidth), kernel_time(d, stream, dtype));
-  };
-  if (k.role == KernelRole::NormForward || k.role == KernelRole::RmsNormForward) return {at(2 * pass, s.forward)};
-  return {at(3 * pass, s.input_grad), at(2 * pass, s.weight_grad)};
+  if (forward(k)) return {at_share(d, 2 * pass, s.forward, dtype)};
+  return {at_share(d, 3 * pass, s.input_grad, dtype), at_share(d, 2 * pass, s.weight_grad, dtype)};
 }
 
 }  // namespace dtsim::cost

@@ -265,9 +265,7 @@ double attention_seconds(const DeviceProfile& d, const models::Kernel& k, const 
 // tensor (e per element of Q) and writing a KV-sized one, over a strided group dimension: priced at
 // the device's unvectorised rate per element read (MemoryPass::unvectorised_elems).
 std::vector<MemoryPass> gqa_sum_passes(AttentionImpl impl, const models::Kernel& k) {
-  if ((impl != AttentionImpl::Flash2 && impl != AttentionImpl::SdpaFlash) || k.role != models::KernelRole::FlashBackward ||
-      k.io.kv <= 0 || k.io.q <= k.io.kv)
-    return {};
+  if (!flash_attention_2(impl) || k.role != models::KernelRole::FlashBackward || k.io.kv <= 0 || k.io.q <= k.io.kv) return {};
   const MemoryPass sum{k.elem_bytes * (k.io.q + k.io.kv), false, k.io.q};
   return {sum, sum};
 }
@@ -369,14 +367,13 @@ std::vector<MemoryPass> inductor_copy_passes(const DeviceProfile& d, const model
   return compiled_copy_passes(k);
 }
 
-// An eager stack's fused norm kernels (LayerNorm always; RMSNorm where the stack runs F.rms_norm's
-// kernel rather than the ops) at their measured rates (fused_norm_rates.cpp).
-// torch.compile's norm kernels likewise, at Inductor's published rates by row.
+// A norm run as one kernel each way at its measured rate (fused_norm_rates.cpp): ATen's under an
+// eager stack (an RMSNorm written as ops is eager_op_passes', asked first), Inductor's under a
+// compiled one.
 std::vector<double> fused_norm_kernels(const DeviceProfile& d, const models::Kernel& k, const std::string& dtype) {
   if (d.stack.elementwise == Elementwise::Compiled) return compiled_norm_seconds(d, k, dtype);
-  const bool rms = k.role == models::KernelRole::RmsNormForward || k.role == models::KernelRole::RmsNormBackward;
-  if (d.stack.elementwise != Elementwise::Eager || (rms && d.stack.norm != NormImpl::Fused)) return {};
-  return fused_norm_seconds(d, k, dtype);
+  if (d.stack.elementwise == Elementwise::Eager) return fused_norm_seconds(d, k, dtype);
+  return {};
 }
 
 // What an eager stack runs as PyTorch ops in place of a model's RMSNorm or SwiGLU kernel
@@ -401,10 +398,10 @@ KernelPrice quote_stacked(const DeviceProfile& d, const models::Kernel& k, const
     for (const auto& pass : loss) gpu.push_back(memory_pass_seconds(d, pass, dtype));
   } else if (auto norm = batch_norm_seconds(d, d.stack.elementwise, k); !norm.empty()) {
     gpu.insert(gpu.end(), norm.begin(), norm.end());
-  } else if (auto fused = fused_norm_kernels(d, k, dtype); !fused.empty()) {
-    gpu.insert(gpu.end(), fused.begin(), fused.end());
   } else if (auto ops = eager_op_passes(d.stack, k); !ops.empty()) {
     for (const auto& pass : ops) gpu.push_back(memory_pass_seconds(d, pass, dtype));
+  } else if (auto fused = fused_norm_kernels(d, k, dtype); !fused.empty()) {
+    gpu.insert(gpu.end(), fused.begin(), fused.end());
   } else {
     const auto plan = element_plan(d.stack.elementwise, k, d.stack.bias_grad_in_gemm);
     if (plan.keep) {

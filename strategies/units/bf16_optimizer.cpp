@@ -17,6 +17,7 @@
 #include "models/model_graph.hpp"
 #include "strategies/planner.hpp"
 #include "strategies/units/units.hpp"
+#include "strategies/update_kernels.hpp"
 
 namespace dtsim::strategies {
 
@@ -29,18 +30,16 @@ bool bf16_optimizer(const ParallelismSpec& p, Precision t) {
 
 namespace {
 
-// Bytes per parameter each micro-batch: the cast reads 2 and writes 4 (a cast up), the add
-// reads 4 + 4 and writes 4, and the zeroing writes 2.
-constexpr double kCastBytes = 6, kAddBytes = 12, kZeroBytes = 2;
+// Bytes per parameter each micro-batch beside the cast up (grad_cast_kernel): the add reads 4 + 4
+// and writes 4, and the zeroing writes 2.
+constexpr double kAddBytes = 12, kZeroBytes = 2;
 
-models::Kernel memory_kernel(const char* name, double bytes, double params, models::KernelRole role) {
+models::Kernel memory_kernel(const char* name, double bytes, double params) {
   models::Kernel k;
   k.name = name;
   k.kind = models::KernelKind::Memory;
   k.bytes = bytes;
   k.elems = params;
-  k.role = role;
-  if (role == models::KernelRole::CastUp) k.elem_bytes = 2;  // read as bf16
   return k;
 }
 
@@ -57,9 +56,8 @@ class Bf16Optimizer final : public Unit {
     if (n <= 0) return;
     taskgraph::Work w;
     w.name = "bf16 optimizer fp32 accumulate";
-    w.kernels = {memory_kernel("bf16 gradients to fp32", kCastBytes * n, n, models::KernelRole::CastUp),
-                 memory_kernel("fp32 gradient add", kAddBytes * n, n, models::KernelRole::Plain),
-                 memory_kernel("bf16 gradients zeroed", kZeroBytes * n, n, models::KernelRole::Plain)};
+    w.kernels = {grad_cast_kernel("bf16 gradients to fp32", n), memory_kernel("fp32 gradient add", kAddBytes * n, n),
+                 memory_kernel("bf16 gradients zeroed", kZeroBytes * n, n)};
     const int work = em.works().get(std::move(w));
     accumulated_[{pass.stage, em.replica()}] = em.compute(pass.stage, work, {last}, "bf16 optimizer accumulate" + pass.tag);
   }
@@ -77,7 +75,7 @@ class Bf16Optimizer final : public Unit {
                     "bf16 optimizer gather params");
     taskgraph::Work w;
     w.name = "bf16 optimizer zero fp32 gradients";
-    w.kernels = {memory_kernel("fp32 gradients zeroed", 4 * n, n, models::KernelRole::Plain)};
+    w.kernels = {memory_kernel("fp32 gradients zeroed", 4 * n, n)};
     // Part of the step (clear_hp_grads), counted with it.
     em.plan().graph.add_compute(em.gpu(s), em.works().get(std::move(w)), taskgraph::Category::Optimizer, "bf16 optimizer zero gradients",
                                 deps);

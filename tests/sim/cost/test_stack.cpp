@@ -166,7 +166,9 @@ TEST(Stack, CompiledFusesAResidualAddIntoTheNextNorm) {
   EXPECT_EQ(residuals, 4);  // after attention and after the MLP, each way
   for (const auto& op : gpt2_xl_block().ops)  // GPT-2's residual dropout
     for (const auto& k : op.forward)
-      if (k.role == models::KernelRole::ResidualForward) EXPECT_TRUE(cost::element_plan(cost::Elementwise::Compiled, k).keep);
+      if (k.role == models::KernelRole::ResidualForward) {
+        EXPECT_TRUE(cost::element_plan(cost::Elementwise::Compiled, k).keep);
+      }
 }
 
 TEST(Stack, DispatchShowsOnlyWhenTheKernelIsShorter) {

@@ -20,10 +20,18 @@ results::Result row(const std::string& name) {
                     R"(", "simulation": {"backend": "analytical"}})")));
 }
 
-double seconds_of(const std::vector<results::KernelGroup>& groups, const std::string& name) {
+const results::KernelGroup* group_of(const std::vector<results::KernelGroup>& groups, const std::string& name) {
   for (const auto& g : groups)
-    if (g.name == name) return g.seconds;
-  return -1;
+    if (g.name == name) return &g;
+  return nullptr;
+}
+double seconds_of(const std::vector<results::KernelGroup>& groups, const std::string& name) {
+  const auto* g = group_of(groups, name);
+  return g ? g->seconds : -1;
+}
+double kernels_of(const std::vector<results::KernelGroup>& groups, const std::string& name) {
+  const auto* g = group_of(groups, name);
+  return g ? g->kernels : -1;
 }
 
 }  // namespace
@@ -49,8 +57,7 @@ TEST(KernelView, OneGpusGroupsAddUpToItsComputeAndOptimizer) {
   EXPECT_GT(seconds_of(groups, "norms"), 0);
   EXPECT_LT(seconds_of(groups, "convolutions"), 0);  // no group without a kernel
   // 32 layers: a flash kernel each way per layer.
-  for (const auto& g : groups)
-    if (g.name == "attention") EXPECT_EQ(g.kernels, 64);
+  EXPECT_EQ(kernels_of(groups, "attention"), 64);
 }
 
 TEST(KernelView, TheTableNamesTheGpuAndEachGroup) {
