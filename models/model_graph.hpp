@@ -27,6 +27,10 @@ struct TransformerSpec {
   bool linear_bias = true;
   PositionEmbedding position_embedding = PositionEmbedding::Learned;
   bool dropout = true;
+  // Attention and MLP side by side on one norm of the block's input, y = x + Attn(LN(x)) +
+  // MLP(LN(x)) (GPT-J; PaLM, Chowdhery et al. 2022, Sec. 2 "Parallel Layers"), where the sequential
+  // block feeds the MLP the attention's output. Dense blocks only (models/transformer.cpp).
+  bool parallel_layers = false;
   // A vision transformer (Dosovitskiy et al. 2021) when patch_size > 0: the image is cut into
   // (image_size / patch_size)^2 patches embedded by a patch_size-strided convolution, a class
   // token joins them (seq_len = patches + 1), attention is bidirectional over all of them, and

@@ -67,13 +67,11 @@ Layer patch_embedding_layer(const TransformerSpec& s, const BuildOptions& o, dou
   return l;
 }
 
-void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
+// The attention between its projections: one fused kernel (flash) or the standard passes.
+void attention_core(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
   const double e = x.e;
   const double kv = static_cast<double>(x.tokens) * static_cast<double>(x.kv_heads * x.d) * e;  // K or V
   const double q_bytes = static_cast<double>(x.tokens) * static_cast<double>(x.heads * x.d) * e;
-  l.ops.push_back(block_linear("qkv", x.tokens, x.h, (x.heads + 2 * x.kv_heads) * x.d, e, s.linear_bias, x, x.gathered_split));
-  l.ops.back().tp_linear = TpLinear::Column;
-  split_calls(l.ops.back(), {x.heads * x.d, x.kv_heads * x.d, x.kv_heads * x.d}, e);  // wq, wk, wv
   const I bh = x.b * x.heads;
   if (o.attention == Attention::Flash) {
     // One fused kernel (flash_attention in transformer_ops.hpp).
@@ -116,47 +114,78 @@ void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, co
   } else {
     standard_attention(l, bh, x.q, x.d, x.d, e, q_bytes + kv, kv, s.dropout);  // saves Q and K, then V
   }
-  Op out = block_linear("attention.out", x.tokens, x.heads * x.d, x.h, e, false, x);
+}
+
+// The column-parallel projection into a block's attention or MLP (or both, fused).
+Op in_projection(const std::string& name, const TransformerSpec& s, const Slice& x, I out, const std::vector<I>& calls) {
+  Op in = block_linear(name, x.tokens, x.h, out, x.e, s.linear_bias, x, x.gathered_split);
+  in.tp_linear = TpLinear::Column;
+  if (calls.size() > 1) split_calls(in, calls, x.e);
+  return in;
+}
+
+// The row-parallel projection back to the hidden width; its bias is added once, on one rank's share.
+Op out_projection(const std::string& name, const TransformerSpec& s, const Slice& x, I in) {
+  Op out = block_linear(name, x.tokens, in, x.h, x.e, false, x);
   out.tp_linear = TpLinear::Row;
   if (s.linear_bias) {
-    out.params += static_cast<double>(x.h) / x.t;  // the bias is added once, on one rank's share
+    out.params += static_cast<double>(x.h) / x.t;
     out.tensors.push_back(static_cast<double>(x.h) / x.t);
-    mark_bias_grad(out, x.tokens, x.h, e);
+    mark_bias_grad(out, x.tokens, x.h, x.e);
   }
-  l.ops.push_back(out);
-  l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
+  return out;
+}
+
+std::vector<I> qkv_calls(const Slice& x) { return {x.heads * x.d, x.kv_heads * x.d, x.kv_heads * x.d}; }  // wq, wk, wv
+// The MLP's input columns as separate matmuls: w1 (gate) and w3 (up) of a SwiGLU, else fc1.
+std::vector<I> mlp_in_calls(const TransformerSpec& s, const Slice& x) {
+  return s.mlp == Mlp::SwiGlu ? std::vector<I>{x.ffn, x.ffn} : std::vector<I>{x.ffn};
+}
+
+void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
+  l.ops.push_back(in_projection("qkv", s, x, (x.heads + 2 * x.kv_heads) * x.d, qkv_calls(x)));
+  attention_core(l, s, o, x);
+  l.ops.push_back(out_projection("attention.out", s, x, x.heads * x.d));
+  l.ops.push_back(dropout_add("attention.residual", x.th_local, x.e, s.dropout));
+}
+
+// The MLP's element-wise activation between its two projections.
+void mlp_activation(Layer& l, const TransformerSpec& s, const Slice& x) {
+  const double e = x.e;
+  const double tf = static_cast<double>(x.tokens) * static_cast<double>(x.ffn);
+  if (s.mlp == Mlp::SquaredRelu) {
+    l.ops.push_back(squared_relu("mlp.squared_relu", tf, e));
+    return;
+  }
+  const bool glu = s.mlp == Mlp::SwiGlu;
+  Op act = glu ? elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0) : elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0);
+  mark_role(act, glu ? KernelRole::SwiGluForward : KernelRole::GeluForward, glu ? KernelRole::SwiGluBackward : KernelRole::GeluBackward,
+            tf, e, false);
+  l.ops.push_back(act);
 }
 
 void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
-  const double e = x.e;
-  const double tf = static_cast<double>(x.tokens) * static_cast<double>(x.ffn);
-  if (s.mlp == Mlp::SwiGlu) {
-    l.ops.push_back(block_linear("mlp.gate_up", x.tokens, x.h, 2 * x.ffn, e, s.linear_bias, x, x.gathered_split));
-    l.ops.back().tp_linear = TpLinear::Column;
-    split_calls(l.ops.back(), {x.ffn, x.ffn}, e);  // w1 (gate), w3 (up)
-    Op act = elementwise("mlp.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0);
-    mark_role(act, KernelRole::SwiGluForward, KernelRole::SwiGluBackward, tf, e, false);
-    l.ops.push_back(act);
-  } else {
-    l.ops.push_back(block_linear("mlp.fc1", x.tokens, x.h, x.ffn, e, s.linear_bias, x, x.gathered_split));
-    l.ops.back().tp_linear = TpLinear::Column;
-    if (s.mlp == Mlp::SquaredRelu) {
-      l.ops.push_back(squared_relu("mlp.squared_relu", tf, e));
-    } else {
-      Op act = elementwise("mlp.gelu", tf, e, 1.0, tf * e, 10.0);
-      mark_role(act, KernelRole::GeluForward, KernelRole::GeluBackward, tf, e, false);
-      l.ops.push_back(act);
-    }
-  }
-  Op fc2 = block_linear("mlp.fc2", x.tokens, x.ffn, x.h, e, false, x);
-  fc2.tp_linear = TpLinear::Row;
-  if (s.linear_bias) {
-    fc2.params += static_cast<double>(x.h) / x.t;
-    fc2.tensors.push_back(static_cast<double>(x.h) / x.t);
-    mark_bias_grad(fc2, x.tokens, x.h, e);
-  }
-  l.ops.push_back(fc2);
-  l.ops.push_back(dropout_add("mlp.residual", x.th_local, e, s.dropout));
+  const I in = (s.mlp == Mlp::SwiGlu ? 2 : 1) * x.ffn;
+  l.ops.push_back(in_projection(s.mlp == Mlp::SwiGlu ? "mlp.gate_up" : "mlp.fc1", s, x, in, mlp_in_calls(s, x)));
+  mlp_activation(l, s, x);
+  l.ops.push_back(out_projection("mlp.fc2", s, x, x.ffn));
+  l.ops.push_back(dropout_add("mlp.residual", x.th_local, x.e, s.dropout));
+}
+
+// Parallel layers: attention and MLP read the same normed input, so their input projections run
+// as one GEMM, and their outputs sum into one residual, so their output projections run as one
+// GEMM over the concatenated attention context and MLP activation (flaxformer's
+// ParallelFusedDecoderLayer, PaLM's implementation: q_wi_fused and o_wo_fused). Under tensor
+// parallelism one partial result is summed each way where the sequential block sums two.
+void parallel_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
+  std::vector<I> calls = qkv_calls(x);
+  for (I c : mlp_in_calls(s, x)) calls.push_back(c);
+  const I qkv = (x.heads + 2 * x.kv_heads) * x.d, mlp_in = (s.mlp == Mlp::SwiGlu ? 2 : 1) * x.ffn;
+  l.ops.push_back(in_projection("attention_mlp.in", s, x, qkv + mlp_in, calls));
+  attention_core(l, s, o, x);
+  mlp_activation(l, s, x);
+  l.ops.push_back(out_projection("attention_mlp.out", s, x, x.heads * x.d + x.ffn));
+  l.ops.push_back(dropout_add("residual", x.th_local, x.e, s.dropout));
 }
 
 Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I index) {
@@ -165,6 +194,15 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   Op n1 = norm("norm1", s, o, x.th_local, e);
   n1.params /= x.t;  // replicated on every rank; counted once across the group
   l.ops.push_back(n1);
+  l.output_bytes = x.th * e;
+  if (s.parallel_layers) {
+    parallel_ops(l, s, o, x);
+    // One gather of the normed input and one sum of the fused output forward; backward one
+    // gather of dY (both branches' output gradient), one of the input again for the weight
+    // gradient, and one sum of the input gradient.
+    l.tensor_split = {true, x.th * e, 1, 1, 1, 2, {}, {}};
+    return l;
+  }
   if (s.mla()) mla_ops(l, s, o, x);
   else attention_ops(l, s, o, x);
   Op n2 = norm("norm2", s, o, x.th_local, e);
@@ -172,7 +210,6 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   l.ops.push_back(n2);
   if (s.moe_block(index)) moe_ops(l, s, o, x);
   else mlp_ops(l, s, x);
-  l.output_bytes = x.th * e;
   // Attention and MLP each end in a row-parallel GEMM whose partial outputs are summed, forward
   // and (for the input gradients of the column-parallel GEMMs) backward; with sequence
   // parallelism each pass also gathers the sharded inputs of QKV and fc1, and backward gathers

@@ -106,9 +106,13 @@ std::shared_ptr<const Family> parse_transformer(Reader& r, const std::string& na
                                                                                                       : PositionEmbedding::Learned;
   m.dropout = r.boolean("dropout", true);
   m.head_dim = r.integer("head_dim", 1, 100000, 0);
+  m.parallel_layers = r.boolean("parallel_layers", false);
   parse_experts(r, m);
   parse_latent_attention(r, m);
   r.finish();
+  if (m.parallel_layers && (m.moe() || m.mla()))
+    r.fail("parallel_layers", "parallel layers are modelled for dense blocks with standard attention projections only "
+                              "(a mixture of experts or latent attention runs its blocks in sequence)");
   if (m.head_dim == 0 && !m.mla() && m.hidden_size % m.num_heads != 0)
     r.fail("num_heads", fmt::format("{} does not divide model.hidden_size ({})", m.num_heads, m.hidden_size));
   if (m.num_heads % m.num_kv_heads != 0)
@@ -162,6 +166,7 @@ std::vector<FamilyKind> transformer_kinds() {
       {"tied_embeddings", "the output layer shares the input embedding's weights"},
       {"linear_bias", "linear layers carry biases"},
       {"dropout", "dropout layers run (their masks are kept for backward)"},
+      {"parallel_layers", "attention and MLP side by side on one norm, y = x + attn(norm(x)) + mlp(norm(x)) (GPT-J, PaLM): fused input and output projections"},
       {"num_experts", "mixture of experts: routed experts per MoE layer"},
       {"experts_per_token", "mixture of experts: experts each token is routed to (top-k)"},
       {"expert_ffn_hidden_size", "mixture of experts: one expert's MLP inner width"},
