@@ -60,6 +60,17 @@ struct TransformerSpec {
   bool mla() const { return kv_lora_rank > 0; }
 };
 
+// Megatron-Core's fine-grained recomputation (--recompute-granularity selective
+// --recompute-modules, megatron/core/transformer/transformer_config.py): the sub-modules backward
+// runs again, as bits. Given: the modules were named (even none), so selective recomputation is
+// theirs rather than Korthikanti et al.'s attention-score recompute. CoreAttn checkpoints the core
+// attention (its inputs Q, K, V kept); Layernorm and MoeAct discard the block norms' and the
+// experts' activation's outputs once used and run them again before backward
+// (CheckpointWithoutOutput).
+namespace recompute_module {
+inline constexpr std::uint8_t kGiven = 0x80, kCoreAttn = 1, kLayernorm = 2, kMoeAct = 4;
+}
+
 // How the graph is instantiated: per micro-batch, in one activation precision.
 struct BuildOptions {
   std::int64_t micro_batch = 1;
@@ -91,6 +102,9 @@ struct BuildOptions {
   // nn.RMSNorm before PyTorch 2.9): autograd keeps the fp32 copy of the input and the normalised
   // output instead of the input (sim/cost/norm_kernels.cpp prices its kernels).
   bool rms_norm_ops = false;
+  // recompute_module bits: which ops selective recomputation re-runs and what they keep
+  // (Op::selective, Op::saved_bytes_selective); 0: Korthikanti's attention scores.
+  std::uint8_t recompute_modules = 0;
 };
 
 enum class KernelKind { Gemm, Conv, Attention, Memory };
@@ -181,6 +195,7 @@ struct Op {
   double saved_bytes = 0;            // kept from forward for backward, per micro-batch
   double saved_bytes_selective = 0;  // what stays saved under selective recomputation
   bool selective = false;            // re-run in backward under selective recomputation
+  bool reads_norm = false;           // its input is the block norm's output, which it saves
   bool matmul = false;               // counts in model FLOPs
   bool context_attention = false;    // the fused attention context parallelism overlaps its K/V exchange with
   TpLinear tp_linear = TpLinear::None;

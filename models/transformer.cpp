@@ -73,6 +73,7 @@ void attention_core(Layer& l, const TransformerSpec& s, const BuildOptions& o, c
   const double kv = static_cast<double>(x.tokens) * static_cast<double>(x.kv_heads * x.d) * e;  // K or V
   const double q_bytes = static_cast<double>(x.tokens) * static_cast<double>(x.heads * x.d) * e;
   const I bh = x.b * x.heads;
+  const std::size_t first = l.ops.size();
   if (o.attention == Attention::Flash) {
     // One fused kernel (flash_attention in transformer_ops.hpp).
     Kernel f = gemm("flash_attention", bh, x.q_local, x.q, x.d, e, KernelKind::Attention);
@@ -114,12 +115,14 @@ void attention_core(Layer& l, const TransformerSpec& s, const BuildOptions& o, c
   } else {
     standard_attention(l, bh, x.q, x.d, x.d, e, q_bytes + kv, kv, s.dropout);  // saves Q and K, then V
   }
+  core_attention_recompute(l, first, o, q_bytes + 2.0 * kv);
 }
 
 // The column-parallel projection into a block's attention or MLP (or both, fused).
 Op in_projection(const std::string& name, const TransformerSpec& s, const Slice& x, I out, const std::vector<I>& calls) {
   Op in = block_linear(name, x.tokens, x.h, out, x.e, s.linear_bias, x, x.gathered_split);
   in.tp_linear = TpLinear::Column;
+  in.reads_norm = true;
   if (calls.size() > 1) split_calls(in, calls, x.e);
   return in;
 }
@@ -188,6 +191,17 @@ void parallel_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, con
   l.ops.push_back(dropout_add("residual", x.th_local, x.e, s.dropout));
 }
 
+// Megatron-Core's layernorm module (BuildOptions::recompute_modules): the block's norms run again
+// before backward, and the projections that saved their output as input keep nothing of it (the
+// output's storage is freed once used and refilled by the re-run).
+void layernorm_recompute(Layer& l, const BuildOptions& o, const std::vector<std::size_t>& norms) {
+  using namespace recompute_module;
+  if (!(o.recompute_modules & kGiven) || !(o.recompute_modules & kLayernorm)) return;
+  for (std::size_t i : norms) l.ops[i].selective = true;
+  for (auto& op : l.ops)
+    if (op.reads_norm) op.saved_bytes_selective = 0;
+}
+
 Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I index) {
   const Slice x = slice(s, o, e);
   Layer l{"block." + std::to_string(index), LayerKind::Block, {}, x.th_local * e};
@@ -201,12 +215,14 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
     // gather of dY (both branches' output gradient), one of the input again for the weight
     // gradient, and one sum of the input gradient.
     l.tensor_split = {true, x.th * e, 1, 1, 1, 2, {}, {}};
+    layernorm_recompute(l, o, {0});
     return l;
   }
   if (s.mla()) mla_ops(l, s, o, x);
   else attention_ops(l, s, o, x);
   Op n2 = norm("norm2", s, o, x.th_local, e);
   n2.params /= x.t;
+  const std::size_t second = l.ops.size();
   l.ops.push_back(n2);
   if (s.moe_block(index)) moe_ops(l, s, o, x);
   else mlp_ops(l, s, x);
@@ -220,6 +236,7 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   // expert TP 1): only attention's pair remains, unless shared experts run tensor-parallel.
   const bool folded = o.expert_tensor > 0 && o.expert_tensor != o.tensor;
   if (s.moe_block(index) && folded && s.shared_experts == 0) l.tensor_split = {true, x.th * e, 1, 1, 1, 2, {}, {}};
+  layernorm_recompute(l, o, {0, second});
   return l;
 }
 

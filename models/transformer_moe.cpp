@@ -33,6 +33,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   const I dqk = s.qk_nope_head_dim + s.qk_rope_head_dim, dv = s.v_head_dim;
   if (s.q_lora_rank > 0) {
     Op qa = linear("mla.q_down", x.tokens, x.h, s.q_lora_rank, e, false, x.gathered_split);
+    qa.reads_norm = true;
     qa.params /= x.t;
     qa.useful = 1.0 / x.t;  // every tensor rank computes it: model FLOPs count it once
     l.ops.push_back(qa);
@@ -42,8 +43,10 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     l.ops.push_back(linear("mla.q_up", x.tokens, s.q_lora_rank, x.heads * dqk, e, false));
   } else {
     l.ops.push_back(linear("mla.q", x.tokens, x.h, x.heads * dqk, e, false, x.gathered_split));
+    l.ops.back().reads_norm = true;
   }
   Op kva = linear("mla.kv_down", x.tokens, x.h, s.kv_lora_rank + s.qk_rope_head_dim, e, false, x.gathered_split);
+  kva.reads_norm = true;
   kva.params /= x.t;
   kva.useful = 1.0 / x.t;
   l.ops.push_back(kva);
@@ -54,6 +57,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   const I bh = x.b * x.heads;
   const double q_bytes = static_cast<double>(x.tokens * x.heads * dqk) * e;
   const double v_bytes = static_cast<double>(x.tokens * x.heads * dv) * e;
+  const std::size_t first = l.ops.size();
   if (o.attention == Attention::Flash) {
     Kernel f = gemm("flash_attention", bh, x.q, x.q, dqk, e, KernelKind::Attention);
     f.causal = true;  // latent attention is a language model's: causal
@@ -64,6 +68,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   } else {
     standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
   }
+  core_attention_recompute(l, first, o, 2.0 * q_bytes + v_bytes);  // Q, K (as wide as Q) and V
   l.ops.push_back(linear("attention.out", x.tokens, x.heads * dv, x.h, e, false));
   l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
 }
@@ -91,6 +96,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   const I f = s.expert_ffn_hidden_size / etp;
   const double tkh = static_cast<double>(x.tokens) * static_cast<double>(k) * static_cast<double>(x.h);
   Op router = linear("moe.router", x.tokens, x.h, E, e, s.expert_bias, x.gathered_split);
+  router.reads_norm = true;
   router.params /= x.t;
   router.useful = 1.0 / x.t;  // replicated on every tensor rank: model FLOPs count it once
   l.ops.push_back(router);
@@ -107,6 +113,12 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   else if (s.mlp == Mlp::SquaredRelu) l.ops.push_back(squared_relu("moe.experts.squared_relu", act, e));
   else l.ops.push_back(elementwise("moe.experts.gelu", act, e, 1.0, act * e, 10.0));
   Op down = expert_linear("moe.experts.down", local, per_expert, f, x.h, e, false);
+  // Megatron-Core's moe_act module: the activation runs again before backward and its output,
+  // the down projection's input, is not kept.
+  if ((o.recompute_modules & recompute_module::kGiven) && (o.recompute_modules & recompute_module::kMoeAct)) {
+    l.ops.back().selective = true;
+    down.saved_bytes_selective = 0;
+  }
   if (s.expert_bias) down.params += static_cast<double>(local * x.h) / static_cast<double>(etp);  // added once, on one rank's share
   down.useful = useful;
   l.ops.push_back(down);
@@ -122,9 +134,11 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     const double tf = static_cast<double>(x.tokens) * static_cast<double>(sf);
     if (s.mlp == Mlp::SwiGlu) {
       l.ops.push_back(linear("moe.shared.gate_up", x.tokens, x.h, 2 * sf, e, false, x.gathered_split));
+      l.ops.back().reads_norm = true;
       l.ops.push_back(elementwise("moe.shared.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0));
     } else {
       l.ops.push_back(linear("moe.shared.fc1", x.tokens, x.h, sf, e, false, x.gathered_split));
+      l.ops.back().reads_norm = true;
       l.ops.push_back(s.mlp == Mlp::SquaredRelu ? squared_relu("moe.shared.squared_relu", tf, e)
                                                 : elementwise("moe.shared.gelu", tf, e, 1.0, tf * e, 10.0));
     }

@@ -232,4 +232,24 @@ void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_sa
   l.ops.push_back(pv);
 }
 
+// Megatron-Core's core_attn module: without it, named modules re-run none of the attention; with
+// it the standard attention re-runs its scores as Korthikanti's selective recompute does, and a
+// fused attention runs again too, keeping only its inputs (its output and log-sum-exp dropped).
+void core_attention_recompute(Layer& l, std::size_t from, const BuildOptions& o, double inputs) {
+  using namespace recompute_module;
+  if (!(o.recompute_modules & kGiven)) return;
+  for (std::size_t i = from; i < l.ops.size(); ++i) {
+    Op& op = l.ops[i];
+    const bool fused = !op.forward.empty() && op.forward.front().kind == KernelKind::Attention && !op.calls.empty() &&
+                       op.calls.front().kernel.kind == KernelKind::Attention;
+    if (!(o.recompute_modules & kCoreAttn)) {
+      op.selective = false;
+      op.saved_bytes_selective = op.saved_bytes;
+    } else if (fused) {
+      op.selective = true;
+      op.saved_bytes_selective = inputs;
+    }
+  }
+}
+
 }  // namespace dtsim::models::detail

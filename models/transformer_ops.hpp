@@ -56,6 +56,11 @@ void split_calls(Op& op, const std::vector<I>& columns, double e);
 // then probabilities.V (keeping `v_saved`), over `bh` batch-heads of `q` positions.
 void standard_attention(Layer& l, I bh, I q, I dqk, I dv, double e, double qk_saved, double v_saved, bool dropout);
 
+// Megatron-Core's core_attn recompute module (BuildOptions::recompute_modules) over the core
+// attention's ops [from, end): `inputs` the bytes of Q, K and V a fused call keeps when it is
+// checkpointed.
+void core_attention_recompute(Layer& l, std::size_t from, const BuildOptions& o, double inputs);
+
 // Multi-head latent attention and mixture-of-experts MLPs (transformer_moe.cpp).
 void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x);
 void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x);

@@ -39,6 +39,13 @@ std::string gradient_sync(const results::Result& r) {
   return out + "\n";
 }
 
+// The recomputation as the scenario named it: selective with Megatron-Core's modules where given.
+std::string recompute_text(const strategies::ParallelismSpec& p) {
+  if (!p.recompute_modules || p.recompute != strategies::Recompute::Selective) return strategies::to_string(p.recompute);
+  const auto modules = strategies::recompute_module_list(p.recompute_modules);
+  return fmt::format("{} ({})", strategies::to_string(p.recompute), modules.empty() ? "no modules" : fmt::format("{}", fmt::join(modules, ", ")));
+}
+
 // What the software runs beside the split, where it is not the default: the framework, ZeRO and
 // recomputation (the pipeline line says those when there is a pipeline) and the stack.
 std::string software(const config::Scenario& s) {
@@ -48,7 +55,7 @@ std::string software(const config::Scenario& s) {
     parts.push_back(fmt::format("framework {}", strategies::to_string(p.framework.framework)));
   if (p.pipeline == 1 && p.zero_stage > 0) parts.push_back(fmt::format("zero stage {}", p.zero_stage));
   if (p.pipeline == 1 && p.recompute != strategies::Recompute::None)
-    parts.push_back(fmt::format("recompute {}", strategies::to_string(p.recompute)));
+    parts.push_back(fmt::format("recompute {}", recompute_text(p)));
   if (s.device.stack.name != "default") parts.push_back(fmt::format("stack {}", s.device.stack.name));
   return parts.empty() ? "" : fmt::format("  {}\n", fmt::join(parts, ", "));
 }
@@ -126,7 +133,7 @@ std::string summary(const results::Result& r) {
     out += fmt::format("  {} schedule, {} virtual stages, ranks {}; zero stage {}, recompute {}\n",
                        strategies::to_string(s.parallelism.schedule), s.parallelism.virtual_stages,
                        s.parallelism.pipeline_outer ? "tp-dp-pp" : "tp-pp-dp", s.parallelism.zero_stage,
-                       strategies::to_string(s.parallelism.recompute));
+                       recompute_text(s.parallelism));
   if (r.timed) {
     out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows){}\n", r.step_time_s, r.timeline.backend,
                        r.plan.graph.tasks.size(), r.timeline.flows, r.fits ? "" : "; not achievable: does not fit");

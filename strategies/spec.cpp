@@ -80,6 +80,35 @@ const char* to_string(Recompute r) {
   return "?";
 }
 
+namespace {
+struct NamedModule {
+  const char* name;
+  std::uint8_t bit;
+};
+constexpr NamedModule kModules[] = {{"core_attn", models::recompute_module::kCoreAttn},
+                                    {"layernorm", models::recompute_module::kLayernorm},
+                                    {"moe_act", models::recompute_module::kMoeAct}};
+}  // namespace
+
+std::vector<std::string> recompute_module_names() {
+  std::vector<std::string> out;
+  for (const auto& m : kModules) out.emplace_back(m.name);
+  return out;
+}
+
+std::uint8_t recompute_module_bit(const std::string& name) {
+  for (const auto& m : kModules)
+    if (name == m.name) return m.bit;
+  return 0;
+}
+
+std::vector<std::string> recompute_module_list(std::uint8_t modules) {
+  std::vector<std::string> out;
+  for (const auto& m : kModules)
+    if (modules & m.bit) out.emplace_back(m.name);
+  return out;
+}
+
 const char* to_string(Updates u) {
   switch (u) {
     case Updates::Sync: return "sync";

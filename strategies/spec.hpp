@@ -66,6 +66,9 @@ struct ParallelismSpec {
   // recompute_group: every block, checkpointed N at a time, each group keeping only its input
   // and rebuilt whole before its backward (Megatron-LM --recompute-method uniform).
   int recompute_layers = 0, recompute_every = 0, recompute_group = 1;
+  // Under selective recomputation, Megatron-Core's fine-grained modules as
+  // models::recompute_module bits (0: Korthikanti's attention-score recompute).
+  std::uint8_t recompute_modules = 0;
   int zero_stage = 0;
   // PyTorch DDP defaults: bucket_cap_mb = 25 and a 1 MiB first bucket (torch/nn/parallel/distributed.py).
   double bucket_bytes = 25.0 * 1024 * 1024;
@@ -205,6 +208,10 @@ double weight_bytes_per_param(Precision p);
 double grad_bytes_per_param(Precision p);
 double optimizer_bytes_per_param(Precision p, models::OptimizerKind o);
 const char* to_string(Recompute r);
+// Megatron-Core's recompute module names dtsim models, in its order, and the bits they stand for.
+std::vector<std::string> recompute_module_names();
+std::uint8_t recompute_module_bit(const std::string& name);
+std::vector<std::string> recompute_module_list(std::uint8_t modules);
 const char* to_string(Updates u);
 
 }  // namespace dtsim::strategies

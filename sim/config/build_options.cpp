@@ -13,6 +13,8 @@ models::BuildOptions build_options(const Scenario& s) {
   o.expert = p.expert;
   o.expert_tensor = p.expert_tensor;
   o.rms_norm_ops = s.device.stack.norm == cost::NormImpl::Composite;
+  // Only selective recomputation reads the flags the modules set: the other kinds build alike.
+  o.recompute_modules = p.recompute_modules;
   return o;
 }
 

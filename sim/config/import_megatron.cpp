@@ -8,6 +8,7 @@
 
 #include "sim/config/import_run.hpp"
 #include "sim/core/errors.hpp"
+#include "strategies/spec.hpp"
 
 namespace dtsim::config {
 
@@ -61,7 +62,11 @@ Args parse_args(const std::string& text) {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       if (tokens[i].rfind("--", 0) != 0 || tokens[i].size() < 3) continue;
       const bool value = i + 1 < tokens.size() && tokens[i + 1].rfind("--", 0) != 0;
-      args.emplace_back(tokens[i], value ? tokens[i + 1] : "");
+      std::string v = value ? tokens[i + 1] : "";
+      // A list (nargs='*'): every value up to the next flag, space-separated.
+      if (tokens[i] == "--recompute-modules")
+        for (std::size_t j = i + 2; j < tokens.size() && tokens[j].rfind("--", 0) != 0; ++j) v += " " + tokens[j];
+      args.emplace_back(tokens[i], v);
     }
   }
   return args;
@@ -133,8 +138,8 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     p["recompute"] = v == "selective" ? "selective" : "full", m.run.mapped.push_back(f);
   } else if (f == "--recompute-activations") {
     p["recompute"] = "selective", m.run.mapped.push_back(f);
-  } else if (f == "--recompute-method" || f == "--recompute-num-layers") {
-    m.run.mapped.push_back(f);  // read together after the loop (map_recompute_blocks)
+  } else if (f == "--recompute-method" || f == "--recompute-num-layers" || f == "--recompute-modules") {
+    m.run.mapped.push_back(f);  // read together after the loop (map_recompute_blocks, map_recompute_modules)
   }
 }
 
@@ -223,6 +228,26 @@ void map_recompute_blocks(const Args& args, Mapper& m) {
   else if (n["layers"].get<long long>() > 1) p["recompute_group"] = n["layers"];
 }
 
+// --recompute-modules under --recompute-granularity selective (Megatron reads it only there); the
+// modules dtsim does not model are named as unmapped, the rest kept.
+void map_recompute_modules(const Args& args, Mapper& m) {
+  const auto it = std::find_if(args.begin(), args.end(), [](const auto& a) { return a.first == "--recompute-modules"; });
+  if (it == args.end()) return;
+  const std::string f = it->first;
+  std::erase(m.run.mapped, f);
+  auto& p = m.run.parallelism;
+  if (p.value("recompute", std::string()) != "selective")
+    return m.run.ignored.push_back(f + " (read only with --recompute-granularity selective)");
+  nlohmann::ordered_json modules = nlohmann::ordered_json::array();
+  std::istringstream names(it->second);
+  for (std::string name; names >> name;) {
+    if (strategies::recompute_module_bit(name)) modules.push_back(name);
+    else m.run.unmapped.push_back(fmt::format("{} {} (not modelled)", f, name));
+  }
+  p["recompute_modules"] = modules;
+  m.run.mapped.push_back(f);
+}
+
 void map_training(const std::string& f, const std::string& v, Mapper& m) {
   auto& t = m.run.training;
   if (f == "--global-batch-size") m.number(f, v, t, "global_batch_size");
@@ -291,6 +316,7 @@ ImportedRun import_megatron_args(const std::string& text, const std::string& fil
     else run.unmapped.push_back(fmt::format("{}{} (not modelled)", flag, value.empty() ? "" : " " + value));
   }
   map_recompute_blocks(args, m);
+  map_recompute_modules(args, m);
   map_pipeline_split(args, m);
   drop_unheld_grad_reduce(run);
   if (run.model.contains("num_experts") && !run.model.contains("experts_per_token")) run.model["experts_per_token"] = 2;

@@ -132,6 +132,9 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/pipeline_schedule", ""},  // the registry's names: schedule_choices()
       {"scenario /parallelism/virtual_stages", "interleaved-1f1b: model chunks per GPU"},
       {"scenario /parallelism/stage_layers", "blocks per pipeline stage, one count per stage (uneven stages); with virtual stages one per model chunk, chunk j on stage j % pipeline"},
+      {"scenario /parallelism/recompute_modules",
+       "with recompute \"selective\": Megatron-Core's --recompute-modules, the sub-modules backward runs again (core_attn, "
+       "layernorm, moe_act); without it, selective re-runs the attention scores (Korthikanti et al.)"},
       {"scenario /parallelism/sequence_parallel", "tensor parallelism also splits norms and dropout along the sequence"},
       {"scenario /parallelism/zero_stage", "ZeRO: 1 shards optimizer state, 2 also gradients, 3 also weights"},
       {"scenario /parallelism/fsdp", "fully sharded data parallel: the same as zero_stage 3"},

@@ -4,10 +4,12 @@
 #include "sim/network/algorithm_registry.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/config/cluster_config.hpp"
 #include "sim/config/framework_config.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/core/suggest.hpp"
 #include "strategies/settings.hpp"
 #include "strategies/unit.hpp"
 
@@ -165,6 +167,41 @@ void parse_shard_size(Reader& r, Scenario& s) {
     r.fail("shard_size", "1 shards nothing: for full replicas under this framework give zero_stage 0 (data parallelism)");
 }
 
+// Megatron-Core's --recompute-modules under selective recomputation
+// (megatron/core/transformer/transformer_config.py). "mlp", "moe", "shared_experts" and
+// "mla_up_proj" re-run projections and, for the MoE layer, its all-to-alls: not modelled yet.
+void parse_recompute_modules(Reader& r, Scenario& s) {
+  auto& p = s.parallelism;
+  if (!r.has("recompute_modules")) return;
+  if (p.recompute != strategies::Recompute::Selective)
+    r.fail("recompute_modules", fmt::format("names the sub-modules selective recomputation runs again, and recompute is \"{}\": did "
+                                            "you mean \"recompute\": \"selective\"?",
+                                            strategies::to_string(p.recompute)));
+  const Json& v = r.raw("recompute_modules");
+  if (!v.is_array()) r.fail("recompute_modules", "expected a list of module names, e.g. [\"core_attn\", \"moe_act\"]");
+  const models::TransformerSpec* t = s.model.transformer();
+  if (!t) r.fail("recompute_modules", "Megatron-Core's recompute modules are a transformer's");
+  p.recompute_modules = models::recompute_module::kGiven;
+  const auto names = strategies::recompute_module_names();
+  for (const auto& m : v) {
+    const std::string name = m.is_string() ? m.get<std::string>() : m.dump();
+    const std::uint8_t bit = strategies::recompute_module_bit(name);
+    if (bit == 0) {
+      const bool megatron = name == "mlp" || name == "moe" || name == "shared_experts" || name == "mla_up_proj";
+      r.fail("recompute_modules", megatron ? fmt::format("\"{}\" re-runs projections (and for \"moe\" its all-to-alls): not modelled "
+                                                         "yet; modelled: {}",
+                                                         name, fmt::join(names, ", "))
+                                           : fmt::format("\"{}\" is not a recompute module (one of: {}){}", name,
+                                                         fmt::join(names, ", "), did_you_mean(name, names)));
+    }
+    if (bit == models::recompute_module::kMoeAct && !t->moe())
+      r.fail("recompute_modules", "\"moe_act\" re-runs the experts' activation: the model has no experts");
+    p.recompute_modules |= bit;
+  }
+  if ((p.recompute_modules & models::recompute_module::kCoreAttn) && p.context > 1)
+    r.fail("recompute_modules", "\"core_attn\" with context parallelism would run the ring's exchange again: not modelled");
+}
+
 // `recompute` and which blocks full recomputation reaches (strategies::ParallelismSpec).
 void parse_recompute(Reader& r, Scenario& s) {
   auto& p = s.parallelism;
@@ -182,6 +219,7 @@ void parse_recompute(Reader& r, Scenario& s) {
       r.fail("recompute", "op-level checkpointing of mixture-of-experts blocks is not modelled (their grouped GEMMs are not "
                           "in torchtitan's save list as dtsim knows it): use \"full\" or \"selective\"");
   }
+  parse_recompute_modules(r, s);
   const std::int64_t blocks = std::max<std::int64_t>(1, s.model.blocks());
   p.recompute_layers = static_cast<int>(r.integer("recompute_layers", 1, blocks, 0));
   // torchtitan takes any n: one beyond the blocks checkpoints none.

@@ -181,6 +181,8 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
   if (s.parallelism.recompute_layers > 0) j["parallelism"]["recompute_layers"] = s.parallelism.recompute_layers;
   if (s.parallelism.recompute_every > 0) j["parallelism"]["recompute_every"] = s.parallelism.recompute_every;
   if (s.parallelism.recompute_group > 1) j["parallelism"]["recompute_group"] = s.parallelism.recompute_group;
+  if (s.parallelism.recompute == strategies::Recompute::Selective && s.parallelism.recompute_modules)
+    j["parallelism"]["recompute_modules"] = strategies::recompute_module_list(s.parallelism.recompute_modules);
   if (s.parallelism.context > 1) {
     j["parallelism"]["context"] = s.parallelism.context;
     j["parallelism"]["context_comm"] = s.parallelism.context_all_gather ? "all_gather" : "p2p";
