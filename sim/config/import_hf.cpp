@@ -137,6 +137,41 @@ nlohmann::ordered_json gpt2(Mapper& m) {
   return model;
 }
 
+// GPT-NeoX (Pythia) with use_parallel_residual, its default: attention and MLP side by side. NeoX
+// normalises x twice (input_layernorm, post_attention_layernorm); dtsim's parallel block has one
+// norm, so the second's pass and 2h parameters a block are left out (named as unmapped).
+nlohmann::ordered_json gpt_neox(Mapper& m) {
+  nlohmann::ordered_json model{{"kind", "transformer"}};
+  model["num_layers"] = m.integer("num_hidden_layers");
+  model["hidden_size"] = m.integer("hidden_size");
+  model["num_heads"] = m.integer("num_attention_heads");
+  model["ffn_hidden_size"] = m.integer("intermediate_size");
+  model["seq_len"] = m.integer("max_position_embeddings");
+  model["vocab_size"] = m.integer("vocab_size");
+  model["mlp"] = mlp_of(m, "hidden_act", "gelu");
+  model["tied_embeddings"] = m.value("tie_word_embeddings", false);
+  model["norm"] = "layernorm";
+  model["linear_bias"] = m.value("attention_bias", true);
+  model["position_embedding"] = "rotary";
+  for (const char* k : {"rotary_pct", "rotary_emb_base", "use_parallel_residual"}) m.use(k);
+  model["dropout"] = m.value("hidden_dropout", 0.0).get<double>() > 0;
+  model["parallel_layers"] = m.value("use_parallel_residual", true);
+  if (model["parallel_layers"].get<bool>())
+    m.unmapped("use_parallel_residual", "its second layer norm of the same input is not counted");
+  return model;
+}
+
+// GPT-J: parallel attention and MLP on one layer norm, rotary on rotary_dim of each head; biases
+// on the MLP only (dtsim puts them on every linear).
+nlohmann::ordered_json gptj(Mapper& m) {
+  nlohmann::ordered_json model = gpt2(m);
+  model["tied_embeddings"] = m.value("tie_word_embeddings", false);
+  model["position_embedding"] = "rotary";
+  m.use("rotary_dim");
+  model["parallel_layers"] = true;
+  return model;
+}
+
 nlohmann::ordered_json vit(Mapper& m) {
   nlohmann::ordered_json model{{"kind", "vit"}};
   model["num_layers"] = m.integer("num_hidden_layers");
@@ -155,7 +190,8 @@ nlohmann::ordered_json vit(Mapper& m) {
 }  // namespace
 
 std::vector<std::string> hf_families() {
-  return {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt2", "vit"};
+  return {"llama",       "mistral",     "mixtral", "qwen2", "qwen3",    "qwen2_moe", "qwen3_moe",
+          "deepseek_v2", "deepseek_v3", "gpt2",    "gptj",  "gpt_neox", "vit"};
 }
 
 ImportedModel import_hf_config(const Json& config, const std::string& file) {
@@ -179,6 +215,10 @@ ImportedModel import_hf_config(const Json& config, const std::string& file) {
     model = deepseek(m);
   } else if (family == "gpt2") {
     model = gpt2(m);
+  } else if (family == "gptj") {
+    model = gptj(m);
+  } else if (family == "gpt_neox") {
+    model = gpt_neox(m);
   } else if (family == "vit") {
     model = vit(m);
   } else {

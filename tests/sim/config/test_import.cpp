@@ -71,3 +71,28 @@ TEST(ImportHf, AnUnknownFamilyOrAMissingSizeIsAnInputErrorAndWritesNothing) {
 }
 
 }  // namespace
+
+// GPT-NeoX (use_parallel_residual) and GPT-J run attention and MLP side by side: parallel layers.
+TEST(ImportHf, ParallelResidualFamiliesImportAsParallelLayers) {
+  TempDir dir;
+  const nlohmann::json neox = {{"model_type", "gpt_neox"}, {"hidden_size", 2048}, {"num_attention_heads", 16},
+                               {"num_hidden_layers", 24}, {"intermediate_size", 8192}, {"max_position_embeddings", 2048},
+                               {"vocab_size", 50304}, {"rotary_pct", 0.25}, {"use_parallel_residual", true},
+                               {"hidden_act", "gelu"}, {"tie_word_embeddings", false}};
+  const nlohmann::json gptj = {{"model_type", "gptj"}, {"n_embd", 4096}, {"n_head", 16}, {"n_layer", 28}, {"n_positions", 2048},
+                               {"vocab_size", 50400}, {"rotary_dim", 64}, {"activation_function", "gelu_new"}, {"n_inner", nullptr},
+                               {"tie_word_embeddings", false}};
+  for (const auto& [name, config] : std::vector<std::pair<std::string, nlohmann::json>>{{"neox", neox}, {"gptj", gptj}}) {
+    const std::string out = dir.path(name + "-scenario.json");
+    const auto r = run_dtsim({"import", "hf", dir.file(name + ".json", config.dump()), "-o", out}, dir);
+    ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    const auto s = nlohmann::json::parse(slurp(out));
+    EXPECT_EQ(s["model"]["parallel_layers"], true) << name;
+    EXPECT_EQ(s["model"]["position_embedding"], "rotary") << name;
+    EXPECT_EQ(s["model"]["tied_embeddings"], false) << name;
+    EXPECT_EQ(run_dtsim({"memory", out}, dir).code, 0) << name;
+  }
+  // NeoX's second norm of the same input is said to be left out.
+  const auto r = run_dtsim({"import", "hf", dir.path("neox.json"), "-o", dir.path("again.json")}, dir);
+  EXPECT_NE(r.out.find("use_parallel_residual (its second layer norm of the same input is not counted)"), std::string::npos) << r.out;
+}
