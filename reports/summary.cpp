@@ -56,6 +56,7 @@ std::string software(const config::Scenario& s) {
   if (p.pipeline == 1 && p.zero_stage > 0) parts.push_back(fmt::format("zero stage {}", p.zero_stage));
   if (p.pipeline == 1 && p.recompute != strategies::Recompute::None)
     parts.push_back(fmt::format("recompute {}", recompute_text(p)));
+  if (p.moe_dispatcher == strategies::ParallelismSpec::MoeDispatcher::DeepEp) parts.push_back("DeepEP dispatch");
   if (s.device.stack.name != "default") parts.push_back(fmt::format("stack {}", s.device.stack.name));
   return parts.empty() ? "" : fmt::format("  {}\n", fmt::join(parts, ", "));
 }

@@ -146,6 +146,16 @@ struct ParallelismSpec {
   // (Megatron-Core's --overlap-moe-expert-parallel-comm, combined_1f1b.py; DeepSeek's DualPipe).
   enum class MoeOverlap : std::uint8_t { None, Megatron1F1B, DualPipe };
   MoeOverlap moe_a2a_overlap = MoeOverlap::None;
+  // How tokens reach their experts' GPUs and come back (Megatron-Core's token dispatcher): NCCL's
+  // all-to-all of one row per token and expert (alltoall), or DeepEP's kernels, which send a token
+  // once to each GPU holding one of its experts, across nodes once to each such node over RDMA
+  // (the flex dispatcher with DeepEP; strategies/units/experts.cpp, moe_dispatch_bytes).
+  enum class MoeDispatcher : std::uint8_t { AllToAll, DeepEp };
+  MoeDispatcher moe_dispatcher = MoeDispatcher::AllToAll;
+  // Node-limited routing (DeepSeek-V3's M, Megatron-Core's --moe-router-group-topk over the
+  // expert-parallel group's nodes): a token's experts lie on at most this many nodes (0: any).
+  int moe_node_limit = 0;
+  int gpus_per_node = 0;  // the cluster's: GPU ids count node by node (0: one node)
   // Router load imbalance: expert i gets (1 + expert_skew z_i) times its even share of the tokens,
   // z_i standard normal drawn from expert_seed per MoE layer; the GPU with the most sets the pace.
   double expert_skew = 0;

@@ -140,6 +140,11 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     p["recompute"] = "selective", m.run.mapped.push_back(f);
   } else if (f == "--recompute-method" || f == "--recompute-num-layers" || f == "--recompute-modules") {
     m.run.mapped.push_back(f);  // read together after the loop (map_recompute_blocks, map_recompute_modules)
+  } else if ((f == "--moe-token-dispatcher-type" && v == "alltoall") || f == "--moe-enable-deepep" ||
+             (f == "--moe-flex-dispatcher-backend" && v == "deepep")) {
+    m.run.mapped.push_back(f);
+  } else if (f == "--moe-token-dispatcher-type" && v == "flex") {
+    p["moe_dispatcher"] = "deepep", m.run.mapped.push_back(f);  // DeepEP, the flex dispatcher's default backend
   }
 }
 

@@ -132,6 +132,12 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/pipeline_schedule", ""},  // the registry's names: schedule_choices()
       {"scenario /parallelism/virtual_stages", "interleaved-1f1b: model chunks per GPU"},
       {"scenario /parallelism/stage_layers", "blocks per pipeline stage, one count per stage (uneven stages); with virtual stages one per model chunk, chunk j on stage j % pipeline"},
+      {"scenario /parallelism/moe_dispatcher",
+       "how tokens reach their experts: alltoall (NCCL, a row per token and expert, Megatron-Core's alltoall dispatcher) "
+       "or deepep (once per GPU, and per node over RDMA, holding one of the token's experts: the flex dispatcher with DeepEP)"},
+      {"scenario /parallelism/moe_node_limit",
+       "node-limited routing: a token's experts lie on at most this many of the expert-parallel group's nodes (DeepSeek-V3's M = 4; "
+       "Megatron-Core's --moe-router-group-topk); 0: any. It changes what DeepEP sends over RDMA"},
       {"scenario /parallelism/recompute_modules",
        "with recompute \"selective\": Megatron-Core's --recompute-modules, the sub-modules backward runs again (core_attn, "
        "layernorm, moe_act); without it, selective re-runs the attention scores (Korthikanti et al.)"},

@@ -92,6 +92,13 @@ void parse_moe_overlap(Reader& r, Scenario& s) {
   using O = strategies::ParallelismSpec::MoeOverlap;
   const std::string o = r.choice("moe_a2a_overlap", {"none", "megatron-1f1b", "dualpipe"}, "none");
   p.moe_a2a_overlap = o == "megatron-1f1b" ? O::Megatron1F1B : o == "dualpipe" ? O::DualPipe : O::None;
+  p.gpus_per_node = s.cluster.gpus_per_node;
+  if (r.choice("moe_dispatcher", {"alltoall", "deepep"}, "alltoall") == "deepep") {
+    if (p.expert == 1) r.fail("moe_dispatcher", "dispatches tokens to the expert-parallel GPUs: it needs expert > 1");
+    p.moe_dispatcher = strategies::ParallelismSpec::MoeDispatcher::DeepEp;
+  }
+  p.moe_node_limit = static_cast<int>(r.integer("moe_node_limit", 1, kMaxGpus, 0));
+  if (p.moe_node_limit > 0 && p.expert == 1) r.fail("moe_node_limit", "limits the nodes a token's experts lie on: it needs expert > 1");
   if (p.moe_a2a_overlap == O::None) return;
   if (p.expert == 1) r.fail("moe_a2a_overlap", "overlaps expert all-to-alls: it needs expert > 1");
   if (p.moe_a2a_overlap != O::Megatron1F1B) return;

@@ -47,16 +47,50 @@ double slowest_expert_load(const ParallelismSpec& p, const models::ModelGraph& g
 
 // SMs the all-to-all kernels hold while the paired computation runs: NCCL's all-to-all under
 // Megatron-Core's overlap (16 on DGX-class H100/H800 with 8 NICs: microbench comm_interference.json
-// comm-001, comm-012), DeepEP's kernels under DualPipe (20: "only 20 SMs are sufficient to fully
-// utilize the bandwidths of IB and NVLink", DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.2.2).
+// comm-001, comm-012), DeepEP's kernels, as DualPipe runs them and as the DeepEP dispatcher does
+// (20: "only 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink", DeepSeek-V3
+// report, arXiv:2412.19437, Sec. 3.2.2).
 constexpr int kNcclAllToAllSms = 16, kDeepEpSms = 20;
 
 taskgraph::InlineCollective overlapped_all_to_all(const ParallelismSpec& p, int group, double bytes, int hidden_work) {
   taskgraph::InlineCollective c{CollectiveOp::AllToAll, group, bytes, 1.0};
   if (hidden_work < 0) return c;  // beside nothing: priced alone, all exposed
   c.hidden_work = hidden_work;  // slowing it while in flight (results::inline_cost)
-  c.margin_sms = p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::DualPipe ? kDeepEpSms : kNcclAllToAllSms;
+  const bool deepep = p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::DualPipe ||
+                      p.moe_dispatcher == ParallelismSpec::MoeDispatcher::DeepEp;
+  c.margin_sms = deepep ? kDeepEpSms : kNcclAllToAllSms;
   return c;
+}
+
+// The chance that a token's top-k of `experts` routed experts, spread evenly over `parts` (GPUs
+// or nodes), include one of a given part's: 1 - C(experts - experts/parts, k) / C(experts, k).
+double reaches(double experts, double k, double parts) {
+  double none = 1.0;
+  const double others = experts - experts / parts;
+  for (int i = 0; i < static_cast<int>(k); ++i) none *= std::max(0.0, others - i) / (experts - i);
+  return 1.0 - none;
+}
+
+// One GPU's bytes for layer l's dispatch all-to-all over an expert-parallel group of `gpus` GPUs
+// on `nodes` nodes (its combine moves as many back). NCCL's (Megatron-Core's alltoall dispatcher)
+// carries a row per token and expert: tokens x k x hidden. DeepEP's normal kernels send a token
+// once to each GPU holding one of its experts, and across nodes once over RDMA to each such node,
+// to the GPU of the same local index, which forwards it over NVLink (DeepEP README; DeepSeek-V3
+// report Sec. 3.2.2). Priced as a direct all-to-all whose every pair carries tokens x hidden x the
+// chance that the token needs the receiver's GPU (one node) or node (several: so each NIC carries
+// DeepEP's RDMA bytes; the forwarding inside the node is not priced).
+// Node-limited routing (p.moe_node_limit = M of N nodes) picks M nodes, then the token's experts
+// among their M E / N: a given node is needed with chance M / N times reaches(M E / N, k, M).
+double moe_dispatch_bytes(const ParallelismSpec& p, const models::Layer& l, int gpus, int nodes) {
+  const double rows = l.experts.dispatch_bytes;
+  if (p.moe_dispatcher != ParallelismSpec::MoeDispatcher::DeepEp) return rows;
+  const double experts = static_cast<double>(l.experts.local_experts) * gpus;
+  const double k = std::round(l.experts.active_share * experts);
+  const double tokens = rows / k;  // tokens x hidden x bytes
+  if (nodes <= 1) return tokens * gpus * reaches(experts, k, gpus);
+  const double n = nodes, m = p.moe_node_limit > 0 ? std::min<double>(p.moe_node_limit, n) : n;
+  const double within = m * experts / n;  // the experts of the nodes a token may use
+  return tokens * n * (m / n) * reaches(within, std::min(k, within), m);
 }
 
 // Which passes of a stage's schedule run beside another: each forward next to a backward of
@@ -107,6 +141,7 @@ class Experts final : public Unit {
   int layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps, const std::string& tag,
                  Inline mode);
   int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label);
+  double bytes(Planner& em, int group, const models::Layer& l) const;
   const std::array<int, 4>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode);
   Inline mode(Planner& em, const Pass& pass);
 
@@ -148,8 +183,9 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
     const int group = em.expert_groups(s).front();  // holds the stage's first GPU, where its tasks run
     std::array<int, 4> other{-1, -1, -1, -1};
     if (mode == Inline::Paired) other = works(em, s, !forward, l, Inline::None);
+    const double moved = bytes(em, group, l);
     for (std::size_t a = 0; a < 2; ++a)
-      w[a].comms.push_back(overlapped_all_to_all(em.spec(), group, l.experts.dispatch_bytes,
+      w[a].comms.push_back(overlapped_all_to_all(em.spec(), group, moved,
                                                  mode == Inline::Paired ? other[(forward ? kForwardHiddenBy : kBackwardHiddenBy)[a]] : -1));
   }
   const double load = slowest_expert_load(em.spec(), em.model(), l);
@@ -161,6 +197,16 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
   }
   for (std::size_t i = 0; i < 3; ++i) it->second[i] = em.works().get(std::move(w[i]));
   return it->second;
+}
+
+// Layer l's dispatch bytes on one GPU of expert-parallel group `group`, by the nodes it spans.
+double Experts::bytes(Planner& em, int group, const models::Layer& l) const {
+  const auto& gpus = em.plan().graph.groups[static_cast<std::size_t>(group)];
+  const int per_node = std::max(1, em.spec().gpus_per_node);
+  std::vector<int> nodes;
+  for (int g : gpus)
+    if (std::find(nodes.begin(), nodes.end(), g / per_node) == nodes.end()) nodes.push_back(g / per_node);
+  return moe_dispatch_bytes(em.spec(), l, static_cast<int>(gpus.size()), static_cast<int>(nodes.size()));
 }
 
 // The all-to-alls name every expert-parallel group of the stage, so all their flows share the
@@ -175,7 +221,8 @@ int Experts::all_to_all(Planner& em, int s, const models::Layer& l, std::vector<
     for (int t = 0; t < p.tensor; ++t) mine.push_back(groups[static_cast<std::size_t>(t * per_t + block)]);
     groups = std::move(mine);
   }
-  return em.group_collective(s, {CollectiveOp::AllToAll, taskgraph::Algorithm::Direct, std::move(groups), l.experts.dispatch_bytes},
+  const double moved = bytes(em, groups.front(), l);
+  return em.group_collective(s, {CollectiveOp::AllToAll, taskgraph::Algorithm::Direct, std::move(groups), moved},
                              std::move(after), label, every ? 1 + em.replica() / p.expert : 0);
 }
 

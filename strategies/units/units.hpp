@@ -17,6 +17,9 @@ double slowest_expert_load(const ParallelismSpec& p, const models::ModelGraph& g
 // of a pass, beside work `hidden_work` of the paired pass (-1: beside nothing).
 std::vector<bool> paired_passes(const std::vector<PipeOp>& ops);
 taskgraph::InlineCollective overlapped_all_to_all(const ParallelismSpec& p, int group, double bytes, int hidden_work);
+// One GPU's bytes for MoE layer l's dispatch all-to-all (and its combine) over an expert-parallel
+// group of `gpus` GPUs on `nodes` nodes, by the scenario's token dispatcher (units/experts.cpp).
+double moe_dispatch_bytes(const ParallelismSpec& p, const models::Layer& l, int gpus, int nodes);
 
 // DeepSpeed's BF16_Optimizer runs the step (units/bf16_optimizer.cpp): bf16 without ZeRO.
 bool bf16_optimizer(const ParallelismSpec& p, Precision t);

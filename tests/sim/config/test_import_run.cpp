@@ -103,6 +103,20 @@ TEST(ImportRun, MegatronRecomputeModules) {
   EXPECT_TRUE(names(r.ignored, "--recompute-modules (read only with --recompute-granularity selective)"));
 }
 
+// --moe-token-dispatcher-type flex runs DeepEP (its default backend); alltoall is dtsim's default.
+TEST(ImportRun, MegatronTokenDispatcher) {
+  const std::string moe = "torchrun pretrain_gpt.py --num-experts 64 --expert-model-parallel-size 8 ";
+  auto r = dtsim::config::import_megatron_args(moe + "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep", "x.sh");
+  EXPECT_EQ(r.parallelism["moe_dispatcher"], "deepep");
+  EXPECT_TRUE(names(r.mapped, "--moe-token-dispatcher-type"));
+  EXPECT_TRUE(names(r.mapped, "--moe-flex-dispatcher-backend"));
+  r = dtsim::config::import_megatron_args(moe + "--moe-token-dispatcher-type alltoall", "x.sh");
+  EXPECT_FALSE(r.parallelism.contains("moe_dispatcher"));
+  EXPECT_TRUE(names(r.mapped, "--moe-token-dispatcher-type"));
+  r = dtsim::config::import_megatron_args(moe + "--moe-token-dispatcher-type allgather", "x.sh");
+  EXPECT_TRUE(names(r.unmapped, "--moe-token-dispatcher-type allgather (not modelled)"));
+}
+
 TEST(ImportRun, MegatronSquaredReluIsTheMlp) {
   const auto r = dtsim::config::import_megatron_args("torchrun pretrain_gpt.py --squared-relu --num-layers 32", "x.sh");
   EXPECT_EQ(r.model["mlp"], "squared-relu");

@@ -1,0 +1,87 @@
+// The token dispatcher of an MoE layer: NCCL's all-to-all of one row per token and expert, or
+// DeepEP's, which sends a token once to each GPU (one node) or node (several) holding one of its
+// experts: the bytes by hand, and a step's all-to-all time following them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "helpers.hpp"
+#include "scenario_helpers.hpp"
+#include "sim/results/result.hpp"
+#include "strategies/units/units.hpp"
+
+using namespace dtsim;
+using Dispatcher = strategies::ParallelismSpec::MoeDispatcher;
+
+namespace {
+
+// C(n - m, k) / C(n, k) through log-gamma: the chance that none of k of n experts is among m.
+double none_among(double n, double m, double k) {
+  auto log_choose = [](double a, double b) { return std::lgamma(a + 1) - std::lgamma(b + 1) - std::lgamma(a - b + 1); };
+  return n - m < k ? 0.0 : std::exp(log_choose(n - m, k) - log_choose(n, k));
+}
+
+// One MoE layer's dispatch as built for an expert-parallel group: `tokens` of `hidden` 2-byte
+// values, top-k of `experts`, `gpus` of them sharing the experts evenly.
+models::Layer moe_layer(double tokens, double hidden, int experts, int k, int gpus) {
+  models::Layer l;
+  l.experts.first = 0;
+  l.experts.last = 1;
+  l.experts.dispatch_bytes = tokens * k * hidden * 2;
+  l.experts.local_experts = experts / gpus;
+  l.experts.active_share = static_cast<double>(k) / experts;
+  return l;
+}
+
+}  // namespace
+
+TEST(MoeDispatcher, DeepEpSendsATokenOncePerGpuOrNode) {
+  strategies::ParallelismSpec nccl, deepep;
+  deepep.moe_dispatcher = Dispatcher::DeepEp;
+  const double tokens = 4096, hidden = 4096, row = tokens * hidden * 2;
+  // 128 experts, top-8, over 8 GPUs of one node: each GPU gets a token unless none of its 16
+  // experts is among the 8 chosen.
+  const auto one_node = moe_layer(tokens, hidden, 128, 8, 8);
+  EXPECT_DOUBLE_EQ(strategies::moe_dispatch_bytes(nccl, one_node, 8, 1), 8 * row);
+  EXPECT_NEAR(strategies::moe_dispatch_bytes(deepep, one_node, 8, 1) / (8 * row * (1 - none_among(128, 16, 8))), 1.0, 1e-12);
+  // 256 experts, top-8, over 64 GPUs on 8 nodes: once to each node holding one (32 experts each).
+  const auto eight_nodes = moe_layer(tokens, hidden, 256, 8, 64);
+  EXPECT_NEAR(strategies::moe_dispatch_bytes(deepep, eight_nodes, 64, 8) / (8 * row * (1 - none_among(256, 32, 8))), 1.0, 1e-12);
+  // DeepSeek-V3's node-limited routing, at most 4 of the 8 nodes: the 8 experts among their 128.
+  deepep.moe_node_limit = 4;
+  EXPECT_NEAR(strategies::moe_dispatch_bytes(deepep, eight_nodes, 64, 8) / (4 * row * (1 - none_among(128, 32, 8))), 1.0, 1e-12);
+  deepep.moe_node_limit = 0;
+  // Mixtral's top-2 of 8 experts, one a GPU: two GPUs a token either way.
+  const auto mixtral = moe_layer(tokens, hidden, 8, 2, 8);
+  EXPECT_NEAR(strategies::moe_dispatch_bytes(deepep, mixtral, 8, 1), strategies::moe_dispatch_bytes(nccl, mixtral, 8, 1),
+              1e-6 * row);
+}
+
+// Qwen3-30B-A3B's 128 experts, top-8, expert parallelism 16 over two DGX H100s: DeepEP's
+// all-to-alls carry 2 x (1 - C(64, 8) / C(128, 8)) rows a token where NCCL's carry 8, and take
+// that much less time.
+TEST(MoeDispatcher, AStepsAllToAllsFollowTheBytes) {
+  test::TempDir dir;
+  auto run = [&](const std::string& dispatcher) {
+    const std::string json = R"({"name": "moe", "model": {"preset": "qwen3-30b-a3b", "num_layers": 4, "seq_len": 1024},
+      "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+      "parallelism": {"data": 16, "expert": 16, "micro_batch_size": 4)" + dispatcher + R"(},
+      "training": {"global_batch_size": 64, "attention": "flash"}, "simulation": {"backend": "analytical"}})";
+    const auto r = results::simulate(config::load_scenario(dir.file("moe" + std::to_string(dispatcher.size()) + ".json", json)));
+    test::expect_parts_sum_to_step(r);
+    return r;
+  };
+  const auto nccl = run(""), deepep = run(R"(, "moe_dispatcher": "deepep")");
+  const double ratio = 2 * (1 - none_among(128, 64, 8)) / 8;
+  ASSERT_GT(nccl.all_to_all_s, 0.0);
+  EXPECT_NEAR(deepep.all_to_all_s / nccl.all_to_all_s, ratio, 0.1 * ratio);
+  EXPECT_LT(deepep.step_time_s, nccl.step_time_s);
+  EXPECT_DOUBLE_EQ(deepep.model_flops, nccl.model_flops);
+}
+
+TEST(MoeDispatcher, NeedsExpertParallelism) {
+  const auto error = test::input_error_over_base(
+      R"({"extends": "base.json", "model": {"preset": "mixtral-8x7b"}, "parallelism": {"data": 8, "moe_dispatcher": "deepep"}})");
+  EXPECT_NE(error.find("/parallelism/moe_dispatcher"), std::string::npos) << error;
+  EXPECT_NE(error.find("expert > 1"), std::string::npos) << error;
+}
