@@ -172,6 +172,36 @@ nlohmann::ordered_json gptj(Mapper& m) {
   return model;
 }
 
+// Falcon: attention and MLP in parallel (parallel_attn), multi-query attention (multi_query) or,
+// under new_decoder_architecture, num_kv_heads key/value heads and two layer norms of the same
+// input (ln_attn, ln_mlp: the second left out, as for NeoX).
+nlohmann::ordered_json falcon(Mapper& m) {
+  nlohmann::ordered_json model{{"kind", "transformer"}};
+  model["num_layers"] = m.integer("num_hidden_layers");
+  const std::int64_t hidden = m.integer("hidden_size"), heads = m.integer("num_attention_heads");
+  model["hidden_size"] = hidden;
+  model["num_heads"] = heads;
+  const bool new_architecture = m.value("new_decoder_architecture", false).get<bool>();
+  const bool multi_query = m.value("multi_query", true).get<bool>();
+  model["num_kv_heads"] = new_architecture ? m.integer("num_kv_heads", heads) : multi_query ? 1 : heads;
+  if (!new_architecture) m.use("num_kv_heads");
+  model["ffn_hidden_size"] = m.integer("ffn_hidden_size", 4 * hidden);
+  model["seq_len"] = m.integer("max_position_embeddings", 2048);
+  model["vocab_size"] = m.integer("vocab_size");
+  model["mlp"] = "gelu";
+  m.use("activation");
+  model["tied_embeddings"] = m.value("tie_word_embeddings", true);
+  model["norm"] = "layernorm";
+  model["linear_bias"] = m.value("bias", false);
+  model["position_embedding"] = "rotary";
+  m.unmapped("alibi", "ALiBi is not modelled: priced as rotary positions");
+  model["dropout"] = m.value("hidden_dropout", 0.0).get<double>() > 0;
+  model["parallel_layers"] = m.value("parallel_attn", true);
+  if (new_architecture && model["parallel_layers"].get<bool>())
+    m.unmapped("new_decoder_architecture", "its second layer norm of the same input is not counted");
+  return model;
+}
+
 nlohmann::ordered_json vit(Mapper& m) {
   nlohmann::ordered_json model{{"kind", "vit"}};
   model["num_layers"] = m.integer("num_hidden_layers");
@@ -191,7 +221,7 @@ nlohmann::ordered_json vit(Mapper& m) {
 
 std::vector<std::string> hf_families() {
   return {"llama",       "mistral",     "mixtral", "qwen2", "qwen3",    "qwen2_moe", "qwen3_moe",
-          "deepseek_v2", "deepseek_v3", "gpt2",    "gptj",  "gpt_neox", "vit"};
+          "deepseek_v2", "deepseek_v3", "gpt2",    "gptj",  "gpt_neox", "falcon",    "vit"};
 }
 
 ImportedModel import_hf_config(const Json& config, const std::string& file) {
@@ -219,6 +249,8 @@ ImportedModel import_hf_config(const Json& config, const std::string& file) {
     model = gptj(m);
   } else if (family == "gpt_neox") {
     model = gpt_neox(m);
+  } else if (family == "falcon") {
+    model = falcon(m);
   } else if (family == "vit") {
     model = vit(m);
   } else {

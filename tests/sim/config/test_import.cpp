@@ -96,3 +96,25 @@ TEST(ImportHf, ParallelResidualFamiliesImportAsParallelLayers) {
   const auto r = run_dtsim({"import", "hf", dir.path("neox.json"), "-o", dir.path("again.json")}, dir);
   EXPECT_NE(r.out.find("use_parallel_residual (its second layer norm of the same input is not counted)"), std::string::npos) << r.out;
 }
+
+// Falcon-7B's shape (parallel attention, multi-query, no biases, tied embeddings): its parameters
+// by hand, 65,024 x 4,544 embedding plus per block one norm, the fused input projection (71 heads
+// of 64, one K and one V, 4 x 4,544) and the fused output projection, and the final norm.
+TEST(ImportHf, FalconImportsAsParallelMultiQueryLayers) {
+  TempDir dir;
+  const nlohmann::json falcon = {{"model_type", "falcon"}, {"hidden_size", 4544}, {"num_attention_heads", 71},
+                                 {"num_hidden_layers", 32}, {"multi_query", true}, {"parallel_attn", true}, {"bias", false},
+                                 {"vocab_size", 65024}, {"alibi", false}, {"new_decoder_architecture", false}};
+  const std::string out = dir.path("falcon-scenario.json");
+  const auto r = run_dtsim({"import", "hf", dir.file("falcon.json", falcon.dump()), "-o", out}, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto s = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(s["model"]["num_kv_heads"], 1);
+  EXPECT_EQ(s["model"]["parallel_layers"], true);
+  const double h = 4544, block = 2 * h + h * (71 * 64 + 2 * 64 + 4 * h) + (71 * 64 + 4 * h) * h;
+  const auto m = run_dtsim({"memory", out, "--format", "json"}, dir);
+  ASSERT_EQ(m.code, 0) << m.err;
+  const double params = nlohmann::json::parse(m.out)["model"]["params"].get<double>();
+  EXPECT_DOUBLE_EQ(params, 65024 * h + 32 * block + 2 * h);
+}
+
