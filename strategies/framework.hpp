@@ -62,6 +62,10 @@ struct FrameworkSpec {
   // FSDP2 copies each all-gather's output into the unit's unsharded parameters on the compute
   // stream before the unit's forward or backward runs (a stack sets it: cost::Stack::gather_copies).
   bool gather_copy_out = false;
+  // torchao's float8 all-gather under FSDP2 (torchtitan's float8.enable_fsdp_float8_all_gather):
+  // each FP8 GEMM weight is cast from its fp32 shard to FP8 before the all-gather, which then
+  // carries, and the copy-out copies, one byte per such weight.
+  bool fp8_all_gather = false;
   // FSDP2's foreach_reduce copies a unit's gradients into the reduce-scatter's input (cast to the
   // reduce dtype) on the compute stream before the reduce-scatter is issued; set with gather_copy_out.
   bool reduce_copy_in = false;

@@ -77,6 +77,11 @@ void parse_framework(Reader& r, Scenario& s) {
       if (z->has("forward_prefetch_depth")) z->fail("limit_all_gathers", "says what forward_prefetch_depth says: give one");
       f.forward_prefetch_depth = z->boolean("limit_all_gathers", true) ? 1 : -1;
     }
+    if (z->has("fp8_all_gather")) {
+      if (fw != Framework::Fsdp) z->fail("fp8_all_gather", "is FSDP2's float8 all-gather (torchao's): give framework \"fsdp\"");
+      if (p.expert > 1) z->fail("fp8_all_gather", "the float8 all-gather with expert parallelism is not modelled");
+      f.fp8_all_gather = z->boolean("fp8_all_gather", false);
+    }
     f.regather_for_recompute = z->boolean("regather_for_recompute", f.regather_for_recompute);
     f.root_kept_gathered = z->boolean("root_kept_gathered", f.root_kept_gathered);
     f.reduce_bucket_params = z->number("reduce_bucket_params", elements, f.reduce_bucket_params);

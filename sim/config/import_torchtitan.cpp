@@ -142,8 +142,18 @@ void map_stack(Reader& r) {
   if (!compiled && r.run.stack["preset"] == "torchtitan-async-tp")
     r.run.unmapped.push_back("parallelism.enable_async_tensor_parallel without compile (torchtitan requires compile for it)");
   if (!compiled) r.run.stack["allocator"] = "pytorch-expandable";  // run_train.sh sets expandable_segments either way
-  if (const auto* conv = r.get("model.converters"); conv && conv->is_array() && !conv->as_array()->empty())
-    r.run.training["precision"] = "fp8", r.run.mapped.push_back("model.converters");
+  const auto* conv = r.get("model.converters");
+  if (!conv || !conv->is_array() || conv->as_array()->empty()) return;
+  // torchao's float8 training: tensorwise scales from each tensor's own amax (its default recipe).
+  r.run.training["precision"] = "fp8";
+  r.run.training["fp8_recipe"] = "current";
+  r.run.mapped.push_back("model.converters");
+  // FSDP2 gathers the FP8 GEMMs' weights in FP8 (WeightWithDynamicFloat8CastTensor).
+  const bool fsdp = r.run.parallelism.value("framework", std::string()) == "fsdp";
+  if (fsdp && r.boolean("float8.enable_fsdp_float8_all_gather").value_or(false)) {
+    r.run.parallelism["zero3"]["fp8_all_gather"] = true;
+    r.run.mapped.push_back("float8.enable_fsdp_float8_all_gather");
+  }
 }
 
 }  // namespace

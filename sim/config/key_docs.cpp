@@ -176,6 +176,9 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/zero3/backward_prefetch", "FSDP's backward_prefetch: backward_pre, backward_post or none"},
       {"scenario /parallelism/zero3/limit_all_gathers", "FSDP's limit_all_gathers (true: one gather ahead)"},
       {"scenario /parallelism/zero3/regather_for_recompute", "recomputation gathers the weights again"},
+      {"scenario /parallelism/zero3/fp8_all_gather",
+       "FSDP2 with torchao's float8 all-gather (torchtitan's float8.enable_fsdp_float8_all_gather): FP8 GEMM weights gathered "
+       "in one byte each; needs training.precision \"fp8\""},
       {"scenario /parallelism/zero3/root_kept_gathered", "the root unit (embeddings, head) stays gathered through the step"},
       {"scenario /parallelism/zero3/reduce_bucket_params", "parameters per reduce-scatter bucket"},
       {"scenario /parallelism/zero3/reduce_dtype", "the reduce-scatter's precision: grad, fp32, bf16 or fp16"},

@@ -91,6 +91,7 @@ class FrameworkZero3 final : public Unit {
   int segment_work(Planner& em, const Pass& pass, const models::Layer& l, const std::vector<Item>& items, std::size_t a,
                    std::size_t b, bool several, double copy_bytes);
   double copy_out_bytes(const Planner& em, Micro& mb, int g) const;
+  double gathered_bytes(const Planner& em, std::size_t g, double params) const;
   int copy_in(Planner& em, const Pass& pass, double params, int ready);
   std::vector<int> emit_segments(Planner& em, Pass& pass, Micro& mb, const models::Layer& l, const std::vector<Item>& items,
                                  int& last);
@@ -103,6 +104,7 @@ class FrameworkZero3 final : public Unit {
 
   bool on_;
   Trace trace_;  // the first chunk's (one pipeline stage)
+  std::vector<double> fp8_share_;  // per gather: its layer's FP8 GEMM weights among its parameters
   std::map<std::int64_t, std::vector<int>> gather_task_, gather_pred_;  // per (replica, micro-batch)
   std::map<std::int64_t, std::vector<char>> gather_copied_;
   int last_rs_ = -1, sync_ = -1;  // the reduce stream's last task; the end-of-backward synchronisation
@@ -115,7 +117,13 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
   const bool forward = pass.kind.forward;
   const Layers& layers = *pass.layers;
   const Checkpoints& ck = em.shape().checkpoints;
-  if (trace_.uses.empty()) trace_ = Trace(layers, f, ck);
+  if (trace_.uses.empty()) {
+    trace_ = Trace(layers, f, ck);
+    for (const auto& g : trace_.gathers) {
+      const models::Layer* l = layers[static_cast<std::size_t>(g.layer)];
+      fp8_share_.push_back(l->params() > 0 ? fp8_weight_params({l}) / l->params() : 0.0);
+    }
+  }
   const std::int64_t key = static_cast<std::int64_t>(em.replica()) * em.shape().micro_batches + pass.op->micro_batch;
   Micro mb{gather_task_[key], gather_pred_[key], gather_copied_[key]};
   if (mb.task.empty()) {
@@ -169,7 +177,7 @@ void FrameworkZero3::issue(Planner& em, const Pass& pass, Micro& mb, int g) {
   if (anchor >= 0 && mb.pred[static_cast<std::size_t>(anchor)] >= 0) deps.push_back(mb.pred[static_cast<std::size_t>(anchor)]);
   const double wbytes = weight_bytes_per_param(em.training().precision);
   const double experts = expert_part(em.spec(), *(*pass.layers)[static_cast<std::size_t>(trace_.gathers[G].layer)]);
-  mb.task[G] = sharded_collective(em, pass.stage, CollectiveOp::AllGather, (trace_.gathers[G].params - experts) * wbytes, deps,
+  mb.task[G] = sharded_collective(em, pass.stage, CollectiveOp::AllGather, gathered_bytes(em, G, trace_.gathers[G].params - experts), deps,
                                   "zero3 gather " + std::to_string(g) + pass.tag);
   if (experts > 0)  // the block's experts next, on the same queue; the compute waits for both
     mb.task[G] = sharded_collective(em, pass.stage, CollectiveOp::AllGather, experts * wbytes, {mb.task[G]},
@@ -218,7 +226,17 @@ double FrameworkZero3::copy_out_bytes(const Planner& em, Micro& mb, int g) const
   if (g < 0 || !em.spec().framework.gather_copy_out) return 0;
   const auto G = static_cast<std::size_t>(g);
   if (std::exchange(mb.copied[G], char{1})) return 0;
-  return 2.0 * trace_.gathers[G].params * weight_bytes_per_param(em.training().precision);
+  return 2.0 * gathered_bytes(em, G, trace_.gathers[G].params);
+}
+
+// Gather g's bytes for `params` of its parameters, in the weights' dtype; under torchao's float8
+// all-gather its layer's FP8 GEMM weights (their share of the layer's parameters, exact for FSDP's
+// whole units) in one byte each (WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather).
+double FrameworkZero3::gathered_bytes(const Planner& em, std::size_t g, double params) const {
+  const double wbytes = weight_bytes_per_param(em.training().precision);
+  if (!em.spec().framework.fp8_all_gather || g >= fp8_share_.size()) return params * wbytes;
+  const double fp8 = params * fp8_share_[g];
+  return (params - fp8) * wbytes + fp8;
 }
 
 // The work of items [a, b) of layer l: FSDP2's copy of the gathered parameters first, then their

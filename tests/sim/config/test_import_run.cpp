@@ -63,6 +63,27 @@ TEST(ImportRun, TorchtitanTomlWithFsdpAndOpLevelCheckpointing) {
   EXPECT_EQ(r.gpus, 0);  // -1 takes whatever the cluster has
 }
 
+// torchtitan's float8 converter: torchao's tensorwise (current) scaling, and under FSDP the
+// float8 all-gather where the config enables it; the scenario loads.
+TEST(ImportRun, TorchtitanFloat8) {
+  std::string toml = slurp(kData + "llama3_8b.toml");
+  auto set = [&](const std::string& from, const std::string& to) { toml.replace(toml.find(from), from.size(), to); };
+  set("# converters = [\"float8\"]", "converters = [\"float8\"]");
+  set("enable_fsdp_float8_all_gather = false", "enable_fsdp_float8_all_gather = true");
+  const auto r = dtsim::config::import_torchtitan_toml(toml, "x.toml");
+  EXPECT_EQ(r.training["precision"], "fp8");
+  EXPECT_EQ(r.training["fp8_recipe"], "current");
+  EXPECT_EQ(r.parallelism["zero3"]["fp8_all_gather"], true);
+  EXPECT_TRUE(names(r.mapped, "float8.enable_fsdp_float8_all_gather"));
+  EXPECT_FALSE(names(r.unmapped, "float8.enable_fsdp_float8_all_gather"));
+  TempDir dir;
+  const std::string out = dir.path("fp8.json");
+  const std::string toml_file = dir.file("fp8.toml", toml);
+  const auto written = run_dtsim({"import", "torchtitan", toml_file, "--nodes", "1", "-o", out}, dir);
+  ASSERT_EQ(written.code, 0) << written.err;
+  EXPECT_EQ(run_dtsim({"memory", out}, dir).code, 0);
+}
+
 // Megatron-LM's full recomputation reaches the blocks --recompute-method and --recompute-num-layers
 // name; torchtitan's selective_ac_option = "n" every n-th block.
 TEST(ImportRun, WhichBlocksFullRecomputationReaches) {
