@@ -66,9 +66,15 @@ MemoryBreakdown Planner::stage_memory(int s) const {
     m.other += layer_params(mine) * weight_bytes_per_param(t_.precision);
     m.gradients += layer_params(mine) * grad_bytes_per_param(t_.precision);
   } else if (p_.zero_stage == 3 && shard_ranks() > 1) {
+    // The gathered layer and its prefetch; under torchao's float8 all-gather a layer's FP8 GEMM
+    // weights arrive, and stay unsharded, in one byte each.
+    const double wbytes = weight_bytes_per_param(t_.precision);
     double largest = 0;
-    for (const auto* l : mine) largest = std::max(largest, l->params());
-    m.other += 2.0 * largest * weight_bytes_per_param(t_.precision);  // gathered layer and prefetch
+    for (const auto* l : mine) {
+      const double fp8 = p_.framework.fp8_all_gather ? fp8_weight_params({l}) : 0.0;
+      largest = std::max(largest, (l->params() - fp8) * wbytes + fp8);
+    }
+    m.other += 2.0 * largest;
   }
   return m;
 }

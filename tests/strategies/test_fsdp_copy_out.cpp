@@ -198,6 +198,22 @@ TEST(FsdpFp8AllGather, BlocksGatherTheirFp8WeightsInOneByte) {
   EXPECT_LE(fp8.step_time_s, plain.step_time_s);
 }
 
+// The gathered unit and its prefetch in the memory peak: a block of Llama 3 8B's shape with a
+// small vocabulary (so a block is the largest unit) holds its FP8 weights in one byte.
+TEST(FsdpFp8AllGather, GatheredBlocksHoldTheirFp8WeightsInOneByte) {
+  test::TempDir dir;
+  auto peak = [&](const std::string& gather) {
+    const std::string json = R"({"name": "fp8-gather-memory", "model": {"preset": "llama-3-8b", "num_layers": 4, "seq_len": 2048,
+      "vocab_size": 1024}, "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 1},
+      "training": {"global_batch_size": 8, "attention": "flash", "precision": "fp8", "fp8_recipe": "current"},
+      "parallelism": {"micro_batch_size": 1, "zero_stage": 3, "framework": "fsdp")" + gather + R"(},
+      "stack": {"preset": "torchtitan-compile"}, "simulation": {"backend": "analytical"}})";
+    return results::simulate(config::load_scenario(dir.file("m" + std::to_string(gather.size()) + ".json", json))).memory.other;
+  };
+  const double h = 4096, fp8_block = h * (h + 2 * 1024) + h * h + 3 * h * 14336;
+  EXPECT_NEAR(peak("") - peak(R"(, "zero3": {"fp8_all_gather": true})"), 2 * fp8_block, 1.0);
+}
+
 TEST(FsdpFp8AllGather, NeedsFsdpAndFp8) {
   test::TempDir dir;
   auto error = [&](const std::string& body) {
