@@ -145,6 +145,12 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     m.run.mapped.push_back(f);
   } else if (f == "--moe-token-dispatcher-type" && v == "flex") {
     p["moe_dispatcher"] = "deepep", m.run.mapped.push_back(f);  // DeepEP, the flex dispatcher's default backend
+  } else if (f == "--moe-router-group-topk") {
+    // Group-limited routing over --moe-router-num-groups expert groups: dtsim takes the groups as
+    // the expert-parallel group's nodes, as DeepSeek-V3's node-limited routing sets them.
+    m.number(f, v, p, "moe_node_limit");
+  } else if (f == "--moe-router-num-groups") {
+    m.run.mapped.push_back(f);
   }
 }
 

@@ -136,6 +136,11 @@ TEST(ImportRun, MegatronTokenDispatcher) {
   EXPECT_TRUE(names(r.mapped, "--moe-token-dispatcher-type"));
   r = dtsim::config::import_megatron_args(moe + "--moe-token-dispatcher-type allgather", "x.sh");
   EXPECT_TRUE(names(r.unmapped, "--moe-token-dispatcher-type allgather (not modelled)"));
+  // Group-limited routing, groups taken as the expert-parallel group's nodes.
+  r = dtsim::config::import_megatron_args(moe + "--moe-router-num-groups 8 --moe-router-group-topk 4", "x.sh");
+  EXPECT_EQ(r.parallelism["moe_node_limit"], 4);
+  EXPECT_TRUE(names(r.mapped, "--moe-router-group-topk"));
+  EXPECT_TRUE(names(r.mapped, "--moe-router-num-groups"));
 }
 
 TEST(ImportRun, MegatronSquaredReluIsTheMlp) {
