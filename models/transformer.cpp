@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "models/transformer_ops.hpp"
 
@@ -118,8 +119,10 @@ void attention_core(Layer& l, const TransformerSpec& s, const BuildOptions& o, c
   core_attention_recompute(l, first, o, q_bytes + 2.0 * kv);
 }
 
-// The column-parallel projection into a block's attention or MLP (or both, fused).
-Op in_projection(const std::string& name, const TransformerSpec& s, const Slice& x, I out, const std::vector<I>& calls) {
+// The column-parallel projection into a block's attention or MLP (or both, fused): the matmuls
+// `calls` as one GEMM of their summed outputs.
+Op in_projection(const std::string& name, const TransformerSpec& s, const Slice& x, const std::vector<I>& calls) {
+  const I out = std::accumulate(calls.begin(), calls.end(), I{0});
   Op in = block_linear(name, x.tokens, x.h, out, x.e, s.linear_bias, x, x.gathered_split);
   in.tp_linear = TpLinear::Column;
   in.reads_norm = true;
@@ -146,7 +149,7 @@ std::vector<I> mlp_in_calls(const TransformerSpec& s, const Slice& x) {
 }
 
 void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
-  l.ops.push_back(in_projection("qkv", s, x, (x.heads + 2 * x.kv_heads) * x.d, qkv_calls(x)));
+  l.ops.push_back(in_projection("qkv", s, x, qkv_calls(x)));
   attention_core(l, s, o, x);
   l.ops.push_back(out_projection("attention.out", s, x, x.heads * x.d));
   l.ops.push_back(dropout_add("attention.residual", x.th_local, x.e, s.dropout));
@@ -168,8 +171,7 @@ void mlp_activation(Layer& l, const TransformerSpec& s, const Slice& x) {
 }
 
 void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
-  const I in = (s.mlp == Mlp::SwiGlu ? 2 : 1) * x.ffn;
-  l.ops.push_back(in_projection(s.mlp == Mlp::SwiGlu ? "mlp.gate_up" : "mlp.fc1", s, x, in, mlp_in_calls(s, x)));
+  l.ops.push_back(in_projection(s.mlp == Mlp::SwiGlu ? "mlp.gate_up" : "mlp.fc1", s, x, mlp_in_calls(s, x)));
   mlp_activation(l, s, x);
   l.ops.push_back(out_projection("mlp.fc2", s, x, x.ffn));
   l.ops.push_back(dropout_add("mlp.residual", x.th_local, x.e, s.dropout));
@@ -183,8 +185,7 @@ void mlp_ops(Layer& l, const TransformerSpec& s, const Slice& x) {
 void parallel_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
   std::vector<I> calls = qkv_calls(x);
   for (I c : mlp_in_calls(s, x)) calls.push_back(c);
-  const I qkv = (x.heads + 2 * x.kv_heads) * x.d, mlp_in = (s.mlp == Mlp::SwiGlu ? 2 : 1) * x.ffn;
-  l.ops.push_back(in_projection("attention_mlp.in", s, x, qkv + mlp_in, calls));
+  l.ops.push_back(in_projection("attention_mlp.in", s, x, calls));
   attention_core(l, s, o, x);
   mlp_activation(l, s, x);
   l.ops.push_back(out_projection("attention_mlp.out", s, x, x.heads * x.d + x.ffn));
@@ -195,8 +196,7 @@ void parallel_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, con
 // before backward, and the projections that saved their output as input keep nothing of it (the
 // output's storage is freed once used and refilled by the re-run).
 void layernorm_recompute(Layer& l, const BuildOptions& o, const std::vector<std::size_t>& norms) {
-  using namespace recompute_module;
-  if (!(o.recompute_modules & kGiven) || !(o.recompute_modules & kLayernorm)) return;
+  if (!(o.recompute_modules & recompute_module::kLayernorm)) return;
   for (std::size_t i : norms) l.ops[i].selective = true;
   for (auto& op : l.ops)
     if (op.reads_norm) op.saved_bytes_selective = 0;

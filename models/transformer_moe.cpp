@@ -115,7 +115,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   Op down = expert_linear("moe.experts.down", local, per_expert, f, x.h, e, false);
   // Megatron-Core's moe_act module: the activation runs again before backward and its output,
   // the down projection's input, is not kept.
-  if ((o.recompute_modules & recompute_module::kGiven) && (o.recompute_modules & recompute_module::kMoeAct)) {
+  if (o.recompute_modules & recompute_module::kMoeAct) {
     l.ops.back().selective = true;
     down.saved_bytes_selective = 0;
   }

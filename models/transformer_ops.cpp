@@ -240,8 +240,7 @@ void core_attention_recompute(Layer& l, std::size_t from, const BuildOptions& o,
   if (!(o.recompute_modules & kGiven)) return;
   for (std::size_t i = from; i < l.ops.size(); ++i) {
     Op& op = l.ops[i];
-    const bool fused = !op.forward.empty() && op.forward.front().kind == KernelKind::Attention && !op.calls.empty() &&
-                       op.calls.front().kernel.kind == KernelKind::Attention;
+    const bool fused = !op.calls.empty() && op.calls.front().kernel.kind == KernelKind::Attention;
     if (!(o.recompute_modules & kCoreAttn)) {
       op.selective = false;
       op.saved_bytes_selective = op.saved_bytes;

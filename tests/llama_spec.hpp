@@ -1,6 +1,11 @@
 #pragma once
 // A small Llama-shaped transformer (GQA, SwiGLU, RMSNorm, rotary, no bias, no dropout) for tests
-// that build its graph by hand.
+// that build its graph by hand, and the op of a layer they ask about by name.
+#include <algorithm>
+#include <string>
+
+#include <gtest/gtest.h>
+
 #include "models/model_graph.hpp"
 
 namespace dtsim::test {
@@ -22,6 +27,13 @@ inline models::TransformerSpec small_llama(int layers) {
   s.dropout = false;
   s.tied_embeddings = false;
   return s;
+}
+
+// Layer l's op called `name` (a test failure, and the first op, when there is none).
+inline const models::Op& op_named(const models::Layer& l, const std::string& name) {
+  const auto it = std::find_if(l.ops.begin(), l.ops.end(), [&](const models::Op& o) { return o.name == name; });
+  EXPECT_NE(it, l.ops.end()) << name;
+  return it != l.ops.end() ? *it : l.ops.front();
 }
 
 }  // namespace dtsim::test

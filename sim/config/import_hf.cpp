@@ -79,12 +79,17 @@ std::string mlp_of(Mapper& m, const char* key, const char* fallback) {
   return act == "silu" || act == "swiglu" ? "swiglu" : "gelu";  // a gated SiLU MLP is SwiGLU
 }
 
+// Layers, width and heads under the names most Hugging Face families use.
+nlohmann::ordered_json sized(Mapper& m, const char* kind) {
+  return {{"kind", kind},
+          {"num_layers", m.integer("num_hidden_layers")},
+          {"hidden_size", m.integer("hidden_size")},
+          {"num_heads", m.integer("num_attention_heads")}};
+}
+
 // Llama and the families built like it (Mistral, Mixtral, Qwen2/3 and their MoE).
 nlohmann::ordered_json llama_like(Mapper& m) {
-  nlohmann::ordered_json model{{"kind", "transformer"}};
-  model["num_layers"] = m.integer("num_hidden_layers");
-  model["hidden_size"] = m.integer("hidden_size");
-  model["num_heads"] = m.integer("num_attention_heads");
+  nlohmann::ordered_json model = sized(m, "transformer");
   model["num_kv_heads"] = m.integer("num_key_value_heads", model["num_heads"].get<std::int64_t>());
   if (m.has("head_dim")) model["head_dim"] = m.integer("head_dim");
   model["ffn_hidden_size"] = m.integer("intermediate_size");
@@ -141,10 +146,7 @@ nlohmann::ordered_json gpt2(Mapper& m) {
 // normalises x twice (input_layernorm, post_attention_layernorm); dtsim's parallel block has one
 // norm, so the second's pass and 2h parameters a block are left out (named as unmapped).
 nlohmann::ordered_json gpt_neox(Mapper& m) {
-  nlohmann::ordered_json model{{"kind", "transformer"}};
-  model["num_layers"] = m.integer("num_hidden_layers");
-  model["hidden_size"] = m.integer("hidden_size");
-  model["num_heads"] = m.integer("num_attention_heads");
+  nlohmann::ordered_json model = sized(m, "transformer");
   model["ffn_hidden_size"] = m.integer("intermediate_size");
   model["seq_len"] = m.integer("max_position_embeddings");
   model["vocab_size"] = m.integer("vocab_size");
@@ -153,7 +155,7 @@ nlohmann::ordered_json gpt_neox(Mapper& m) {
   model["norm"] = "layernorm";
   model["linear_bias"] = m.value("attention_bias", true);
   model["position_embedding"] = "rotary";
-  for (const char* k : {"rotary_pct", "rotary_emb_base", "use_parallel_residual"}) m.use(k);
+  for (const char* k : {"rotary_pct", "rotary_emb_base"}) m.use(k);
   model["dropout"] = m.value("hidden_dropout", 0.0).get<double>() > 0;
   model["parallel_layers"] = m.value("use_parallel_residual", true);
   if (model["parallel_layers"].get<bool>())
@@ -176,11 +178,8 @@ nlohmann::ordered_json gptj(Mapper& m) {
 // under new_decoder_architecture, num_kv_heads key/value heads and two layer norms of the same
 // input (ln_attn, ln_mlp: the second left out, as for NeoX).
 nlohmann::ordered_json falcon(Mapper& m) {
-  nlohmann::ordered_json model{{"kind", "transformer"}};
-  model["num_layers"] = m.integer("num_hidden_layers");
-  const std::int64_t hidden = m.integer("hidden_size"), heads = m.integer("num_attention_heads");
-  model["hidden_size"] = hidden;
-  model["num_heads"] = heads;
+  nlohmann::ordered_json model = sized(m, "transformer");
+  const auto hidden = model["hidden_size"].get<std::int64_t>(), heads = model["num_heads"].get<std::int64_t>();
   const bool new_architecture = m.value("new_decoder_architecture", false).get<bool>();
   const bool multi_query = m.value("multi_query", true).get<bool>();
   model["num_kv_heads"] = new_architecture ? m.integer("num_kv_heads", heads) : multi_query ? 1 : heads;
@@ -203,10 +202,7 @@ nlohmann::ordered_json falcon(Mapper& m) {
 }
 
 nlohmann::ordered_json vit(Mapper& m) {
-  nlohmann::ordered_json model{{"kind", "vit"}};
-  model["num_layers"] = m.integer("num_hidden_layers");
-  model["hidden_size"] = m.integer("hidden_size");
-  model["num_heads"] = m.integer("num_attention_heads");
+  nlohmann::ordered_json model = sized(m, "vit");
   model["ffn_hidden_size"] = m.integer("intermediate_size");
   model["image_size"] = m.integer("image_size");
   model["patch_size"] = m.integer("patch_size");

@@ -141,7 +141,7 @@ class Experts final : public Unit {
   int layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps, const std::string& tag,
                  Inline mode);
   int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label);
-  double bytes(Planner& em, int group, const models::Layer& l) const;
+  double bytes(Planner& em, int group, const models::Layer& l);
   const std::array<int, 4>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode);
   Inline mode(Planner& em, const Pass& pass);
 
@@ -150,6 +150,7 @@ class Experts final : public Unit {
   // per stage the last expert task of that GPU, and which passes of its schedule are paired.
   std::map<std::tuple<bool, const models::Layer*, int, Inline>, std::array<int, 4>> moe_works_;
   std::map<int, int> last_slow_;
+  std::map<int, int> group_nodes_;  // per expert-parallel group: the nodes it spans
   std::map<int, std::vector<bool>> paired_;
 };
 
@@ -199,14 +200,20 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
   return it->second;
 }
 
-// Layer l's dispatch bytes on one GPU of expert-parallel group `group`, by the nodes it spans.
-double Experts::bytes(Planner& em, int group, const models::Layer& l) const {
+// Layer l's dispatch bytes on one GPU of expert-parallel group `group`: NCCL's rows, or DeepEP's
+// by the group's size and the nodes it spans (counted once per group).
+double Experts::bytes(Planner& em, int group, const models::Layer& l) {
+  if (em.spec().moe_dispatcher != ParallelismSpec::MoeDispatcher::DeepEp) return l.experts.dispatch_bytes;
   const auto& gpus = em.plan().graph.groups[static_cast<std::size_t>(group)];
-  const int per_node = std::max(1, em.spec().gpus_per_node);
-  std::vector<int> nodes;
-  for (int g : gpus)
-    if (std::find(nodes.begin(), nodes.end(), g / per_node) == nodes.end()) nodes.push_back(g / per_node);
-  return moe_dispatch_bytes(em.spec(), l, static_cast<int>(gpus.size()), static_cast<int>(nodes.size()));
+  auto [it, fresh] = group_nodes_.try_emplace(group, 0);
+  if (fresh) {
+    const int per_node = std::max(1, em.spec().gpus_per_node);
+    std::vector<int> nodes;
+    for (int g : gpus)
+      if (std::find(nodes.begin(), nodes.end(), g / per_node) == nodes.end()) nodes.push_back(g / per_node);
+    it->second = static_cast<int>(nodes.size());
+  }
+  return moe_dispatch_bytes(em.spec(), l, static_cast<int>(gpus.size()), it->second);
 }
 
 // The all-to-alls name every expert-parallel group of the stage, so all their flows share the

@@ -121,7 +121,7 @@ void FrameworkZero3::emit_pass(Planner& em, Pass& pass) {
     trace_ = Trace(layers, f, ck);
     for (const auto& g : trace_.gathers) {
       const models::Layer* l = layers[static_cast<std::size_t>(g.layer)];
-      fp8_share_.push_back(l->params() > 0 ? fp8_weight_params({l}) / l->params() : 0.0);
+      if (f.fp8_all_gather) fp8_share_.push_back(l->params() > 0 ? fp8_weight_params({l}) / l->params() : 0.0);
     }
   }
   const std::int64_t key = static_cast<std::int64_t>(em.replica()) * em.shape().micro_batches + pass.op->micro_batch;
@@ -234,7 +234,7 @@ double FrameworkZero3::copy_out_bytes(const Planner& em, Micro& mb, int g) const
 // whole units) in one byte each (WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather).
 double FrameworkZero3::gathered_bytes(const Planner& em, std::size_t g, double params) const {
   const double wbytes = weight_bytes_per_param(em.training().precision);
-  if (!em.spec().framework.fp8_all_gather || g >= fp8_share_.size()) return params * wbytes;
+  if (g >= fp8_share_.size()) return params * wbytes;  // shares are kept only under the float8 all-gather
   const double fp8 = params * fp8_share_[g];
   return (params - fp8) * wbytes + fp8;
 }

@@ -3,46 +3,22 @@
 // memory and compute against the same step without recomputation.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include "models/model_graph.hpp"
+#include "llama_spec.hpp"
 #include "scenario_helpers.hpp"
 #include "strategies/recompute.hpp"
 
 using namespace dtsim;
+using test::op_named;
+using test::small_llama;
 namespace rm = models::recompute_module;
 
 namespace {
-
-// A small Llama-shaped model: RMSNorm, SwiGLU, grouped-query attention, no biases.
-models::TransformerSpec llama_like() {
-  models::TransformerSpec s;
-  s.name = "llama-like";
-  s.num_layers = 2;
-  s.hidden_size = 512;
-  s.num_heads = 8;
-  s.num_kv_heads = 2;
-  s.ffn_hidden_size = 1536;
-  s.seq_len = 256;
-  s.vocab_size = 1000;
-  s.mlp = models::Mlp::SwiGlu;
-  s.norm = models::Norm::RmsNorm;
-  s.linear_bias = false;
-  s.position_embedding = models::PositionEmbedding::Rotary;
-  s.dropout = false;
-  return s;
-}
 
 models::Layer block(const models::TransformerSpec& s, std::uint8_t modules, models::Attention a = models::Attention::Flash) {
   models::BuildOptions o{2, 2, a};
   o.recompute_modules = modules;
   return models::build_transformer(s, o).layers[1];
-}
-
-const models::Op& op_named(const models::Layer& l, const std::string& name) {
-  const auto it = std::find_if(l.ops.begin(), l.ops.end(), [&](const models::Op& o) { return o.name == name; });
-  EXPECT_NE(it, l.ops.end()) << name;
-  return *it;
 }
 
 double kept_selective(const models::Layer& l) {
@@ -54,11 +30,11 @@ double kept_selective(const models::Layer& l) {
 }  // namespace
 
 TEST(RecomputeModules, LayernormRerunsTheNormsAndDropsTheirOutputs) {
-  const auto l = block(llama_like(), rm::kGiven | rm::kLayernorm);
+  const auto l = block(small_llama(2), rm::kGiven | rm::kLayernorm);
   EXPECT_TRUE(op_named(l, "norm1").selective);
   EXPECT_TRUE(op_named(l, "norm2").selective);
-  // The projections that saved the normed input keep nothing: 2 x 256 tokens x 512 x 2 bytes each.
-  const double normed = 2.0 * 256 * 512 * 2;
+  // The projections that saved the normed input keep nothing: 2 x 512 tokens x 1,024 x 2 bytes each.
+  const double normed = 2.0 * 512 * 1024 * 2;
   EXPECT_DOUBLE_EQ(op_named(l, "qkv").saved_bytes, normed);
   EXPECT_DOUBLE_EQ(op_named(l, "qkv").saved_bytes_selective, 0.0);
   EXPECT_DOUBLE_EQ(op_named(l, "mlp.gate_up").saved_bytes_selective, 0.0);
@@ -72,13 +48,13 @@ TEST(RecomputeModules, LayernormRerunsTheNormsAndDropsTheirOutputs) {
 }
 
 TEST(RecomputeModules, CoreAttnCheckpointsAFusedAttentionKeepingQKV) {
-  const auto s = llama_like();
+  const auto s = small_llama(2);
   const auto l = block(s, rm::kGiven | rm::kCoreAttn);
   const auto& fa = op_named(l, "flash_attention");
   EXPECT_TRUE(fa.selective);
-  // Q of 8 heads and K, V of 2, each 64 wide, over 2 x 256 tokens in 2 bytes; O and the
+  // Q of 16 heads and K, V of 4, each 64 wide, over 2 x 512 tokens in 2 bytes; O and the
   // log-sum-exp are not kept.
-  EXPECT_DOUBLE_EQ(fa.saved_bytes_selective, 2.0 * 256 * (8 + 2 * 2) * 64 * 2);
+  EXPECT_DOUBLE_EQ(fa.saved_bytes_selective, 2.0 * 512 * (16 + 2 * 4) * 64 * 2);
   EXPECT_LT(fa.saved_bytes_selective, fa.saved_bytes);
   // Under standard attention core_attn is Korthikanti's selective recompute, flag for flag.
   const auto named = block(s, rm::kGiven | rm::kCoreAttn, models::Attention::Standard);
@@ -87,7 +63,7 @@ TEST(RecomputeModules, CoreAttnCheckpointsAFusedAttentionKeepingQKV) {
 }
 
 TEST(RecomputeModules, NoModulesRecomputeNothing) {
-  const auto s = llama_like();
+  const auto s = small_llama(2);
   for (auto a : {models::Attention::Flash, models::Attention::Standard}) {
     const auto l = block(s, rm::kGiven, a);
     EXPECT_DOUBLE_EQ(kept_selective(l), l.saved_bytes());
@@ -96,7 +72,7 @@ TEST(RecomputeModules, NoModulesRecomputeNothing) {
 }
 
 TEST(RecomputeModules, MoeActRerunsTheExpertsActivation) {
-  auto s = llama_like();
+  auto s = small_llama(2);
   s.num_experts = 8;
   s.experts_per_token = 2;
   s.expert_ffn_hidden_size = 512;

@@ -6,34 +6,21 @@
 #include <algorithm>
 
 #include "models/model_graph.hpp"
+#include "llama_spec.hpp"
 #include "scenario_helpers.hpp"
 
 using namespace dtsim;
+using test::op_named;
 
 namespace {
 
-// A small PaLM-shaped model: multi-query attention, SwiGLU, no biases, LayerNorm.
+// The small Llama made PaLM-shaped: multi-query attention and LayerNorm.
 models::TransformerSpec palm_like() {
-  models::TransformerSpec s;
+  auto s = test::small_llama(2);
   s.name = "palm-like";
-  s.num_layers = 2;
-  s.hidden_size = 512;
-  s.num_heads = 8;
   s.num_kv_heads = 1;
-  s.ffn_hidden_size = 2048;
-  s.seq_len = 256;
-  s.vocab_size = 1000;
-  s.mlp = models::Mlp::SwiGlu;
-  s.linear_bias = false;
-  s.position_embedding = models::PositionEmbedding::Rotary;
-  s.dropout = false;
+  s.norm = models::Norm::LayerNorm;
   return s;
-}
-
-const models::Op& op_named(const models::Layer& l, const std::string& name) {
-  const auto it = std::find_if(l.ops.begin(), l.ops.end(), [&](const models::Op& o) { return o.name == name; });
-  EXPECT_NE(it, l.ops.end()) << name;
-  return *it;
 }
 
 models::ModelGraph build(const models::TransformerSpec& s, std::int64_t tensor = 1) {
@@ -47,21 +34,21 @@ TEST(ParallelLayers, OneNormFewerAndTheSameMatmuls) {
   const auto sequential = build(s);
   s.parallel_layers = true;
   const auto parallel = build(s);
-  // Each block drops its second LayerNorm, a weight and a bias of 512.
-  EXPECT_DOUBLE_EQ(sequential.params() - parallel.params(), 2.0 * (2 * 512));
+  // Each block drops its second LayerNorm, a weight and a bias of 1,024.
+  EXPECT_DOUBLE_EQ(sequential.params() - parallel.params(), 2.0 * (2 * 1024));
   EXPECT_DOUBLE_EQ(sequential.model_flops(), parallel.model_flops());
   const auto& block = parallel.layers[1];
   const auto norms = std::count_if(block.ops.begin(), block.ops.end(), [](const models::Op& o) { return o.name.starts_with("norm"); });
   EXPECT_EQ(norms, 1);
-  // Q of 8 heads of 64, one K and one V, the gate and the up projection: one GEMM from the norm.
+  // Q of 16 heads of 64, one K and one V, the gate and the up projection: one GEMM from the norm.
   const auto& in = op_named(block, "attention_mlp.in").forward.at(0);
-  EXPECT_EQ(in.k, 512);
-  EXPECT_EQ(in.n, (8 + 2) * 64 + 2 * 2048);
-  EXPECT_EQ(in.m, 2 * 256);
+  EXPECT_EQ(in.k, 1024);
+  EXPECT_EQ(in.n, (16 + 2) * 64 + 2 * 2816);
+  EXPECT_EQ(in.m, 2 * 512);
   // The attention context and the MLP's activation through one output GEMM.
   const auto& out = op_named(block, "attention_mlp.out").forward.at(0);
-  EXPECT_EQ(out.k, 8 * 64 + 2048);
-  EXPECT_EQ(out.n, 512);
+  EXPECT_EQ(out.k, 16 * 64 + 2816);
+  EXPECT_EQ(out.n, 1024);
 }
 
 TEST(ParallelLayers, BothBranchesShareOneSavedInput) {
