@@ -94,10 +94,15 @@ FlowCount nvls_flows(double p, bool spans_nodes);  // nvls.cpp
 // Ring over `passes` x (p-1) steps of S/p per hop: all-reduce 2, reduce-scatter/all-gather 1.
 // Across nodes one ring per NIC (NCCL's channels), each leaving its node through another NIC.
 LoweredCollective ring(const Platform& pf, double bytes, const std::vector<int>& ranks, double passes);
-// The all-reduce of a torus (TPU pods): a reduce-scatter along each dimension in turn, each line
-// of chips a bidirectional ring over what its chips hold (S, then S/d_0, then S/(d_0 d_1)), then
-// the all-gather back in reverse order. `ranks` must be every chip of the torus.
-LoweredCollective torus_rings(const Platform& pf, double bytes, const std::vector<int>& ranks, bool scatter, bool gather);
+// The dimensions along which a group of chips is a whole sub-torus: every chip that shares the
+// first chip's coordinates in the other dimensions, each once (a tensor-parallel group along one
+// dimension, a data-parallel group over the others). Empty where it is not one, or off a torus.
+std::vector<int> torus_span(const Platform& pf, const std::vector<int>& ranks);
+// The all-reduce of a torus (TPU pods) or of such a sub-torus: a reduce-scatter along each
+// spanned dimension in turn, each line of the group's chips a bidirectional ring over what its
+// chips hold (S, then S/d_0, then S/(d_0 d_1)), then the all-gather back in reverse order.
+LoweredCollective torus_rings(const Platform& pf, double bytes, const std::vector<int>& ranks, const std::vector<int>& spanned,
+                              bool scatter, bool gather);
 // Its time on links of bandwidth B (per direction) and latency alpha, `passes` 2 for an
 // all-reduce and 1 for a reduce-scatter or all-gather:
 //   passes x sum over dimensions i of [(d_i - 1)/d_i x S/(d_0 ... d_{i-1}) / (2B) + (d_i - 1) alpha].

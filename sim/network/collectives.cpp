@@ -71,11 +71,12 @@ LoweredCollective lower_unit(const Platform& pf, CollectiveOp op, Algorithm a, d
 LoweredCollective lower_algorithm(const Platform& pf, CollectiveOp op, Algorithm a, double bytes, const std::vector<int>& r) {
   if (r.size() < 2 || bytes <= 0) return {};
   bytes = moved_bytes(pf, op, unit_of(a), bytes, r);
-  // On a torus a ring collective over every chip runs ring by ring along each dimension.
-  const bool whole_torus = pf.torus() && static_cast<int>(r.size()) == pf.spec().num_gpus() && a == Algorithm::Ring;
-  if (whole_torus && op == CollectiveOp::AllReduce) return algorithms::torus_rings(pf, bytes, r, true, true);
-  if (whole_torus && (op == CollectiveOp::ReduceScatter || op == CollectiveOp::AllGather))
-    return algorithms::torus_rings(pf, bytes, r, op == CollectiveOp::ReduceScatter, op == CollectiveOp::AllGather);
+  // On a torus a ring collective over every chip, or over the chips of a sub-torus (a group
+  // along whole dimensions), runs ring by ring along each dimension it spans.
+  const bool ring_op = op == CollectiveOp::AllReduce || op == CollectiveOp::ReduceScatter || op == CollectiveOp::AllGather;
+  if (a == Algorithm::Ring && ring_op && pf.torus())
+    if (const auto spanned = algorithms::torus_span(pf, r); !spanned.empty())
+      return algorithms::torus_rings(pf, bytes, r, spanned, op != CollectiveOp::AllGather, op != CollectiveOp::ReduceScatter);
   return lower_unit(pf, op, a, bytes, r);
 }
 

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/config/build_options.hpp"
 #include "sim/core/units.hpp"
@@ -300,8 +301,30 @@ void chief_checkpoints(Result& r, const config::Scenario& s) {
   r.roles = rep;
 }
 
+// On a torus the tensor-parallel groups (and the tensor x context groups) are consecutive chips,
+// so their collectives run the torus's own rings only where each group fills the first
+// dimensions whole; otherwise they take dimension-order routes between scattered chips.
+void torus_alignment_warning(Result& r, const config::Scenario& s) {
+  const auto& dims = s.cluster.torus_dims;
+  if (dims.empty()) return;
+  std::set<std::int64_t> whole{1};
+  std::int64_t chips = 1;
+  for (int d : dims) whole.insert(chips *= d);
+  const std::int64_t tensor = s.parallelism.tensor, inner = tensor * s.parallelism.context;
+  for (std::int64_t group : {tensor, inner})
+    if (!whole.contains(group)) {
+      r.warnings.push_back(fmt::format(
+          "groups of {} consecutive chips do not fill whole dimensions of the torus {}: their collectives take routes "
+          "between scattered chips; list the dimensions so that the first ones multiply to {} (as JAX maps mesh axes "
+          "onto a slice)",
+          group, fmt::join(dims, " x "), group));
+      return;
+    }
+}
+
 // Throughput, FLOP utilisation, warnings, failures and the capacity plan, from the step time.
 void rates_and_warnings(Result& r, const config::Scenario& s) {
+  torus_alignment_warning(r, s);
   r.samples_per_s = samples_per_step(r, s) / r.step_time_s;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(s.model.tokens_per_sample());
   const double peak = s.device.peak_flops.at(config::compute_dtype(s.training.precision));

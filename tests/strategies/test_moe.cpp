@@ -30,6 +30,8 @@ TEST(MoeModels, TotalParametersMatchPublishedWithinOnePercent) {
   EXPECT_NEAR(whole(preset("mixtral-8x7b")).params() / 46.7e9, 1.0, 0.01);
   // Qwen3-30B-A3B model card: 30.5B total.
   EXPECT_NEAR(whole(preset("qwen3-30b-a3b")).params() / 30.5e9, 1.0, 0.01);
+  // Qwen3-235B-A22B model card: 235B total, a three-digit figure.
+  EXPECT_NEAR(whole(preset("qwen3-235b-a22b")).params() / 1e9, 235.0, 0.5);
   // DeepSeek-V3 technical report, Sec. 4.2: 671B total (without the multi-token-prediction module).
   EXPECT_NEAR(whole(preset("deepseek-v3")).params() / 671e9, 1.0, 0.01);
   // gpt-oss model card: 116.8B total.
@@ -50,6 +52,8 @@ TEST(MoeModels, ActiveParametersMatchPublished) {
   EXPECT_GT(ds.active_params(), 37e9);
   // Qwen3-30B-A3B: "3.3B activated", 3.3 +- 0.05B.
   EXPECT_NEAR(whole(preset("qwen3-30b-a3b")).active_params() / 1e9, 3.3, 0.06);
+  // Qwen3-235B-A22B: "22B activated", 22 +- 0.5B.
+  EXPECT_NEAR(whole(preset("qwen3-235b-a22b")).active_params() / 1e9, 22.0, 0.5);
 }
 
 TEST(MoeModels, ExpertParallelismSplitsOnlyTheExperts) {

@@ -1,21 +1,44 @@
-// A torus's all-reduce (TPU pods), dimension by dimension, and its closed form.
+// A torus's all-reduce (TPU pods), dimension by dimension, over the whole torus or a sub-torus,
+// and its closed form.
+#include <algorithm>
+
 #include "sim/network/algorithms/builder.hpp"
 
 namespace dtsim::network::algorithms {
 
 using namespace detail;
 
-LoweredCollective torus_rings(const Platform& pf, double bytes, const std::vector<int>& ranks, bool scatter, bool gather) {
+std::vector<int> torus_span(const Platform& pf, const std::vector<int>& ranks) {
+  std::vector<int> spanned;
+  if (!pf.torus() || ranks.size() < 2) return spanned;
+  std::size_t chips = 1;
+  for (int k = 0; k < static_cast<int>(pf.spec().torus_dims.size()); ++k) {
+    const int first = pf.torus_coord(ranks.front(), k);
+    if (std::any_of(ranks.begin(), ranks.end(), [&](int g) { return pf.torus_coord(g, k) != first; })) {
+      spanned.push_back(k);
+      chips *= static_cast<std::size_t>(pf.spec().torus_dims[static_cast<std::size_t>(k)]);
+    }
+  }
+  // As many distinct chips as the sub-torus through them holds: the group is all of it.
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  if (chips != ranks.size() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return {};
+  return spanned;
+}
+
+LoweredCollective torus_rings(const Platform& pf, double bytes, const std::vector<int>& ranks, const std::vector<int>& spanned,
+                              bool scatter, bool gather) {
   Builder b(pf);
   const auto& dims = pf.spec().torus_dims;
   if (ranks.size() < 2) return b.done();
-  // One phase per dimension: every line of chips along it runs a bidirectional ring (half the
-  // buffer each way round, on both directions of the links) over the share it holds.
+  std::vector<int> chips = ranks;  // in chip order, whatever the group's
+  std::sort(chips.begin(), chips.end());
+  // One phase per dimension: every line of the group's chips along it runs a bidirectional ring
+  // (half the buffer each way round, on both directions of the links) over the share it holds.
   auto phase = [&](int k, double share) {
     const int d = dims[static_cast<std::size_t>(k)];
-    if (d < 2) return;
     const double per_hop = (d - 1.0) / d * share / 2;
-    for (int g = 0; g < pf.spec().num_gpus(); ++g) {
+    for (int g : chips) {
       if (pf.torus_coord(g, k) != 0) continue;  // one ring per line, from its first chip
       for (int dir : {1, -1}) {
         std::vector<std::pair<int, int>> hops;
@@ -26,14 +49,14 @@ LoweredCollective torus_rings(const Platform& pf, double bytes, const std::vecto
     }
     b.end_phase(d - 1.0);
   };
-  const int n = static_cast<int>(dims.size());
-  // share[k]: what each chip holds entering dimension k's reduce-scatter, S / (d_0 ... d_{k-1}).
-  std::vector<double> share(static_cast<std::size_t>(n), bytes);
-  for (int k = 1; k < n; ++k) share[static_cast<std::size_t>(k)] = share[static_cast<std::size_t>(k - 1)] / dims[static_cast<std::size_t>(k - 1)];
+  const std::size_t n = spanned.size();
+  // share[i]: what each chip holds entering the i-th spanned dimension's reduce-scatter.
+  std::vector<double> share(n, bytes);
+  for (std::size_t i = 1; i < n; ++i) share[i] = share[i - 1] / dims[static_cast<std::size_t>(spanned[i - 1])];
   if (scatter)
-    for (int k = 0; k < n; ++k) phase(k, share[static_cast<std::size_t>(k)]);
+    for (std::size_t i = 0; i < n; ++i) phase(spanned[i], share[i]);
   if (gather)
-    for (int k = n - 1; k >= 0; --k) phase(k, share[static_cast<std::size_t>(k)]);
+    for (std::size_t i = n; i-- > 0;) phase(spanned[i], share[i]);
   return b.done();
 }
 

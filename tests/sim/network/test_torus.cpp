@@ -140,3 +140,41 @@ TEST(Torus, LargeToriOnSimGridAreForDataParallelismOnly) {
       << load(pipelined, "{}");
   EXPECT_EQ(load(pipelined, R"({"backend": "analytical"})"), "");
 }
+
+// A group of chips along whole dimensions (a tensor-parallel group along x, a data-parallel one
+// over y and z, as JAX maps mesh axes onto a pod) runs the same rings on just those dimensions:
+// the closed form of its own dimensions, and no wrap through chips outside it.
+TEST(Torus, AGroupAlongWholeDimensionsRunsItsOwnRings) {
+  network::ClusterSpec c = torus({4, 4, 4});
+  c.torus_link_bandwidth = 50e9;
+  network::Platform pf(c);
+  const std::vector<int> along_x{4, 5, 6, 7};
+  std::vector<int> over_yz;
+  for (int j = 0; j < 16; ++j) over_yz.push_back(1 + 4 * j);
+  EXPECT_EQ(network::algorithms::torus_span(pf, along_x), (std::vector<int>{0}));
+  EXPECT_EQ(network::algorithms::torus_span(pf, over_yz), (std::vector<int>{1, 2}));
+  auto time = [&](CollectiveOp op, const std::vector<int>& r) {
+    return network::analytical_time(pf, network::lower(pf, op, Algorithm::Ring, 1e8, r));
+  };
+  const double x = network::algorithms::torus_closed_form({4}, 1e8, 2, 1e-6, 50e9);
+  const double yz = network::algorithms::torus_closed_form({4, 4}, 1e8, 2, 1e-6, 50e9);
+  EXPECT_NEAR(time(CollectiveOp::AllReduce, along_x) / x, 1.0, 1e-9);
+  EXPECT_NEAR(time(CollectiveOp::AllReduce, over_yz) / yz, 1.0, 1e-9);
+  EXPECT_NEAR(time(CollectiveOp::AllGather, over_yz) / (yz / 2), 1.0, 1e-9);
+  EXPECT_NEAR(time(CollectiveOp::ReduceScatter, over_yz) / (yz / 2), 1.0, 1e-9);
+  // The ranks in any order: the same chips, the same rings.
+  EXPECT_NEAR(time(CollectiveOp::AllReduce, {7, 5, 4, 6}) / x, 1.0, 1e-9);
+}
+
+TEST(Torus, AGroupThatIsNotASubTorusTakesRoutesBetweenItsChips) {
+  network::ClusterSpec c = torus({4, 4, 4});
+  c.torus_link_bandwidth = 50e9;
+  network::Platform pf(c);
+  // Half a line, a line and a stray chip, a chip twice: no sub-torus, so no torus rings.
+  for (const std::vector<int>& r : {std::vector<int>{0, 1}, {0, 1, 2, 3, 4, 5, 6, 8}, {0, 1, 2, 2}})
+    EXPECT_TRUE(network::algorithms::torus_span(pf, r).empty()) << r.size();
+  // Two chips of a line of four: a ring of two over routes that go one hop each way, slower than
+  // the whole line's bidirectional rings on the same bytes.
+  const double half = network::analytical_time(pf, network::lower(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e8, {0, 1}));
+  EXPECT_GT(half, network::algorithms::torus_closed_form({4}, 1e8, 2, 1e-6, 50e9));
+}

@@ -11,8 +11,10 @@ using namespace dtsim;
 
 namespace {
 
-// The all-reduce of every chip of a torus, replayed on SimGrid.
-double simgrid_torus_all_reduce(std::vector<int> dims, double bytes, double bandwidth, double latency) {
+// The all-reduce over `groups` of chips of a torus at once (every chip where none are given),
+// replayed on SimGrid.
+double simgrid_torus_all_reduce(std::vector<int> dims, double bytes, double bandwidth, double latency,
+                                std::vector<std::vector<int>> groups = {}) {
   network::ClusterSpec c = test::flat_cluster(1);
   int chips = 1;
   for (int d : dims) chips *= d;
@@ -25,10 +27,13 @@ double simgrid_torus_all_reduce(std::vector<int> dims, double bytes, double band
   network::Platform pf(c);
   taskgraph::TaskGraph g;
   g.num_ranks = chips;
-  std::vector<int> ranks;
-  for (int i = 0; i < chips; ++i) ranks.push_back(i);
-  int grp = g.add_group(ranks);
-  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Auto, {grp}, bytes}, "ar", {});
+  if (groups.empty()) {
+    groups.emplace_back();
+    for (int i = 0; i < chips; ++i) groups.back().push_back(i);
+  }
+  std::vector<int> ids;
+  for (const auto& r : groups) ids.push_back(g.add_group(r));
+  g.add_collective({taskgraph::CollectiveOp::AllReduce, taskgraph::Algorithm::Auto, ids, bytes}, "ar", {});
   std::vector<double> none;
   return replay::replay_simgrid({g, none, pf}).makespan;
 }
@@ -43,4 +48,12 @@ TEST(SimGridTorus, TwoDimensionalAllReduceMatchesClosedForm) {
 TEST(SimGridTorus, ThreeDimensionalAllReduceMatchesClosedForm) {
   const double expected = network::algorithms::torus_closed_form({4, 4, 4}, 1e9, 2, 1e-6, 50e9);
   EXPECT_NEAR(simgrid_torus_all_reduce({4, 4, 4}, 1e9, 50e9, 1e-6) / expected, 1.0, 0.01);
+}
+
+// Four tensor-parallel lines along x of a 4 x 4 torus all-reduce at once: each runs its own
+// bidirectional ring on its own links, in the time of one line's closed form.
+TEST(SimGridTorus, LinesAlongOneDimensionAllReduceSideBySide) {
+  const double expected = network::algorithms::torus_closed_form({4}, 1e8, 2, 1e-6, 82e9);
+  const std::vector<std::vector<int>> lines{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}};
+  EXPECT_NEAR(simgrid_torus_all_reduce({4, 4}, 1e8, 82e9, 1e-6, lines) / expected, 1.0, 0.01);
 }
