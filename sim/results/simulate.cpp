@@ -303,23 +303,34 @@ void chief_checkpoints(Result& r, const config::Scenario& s) {
 
 // On a torus the tensor-parallel groups (and the tensor x context groups) are consecutive chips,
 // so their collectives run the torus's own rings only where each group fills the first
-// dimensions whole; otherwise they take dimension-order routes between scattered chips.
-void torus_alignment_warning(Result& r, const config::Scenario& s) {
+// dimensions whole. JAX's mesh_utils lays each mesh axis onto whole dimensions of the slice; here
+// the dimensions are taken in the first order (the scenario's own if it serves) whose leading
+// dimensions multiply to each group: the same links, the chips numbered another way. Empty where
+// no order serves, and the groups take routes between scattered chips.
+std::vector<int> torus_order(const config::Scenario& s) {
   const auto& dims = s.cluster.torus_dims;
-  if (dims.empty()) return;
-  std::set<std::int64_t> whole{1};
-  std::int64_t chips = 1;
-  for (int d : dims) whole.insert(chips *= d);
   const std::int64_t tensor = s.parallelism.tensor, inner = tensor * s.parallelism.context;
-  for (std::int64_t group : {tensor, inner})
-    if (!whole.contains(group)) {
-      r.warnings.push_back(fmt::format(
-          "groups of {} consecutive chips do not fill whole dimensions of the torus {}: their collectives take routes "
-          "between scattered chips; list the dimensions so that the first ones multiply to {} (as JAX maps mesh axes "
-          "onto a slice)",
-          group, fmt::join(dims, " x "), group));
-      return;
-    }
+  std::vector<std::size_t> order(dims.size());
+  std::iota(order.begin(), order.end(), 0);
+  do {
+    std::vector<int> laid;
+    std::set<std::int64_t> whole{1};
+    std::int64_t chips = 1;
+    for (std::size_t k : order) whole.insert(chips *= laid.emplace_back(dims[k]));
+    if (whole.contains(tensor) && whole.contains(inner)) return laid;
+  } while (std::next_permutation(order.begin(), order.end()));
+  return {};
+}
+
+void torus_alignment_warning(Result& r, const config::Scenario& s) {
+  if (s.cluster.torus_dims.empty() || !torus_order(s).empty()) return;
+  const auto& p = s.parallelism;
+  const std::string groups = p.context > 1 ? fmt::format("{} and {} (tensor x context)", p.tensor, p.tensor * p.context)
+                                           : fmt::format("{}", p.tensor);
+  r.warnings.push_back(fmt::format(
+      "the tensor-parallel groups of {} consecutive chips fill no whole dimensions of the torus {} in any order: "
+      "their collectives take routes between scattered chips",
+      groups, fmt::join(s.cluster.torus_dims, " x ")));
 }
 
 // Throughput, FLOP utilisation, warnings, failures and the capacity plan, from the step time.
@@ -362,7 +373,10 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
   // waves over the SMs left, streams not at all), where the stack holds SMs for them.
   if (r.comm_share_is_sms)
     r.comm_core_share = cost::comm_kernel_share(s.device, r.plan.graph, config::compute_dtype(s.training.precision));
-  network::Platform platform(s.cluster);
+  network::ClusterSpec cluster = s.cluster;
+  if (!cluster.torus_dims.empty())
+    if (auto order = torus_order(s); !order.empty()) cluster.torus_dims = std::move(order);
+  network::Platform platform(cluster);
   add_communication(r, s, platform);
   Replayed rp;
   replay_steps(r, s, platform, rp);

@@ -376,10 +376,11 @@ TEST(TpOverlap, JaxXlaOverlapsTensorParallelCollectivesOnATpu) {
   test::expect_parts_sum_to_step(xla);
 }
 
-// Tensor-parallel groups are consecutive chips: on a 4 x 4 x 1 torus (nodes of 4), groups of 2 are
-// half lines whose collectives take routes between chips, and the result says how to lay them out;
-// groups of 4 fill the first dimension and run its rings. The same bytes, the same GEMMs: the
-// aligned layout is faster and not warned of.
+// Tensor-parallel groups are consecutive chips: on a 2 x 8 x 1 torus (nodes of 4) groups of 4 fill
+// no whole dimensions in any order, so their collectives take routes between chips and the result
+// says so; on 4 x 4 x 1 they fill the first dimension and run its rings. The same bytes, the same
+// GEMMs: the aligned layout is faster and not warned of. A torus listed in another order is laid
+// out as JAX would lay its mesh axes, with the same result as the order that serves.
 TEST(TpOverlap, TensorGroupsOffTheTorusDimensionsAreSlowerAndWarnedOf) {
   auto tpu = [](const std::string& dims, int tensor) {
     return R"({"schema_version": 1, "name": "tpu-tp", "model": {"preset": "llama-3-8b", "num_layers": 2},
@@ -397,4 +398,8 @@ TEST(TpOverlap, TensorGroupsOffTheTorusDimensionsAreSlowerAndWarnedOf) {
   EXPECT_LT(along.breakdown.exposed_communication, off.breakdown.exposed_communication);
   EXPECT_LT(along.step_time_s, off.step_time_s);
   test::expect_parts_sum_to_step(along);
+  const auto listed = run(tpu("[4, 2, 2]", 2)), served = run(tpu("[2, 4, 2]", 2));
+  EXPECT_FALSE(warned(listed));
+  EXPECT_DOUBLE_EQ(listed.step_time_s, served.step_time_s);
+  EXPECT_DOUBLE_EQ(listed.breakdown.exposed_communication, served.breakdown.exposed_communication);
 }
