@@ -46,6 +46,12 @@ std::string recompute_text(const strategies::ParallelismSpec& p) {
   return fmt::format("{} ({})", strategies::to_string(p.recompute), modules.empty() ? "no modules" : fmt::format("{}", fmt::join(modules, ", ")));
 }
 
+// HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across them.
+std::string hsdp_text(const strategies::ParallelismSpec& p) {
+  if (p.zero_stage != 3 || p.shard_size <= 0 || p.shard_size >= p.data) return "";
+  return fmt::format(" (HSDP: sharded over {}, {} replicas)", p.shard_size, p.data / p.shard_size);
+}
+
 // What the software runs beside the split, where it is not the default: the framework, ZeRO and
 // recomputation (the pipeline line says those when there is a pipeline) and the stack.
 std::string software(const config::Scenario& s) {
@@ -53,7 +59,7 @@ std::string software(const config::Scenario& s) {
   std::vector<std::string> parts;
   if (p.framework.framework != strategies::Framework::MegatronLM)
     parts.push_back(fmt::format("framework {}", strategies::to_string(p.framework.framework)));
-  if (p.pipeline == 1 && p.zero_stage > 0) parts.push_back(fmt::format("zero stage {}", p.zero_stage));
+  if (p.pipeline == 1 && p.zero_stage > 0) parts.push_back(fmt::format("zero stage {}{}", p.zero_stage, hsdp_text(p)));
   if (p.pipeline == 1 && p.recompute != strategies::Recompute::None)
     parts.push_back(fmt::format("recompute {}", recompute_text(p)));
   if (p.moe_dispatcher == strategies::ParallelismSpec::MoeDispatcher::DeepEp) parts.push_back("DeepEP dispatch");
@@ -131,9 +137,9 @@ std::string summary(const results::Result& r) {
   out += gradient_sync(r);
   out += software(s);
   if (s.parallelism.pipeline > 1)
-    out += fmt::format("  {} schedule, {} virtual stages, ranks {}; zero stage {}, recompute {}\n",
+    out += fmt::format("  {} schedule, {} virtual stages, ranks {}; zero stage {}{}, recompute {}\n",
                        strategies::to_string(s.parallelism.schedule), s.parallelism.virtual_stages,
-                       s.parallelism.pipeline_outer ? "tp-dp-pp" : "tp-pp-dp", s.parallelism.zero_stage,
+                       s.parallelism.pipeline_outer ? "tp-dp-pp" : "tp-pp-dp", s.parallelism.zero_stage, hsdp_text(s.parallelism),
                        recompute_text(s.parallelism));
   if (r.timed) {
     out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows){}\n", r.step_time_s, r.timeline.backend,

@@ -95,13 +95,18 @@ void parse_topology(Reader& inter, network::ClusterSpec& c, bool torus) {
       c.torus_dims.push_back(static_cast<int>(dims[k].get<std::int64_t>()));
       chips *= c.torus_dims.back();
     }
-    if (chips != static_cast<std::int64_t>(c.nodes) * c.gpus_per_node)
-      inter.fail("dimensions", fmt::format("{} chips, but the cluster has {} ({} nodes x {})", chips,
-                                           static_cast<std::int64_t>(c.nodes) * c.gpus_per_node, c.nodes, c.gpus_per_node));
+    c.torus_pods = static_cast<int>(inter.integer("pods", 1, 1024, 1));
+    if (chips % c.gpus_per_node != 0)
+      inter.fail("dimensions", fmt::format("{} chips per torus do not fill hosts of {}", chips, c.gpus_per_node));
+    const std::int64_t cluster = static_cast<std::int64_t>(c.nodes) * c.gpus_per_node;
+    if (chips * c.torus_pods != cluster) {
+      const std::string torus = c.torus_pods > 1 ? fmt::format("{} tori of {} chips", c.torus_pods, chips) : fmt::format("{} chips", chips);
+      inter.fail("dimensions", fmt::format("{}, but the cluster has {} ({} nodes x {})", torus, cluster, c.nodes, c.gpus_per_node));
+    }
     c.torus_link_bandwidth = inter.quantity("link_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
     c.torus_link_latency = inter.quantity("link_latency", Dimension::Time, Range{0.0, 1.0});
   } else {
-    for (const char* k : {"dimensions", "link_bandwidth_GBps", "link_latency_us"})
+    for (const char* k : {"dimensions", "link_bandwidth_GBps", "link_latency_us", "pods"})
       if (inter.has(k)) inter.fail(k, "for \"topology\": \"torus-2d\" or \"torus-3d\"");
   }
   c.oversubscription = inter.number("oversubscription", Range{1.0, 1000.0}, 1.0);

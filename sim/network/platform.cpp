@@ -239,6 +239,13 @@ int Platform::torus_neighbour(int chip, int dim, int steps) const {
   return chip + (((c + steps) % d + d) % d - c) * stride;
 }
 
+int Platform::pod_of(int chip) const {
+  if (!torus()) return 0;
+  int chips = 1;
+  for (int d : spec_.torus_dims) chips *= d;
+  return chip / chips;
+}
+
 int Platform::torus_link(int chip, int dim) const {
   if (torus_base_ < 0 || spec_.torus_dims[static_cast<std::size_t>(dim)] < 2) return -1;
   return torus_base_ + chip * static_cast<int>(spec_.torus_dims.size()) + dim;
@@ -260,6 +267,12 @@ std::vector<Hop> Platform::route(int src, int dst) const {
 
 void Platform::append_route(int src, int dst, std::vector<Hop>& r) const {
   const int gpus = spec_.num_gpus();
+  if (torus_base_ >= 0 && src < gpus && dst < gpus && pod_of(src) != pod_of(dst)) {
+    // Between pods: the hosts' NICs, over the data-centre network.
+    for (int l : endpoint_links(nic_endpoint(src))) r.push_back({l, true});
+    for (int l : endpoint_links(nic_endpoint(dst))) r.push_back({l, false});
+    return;
+  }
   if (torus_base_ >= 0 && src < gpus && dst < gpus) {
     // Dimension-order routing, the shorter way around each dimension (ties go up).
     int at = src;

@@ -53,6 +53,9 @@ struct ClusterSpec {
   // torus too; the NICs are the hosts' data-centre network, which the torus does not use.
   std::vector<int> torus_dims;
   double torus_link_bandwidth = 0, torus_link_latency = 0;
+  // Tori of `torus_dims` each (TPU pods), chips numbered pod by pod; chips of different pods talk
+  // through their hosts' NICs (the data-centre network).
+  int torus_pods = 1;
   // Dedicated parameter-server hosts, each behind one NIC on the same fabric.
   int ps_servers = 0;
   double ps_nic_bandwidth = 0;
@@ -169,6 +172,8 @@ class Platform {
   // A chip's coordinate along `dim`, and the chip `steps` further along it (wrapping around).
   int torus_coord(int chip, int dim) const;
   int torus_neighbour(int chip, int dim, int steps) const;
+  // Which torus (pod) a chip is on; 0 off a torus.
+  int pod_of(int chip) const;
   // Rail-optimised: the NIC endpoint's rail and each rail's spine uplink; -1 elsewhere.
   int rail_of(int endpoint) const;
   int rail_uplink(int rail) const;

@@ -124,7 +124,7 @@ void route_torus(Fabric& fab, const network::Platform& pf, sg4::NetZone* zone) {
   const int dims = static_cast<int>(pf.spec().torus_dims.size());
   for (int a = 0; a < gpus; ++a)
     for (int b = 0; b < gpus; ++b) {
-      if (a == b) continue;
+      if (a == b || pf.pod_of(a) != pf.pod_of(b)) continue;  // pods meet through their hosts' NICs
       int differ = 0;
       for (int k = 0; k < dims; ++k) differ += pf.torus_coord(a, k) != pf.torus_coord(b, k);
       if (gpus > kTorusAllPairs && differ > 1) continue;

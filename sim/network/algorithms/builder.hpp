@@ -33,7 +33,7 @@ class Builder {
   }
   // The endpoints a GPU-to-GPU hop runs between: NVSwitch ports inside a node, NICs across.
   std::pair<int, int> endpoints(int a, int b) const {
-    if (pf_.torus()) return {pf_.fabric_endpoint(a), pf_.fabric_endpoint(b)};  // chips talk over the torus
+    if (pf_.torus() && pf_.pod_of(a) == pf_.pod_of(b)) return {pf_.fabric_endpoint(a), pf_.fabric_endpoint(b)};  // the torus
     bool same = pf_.node_of(a) == pf_.node_of(b);
     return {same ? pf_.fabric_endpoint(a) : pf_.nic_endpoint(a), same ? pf_.fabric_endpoint(b) : pf_.nic_endpoint(b)};
   }
@@ -251,7 +251,7 @@ inline const std::vector<std::vector<int>>& known_ring_orders(const Platform& pf
 
 // The endpoints of one hop of a ring channel.
 inline std::pair<int, int> ring_hop(const Platform& pf, const Builder& b, int from, int to) {
-  if (pf.node_of(from) == pf.node_of(to) || pf.torus()) return b.endpoints(from, to);
+  if (pf.node_of(from) == pf.node_of(to) || pf.torus()) return b.endpoints(from, to);  // NICs between pods
   // NCCL keeps a channel on one rail: the sending node hands the data to the NIC on the
   // receiving GPU's rail (PXN), so the hop never crosses between rails.
   const int twin = pf.node_of(from) * pf.spec().gpus_per_node + pf.local_of(to);

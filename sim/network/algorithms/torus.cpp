@@ -11,6 +11,8 @@ using namespace detail;
 std::vector<int> torus_span(const Platform& pf, const std::vector<int>& ranks) {
   std::vector<int> spanned;
   if (!pf.torus() || ranks.size() < 2) return spanned;
+  const int pod = pf.pod_of(ranks.front());
+  if (std::any_of(ranks.begin(), ranks.end(), [&](int g) { return pf.pod_of(g) != pod; })) return spanned;
   std::size_t chips = 1;
   for (int k = 0; k < static_cast<int>(pf.spec().torus_dims.size()); ++k) {
     const int first = pf.torus_coord(ranks.front(), k);

@@ -178,3 +178,51 @@ TEST(Torus, AGroupThatIsNotASubTorusTakesRoutesBetweenItsChips) {
   const double half = network::analytical_time(pf, network::lower(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e8, {0, 1}));
   EXPECT_GT(half, network::algorithms::torus_closed_form({4}, 1e8, 2, 1e-6, 50e9));
 }
+
+// Two 4 x 4 pods (TPU pods joined by the data-centre network), chips numbered pod by pod: chips of
+// one pod meet over its torus, chips of different pods through their hosts' NICs, and only a
+// group inside one pod runs torus rings.
+TEST(Torus, PodsMeetThroughTheirHostsNics) {
+  network::ClusterSpec c = torus({4, 4});
+  c.torus_pods = 2;
+  c.nodes = 8;
+  network::Platform pf(c);
+  EXPECT_EQ(pf.pod_of(15), 0);
+  EXPECT_EQ(pf.pod_of(16), 1);
+  const auto across = pf.route(0, 16);
+  ASSERT_EQ(across.size(), 2u);
+  EXPECT_EQ(across[0].link, pf.endpoint_links(pf.nic_endpoint(0))[0]);
+  EXPECT_EQ(across[1].link, pf.endpoint_links(pf.nic_endpoint(16))[0]);
+  const auto inside = pf.route(16, 17);
+  ASSERT_EQ(inside.size(), 1u);
+  EXPECT_EQ(inside[0].link, pf.torus_link(16, 0));
+  EXPECT_EQ(network::algorithms::torus_span(pf, {16, 17, 18, 19}), (std::vector<int>{0}));
+  EXPECT_TRUE(network::algorithms::torus_span(pf, {0, 16}).empty());
+  auto time = [&](const std::vector<int>& r) {
+    return network::analytical_time(pf, network::lower(pf, CollectiveOp::AllReduce, Algorithm::Ring, 1e8, r));
+  };
+  // A line of pod 1 on its own links; a pair across the pods at the NICs' 25 GB/s: a ring of two
+  // sends half of 100 MB each way in each of its two passes.
+  EXPECT_NEAR(time({16, 17, 18, 19}) / network::algorithms::torus_closed_form({4}, 1e8, 2, 1e-6, 82e9), 1.0, 1e-9);
+  EXPECT_NEAR(time({0, 16}) / (1e8 / 25e9), 1.0, 0.01);
+}
+
+TEST(Torus, PodsKeyAndItsErrors) {
+  auto load = [](const std::string& inter) {
+    test::TempDir dir;
+    const std::string doc = R"({"schema_version": 1, "name": "t", "model": {"preset": "resnet-50"},
+      "hardware": {"device": "tpu-v4"}, "cluster": )" + (inter.starts_with("{\"preset") ? inter : R"({"preset": "tpu-v4-pod", "nodes": 8, "inter_node": )" + inter + "}") + R"(,
+      "parallelism": {"data": 32, "micro_batch_size": 8}, "training": {"global_batch_size": 256}})";
+    try {
+      return std::to_string(config::load_scenario(dir.file("s.json", doc)).cluster.torus_pods);
+    } catch (const InputError& e) {
+      return e.pointer() + ": " + e.reason();
+    }
+  };
+  EXPECT_EQ(load(R"({"dimensions": [4, 2, 2], "pods": 2})"), "2");
+  EXPECT_EQ(load(R"({"dimensions": [4, 2, 4]})"), "1");
+  EXPECT_EQ(load(R"({"dimensions": [4, 2, 4], "pods": 2})"),
+            "/cluster/inter_node/dimensions: 2 tori of 32 chips, but the cluster has 32 (8 nodes x 4)");
+  EXPECT_EQ(load(R"({"dimensions": [2, 1, 1], "pods": 16})"), "/cluster/inter_node/dimensions: 2 chips per torus do not fill hosts of 4");
+  EXPECT_NE(load(R"({"preset": "dgx-a100", "nodes": 4, "inter_node": {"pods": 2}})").find("/cluster/inter_node/pods"), std::string::npos);
+}

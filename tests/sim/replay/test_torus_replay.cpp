@@ -14,10 +14,11 @@ namespace {
 // The all-reduce over `groups` of chips of a torus at once (every chip where none are given),
 // replayed on SimGrid.
 double simgrid_torus_all_reduce(std::vector<int> dims, double bytes, double bandwidth, double latency,
-                                std::vector<std::vector<int>> groups = {}) {
+                                std::vector<std::vector<int>> groups = {}, int pods = 1) {
   network::ClusterSpec c = test::flat_cluster(1);
-  int chips = 1;
+  int chips = pods;
   for (int d : dims) chips *= d;
+  c.torus_pods = pods;
   c.gpus_per_node = 4;
   c.nodes = chips / 4;
   c.topology = dims.size() == 2 ? network::Topology::Torus2D : network::Topology::Torus3D;
@@ -56,4 +57,15 @@ TEST(SimGridTorus, LinesAlongOneDimensionAllReduceSideBySide) {
   const double expected = network::algorithms::torus_closed_form({4}, 1e8, 2, 1e-6, 82e9);
   const std::vector<std::vector<int>> lines{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}};
   EXPECT_NEAR(simgrid_torus_all_reduce({4, 4}, 1e8, 82e9, 1e-6, lines) / expected, 1.0, 0.01);
+}
+
+// Two 4 x 4 pods: a pair of chips of different pods all-reduces through their hosts' NICs (25 GB/s,
+// a ring of two: 100 MB each way in all); a line of the second pod runs on its own torus links.
+TEST(SimGridTorus, PodsMeetThroughTheirHostsNics) {
+  EXPECT_NEAR(simgrid_torus_all_reduce({4, 4}, 1e8, 82e9, 1e-6, {{0, 16}}, 2) / (1e8 / 25e9), 1.0, 0.01);
+}
+
+TEST(SimGridTorus, ALineOfTheSecondPodRunsOnItsOwnLinks) {
+  const double line = network::algorithms::torus_closed_form({4}, 1e8, 2, 1e-6, 82e9);
+  EXPECT_NEAR(simgrid_torus_all_reduce({4, 4}, 1e8, 82e9, 1e-6, {{16, 17, 18, 19}}, 2) / line, 1.0, 0.01);
 }
