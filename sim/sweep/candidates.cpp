@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "sim/config/merge.hpp"
 #include "sim/config/scenario.hpp"
@@ -51,6 +52,23 @@ std::vector<int> expert_sizes(const models::ModelSpec& m, int dp) {
   return out;
 }
 
+// Tensor-parallel sizes to try: powers of two within a node, whose NVLink or PCIe carries them;
+// on a torus, the chips of whole dimensions (every product of some of them, up to 64), which the
+// replay lays a group along as JAX lays a mesh axis (results::torus_order).
+std::vector<int> tensor_sizes(const config::Scenario& s) {
+  std::set<int> out{1};
+  const auto& dims = s.cluster.torus_dims;
+  if (dims.empty())
+    for (int tp = 2; tp <= s.cluster.gpus_per_node; tp *= 2) out.insert(tp);
+  for (unsigned subset = 1; subset < (1u << dims.size()); ++subset) {
+    std::int64_t chips = 1;
+    for (std::size_t k = 0; k < dims.size(); ++k)
+      if (subset & (1u << k)) chips *= dims[k];
+    if (chips <= 64) out.insert(static_cast<int>(chips));
+  }
+  return {out.begin(), out.end()};
+}
+
 }  // namespace
 
 std::string precision_name(strategies::Precision p) {
@@ -83,7 +101,7 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
   for (auto precision : precisions) {
     if (precision == strategies::Precision::Fp8 && !s.device.peak_flops.contains("fp8")) continue;
     for (int cp : contexts)
-      for (int tp = 1; tp <= s.cluster.gpus_per_node; tp *= 2) {
+      for (int tp : tensor_sizes(s)) {
         if (!m.tensor_split_error(tp).empty()) continue;
         for (int pp = 1; pp <= std::min<std::int64_t>(64, m.blocks()); pp *= 2) {
           if (gpus % (tp * pp * cp)) continue;

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "run_dtsim.hpp"
@@ -299,4 +300,26 @@ TEST(SweepPlan, PriorityBucketCandidatesWithZero3DoNotCrash) {
   TempDir dir;
   const auto r = run_dtsim({"sweep", std::string(DTSIM_SOURCE_DIR) + "/scenarios/priority/ddp-100g-priority.json", "--confirm", "1"}, dir);
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// On a torus the planner tries tensor-parallel groups of whole dimensions (1, 12, 16 on two
+// 12 x 16 x 16 pods), not powers of two within a host of four chips: PaLM 540B's 2,048 sequences
+// on 6,144 chips need a tensor size with a factor 3 (within hosts no candidate at all), so only
+// the 12-chip lines give plans, and the best is the paper's 12-way split.
+TEST(SweepPlan, OnATorusTensorGroupsAreWholeDimensions) {
+  using namespace dtsim;
+  const auto s = config::load_scenario(std::string(DTSIM_SOURCE_DIR) + "/scenarios/systems/palm-540b-6144-tpu-v4.json");
+  std::set<int> tensors;
+  for (const auto& c : sweep::enumerate(s, {s.training.precision})) tensors.insert(c.p.tensor);
+  EXPECT_EQ(tensors, (std::set<int>{12}));
+  TempDir dir;
+  const auto r = run_dtsim({"sweep", std::string(DTSIM_SOURCE_DIR) + "/scenarios/systems/palm-540b-6144-tpu-v4.json", "--confirm", "1",
+                            "--format", "csv"},
+                           dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream rows(r.out);
+  std::string header, best;
+  std::getline(rows, header);
+  std::getline(rows, best);
+  EXPECT_NE(best.find(",12,1,512,"), std::string::npos) << best;  // tensor, pipeline, data
 }
