@@ -290,22 +290,33 @@ std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forwa
   w[1].name = pass + l.name + " experts";
   w[2].name = pass + l.name + (forward ? " after combine" : " after dispatch");
   auto add = [](taskgraph::Work& to, const std::vector<models::Kernel>& ks) { to.kernels.insert(to.kernels.end(), ks.begin(), ks.end()); };
+  // The attention's piece (forward before the dispatch, backward after it) and its linears.
+  const std::size_t attention = forward ? 0 : 2;
+  std::vector<TpLinearAt> linears;
+  auto add_op = [&](std::size_t piece, const models::Op& op, const std::vector<models::Kernel>& ks) {
+    const std::size_t at = w[piece].kernels.size();
+    add(w[piece], ks);
+    if (auto lin = find_tp_linear(op, forward, w[piece].kernels, at); lin && piece == attention) linears.push_back(*lin);
+  };
   if (forward) {
-    for (std::size_t i = 0; i < n; ++i) add(w[i < first ? 0 : i < last ? 1 : 2], l.ops[i].forward);
+    for (std::size_t i = 0; i < n; ++i) add_op(i < first ? 0 : i < last ? 1 : 2, l.ops[i], l.ops[i].forward);
   } else {
     // Full recomputation re-runs the whole forward, all-to-alls included: the planner emits it.
     const auto again = reruns(l, r);
     for (std::size_t i = 0; i < n && r != Recompute::Full; ++i)
       if (again[i].any()) add(w[0], rerun_kernels(l.ops[i], again[i]));
-    for (std::size_t i = n; i-- > 0;) add(w[i >= last ? 0 : i >= first ? 1 : 2], l.ops[i].backward);
+    for (std::size_t i = n; i-- > 0;) add_op(i >= last ? 0 : i >= first ? 1 : 2, l.ops[i], l.ops[i].backward);
     if (!p.fused_grad_accumulation && l.params() > 0)
       w[2].kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
   }
-  w[2].comms = tensor_parallel_comms(l, forward, p, tp_group);
+  auto comms = tensor_parallel_comms(l, forward, p, tp_group);
   if (!forward && r != Recompute::Full) {  // a full re-run's collectives go with the forward the planner emits
     auto again = recompute_comms(l, r, p, tp_group);
-    w[2].comms.insert(w[2].comms.end(), again.begin(), again.end());
+    comms.insert(comms.end(), again.begin(), again.end());
   }
+  // Under tensor-parallel overlap the attention's collectives run beside its own GEMMs, in its
+  // piece; the rest (the experts' under expert tensor parallelism) stay after the combine.
+  for (auto& c : overlap_tp_comms(std::move(comms), linears, p)) w[c.cut == taskgraph::OverlapCut::None ? 2 : attention].comms.push_back(c);
   return w;
 }
 

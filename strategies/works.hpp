@@ -73,7 +73,8 @@ double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int el
 // An MoE layer's pass cut at its all-to-alls (models::ExpertSplit), in the order it runs: forward
 // is the ops before the dispatch, the experts, the ops after the combine; backward is the ops
 // after the combine (their gradients, re-run ones first), the experts, the ops before the
-// dispatch with the weight-gradient accumulation. Tensor-parallel collectives go with the last.
+// dispatch with the weight-gradient accumulation. Tensor-parallel collectives go with the last,
+// except those that tensor-parallel overlap pairs with the attention's GEMMs: forward, with the first.
 // Recomputed as `r`. Under full recomputation backward leaves out the re-run forward: the
 // planner emits it, with its all-to-alls, before the backward.
 std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,

@@ -230,6 +230,45 @@ TEST(TpOverlap, TransformerEnginePairsEveryBlockCollectiveWithItsGemm) {
     for (const auto& c : w->comms) EXPECT_NE(c.cut, OverlapCut::None);  // nothing left on the stream
 }
 
+// An MoE block's attention is a dense block's: under Transformer Engine's overlap its QKV and
+// output projection take their collectives beside their GEMMs, in the piece before the dispatch
+// (forward) and after it (backward); the experts' own (expert tensor parallelism = tensor here)
+// stay on the stream after the combine. Mixtral cut to 2 blocks, TP 2 x EP 2 on 4 GPUs.
+TEST(TpOverlap, AnMoeBlocksAttentionPairsItsCollectivesWithItsGemms) {
+  auto moe = [](const std::string& stack) {
+    return R"({"schema_version": 1, "name": "moe-tp2", "model": {"preset": "mixtral-8x7b", "num_layers": 2, "seq_len": 2048},
+      "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 1, "gpus_per_node": 4, "inter_node": {"nics_per_node": 4}},
+      "parallelism": {"data": 2, "tensor": 2, "expert": 2, "micro_batch_size": 1, "sequence_parallel": true},
+      "training": {"global_batch_size": 2, "attention": "flash"}, "simulation": {"backend": "analytical"},
+      "stack": {"preset": ")" + stack + R"("}})";
+  };
+  const auto plain = run(moe("megatron-te")), over = run(moe("megatron-te-tp-overlap"));
+  models::ModelGraph g;
+  const auto& block = first_block(over, g);
+  ASSERT_TRUE(block.experts.moe());
+  const auto& p = over.scenario_spec.parallelism;
+  const auto fwd = strategies::moe_pass_works(block, true, g, p, 0, strategies::Recompute::None);
+  const auto bwd = strategies::moe_pass_works(block, false, g, p, 0, strategies::Recompute::None);
+  auto count = [](const taskgraph::Work& w, bool paired) {
+    int n = 0;
+    for (const auto& c : w.comms) n += (c.cut != OverlapCut::None) == paired ? static_cast<int>(c.count) : 0;
+    return n;
+  };
+  // Forward: the gather into QKV and the reduce-scatter out of the projection, paired; the
+  // experts' gather and reduce-scatter after the combine. Backward: the attention's dgrad gather,
+  // bulk gather and bulk reduce-scatter paired; the experts' three plain.
+  EXPECT_EQ(count(fwd[0], true), 2);
+  EXPECT_EQ(count(fwd[0], false), 0);
+  EXPECT_EQ(count(fwd[2], true), 0);
+  EXPECT_EQ(count(fwd[2], false), 2);
+  EXPECT_EQ(count(bwd[2], true), 3);
+  EXPECT_EQ(count(bwd[2], false), 3);
+  for (const auto& c : fwd[0].comms) EXPECT_EQ(fwd[0].kernels.at(static_cast<std::size_t>(c.hidden_by)).kind, models::KernelKind::Gemm);
+  EXPECT_LT(over.breakdown.exposed_communication, plain.breakdown.exposed_communication);
+  EXPECT_LT(over.step_time_s, plain.step_time_s);
+  test::expect_parts_sum_to_step(over);
+}
+
 TEST(TpOverlap, TwoGpuExposedTpTimeFallsByTheClosedForm) {
   // By hand, per block forward: AG of B bytes over 2 ranks (C_ag) beside QKV and fc1 split in 2
   // (ring: 1 step, exposed max(0, C_ag - K/2)); RS after the projection and fc2 in 4 splits on 116
