@@ -116,6 +116,7 @@ void add_nic_links(const ClusterSpec& spec, std::vector<Link>& links, std::vecto
 }  // namespace
 
 Platform::Platform(const ClusterSpec& spec) : spec_(spec) {
+  for (int d : spec.torus_dims) pod_chips_ *= d;
   const int gpus = spec.num_gpus(), per_node = spec.gpus_per_node;
   endpoint_links_.resize(static_cast<std::size_t>(gpus + spec.nodes * spec.nics_per_node));
   // Bandwidth is what collectives reach of the line rate (protocol overhead, measured by nccl-tests).
@@ -239,12 +240,7 @@ int Platform::torus_neighbour(int chip, int dim, int steps) const {
   return chip + (((c + steps) % d + d) % d - c) * stride;
 }
 
-int Platform::pod_of(int chip) const {
-  if (!torus()) return 0;
-  int chips = 1;
-  for (int d : spec_.torus_dims) chips *= d;
-  return chip / chips;
-}
+int Platform::pod_of(int chip) const { return torus() ? chip / pod_chips_ : 0; }
 
 int Platform::torus_link(int chip, int dim) const {
   if (torus_base_ < 0 || spec_.torus_dims[static_cast<std::size_t>(dim)] < 2) return -1;

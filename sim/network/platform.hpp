@@ -185,6 +185,7 @@ class Platform {
   std::vector<std::uint8_t> link_users_;  // endpoints listing each link, up to 2
   int ps_base_ = 0, pcie_base_ = 0, host_base_ = 0, switch_base_ = -1;
   int ring_base_ = -1, rail_base_ = -1, torus_base_ = -1, nvs_base_ = -1;
+  int pod_chips_ = 1;  // chips per torus (pod)
   int add_endpoint(EndpointLinks links);
 };
 

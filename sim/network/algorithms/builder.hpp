@@ -251,7 +251,7 @@ inline const std::vector<std::vector<int>>& known_ring_orders(const Platform& pf
 
 // The endpoints of one hop of a ring channel.
 inline std::pair<int, int> ring_hop(const Platform& pf, const Builder& b, int from, int to) {
-  if (pf.node_of(from) == pf.node_of(to) || pf.torus()) return b.endpoints(from, to);  // NICs between pods
+  if (pf.node_of(from) == pf.node_of(to) || pf.torus()) return b.endpoints(from, to);  // a torus: its links, or NICs between pods
   // NCCL keeps a channel on one rail: the sending node hands the data to the NIC on the
   // receiving GPU's rail (PXN), so the hop never crosses between rails.
   const int twin = pf.node_of(from) * pf.spec().gpus_per_node + pf.local_of(to);
