@@ -8,11 +8,12 @@
 #include "sim/network/collectives.hpp"
 #include "sim/results/closed_form_impl.hpp"
 #include "sim/results/inline_comm.hpp"
+#include "sim/results/torus_layout.hpp"
 #include "strategies/works.hpp"
 
 namespace dtsim::results {
 
-ClosedForm::Impl::Impl(const config::Scenario& s) : base(s), platform(s.cluster), dtype(config::compute_dtype(s.training.precision)) {
+ClosedForm::Impl::Impl(const config::Scenario& s) : base(s), platform(laid_out_cluster(s)), dtype(config::compute_dtype(s.training.precision)) {
   params = s.model.build(config::whole_model_options(s)).params();
 }
 

@@ -20,6 +20,7 @@
 #include "sim/results/budget.hpp"
 #include "sim/results/inline_comm.hpp"
 #include "sim/results/result.hpp"
+#include "sim/results/torus_layout.hpp"
 
 namespace dtsim::results {
 
@@ -301,27 +302,8 @@ void chief_checkpoints(Result& r, const config::Scenario& s) {
   r.roles = rep;
 }
 
-// On a torus the tensor-parallel groups (and the tensor x context groups) are consecutive chips,
-// so their collectives run the torus's own rings only where each group fills the first
-// dimensions whole. JAX's mesh_utils lays each mesh axis onto whole dimensions of the slice; here
-// the dimensions are taken in the first order (the scenario's own if it serves) whose leading
-// dimensions multiply to each group: the same links, the chips numbered another way. Empty where
-// no order serves, and the groups take routes between scattered chips.
-std::vector<int> torus_order(const config::Scenario& s) {
-  const auto& dims = s.cluster.torus_dims;
-  const std::int64_t tensor = s.parallelism.tensor, inner = tensor * s.parallelism.context;
-  std::vector<std::size_t> order(dims.size());
-  std::iota(order.begin(), order.end(), 0);
-  do {
-    std::vector<int> laid;
-    std::set<std::int64_t> whole{1};
-    std::int64_t chips = 1;
-    for (std::size_t k : order) whole.insert(chips *= laid.emplace_back(dims[k]));
-    if (whole.contains(tensor) && whole.contains(inner)) return laid;
-  } while (std::next_permutation(order.begin(), order.end()));
-  return {};
-}
-
+// On a torus the tensor-parallel groups run the torus's own rings only where they fill whole
+// dimensions in some order (torus_layout.hpp); where none serves, say so.
 void torus_alignment_warning(Result& r, const config::Scenario& s) {
   if (s.cluster.torus_dims.empty() || !torus_order(s).empty()) return;
   const auto& p = s.parallelism;
@@ -373,10 +355,7 @@ Result simulate(const config::Scenario& s, bool search_fewest) {
   // waves over the SMs left, streams not at all), where the stack holds SMs for them.
   if (r.comm_share_is_sms)
     r.comm_core_share = cost::comm_kernel_share(s.device, r.plan.graph, config::compute_dtype(s.training.precision));
-  network::ClusterSpec cluster = s.cluster;
-  if (!cluster.torus_dims.empty())
-    if (auto order = torus_order(s); !order.empty()) cluster.torus_dims = std::move(order);
-  network::Platform platform(cluster);
+  network::Platform platform(laid_out_cluster(s));
   add_communication(r, s, platform);
   Replayed rp;
   replay_steps(r, s, platform, rp);

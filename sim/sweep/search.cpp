@@ -8,9 +8,11 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "sim/config/tensor_fusion_inputs.hpp"
 #include "sim/core/errors.hpp"
+#include "sim/results/torus_layout.hpp"
 #include "sim/results/budget.hpp"
 #include "sim/results/capacity.hpp"
 #include "sim/results/closed_form.hpp"
@@ -166,8 +168,9 @@ class Pricer {
   std::size_t price_all(bool exact, std::map<std::string, int>& unknown) {
     std::vector<std::size_t> to_replay;
     {
-      // One closed form per cluster and precision: its kernel prices follow the dtype.
-      std::map<std::pair<std::size_t, strategies::Precision>, std::unique_ptr<results::ClosedForm>> closed;
+      // One closed form per cluster and precision (its kernel prices follow the dtype) and, on a
+      // torus, per order its chips are laid out in for the candidate's tensor groups.
+      std::map<std::tuple<std::size_t, strategies::Precision, std::vector<int>>, std::unique_ptr<results::ClosedForm>> closed;
       for (std::size_t i = 0; i < cands_.size(); ++i) {
         auto& c = cands_[i];
         const config::Scenario s = scenario_of(clusters_, c);
@@ -177,7 +180,7 @@ class Pricer {
           to_replay.push_back(i);
           continue;
         }
-        auto& cf = closed[{c.cluster, c.precision}];
+        auto& cf = closed[{c.cluster, c.precision, results::torus_order(s)}];
         if (!cf) cf = std::make_unique<results::ClosedForm>(s);
         price(c, s, cf.get());
         progress_.done_one();
