@@ -14,7 +14,9 @@ namespace dtsim::models {
 // SwiGlu: a gated MLP of three.
 enum class Mlp { Gelu, SwiGlu, SquaredRelu };
 enum class Norm { LayerNorm, RmsNorm };
-enum class PositionEmbedding { Learned, Rotary };
+// Alibi (Press et al. 2022, "Train Short, Test Long"; BLOOM): no table and no rotation, a bias
+// by distance added to the scores inside the attention kernel.
+enum class PositionEmbedding { Learned, Rotary, Alibi };
 enum class Attention { Standard, Flash };
 
 struct TransformerSpec {
@@ -26,6 +28,9 @@ struct TransformerSpec {
   Norm norm = Norm::LayerNorm;
   bool linear_bias = true;
   PositionEmbedding position_embedding = PositionEmbedding::Learned;
+  // A LayerNorm of the embedding's output before the first block (BLOOM's
+  // word_embeddings_layernorm; BigScience Megatron-DeepSpeed --embed-layernorm).
+  bool embedding_norm = false;
   bool dropout = true;
   // Attention and MLP side by side on one norm of the block's input, y = x + Attn(LN(x)) +
   // MLP(LN(x)) (GPT-J; PaLM, Chowdhery et al. 2022, Sec. 2 "Parallel Layers"), where the sequential

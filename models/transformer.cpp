@@ -33,6 +33,11 @@ Layer embedding_layer(const TransformerSpec& s, const BuildOptions& o, double e)
   }
   l.ops.push_back(emb);
   const double local = o.sequence_parallel ? th / tp : th;
+  if (s.embedding_norm) {
+    Op n = norm("embedding.norm", s, o, local, e);
+    n.params /= tp;  // replicated on every rank; counted once across the group
+    l.ops.push_back(n);
+  }
   if (s.dropout) l.ops.push_back(elementwise("embedding.dropout", local, e, 1.0, local, 2.0));
   l.output_bytes = th * e;
   l.tensor_split.bytes = th * e;

@@ -102,8 +102,11 @@ std::shared_ptr<const Family> parse_transformer(Reader& r, const std::string& na
   m.tied_embeddings = r.boolean("tied_embeddings", true);
   m.norm = r.choice("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? Norm::RmsNorm : Norm::LayerNorm;
   m.linear_bias = r.boolean("linear_bias", true);
-  m.position_embedding = r.choice("position_embedding", {"learned", "rotary"}, "learned") == "rotary" ? PositionEmbedding::Rotary
-                                                                                                      : PositionEmbedding::Learned;
+  const std::string position = r.choice("position_embedding", {"learned", "rotary", "alibi"}, "learned");
+  m.position_embedding = position == "rotary"  ? PositionEmbedding::Rotary
+                         : position == "alibi" ? PositionEmbedding::Alibi
+                                               : PositionEmbedding::Learned;
+  m.embedding_norm = r.boolean("embedding_norm", false);
   m.dropout = r.boolean("dropout", true);
   m.head_dim = r.integer("head_dim", 1, 100000, 0);
   m.parallel_layers = r.boolean("parallel_layers", false);
@@ -162,7 +165,8 @@ std::vector<FamilyKind> transformer_kinds() {
       {"vocab_size", "vocabulary size (embedding and output layer)"},
       {"mlp", "the MLP: gelu or squared-relu (two matrices around relu(x)^2, Nemotron-4), or swiglu (three)"},
       {"norm", "layernorm or rmsnorm"},
-      {"position_embedding", "learned (a table of seq_len x hidden_size) or rotary"},
+      {"position_embedding", "learned (a table of seq_len x hidden_size), rotary, or alibi (a bias by distance inside the attention kernel: no table)"},
+      {"embedding_norm", "a LayerNorm of the embedding's output before the first block (BLOOM)"},
       {"tied_embeddings", "the output layer shares the input embedding's weights"},
       {"linear_bias", "linear layers carry biases"},
       {"dropout", "dropout layers run (their masks are kept for backward)"},

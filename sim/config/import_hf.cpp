@@ -192,12 +192,41 @@ nlohmann::ordered_json falcon(Mapper& m) {
   model["tied_embeddings"] = m.value("tie_word_embeddings", true);
   model["norm"] = "layernorm";
   model["linear_bias"] = m.value("bias", false);
-  model["position_embedding"] = "rotary";
-  m.unmapped("alibi", "ALiBi is not modelled: priced as rotary positions");
+  model["position_embedding"] = m.value("alibi", false).get<bool>() ? "alibi" : "rotary";
   model["dropout"] = m.value("hidden_dropout", 0.0).get<double>() > 0;
   model["parallel_layers"] = m.value("parallel_attn", true);
   if (new_architecture && model["parallel_layers"].get<bool>())
     m.unmapped("new_decoder_architecture", "its second layer norm of the same input is not counted");
+  return model;
+}
+
+// BLOOM (BigScience 2022, arXiv:2211.05100, Sec. 3.2.2): ALiBi positions, a LayerNorm after the
+// embedding, a GELU MLP, biases, tied embeddings. The config names no sequence length: 2,048, the
+// length BLOOM trained at (Table 3). Older configs name the width n_embed and heads
+// num_attention_heads.
+nlohmann::ordered_json bloom(Mapper& m) {
+  nlohmann::ordered_json model{{"kind", "transformer"}};
+  model["num_layers"] = m.integer("n_layer");
+  const std::int64_t hidden = m.has("n_embed") ? m.integer("n_embed") : m.integer("hidden_size");
+  model["hidden_size"] = hidden;
+  model["num_heads"] = m.has("n_head") ? m.integer("n_head") : m.integer("num_attention_heads");
+  model["ffn_hidden_size"] = m.integer("n_inner", 4 * hidden);
+  m.use("n_inner");  // null: 4 x hidden
+  model["seq_len"] = m.integer("seq_length", 2048);
+  model["vocab_size"] = m.integer("vocab_size");
+  model["mlp"] = "gelu";
+  model["tied_embeddings"] = m.value("tie_word_embeddings", true);
+  model["norm"] = "layernorm";
+  model["linear_bias"] = true;
+  model["position_embedding"] = "alibi";
+  model["embedding_norm"] = true;
+  model["dropout"] = m.value("hidden_dropout", 0.0).get<double>() > 0;
+  // Kernel fusions and inference settings of Megatron-DeepSpeed's and Hugging Face's code.
+  for (const char* k : {"offset_alibi", "masked_softmax_fusion", "attention_softmax_in_fp32", "bias_dropout_fusion",
+                        "skip_bias_add", "skip_bias_add_qkv", "slow_but_exact", "unk_token_id"})
+    m.use(k);
+  if (m.value("apply_residual_connection_post_layernorm", false).get<bool>())
+    m.unmapped("apply_residual_connection_post_layernorm", "the residual taken after the norm is priced as the usual one");
   return model;
 }
 
@@ -217,7 +246,7 @@ nlohmann::ordered_json vit(Mapper& m) {
 
 std::vector<std::string> hf_families() {
   return {"llama",       "mistral",     "mixtral", "qwen2", "qwen3",    "qwen2_moe", "qwen3_moe",
-          "deepseek_v2", "deepseek_v3", "gpt2",    "gptj",  "gpt_neox", "falcon",    "vit"};
+          "deepseek_v2", "deepseek_v3", "gpt2",    "gptj",  "gpt_neox", "falcon",    "bloom",     "vit"};
 }
 
 ImportedModel import_hf_config(const Json& config, const std::string& file) {
@@ -247,6 +276,8 @@ ImportedModel import_hf_config(const Json& config, const std::string& file) {
     model = gpt_neox(m);
   } else if (family == "falcon") {
     model = falcon(m);
+  } else if (family == "bloom") {
+    model = bloom(m);
   } else if (family == "vit") {
     model = vit(m);
   } else {

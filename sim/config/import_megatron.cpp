@@ -108,7 +108,9 @@ void map_model(const std::string& f, const std::string& v, Mapper& m) {
   } else if (f == "--normalization") {
     model["norm"] = v == "RMSNorm" ? "rmsnorm" : "layernorm", m.run.mapped.push_back(f);
   } else if (f == "--position-embedding-type") {
-    model["position_embedding"] = v == "rope" ? "rotary" : "learned", m.run.mapped.push_back(f);
+    model["position_embedding"] = v == "rope" ? "rotary" : v == "alibi" ? "alibi" : "learned", m.run.mapped.push_back(f);
+  } else if (f == "--embed-layernorm") {  // BigScience Megatron-DeepSpeed (BLOOM)
+    model["embedding_norm"] = true, m.run.mapped.push_back(f);
   } else if (f == "--untie-embeddings-and-output-weights") {
     model["tied_embeddings"] = false, m.run.mapped.push_back(f);
   } else if (f == "--disable-bias-linear") {

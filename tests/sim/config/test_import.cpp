@@ -118,3 +118,25 @@ TEST(ImportHf, FalconImportsAsParallelMultiQueryLayers) {
   EXPECT_DOUBLE_EQ(params, 65024 * h + 32 * block + 2 * h);
 }
 
+
+// BLOOM's config.json (bigscience/bloom: 70 layers of 14,336, 112 heads, no sequence length named)
+// imports as ALiBi with the embedding's LayerNorm, and its parameters are the preset's.
+TEST(ImportHf, BloomImportsWithAlibiAndTheEmbeddingsNorm) {
+  TempDir dir;
+  const nlohmann::json bloom = {{"model_type", "bloom"}, {"hidden_size", 14336}, {"n_head", 112}, {"n_layer", 70},
+                                {"n_inner", nullptr}, {"vocab_size", 250880}, {"hidden_dropout", 0.0}, {"attention_dropout", 0.0},
+                                {"apply_residual_connection_post_layernorm", false}, {"offset_alibi", 100},
+                                {"masked_softmax_fusion", true}, {"skip_bias_add", true}, {"slow_but_exact", false}};
+  const std::string out = dir.path("bloom-scenario.json");
+  const auto r = run_dtsim({"import", "hf", dir.file("bloom.json", bloom.dump()), "-o", out}, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("not read by this importer"), std::string::npos) << r.out;
+  const auto s = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(s["model"]["position_embedding"], "alibi");
+  EXPECT_EQ(s["model"]["embedding_norm"], true);
+  EXPECT_EQ(s["model"]["seq_len"], 2048);
+  const auto m = run_dtsim({"memory", out, "--format", "json"}, dir);
+  ASSERT_EQ(m.code, 0) << m.err;
+  // The model card: 176,247,271,424 parameters.
+  EXPECT_NEAR(nlohmann::json::parse(m.out)["model"]["params"].get<double>() / 176247271424.0, 1.0, 1e-4);
+}

@@ -84,6 +84,18 @@ TEST(ImportRun, TorchtitanFloat8) {
   EXPECT_EQ(run_dtsim({"memory", out}, dir).code, 0);
 }
 
+// BigScience's Megatron-DeepSpeed (BLOOM): ALiBi positions and the embedding's LayerNorm.
+TEST(ImportRun, AlibiAndTheEmbeddingsNormFromMegatronDeepSpeed) {
+  const auto r = dtsim::config::import_megatron_args(
+      "deepspeed pretrain_gpt.py --position-embedding-type alibi --embed-layernorm --num-layers 2", "x.sh");
+  EXPECT_EQ(r.model["position_embedding"], "alibi");
+  EXPECT_EQ(r.model["embedding_norm"], true);
+  EXPECT_TRUE(names(r.mapped, "--embed-layernorm"));
+  EXPECT_EQ(dtsim::config::import_megatron_args("torchrun pretrain_gpt.py --position-embedding-type rope", "x.sh")
+                .model["position_embedding"],
+            "rotary");
+}
+
 // Megatron-LM's full recomputation reaches the blocks --recompute-method and --recompute-num-layers
 // name; torchtitan's selective_ac_option = "n" every n-th block.
 TEST(ImportRun, WhichBlocksFullRecomputationReaches) {
