@@ -7,6 +7,7 @@
 #include "reports/reports.hpp"
 #include "sim/network/algorithm_registry.hpp"
 #include "sim/results/kernel_view.hpp"
+#include "sim/results/torus_layout.hpp"
 #include "strategies/settings.hpp"
 #include "sim/core/units.hpp"
 
@@ -44,6 +45,18 @@ std::string recompute_text(const strategies::ParallelismSpec& p) {
   if (!p.recompute_modules || p.recompute != strategies::Recompute::Selective) return strategies::to_string(p.recompute);
   const auto modules = strategies::recompute_module_list(p.recompute_modules);
   return fmt::format("{} ({})", strategies::to_string(p.recompute), modules.empty() ? "no modules" : fmt::format("{}", fmt::join(modules, ", ")));
+}
+
+// A torus's shape, its pods, and the order its chips were laid out in where that is not the
+// scenario's own (results::torus_order).
+std::string torus_text(const config::Scenario& s) {
+  const auto& dims = s.cluster.torus_dims;
+  if (dims.empty()) return "";
+  std::string out = fmt::format("; torus {}", fmt::join(dims, " x "));
+  if (s.cluster.torus_pods > 1) out += fmt::format(", {} pods", s.cluster.torus_pods);
+  if (const auto laid = results::torus_order(s); !laid.empty() && laid != dims)
+    out += fmt::format(", laid out {} for the tensor groups", fmt::join(laid, " x "));
+  return out;
 }
 
 // HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across them.
@@ -129,8 +142,8 @@ std::string summary(const results::Result& r) {
   // First, where no one can miss it: every number below assumes memory the GPUs do not have.
   if (!r.fits) out += "*** " + does_not_fit(r) + " ***\n";
   const std::string params = r.params >= 1e9 ? fmt::format("{:.2f} B", r.params / 1e9) : fmt::format("{:.2f} M", r.params / 1e6);
-  out += fmt::format("{}: {} ({} parameters) on {} x {} ({} nodes x {})\n", r.scenario, s.model.name, params, r.gpus,
-                     s.device.name, s.cluster.nodes, s.cluster.gpus_per_node);
+  out += fmt::format("{}: {} ({} parameters) on {} x {} ({} nodes x {}{})\n", r.scenario, s.model.name, params, r.gpus,
+                     s.device.name, s.cluster.nodes, s.cluster.gpus_per_node, torus_text(s));
   out += fmt::format("  {}; micro-batch {}, {} micro-batches per step, global batch {}, {}\n", parallel_dimensions(s.parallelism),
                      s.parallelism.micro_batch, r.plan.micro_batches, s.training.global_batch,
                      strategies::to_string(s.training.precision));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "reports/reports.hpp"
 #include "scenario_helpers.hpp"
 #include "shared_cores_case.hpp"
 #include "sim/config/scenario.hpp"
@@ -439,6 +440,10 @@ TEST(TpOverlap, TensorGroupsOffTheTorusDimensionsAreSlowerAndWarnedOf) {
   test::expect_parts_sum_to_step(along);
   const auto listed = run(tpu("[4, 2, 2]", 2)), served = run(tpu("[2, 4, 2]", 2));
   EXPECT_FALSE(warned(listed));
+  // The summary says the torus as written and the order it ran in.
+  EXPECT_NE(reports::summary(listed).find("(4 nodes x 4; torus 4 x 2 x 2, laid out 2 x 4 x 2 for the tensor groups)"), std::string::npos)
+      << reports::summary(listed);
+  EXPECT_NE(reports::summary(served).find("(4 nodes x 4; torus 2 x 4 x 2)"), std::string::npos);
   EXPECT_DOUBLE_EQ(listed.step_time_s, served.step_time_s);
   EXPECT_DOUBLE_EQ(listed.breakdown.exposed_communication, served.breakdown.exposed_communication);
 }
