@@ -56,7 +56,9 @@ Args parse_args(const std::string& text) {
     std::vector<std::string> tokens;
     std::istringstream words(line);
     for (std::string w; words >> w;) {
-      std::erase_if(w, [](char c) { return c == '"' || c == '\\' || c == '(' || c == ')'; });
+      // Parentheses are shell syntax, except inside a pipeline layout ("Et*3|(tt|)*29,m|L").
+      const bool layout = w.find('|') != std::string::npos && w.find('*') != std::string::npos;
+      std::erase_if(w, [&](char c) { return c == '"' || c == '\\' || (layout ? c == '\'' : c == '(' || c == ')'); });
       if (!w.empty()) tokens.push_back(substitute(w, vars));
     }
     for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -128,7 +130,8 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
   if (auto it = degrees.find(f); it != degrees.end()) {
     m.number(f, v, p, it->second);
   } else if (f == "--num-layers-per-virtual-pipeline-stage" || f == "--num-virtual-stages-per-pipeline-rank" ||
-             f == "--decoder-first-pipeline-num-layers" || f == "--decoder-last-pipeline-num-layers") {
+             f == "--decoder-first-pipeline-num-layers" || f == "--decoder-last-pipeline-num-layers" ||
+             f == "--pipeline-model-parallel-layout") {
     m.run.mapped.push_back(f);  // read together once the layers and stages are known (map_pipeline_split)
   } else if (f == "--sequence-parallel") {
     p["sequence_parallel"] = true, m.run.mapped.push_back(f);
@@ -153,6 +156,10 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     m.number(f, v, p, "moe_node_limit");
   } else if (f == "--moe-router-num-groups") {
     m.run.mapped.push_back(f);
+  } else if (f == "--expert-tensor-parallel-size") {
+    m.number(f, v, p, "expert_tensor");
+  } else if (f == "--overlap-moe-expert-parallel-comm") {
+    p["moe_a2a_overlap"] = "megatron-1f1b", m.run.mapped.push_back(f);
   }
 }
 
@@ -194,6 +201,77 @@ std::vector<long long> chunk_layers(long long layers, long long stages, long lon
   return out;
 }
 
+// Each of Python's re.sub passes once over `s`: every match of `re` becomes its first group
+// repeated by its second. False when the result would grow past `longest`.
+bool unroll(std::string& s, const std::regex& re, std::size_t longest) {
+  std::string out;
+  auto at = s.cbegin();
+  for (std::sregex_iterator it(s.begin(), s.end(), re), end; it != end; ++it) {
+    const auto& m = *it;
+    out.append(at, m[0].first);
+    const std::string unit = m[1];
+    if (m[2].length() > 7) return false;
+    const long long n = std::stoll(m[2]);
+    if (out.size() + unit.size() * static_cast<std::size_t>(n) > longest) return false;
+    for (long long i = 0; i < n; ++i) out += unit;
+    at = m[0].second;
+  }
+  out.append(at, s.cend());
+  s = std::move(out);
+  return s.size() <= longest;
+}
+
+// Megatron-Core's --pipeline-model-parallel-layout (transformer/pipeline_parallel_layer_layout.py,
+// parse_str_to_list): commas dropped, "(...)*n" and then "x*n" unrolled, "|" between the
+// pipeline x virtual stages, listed as layout[vpp_rank * pipeline + pp_rank] (chunk j on stage
+// j % pipeline, stage_layers' order); "t" a transformer layer, "E" the embedding, "L" the loss,
+// "m" a multi-token-prediction layer. Each chunk's "t" count, or empty with the reason.
+std::vector<long long> layout_chunks(std::string s, long long stages, long long layers, std::string& why, bool& mtp) {
+  constexpr std::size_t kLongest = 1 << 20;  // longer than any model's layout: refused, not unrolled
+  std::erase(s, ',');
+  static const std::regex group(R"(\(([^)]+)\)\*(\d+))"), one(R"((.)\*(\d+))");
+  if (!unroll(s, group, kLongest) || !unroll(s, one, kLongest)) return why = "too long once unrolled", std::vector<long long>{};
+  std::vector<long long> out{0};
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '|') out.push_back(0);
+    else if (c == 't') ++out.back();
+    else if (c == 'm') mtp = true;
+    else if ((c == 'E' && out.size() > 1) || (c == 'L' && s.find('|', i) != std::string::npos))
+      return why = "dtsim keeps the embedding on the first chunk and the loss on the last", std::vector<long long>{};
+    else if (c != 'E' && c != 'L') return why = fmt::format("'{}' is not a layer dtsim knows (E, t, m, L)", c), std::vector<long long>{};
+  }
+  long long sum = 0;
+  for (long long n : out) sum += n;
+  if (stages < 1 || static_cast<long long>(out.size()) % stages != 0)
+    return why = fmt::format("{} stages do not divide over {} pipeline ranks", out.size(), stages), std::vector<long long>{};
+  if (sum != layers) return why = fmt::format("it places {} transformer layers, the model has {}", sum, layers), std::vector<long long>{};
+  if (std::find(out.begin(), out.end(), 0LL) != out.end())
+    return why = "a stage without transformer layers is not modelled", std::vector<long long>{};
+  return out;
+}
+
+// --pipeline-model-parallel-layout as stage_layers and virtual stages; true when the flag was given.
+bool map_layout(const Args& args, Mapper& m) {
+  const auto it = std::find_if(args.begin(), args.end(), [](const auto& a) { return a.first == "--pipeline-model-parallel-layout"; });
+  if (it == args.end()) return false;
+  auto& p = m.run.parallelism;
+  const long long layers = m.run.model.value("num_layers", 0LL), stages = p.value("pipeline", 1LL);
+  std::string why;
+  bool mtp = false;
+  const auto chunks = layout_chunks(it->second, stages, layers, why, mtp);
+  if (chunks.empty()) {
+    std::erase(m.run.mapped, it->first);
+    m.run.unmapped.push_back(fmt::format("{} {} ({})", it->first, it->second, why));
+    return true;
+  }
+  const long long v = static_cast<long long>(chunks.size()) / stages;
+  if (v > 1) p["virtual_stages"] = v, p["pipeline_schedule"] = "interleaved-1f1b";
+  p["stage_layers"] = chunks;
+  if (mtp) m.run.unmapped.push_back(it->first + " m (multi-token prediction layers: not modelled)");
+  return true;
+}
+
 // Virtual stages (--num-virtual-stages-per-pipeline-rank, or layers per stage over
 // --num-layers-per-virtual-pipeline-stage) and uneven first and last stages as stage_layers.
 void map_pipeline_split(const Args& args, Mapper& m) {
@@ -204,6 +282,7 @@ void map_pipeline_split(const Args& args, Mapper& m) {
     for (const char* f : flags)
       if (std::erase(m.run.mapped, std::string(f)) > 0) m.run.unmapped.push_back(fmt::format("{} ({})", f, why));
   };
+  if (map_layout(args, m)) return;
   long long v = flag_number(args, "--num-virtual-stages-per-pipeline-rank");
   if (const long long per = flag_number(args, "--num-layers-per-virtual-pipeline-stage"); per > 0) {
     if (layers > 0 && layers % (stages * per) == 0) v = layers / stages / per;  // arguments.py: (num_layers // pipeline) // this

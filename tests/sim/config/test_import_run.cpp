@@ -96,6 +96,36 @@ TEST(ImportRun, AlibiAndTheEmbeddingsNormFromMegatronDeepSpeed) {
             "rotary");
 }
 
+// Megatron-Core's MoE flags: expert tensor parallelism, the 1F1B all-to-all overlap, and a
+// custom pipeline layout (pipeline_parallel_layer_layout.py): "(...)*n" and "x*n" unrolled, one
+// chunk per "|" in the order vpp_rank x pipeline + pp_rank, each chunk's "t"s its blocks.
+TEST(ImportRun, MegatronCoreMoeFlagsAndAPipelineLayout) {
+  using dtsim::config::import_megatron_args;
+  const std::string base = "torchrun pretrain_gpt.py --num-layers 10 --pipeline-model-parallel-size 2 ";
+  auto r = import_megatron_args(base + "--expert-tensor-parallel-size 1 --overlap-moe-expert-parallel-comm "
+                                       "--pipeline-model-parallel-layout \"Et|(tt|)*4,tL\"", "x.sh");
+  EXPECT_EQ(r.parallelism["expert_tensor"], 1);
+  EXPECT_EQ(r.parallelism["moe_a2a_overlap"], "megatron-1f1b");
+  EXPECT_EQ(r.parallelism["stage_layers"], nlohmann::ordered_json::parse("[1, 2, 2, 2, 2, 1]"));
+  EXPECT_EQ(r.parallelism["virtual_stages"], 3);
+  EXPECT_EQ(r.parallelism["pipeline_schedule"], "interleaved-1f1b");
+  EXPECT_TRUE(names(r.mapped, "--pipeline-model-parallel-layout"));
+  // A layout dtsim cannot take is named with its reason, and nothing of it is kept.
+  auto why = [&](const std::string& layout) {
+    const auto bad = import_megatron_args(base + "--pipeline-model-parallel-layout " + layout, "x.sh");
+    EXPECT_FALSE(bad.parallelism.contains("stage_layers")) << layout;
+    for (const auto& u : bad.unmapped)
+      if (u.rfind("--pipeline-model-parallel-layout", 0) == 0) return u;
+    return std::string("mapped");
+  };
+  EXPECT_NE(why("Et|(tt|)*3,tL").find("5 stages do not divide over 2 pipeline ranks"), std::string::npos);
+  EXPECT_NE(why("Et|(tt|)*4,ttL").find("it places 11 transformer layers, the model has 10"), std::string::npos);
+  EXPECT_NE(why("Ett|tL|tt|ttt").find("the loss on the last"), std::string::npos);
+  EXPECT_NE(why("Etttttttttt|L").find("a stage without transformer layers"), std::string::npos);
+  EXPECT_NE(why("E(t|)*99999999,L").find("too long"), std::string::npos);
+  EXPECT_NE(why("Et|(tt|)*4,tX").find("'X' is not a layer"), std::string::npos);
+}
+
 // Megatron-LM's full recomputation reaches the blocks --recompute-method and --recompute-num-layers
 // name; torchtitan's selective_ac_option = "n" every n-th block.
 TEST(ImportRun, WhichBlocksFullRecomputationReaches) {
