@@ -55,7 +55,7 @@ std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks, const 
     else blocks.push_back(&l);
   }
   const std::size_t n = static_cast<std::size_t>(chunks);
-  if (blocks.size() < n) throw std::invalid_argument("more model chunks than transformer blocks");
+  if (blocks_per_chunk.empty() && blocks.size() < n) throw std::invalid_argument("more model chunks than transformer blocks");
   std::vector<Layers> out(n);
   std::size_t next = 0;
   for (std::size_t c = 0; c < n; ++c) {

@@ -246,8 +246,9 @@ std::vector<long long> layout_chunks(std::string s, long long stages, long long 
   if (stages < 1 || static_cast<long long>(out.size()) % stages != 0)
     return why = fmt::format("{} stages do not divide over {} pipeline ranks", out.size(), stages), std::vector<long long>{};
   if (sum != layers) return why = fmt::format("it places {} transformer layers, the model has {}", sum, layers), std::vector<long long>{};
-  if (std::find(out.begin(), out.end(), 0LL) != out.end())
-    return why = "a stage without transformer layers is not modelled", std::vector<long long>{};
+  // The first chunk holds the embedding and the last the loss: either may hold no block.
+  if (out.size() > 2 && std::find(out.begin() + 1, out.end() - 1, 0LL) != out.end() - 1)
+    return why = "a middle stage without transformer layers is not modelled", std::vector<long long>{};
   return out;
 }
 

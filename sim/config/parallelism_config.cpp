@@ -259,10 +259,14 @@ void parse_stage_layers(Reader& r, Scenario& s) {
                                            chunks, p.pipeline, p.virtual_stages, p.pipeline)
                              : fmt::format("expected a list of {} block counts, one per pipeline stage", p.pipeline));
   std::int64_t sum = 0;
-  for (const auto& n : v) {
-    if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > m.blocks())
-      bad(p.virtual_stages > 1 ? "each model chunk needs a whole number of blocks, at least 1"
-                               : "each stage needs a whole number of blocks, at least 1");
+  for (std::size_t c = 0; c < v.size(); ++c) {
+    const Json& n = v[c];
+    // The first chunk holds the embedding and the last the head: either may hold no block (a
+    // Megatron-Core layout's "E|..." or "...|L").
+    const std::int64_t least = c == 0 || c + 1 == v.size() ? 0 : 1;
+    if (!n.is_number_integer() || n.get<std::int64_t>() < least || n.get<std::int64_t>() > m.blocks())
+      bad(p.virtual_stages > 1 ? "each model chunk needs a whole number of blocks, at least 1 (0 for the first and the last)"
+                               : "each stage needs a whole number of blocks, at least 1 (0 for the first and the last)");
     sum += n.get<std::int64_t>();
     p.stage_blocks.push_back(static_cast<int>(n.get<std::int64_t>()));
   }

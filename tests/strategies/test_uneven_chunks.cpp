@@ -69,6 +69,31 @@ TEST(UnevenChunks, OneCountPerModelChunk) {
   EXPECT_NE(four.find("expected a list of 8 block counts, one per model chunk"), std::string::npos) << four;
   const std::string sum = error_of(base + R"("stage_layers": [1, 2, 2, 1, 1, 2, 2, 2]})");
   EXPECT_NE(sum.find("the stages hold 13 blocks, but model.num_layers is 12"), std::string::npos) << sum;
-  const std::string zero = error_of(base + R"("stage_layers": [0, 3, 2, 1, 1, 2, 2, 1]})");
-  EXPECT_NE(zero.find("each model chunk needs a whole number of blocks, at least 1"), std::string::npos) << zero;
+  // The first chunk holds the embedding and the last the head: either may hold no block (a
+  // Megatron-Core layout's "E|..." and "...|L"); a middle one may not.
+  EXPECT_EQ(error_of(base + R"("stage_layers": [0, 3, 2, 1, 1, 2, 3, 0]})"), "");
+  const std::string zero = error_of(base + R"("stage_layers": [1, 3, 0, 1, 1, 2, 3, 1]})");
+  EXPECT_NE(zero.find("each model chunk needs a whole number of blocks, at least 1 (0 for the first and the last)"), std::string::npos)
+      << zero;
+}
+
+// A first chunk of the embedding alone and a last of the head alone: the layers fall where the
+// counts say, and stage 0's first chunk keeps no block's activations.
+TEST(UnevenChunks, TheFirstAndLastChunksMayHoldNoBlock) {
+  const auto g = llama(12);
+  strategies::ParallelismSpec p;
+  p.pipeline = 4;
+  p.virtual_stages = 2;
+  p.schedule = strategies::Schedule::Interleaved;
+  p.stage_blocks = {0, 2, 2, 2, 2, 2, 2, 0};
+  strategies::TrainingSpec t;
+  t.global_batch = 8;
+  const auto laid = strategies::plan_layout(g, p, t, {});
+  EXPECT_EQ(laid.plan.stage_layers, (std::vector<int>{2, 4, 4, 2}));
+  const auto& first = laid.layout.chunk_layers.front();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first.front()->kind, models::LayerKind::Embedding);
+  const auto& last = laid.layout.chunk_layers.back();
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last.front()->kind, models::LayerKind::Head);
 }

@@ -121,7 +121,10 @@ TEST(ImportRun, MegatronCoreMoeFlagsAndAPipelineLayout) {
   EXPECT_NE(why("Et|(tt|)*3,tL").find("5 stages do not divide over 2 pipeline ranks"), std::string::npos);
   EXPECT_NE(why("Et|(tt|)*4,ttL").find("it places 11 transformer layers, the model has 10"), std::string::npos);
   EXPECT_NE(why("Ett|tL|tt|ttt").find("the loss on the last"), std::string::npos);
-  EXPECT_NE(why("Etttttttttt|L").find("a stage without transformer layers"), std::string::npos);
+  EXPECT_NE(why("Ett|(tt|)*2,|tt|ttL").find("a middle stage without transformer layers"), std::string::npos);
+  // DeepSeek-V3's shape, an embedding-only first chunk and a loss-only last one: blocks 0 there.
+  const auto ends = import_megatron_args(base + "--pipeline-model-parallel-layout \"E|(ttttt|)*2,L\"", "x.sh");
+  EXPECT_EQ(ends.parallelism["stage_layers"], nlohmann::ordered_json::parse("[0, 5, 5, 0]"));
   EXPECT_NE(why("E(t|)*99999999,L").find("too long"), std::string::npos);
   EXPECT_NE(why("Et|(tt|)*4,tX").find("'X' is not a layer"), std::string::npos);
 }

@@ -128,6 +128,7 @@ TEST(Rebalance, ExplicitStageLayersMustCoverTheModel) {
   };
   EXPECT_EQ(err(R"(, "stage_layers": [3, 3, 3, 2])"), "/parallelism/stage_layers");  // 11 of 12
   EXPECT_EQ(err(R"(, "stage_layers": [6, 6])"), "/parallelism/stage_layers");
-  EXPECT_EQ(err(R"(, "stage_layers": [0, 4, 4, 4])"), "/parallelism/stage_layers");
+  EXPECT_EQ(err(R"(, "stage_layers": [4, 0, 4, 4])"), "/parallelism/stage_layers");
+  EXPECT_EQ(err(R"(, "stage_layers": [0, 4, 4, 4])"), "");  // the first stage the embedding alone
   EXPECT_EQ(err(R"(, "stage_layers": [5, 3, 2, 2])"), "");
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "helpers.hpp"
+#include "scenario_helpers.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/results/closed_form.hpp"
 #include "sim/results/result.hpp"
@@ -156,6 +157,12 @@ TEST(ClosedForm, UnevenVirtualChunksAreReplayed) {
   EXPECT_LT(estimated.step_time_s, replayed.step_time_s);
   EXPECT_LT(replayed.step_time_s / estimated.step_time_s, 1.09);
   EXPECT_LT(replayed.step_time_s, even.step_time_s);  // the lighter first and last stages hold the head and embedding
+  // A first chunk of the embedding alone and a last of the head alone (Megatron-Core's "E|...|L").
+  s.parallelism.stage_blocks = {0, 2, 2, 2, 2, 2, 2, 0};
+  const auto ends = dtsim::results::simulate(s);
+  EXPECT_GT(ends.step_time_s, 0.0);
+  dtsim::test::expect_parts_sum_to_step(ends);
+  EXPECT_EQ(closed.estimate(s).memory.peak(), ends.memory.peak());
 }
 
 TEST(ClosedForm, StrategiesItDoesNotKnowAreLeftToTheReplay) {
