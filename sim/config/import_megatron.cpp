@@ -160,6 +160,8 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     m.number(f, v, p, "expert_tensor");
   } else if (f == "--overlap-moe-expert-parallel-comm") {
     p["moe_a2a_overlap"] = "megatron-1f1b", m.run.mapped.push_back(f);
+  } else if (f == "--moe-grouped-gemm") {
+    m.run.mapped.push_back(f);  // each expert linear as one grouped GEMM, as dtsim prices them (models/transformer_moe.cpp)
   }
 }
 
@@ -359,6 +361,9 @@ void map_training(const std::string& f, const std::string& v, Mapper& m) {
   else if (f == "--grad-reduce-in-bf16") m.run.stack["grad_reduce_dtype"] = "bf16", m.run.mapped.push_back(f);
   else if (f == "--tp-comm-overlap") m.run.stack["preset"] = "megatron-te-tp-overlap", m.run.mapped.push_back(f);
   else if (f == "--fp8-param-gather") m.run.stack["fp8_weight_copies"] = "fp8-params", m.run.mapped.push_back(f);
+  // The vocabulary-parallel loss as one fused kernel (either implementation Megatron-Core offers).
+  else if (f == "--cross-entropy-loss-fusion") m.run.stack["loss"] = "fused", m.run.mapped.push_back(f);
+  else if (f == "--cross-entropy-fusion-impl") m.run.mapped.push_back(f);
   // Megatron pads the vocabulary to this x TP (vocab_utils.py); the stack pads the model's likewise.
   else if (f == "--make-vocab-size-divisible-by") m.number(f, v, m.run.stack, "vocab_divisible_by");
 }

@@ -41,7 +41,8 @@ TEST(ImportRun, MegatronLaunchScriptWithShellVariables) {
   EXPECT_EQ(r.gpus, 8);                                       // --nproc_per_node 8 x --nnodes 1
   // Commented-out flags are not read; flags dtsim cannot express are named, each once.
   EXPECT_FALSE(r.parallelism.contains("pipeline"));
-  EXPECT_TRUE(names(r.unmapped, "--cross-entropy-loss-fusion"));
+  EXPECT_TRUE(names(r.mapped, "--cross-entropy-loss-fusion"));  // the fused loss
+  EXPECT_EQ(r.stack["loss"], "fused");
   EXPECT_TRUE(names(r.unmapped, "--overlap-param-gather (not modelled)"));
   EXPECT_EQ(r.stack["fp8_weight_copies"], "fp8-params");  // --fp8-param-gather: FP8 weights, no bf16 copy
   EXPECT_TRUE(names(r.ignored, "--lr"));
@@ -110,6 +111,9 @@ TEST(ImportRun, MegatronCoreMoeFlagsAndAPipelineLayout) {
   EXPECT_EQ(r.parallelism["virtual_stages"], 3);
   EXPECT_EQ(r.parallelism["pipeline_schedule"], "interleaved-1f1b");
   EXPECT_TRUE(names(r.mapped, "--pipeline-model-parallel-layout"));
+  const auto fused = import_megatron_args(base + "--moe-grouped-gemm --cross-entropy-loss-fusion --cross-entropy-fusion-impl te", "x.sh");
+  EXPECT_TRUE(names(fused.mapped, "--moe-grouped-gemm"));
+  EXPECT_EQ(fused.stack["loss"], "fused");
   // A layout dtsim cannot take is named with its reason, and nothing of it is kept.
   auto why = [&](const std::string& layout) {
     const auto bad = import_megatron_args(base + "--pipeline-model-parallel-layout " + layout, "x.sh");
