@@ -36,6 +36,9 @@ struct TransformerSpec {
   // MLP(LN(x)) (GPT-J; PaLM, Chowdhery et al. 2022, Sec. 2 "Parallel Layers"), where the sequential
   // block feeds the MLP the attention's output. Dense blocks only (models/transformer.cpp).
   bool parallel_layers = false;
+  // QK-norm (Qwen3; OLMo 2; Megatron-Core --qk-layernorm): every query and key head normalised
+  // over its head width after the projection, before the rotary embedding and attention.
+  bool qk_norm = false;
   // A vision transformer (Dosovitskiy et al. 2021) when patch_size > 0: the image is cut into
   // (image_size / patch_size)^2 patches embedded by a patch_size-strided convolution, a class
   // token joins them (seq_len = patches + 1), attention is bidirectional over all of them, and

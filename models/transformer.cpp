@@ -153,8 +153,21 @@ std::vector<I> mlp_in_calls(const TransformerSpec& s, const Slice& x) {
   return s.mlp == Mlp::SwiGlu ? std::vector<I>{x.ffn, x.ffn} : std::vector<I>{x.ffn};
 }
 
+// QK-norm: the model's norm over rows of one head's width, for this rank's query and key heads
+// (Qwen3's q_norm and k_norm, RMSNorm of head_dim; transformers/models/qwen3/modeling_qwen3.py).
+Op qk_norm(const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
+  Op n = norm("qk_norm", s, o, static_cast<double>(x.tokens) * static_cast<double>((x.heads + x.kv_heads) * x.d), x.e);
+  for (auto* pass : {&n.forward, &n.backward})
+    for (auto& k : *pass) k.n = x.d;  // rows of one head, for a stack that prices norms by row
+  const double weights = s.norm == Norm::LayerNorm ? 2.0 : 1.0;  // weight (and bias) of each
+  n.params = 2.0 * weights * static_cast<double>(x.d) / x.t;     // q's and k's, replicated on every tensor rank
+  n.tensors.assign(2 * static_cast<std::size_t>(weights), static_cast<double>(x.d));
+  return n;
+}
+
 void attention_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
   l.ops.push_back(in_projection("qkv", s, x, qkv_calls(x)));
+  if (s.qk_norm) l.ops.push_back(qk_norm(s, o, x));
   attention_core(l, s, o, x);
   l.ops.push_back(out_projection("attention.out", s, x, x.heads * x.d));
   l.ops.push_back(dropout_add("attention.residual", x.th_local, x.e, s.dropout));

@@ -110,12 +110,15 @@ std::shared_ptr<const Family> parse_transformer(Reader& r, const std::string& na
   m.dropout = r.boolean("dropout", true);
   m.head_dim = r.integer("head_dim", 1, 100000, 0);
   m.parallel_layers = r.boolean("parallel_layers", false);
+  m.qk_norm = r.boolean("qk_norm", false);
   parse_experts(r, m);
   parse_latent_attention(r, m);
   r.finish();
   if (m.parallel_layers && (m.moe() || m.mla()))
     r.fail("parallel_layers", "parallel layers are modelled for dense blocks with standard attention projections only "
                               "(a mixture of experts or latent attention runs its blocks in sequence)");
+  if (m.qk_norm && (m.parallel_layers || m.mla()))
+    r.fail("qk_norm", "QK-norm is modelled for sequential blocks with standard attention projections only");
   if (m.head_dim == 0 && !m.mla() && m.hidden_size % m.num_heads != 0)
     r.fail("num_heads", fmt::format("{} does not divide model.hidden_size ({})", m.num_heads, m.hidden_size));
   if (m.num_heads % m.num_kv_heads != 0)
@@ -167,6 +170,7 @@ std::vector<FamilyKind> transformer_kinds() {
       {"norm", "layernorm or rmsnorm"},
       {"position_embedding", "learned (a table of seq_len x hidden_size), rotary, or alibi (a bias by distance inside the attention kernel: no table)"},
       {"embedding_norm", "a LayerNorm of the embedding's output before the first block (BLOOM)"},
+      {"qk_norm", "every query and key head normalised over its head width after the projection (Qwen3, OLMo 2; Megatron-Core --qk-layernorm)"},
       {"tied_embeddings", "the output layer shares the input embedding's weights"},
       {"linear_bias", "linear layers carry biases"},
       {"dropout", "dropout layers run (their masks are kept for backward)"},

@@ -259,12 +259,14 @@ ImportedModel import_hf_config(const Json& config, const std::string& file) {
   nlohmann::ordered_json model;
   if (family == "llama" || family == "mistral" || family == "qwen2" || family == "qwen3") {
     model = llama_like(m);
+    if (family == "qwen3") model["qk_norm"] = true;  // Qwen3Attention's q_norm and k_norm
   } else if (family == "mixtral") {
     model = llama_like(m);
     experts(m, model, "num_local_experts", "intermediate_size");
   } else if (family == "qwen2_moe" || family == "qwen3_moe") {
     model = llama_like(m);
     experts(m, model, "num_experts", "moe_intermediate_size");
+    if (family == "qwen3_moe") model["qk_norm"] = true;
     m.unmapped("shared_expert_intermediate_size", "a shared expert wider than the routed ones is not modelled");
   } else if (family == "deepseek_v2" || family == "deepseek_v3") {
     model = deepseek(m);

@@ -111,6 +111,8 @@ void map_model(const std::string& f, const std::string& v, Mapper& m) {
     model["norm"] = v == "RMSNorm" ? "rmsnorm" : "layernorm", m.run.mapped.push_back(f);
   } else if (f == "--position-embedding-type") {
     model["position_embedding"] = v == "rope" ? "rotary" : v == "alibi" ? "alibi" : "learned", m.run.mapped.push_back(f);
+  } else if (f == "--qk-layernorm") {
+    model["qk_norm"] = true, m.run.mapped.push_back(f);
   } else if (f == "--embed-layernorm") {  // BigScience Megatron-DeepSpeed (BLOOM)
     model["embedding_norm"] = true, m.run.mapped.push_back(f);
   } else if (f == "--untie-embeddings-and-output-weights") {

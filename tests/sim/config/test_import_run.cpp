@@ -111,8 +111,10 @@ TEST(ImportRun, MegatronCoreMoeFlagsAndAPipelineLayout) {
   EXPECT_EQ(r.parallelism["virtual_stages"], 3);
   EXPECT_EQ(r.parallelism["pipeline_schedule"], "interleaved-1f1b");
   EXPECT_TRUE(names(r.mapped, "--pipeline-model-parallel-layout"));
-  const auto fused = import_megatron_args(base + "--moe-grouped-gemm --cross-entropy-loss-fusion --cross-entropy-fusion-impl te", "x.sh");
+  const auto fused =
+      import_megatron_args(base + "--moe-grouped-gemm --cross-entropy-loss-fusion --cross-entropy-fusion-impl te --qk-layernorm", "x.sh");
   EXPECT_TRUE(names(fused.mapped, "--moe-grouped-gemm"));
+  EXPECT_EQ(fused.model["qk_norm"], true);
   EXPECT_EQ(fused.stack["loss"], "fused");
   // A layout dtsim cannot take is named with its reason, and nothing of it is kept.
   auto why = [&](const std::string& layout) {
