@@ -231,7 +231,10 @@ bool unroll(std::string& s, const std::regex& re, std::size_t longest) {
 // j % pipeline, stage_layers' order); "t" a transformer layer, "E" the embedding, "L" the loss,
 // "m" a multi-token-prediction layer. Each chunk's "t" count, or empty with the reason.
 std::vector<long long> layout_chunks(std::string s, long long stages, long long layers, std::string& why, bool& mtp) {
-  constexpr std::size_t kLongest = 1 << 20;  // longer than any model's layout: refused, not unrolled
+  // Longer than any model's layout (10,000 blocks at most): refused before std::regex, whose
+  // matching recurses per character, walks it.
+  constexpr std::size_t kLongest = 1 << 16, kWritten = 4096;
+  if (s.size() > kWritten) return why = "too long", std::vector<long long>{};
   std::erase(s, ',');
   static const std::regex group(R"(\(([^)]+)\)\*(\d+))"), one(R"((.)\*(\d+))");
   if (!unroll(s, group, kLongest) || !unroll(s, one, kLongest)) return why = "too long once unrolled", std::vector<long long>{};
