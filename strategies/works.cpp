@@ -296,7 +296,8 @@ std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forwa
   auto add_op = [&](std::size_t piece, const models::Op& op, const std::vector<models::Kernel>& ks) {
     const std::size_t at = w[piece].kernels.size();
     add(w[piece], ks);
-    if (auto lin = find_tp_linear(op, forward, w[piece].kernels, at); lin && piece == attention) linears.push_back(*lin);
+    if (piece != attention) return;
+    if (auto lin = find_tp_linear(op, forward, w[piece].kernels, at)) linears.push_back(*lin);
   };
   if (forward) {
     for (std::size_t i = 0; i < n; ++i) add_op(i < first ? 0 : i < last ? 1 : 2, l.ops[i], l.ops[i].forward);

@@ -20,6 +20,19 @@ models::ModelGraph llama(int layers) {
   return models::build_transformer(test::small_llama(layers), {1, 2, models::Attention::Flash, 1, false});
 }
 
+// 4 stages of 2 virtual stages, 8 samples a step, the model chunks holding `blocks`.
+strategies::PlanLayout interleaved(const models::ModelGraph& g, std::vector<int> blocks, strategies::Recompute r) {
+  strategies::ParallelismSpec p;
+  p.pipeline = 4;
+  p.virtual_stages = 2;
+  p.schedule = strategies::Schedule::Interleaved;
+  p.recompute = r;
+  p.stage_blocks = std::move(blocks);
+  strategies::TrainingSpec t;
+  t.global_batch = 8;
+  return strategies::plan_layout(g, p, t, {});
+}
+
 }  // namespace
 
 // Megatron-LM's uneven first and last stages under interleaving (--decoder-first/last-pipeline-
@@ -29,15 +42,7 @@ models::ModelGraph llama(int layers) {
 // (W_s + 1) x blocks per chunk x one block's input, and one block rebuilt.
 TEST(UnevenChunks, InterleavedMemoryIsTheWarmUpsChunksInFlight) {
   const auto g = llama(24);
-  strategies::ParallelismSpec p;
-  p.pipeline = 4;
-  p.virtual_stages = 2;
-  p.schedule = strategies::Schedule::Interleaved;
-  p.recompute = strategies::Recompute::Full;
-  p.stage_blocks = {2, 4, 4, 2, 2, 4, 4, 2};
-  strategies::TrainingSpec t;
-  t.global_batch = 8;
-  const auto laid = strategies::plan_layout(g, p, t, {});
+  const auto laid = interleaved(g, {2, 4, 4, 2, 2, 4, 4, 2}, strategies::Recompute::Full);
   const auto& b = g.layers[1];
   const int blocks[] = {2, 4, 4, 2};
   for (int s = 0; s < 3; ++s) {  // the last stage also keeps the head's logits
@@ -78,17 +83,10 @@ TEST(UnevenChunks, OneCountPerModelChunk) {
 }
 
 // A first chunk of the embedding alone and a last of the head alone: the layers fall where the
-// counts say, and stage 0's first chunk keeps no block's activations.
+// counts say.
 TEST(UnevenChunks, TheFirstAndLastChunksMayHoldNoBlock) {
   const auto g = llama(12);
-  strategies::ParallelismSpec p;
-  p.pipeline = 4;
-  p.virtual_stages = 2;
-  p.schedule = strategies::Schedule::Interleaved;
-  p.stage_blocks = {0, 2, 2, 2, 2, 2, 2, 0};
-  strategies::TrainingSpec t;
-  t.global_batch = 8;
-  const auto laid = strategies::plan_layout(g, p, t, {});
+  const auto laid = interleaved(g, {0, 2, 2, 2, 2, 2, 2, 0}, strategies::Recompute::None);
   EXPECT_EQ(laid.plan.stage_layers, (std::vector<int>{2, 4, 4, 2}));
   const auto& first = laid.layout.chunk_layers.front();
   ASSERT_EQ(first.size(), 1u);

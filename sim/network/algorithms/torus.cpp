@@ -22,9 +22,10 @@ std::vector<int> torus_span(const Platform& pf, const std::vector<int>& ranks) {
     }
   }
   // As many distinct chips as the sub-torus through them holds: the group is all of it.
+  if (chips != ranks.size()) return {};
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
-  if (chips != ranks.size() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return {};
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return {};
   return spanned;
 }
 

@@ -53,11 +53,7 @@ TEST(AlibiAndEmbeddingNorm, TheEmbeddingsNormIsOneLayerNormOfItsOutput) {
 }
 
 TEST(AlibiAndEmbeddingNorm, BloomPresetHasItsPublishedParameterCount) {
-  test::TempDir dir;
-  const std::string f = dir.file("s.json", R"({"name": "bloom", "model": {"preset": "bloom-176b"},
-    "hardware": {"device": "a100-sxm-80gb"}, "cluster": {"preset": "dgx-a100", "nodes": 1},
-    "parallelism": {"data": 8}, "training": {"global_batch_size": 8}})");
-  const auto spec = *config::load_scenario(f).model.transformer();
+  const auto spec = *config::load_model_preset("bloom-176b").transformer();
   EXPECT_EQ(spec.position_embedding, models::PositionEmbedding::Alibi);
   EXPECT_TRUE(spec.embedding_norm);
   // The model card: 176,247,271,424 parameters.

@@ -105,11 +105,7 @@ TEST(ParallelLayers, RefusedWhereBlocksRunInSequence) {
 }
 
 TEST(ParallelLayers, PalmPresetHasItsPublishedParameterCount) {
-  test::TempDir dir;
-  const std::string f = dir.file("s.json", R"({"name": "palm", "model": {"preset": "palm-540b"},
-    "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 1},
-    "parallelism": {"data": 8}, "training": {"global_batch_size": 8}})");
-  const auto spec = *config::load_scenario(f).model.transformer();
+  const auto spec = *config::load_model_preset("palm-540b").transformer();
   EXPECT_TRUE(spec.parallel_layers);
   // Chowdhery et al. 2022, Table 1: 540.35 B parameters.
   EXPECT_NEAR(build(spec).params() / 540.35e9, 1.0, 0.001);
