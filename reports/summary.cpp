@@ -59,8 +59,10 @@ std::string torus_text(const config::Scenario& s) {
   return out;
 }
 
-// HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across them.
+// HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across them; or ZeRO-1/2's
+// parameter gather overlapped with the next forward.
 std::string hsdp_text(const strategies::ParallelismSpec& p) {
+  if (p.overlap_param_gather) return " (parameter gather overlapped with the forward)";
   if (p.zero_stage != 3 || p.shard_size <= 0 || p.shard_size >= p.data) return "";
   return fmt::format(" (HSDP: sharded over {}, {} replicas)", p.shard_size, p.data / p.shard_size);
 }

@@ -76,6 +76,9 @@ struct ParallelismSpec {
   // Horovod's tensor fusion instead of those buckets (the scenario's stack; strategies/tensor_fusion.hpp).
   TensorFusion fusion;
   bool overlap_grad_reduce = true;
+  // Megatron-Core's --overlap-param-gather: the distributed optimizer's parameter all-gather (ZeRO-1
+  // and 2) runs during the next step's first forward, each layer waiting only for its own.
+  bool overlap_param_gather = false;
   taskgraph::Algorithm algorithm = taskgraph::Algorithm::Ring;
   Schedule schedule = Schedule::OneFOneB;
   int virtual_stages = 1;

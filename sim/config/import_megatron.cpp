@@ -141,6 +141,8 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     p["zero_stage"] = 1, m.run.mapped.push_back(f);
   } else if (f == "--overlap-grad-reduce") {
     p["overlap_grad_reduce"] = true, m.run.mapped.push_back(f);
+  } else if (f == "--overlap-param-gather") {
+    p["overlap_param_gather"] = true, m.run.mapped.push_back(f);
   } else if (f == "--recompute-granularity") {
     p["recompute"] = v == "selective" ? "selective" : "full", m.run.mapped.push_back(f);
   } else if (f == "--recompute-activations") {
@@ -422,6 +424,14 @@ ImportedRun import_megatron_args(const std::string& text, const std::string& fil
   map_recompute_modules(args, m);
   map_pipeline_split(args, m);
   drop_unheld_grad_reduce(run);
+  // Megatron overlaps the distributed optimizer's gather; without that optimizer it asserts
+  // (megatron/training/arguments.py, validate_args: "--overlap-param-gather only supported with
+  // distributed optimizer").
+  if (run.parallelism.value("overlap_param_gather", false) && !run.parallelism.contains("zero_stage")) {
+    run.parallelism.erase("overlap_param_gather");
+    std::erase(run.mapped, std::string("--overlap-param-gather"));
+    run.unmapped.push_back("--overlap-param-gather (needs --use-distributed-optimizer)");
+  }
   if (run.model.contains("num_experts") && !run.model.contains("experts_per_token")) run.model["experts_per_token"] = 2;
   // Megatron turns sequence parallelism off without tensor parallelism (arguments.py, validate_args).
   if (run.parallelism.value("sequence_parallel", false) && run.parallelism.value("tensor", 1) <= 1) {

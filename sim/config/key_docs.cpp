@@ -157,6 +157,9 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/bucket_size", "gradient bucket size for the data-parallel reduction"},
       {"scenario /parallelism/first_bucket_size", "the first (last layers') bucket's size, reduced early"},
       {"scenario /parallelism/overlap_grad_reduce", "gradient reduction overlaps backward compute"},
+      {"scenario /parallelism/overlap_param_gather",
+       "ZeRO-1/2 under megatron-lm: the parameter all-gather runs during the next forward, each layer waiting for its own "
+       "(Megatron-Core --overlap-param-gather)"},
       {"scenario /parallelism/pipeline_p2p", "pipeline sends: overlapped with compute, or blocking"},
       {"scenario /parallelism/all_reduce_algorithm", "the collective algorithm; auto: as NCCL's tuner picks per collective"},
       {"scenario /parallelism/updates", "sync, async (parameter server without waiting), hogwild or easgd"},

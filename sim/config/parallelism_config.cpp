@@ -158,6 +158,27 @@ void parse_expert_parallelism(Reader& r, Scenario& s) {
   if (!p.schedule->with_experts) refuse("pipeline_schedule", "this pipeline schedule");
 }
 
+// Megatron-Core's overlapped parameter all-gather (--overlap-param-gather): the distributed
+// optimizer's gather, so ZeRO-1 or 2 under megatron-lm, after the framework and the updates.
+void parse_param_gather(Reader& r, strategies::ParallelismSpec& p) {
+  p.overlap_param_gather = r.boolean("overlap_param_gather", false);
+  if (!p.overlap_param_gather) return;
+  if (p.zero_stage != 1 && p.zero_stage != 2)
+    r.fail("overlap_param_gather", "overlaps the distributed optimizer's parameter all-gather with the next forward: it needs "
+                                   "zero_stage 1 or 2 (ZeRO-3 gathers before every layer already)");
+  if (p.framework.framework != strategies::Framework::MegatronLM)
+    r.fail("overlap_param_gather", "is Megatron-Core's (--overlap-param-gather): give parallelism.framework \"megatron-lm\"");
+  auto refuse = [&](const char* key, const char* what) {
+    r.fail(key, fmt::format("{} with overlap_param_gather is not modelled", what));
+  };
+  // megatron/training/arguments.py, validate_args: "Must use --overlap-param-gather with --overlap-grad-reduce".
+  if (!p.overlap_grad_reduce)
+    r.fail("overlap_param_gather", "Megatron-Core overlaps the parameter gather only with overlap_grad_reduce: give both true");
+  if (p.offload_optimizer) refuse("offload_optimizer", "optimizer offload");
+  if (p.priority_buckets) refuse("bucket_order", "priority order");
+  if (p.updates != strategies::Updates::Sync) refuse("updates", "asynchronous updates");
+}
+
 // HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across data / shard_size groups.
 void parse_shard_size(Reader& r, Scenario& s) {
   auto& p = s.parallelism;
@@ -353,6 +374,7 @@ void parse_parallelism(Reader r, Scenario& s) {
   parse_framework(r, s);
   parse_shard_size(r, s);
   parse_expert_parallelism(r, s);
+  parse_param_gather(r, p);
   strategies::read_unit_settings(r, p);  // the units that declare settings of their own
   r.finish();
 }

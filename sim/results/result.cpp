@@ -177,6 +177,7 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
     j["parallelism"]["zero3"] = {{"all_gathers_per_step", r.plan.zero3_gathers},
                                  {"reduce_scatters_per_step", r.plan.zero3_reduce_scatters}};
   if (strategies::hybrid_shard(s.parallelism)) j["parallelism"]["shard_size"] = s.parallelism.shard_size;  // HSDP
+  if (s.parallelism.overlap_param_gather) j["parallelism"]["overlap_param_gather"] = true;
   if (s.parallelism.activation_offload) j["parallelism"]["activation_offload"] = true;
   if (s.parallelism.recompute_layers > 0) j["parallelism"]["recompute_layers"] = s.parallelism.recompute_layers;
   if (s.parallelism.recompute_every > 0) j["parallelism"]["recompute_every"] = s.parallelism.recompute_every;

@@ -21,15 +21,22 @@ class Zero final : public Unit {
       : stage_(p.zero_stage),
         sharded_(p.data * p.context > 1),
         zero3_(p.zero_stage == 3 && sharded_ && p.framework.framework == Framework::MegatronLM),
-        staged_(zero3_ && p.pipeline > 1) {}
+        staged_(zero3_ && p.pipeline > 1),
+        overlapped_(p.overlap_param_gather && gathers_params()) {}
 
   const char* name() const override { return "zero"; }
 
-  bool splits(const PassKind& kind) const override { return zero3_ && (!staged_ || gathers_in(kind)); }
+  bool splits(const PassKind& kind) const override {
+    return (zero3_ && (!staged_ || gathers_in(kind))) || (overlapped_ && gathers_in(kind));
+  }
 
   // ZeRO-3 gathers a layer's parameters on the communication stream before the layer runs; under
   // expert parallelism its experts' come from the expert-data-parallel group (plan_experts.cpp).
   void before_layer(Planner& em, Pass& pass, const models::Layer& l, std::vector<int>& deps) override {
+    if (overlapped_ && gathers_in(pass.kind)) {
+      if (const int g = overlapped_gather(em, pass, l); g >= 0) deps.push_back(g);
+      return;
+    }
     if (!zero3_ || (staged_ && !gathers_in(pass.kind))) return;
     const int g = layer_collective(em, pass, CollectiveOp::AllGather, l, weight_bytes_per_param(em.training().precision), -1);
     if (g >= 0) deps.push_back(g);
@@ -71,7 +78,7 @@ class Zero final : public Unit {
 
   // ZeRO-1 and ZeRO-2: every GPU gathers the parameters the others of its group updated.
   void after_optimizer(Planner& em, int s, const std::vector<int>& deps) override {
-    if (!gathers_params()) return;
+    if (!gathers_params() || overlapped_) return;
     const Layers mine = em.shape().stage_layers(s);
     const double experts = em.spec().expert > 1 ? expert_params(mine) : 0.0;
     const double wbytes = weight_bytes_per_param(em.training().precision);
@@ -107,6 +114,9 @@ class Zero final : public Unit {
             if (gathers) gather += n, expert_gather += n * x;
             if (reduces) reduce += n, expert_reduce += n * x;
           }
+        if (overlapped_ && gathers_in(kind))
+          for (const auto* l : layers)
+            if (l->params() > 0) gather += n, expert_gather += n * expert_piece(c, l->expert_params());
         if (reduces_after(kind, c.split(kind))) {
           reduce += n;
           if (c.split(kind) && c.p.expert > 1) expert_reduce += n * expert_piece(c, expert_params(layers));
@@ -124,7 +134,7 @@ class Zero final : public Unit {
                          {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::Data, reduce * times},
                          {CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, expert_gather * times},
                          {CollectiveOp::ReduceScatter, c.p.algorithm, GroupKind::ExpertData, expert_reduce * times}};
-    if (gathers_params() && c.k.sync && !c.p.schedule->updates_per_backward && !c.p.priority_buckets) {
+    if (gathers_params() && !overlapped_ && c.k.sync && !c.p.schedule->updates_per_backward && !c.p.priority_buckets) {
       out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::Data, static_cast<double>(c.k.pipeline)});
       if (c.p.expert > 1 && c.k.expert_data > 1)
         out.push_back({CollectiveOp::AllGather, c.p.algorithm, GroupKind::ExpertData, static_cast<double>(c.k.pipeline)});
@@ -137,6 +147,7 @@ class Zero final : public Unit {
     if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
     // HSDP's term (sim/results/closed_form.cpp) has every layer gathered; full replicas gather none.
     if (hybrid_shard(p) && p.shard_size * p.context == 1) return "hybrid sharding without shards (shard_size 1)";
+    if (overlapped_) return "the parameter all-gather overlapped with the forward (overlap_param_gather)";
     return "";
   }
 
@@ -164,6 +175,25 @@ class Zero final : public Unit {
     return em.dense_and_expert_collective(pass.stage, op, l.params() - experts, experts, bytes_per_param, after,
                                           "zero3 " + what + l.name + pass.tag, "zero3 " + what + "experts of " + l.name + pass.tag);
   }
+  // Megatron-Core's overlapped gather (--overlap-param-gather; megatron/core/distributed/
+  // distributed_data_parallel.py, param_and_grad_buffer.py finish_param_sync): the first forward's
+  // pre-hook of each module waits for its bucket's all-gather, then dispatches the next bucket's;
+  // the host runs ahead of the GPU, so the gathers queue on the communication stream in forward
+  // order and each layer's first forward waits only for its own. Layer by layer here, not by
+  // bucket: a gather per layer with parameters, its experts' over the expert-data-parallel group.
+  static int overlapped_gather(Planner& em, const Pass& pass, const models::Layer& l) {
+    if (l.params() <= 0) return -1;
+    const double wbytes = weight_bytes_per_param(em.training().precision);
+    const double experts = em.spec().expert > 1 ? l.expert_params() : 0.0;
+    double per_param = wbytes;
+    // Megatron's FP8 parameters are gathered as they are kept, one byte each (as after_optimizer).
+    if (em.training().memory.fp8_weight_copies == Fp8WeightCopies::Fp8Params) {
+      const double dense = l.params() - experts;
+      if (dense > 0) per_param -= fp8_weight_params({&l}) * (wbytes - 1.0) / dense;
+    }
+    return em.dense_and_expert_collective(pass.stage, CollectiveOp::AllGather, l.params() - experts, experts, per_param, -1,
+                                          "zero gather " + l.name + pass.tag, "zero gather experts of " + l.name + pass.tag);
+  }
   bool reduces_after(const PassKind& kind, bool split) const {
     return stage_ == 2 && sharded_ && !kind.forward && !kind.final && (split || kind.part != PipeOp::Part::Input);
   }
@@ -175,7 +205,7 @@ class Zero final : public Unit {
   }
 
   int stage_;
-  bool sharded_, zero3_, staged_;
+  bool sharded_, zero3_, staged_, overlapped_;
 };
 
 }  // namespace

@@ -101,6 +101,14 @@ TEST(Units, VariationsEmitWhatTheirUnitsCount) {
       {"horovod's fusion, response cache",
        [](auto& p) { p.fusion.cycle_s = 1e-3, p.fusion.threshold_bytes = 128 << 20, p.fusion.response_cache = true; }},
       {"zero2", [](auto& p) { p.zero_stage = 2; }},
+      {"zero1, overlapped param gather", [](auto& p) { p.zero_stage = 1, p.overlap_param_gather = true; }},
+      {"zero2, overlapped param gather, every replica",
+       [](auto& p) { p.zero_stage = 2, p.overlap_param_gather = true, p.all_replicas = true; }},
+      {"zero1, overlapped param gather, interleaved",
+       [](auto& p) {
+         p.pipeline = 2, p.data = 2, p.schedule = Schedule::Interleaved, p.virtual_stages = 2;
+         p.zero_stage = 1, p.overlap_param_gather = true;
+       }},
       {"zero2, every replica", [](auto& p) { p.zero_stage = 2, p.all_replicas = true; }},
       {"zero3", [](auto& p) { p.zero_stage = 3; }},
       {"zero3, every replica, offload", [](auto& p) { p.zero_stage = 3, p.all_replicas = true, p.activation_offload = true; }},
@@ -194,7 +202,7 @@ config::Scenario moe(const std::string& parallelism, const std::string& extra = 
 TEST(Units, ExpertParallelismEmitsWhatItCounts) {
   for (const char* parallelism :
        {R"("data": 16, "expert": 8)", R"("data": 16, "expert": 8, "zero_stage": 1)", R"("data": 16, "expert": 8, "zero_stage": 2)",
-        R"("data": 16, "expert": 8, "zero_stage": 3)", R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full")",
+        R"("data": 16, "expert": 8, "zero_stage": 3)", R"("data": 16, "expert": 8, "zero_stage": 1, "overlap_param_gather": true)", R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full")",
         R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 2)", R"("data": 8, "expert": 4, "pipeline": 2, "zero_stage": 3)",
         // folded over tensor x data ranks (expert > data), and expert tensor parallelism 1 under TP 2
         R"("tensor": 2, "data": 8, "expert": 16, "expert_tensor": 1, "sequence_parallel": true)",
@@ -274,6 +282,8 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
   };
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 2, p.data = 8; }, "zero"), "ZeRO stage");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8; }, "zero"), "");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8, p.overlap_param_gather = true; }, "zero"),
+            "the parameter all-gather overlapped with the forward (overlap_param_gather)");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.pipeline = 2; }, "zero"), "ZeRO-3 with pipeline parallelism");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 4; }, "zero"), "");
