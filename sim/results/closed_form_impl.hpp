@@ -158,6 +158,7 @@ struct ClosedForm::Impl::Step {
   double embedding_sync(const std::vector<double>& last);
   double gradient_sync(int st, const Layers& mine, const std::vector<double>& bwd, double last);
   double stage_end(int st, const std::vector<double>& last, double embedding);
+  double param_gather_delay();
   double pipeline_step();
 };
 

@@ -235,14 +235,28 @@ double ClosedForm::Impl::Step::stage_end(int st, const std::vector<double>& last
   if (fresh) at->second = params_of(mine);
   const double params = at->second;
   const double shard = params / (p.zero_stage >= 1 ? D : 1);
-  if (p.zero_stage == 1 && D > 1)  // ZeRO-1's term (strategies/units/zero.hpp)
+  if (p.zero_stage == 1 && D > 1 && !p.overlap_param_gather)  // ZeRO-1's term (strategies/units/zero.hpp)
     return strategies::zero1_stage_end(start, optimizer_seconds(shard),
                                        data_collective(CollectiveOp::AllGather, params * wbytes, st));
   return start + optimizer_seconds(shard);
 }
 
+// Megatron-Core's overlapped parameter gather on one stage: how late the first forward ends
+// (strategies/units/zero.hpp, overlapped_gather_delay); the rest of the step follows it.
+double ClosedForm::Impl::Step::param_gather_delay() {
+  if (!p.overlap_param_gather || p.zero_stage != 1 || D <= 1) return 0;
+  const Layers& ls = layout.chunk_layers[0];
+  auto& gathers = data_prices(CollectiveOp::AllGather, 0);
+  std::vector<double> gather, forward;
+  for (const auto* l : ls) {
+    gather.push_back(l->params() > 0 ? data_collective(gathers, CollectiveOp::AllGather, l->params() * wbytes, 0) : 0.0);
+    forward.push_back(im.layer_seconds(*l, true, g, p, layout.checkpoints, rep(0)));
+  }
+  return strategies::overlapped_gather_delay(gather, forward);
+}
+
 double ClosedForm::Impl::Step::pipeline_step() {
-  const double pipe = pipeline_time();
+  const double pipe = pipeline_time() + param_gather_delay();
   // Each stage's last backward ends as the final micro-batch's gradient travels down to stage 0.
   std::vector<double> last(static_cast<std::size_t>(P), pipe);
   for (int st = 1; st < P; ++st)

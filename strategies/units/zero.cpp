@@ -147,7 +147,9 @@ class Zero final : public Unit {
     if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
     // HSDP's term (sim/results/closed_form.cpp) has every layer gathered; full replicas gather none.
     if (hybrid_shard(p) && p.shard_size * p.context == 1) return "hybrid sharding without shards (shard_size 1)";
-    if (overlapped_) return "the parameter all-gather overlapped with the forward (overlap_param_gather)";
+    // One stage is priced (overlapped_gather_delay); in a pipeline the late first forwards
+    // travel down the stages, which the schedules' terms do not follow.
+    if (overlapped_ && p.pipeline * p.virtual_stages > 1) return "the parameter all-gather overlapped with the forward in a pipeline";
     return "";
   }
 
@@ -214,6 +216,16 @@ std::unique_ptr<Unit> make_zero(const ParallelismSpec& p) { return std::make_uni
 
 double zero1_stage_end(double step_start, double optimizer_seconds, double gather_seconds) {
   return step_start + optimizer_seconds + gather_seconds;
+}
+
+double overlapped_gather_delay(const std::vector<double>& gather, const std::vector<double>& forward) {
+  double gathered = 0, computed = 0, delay = 0;
+  for (std::size_t i = 0; i < gather.size() && i < forward.size(); ++i) {
+    gathered += gather[i];
+    delay = std::max(delay, gathered - computed);
+    computed += forward[i];
+  }
+  return delay;
 }
 
 double zero3_step_seconds(const Zero3Prices& z) {

@@ -14,6 +14,11 @@ namespace dtsim::strategies {
 // The closed form's terms (sim/results/closed_form.cpp prices the collectives and passes):
 // ZeRO-1's parameter all-gather follows the optimizer step of the 1/D shard.
 double zero1_stage_end(double step_start, double optimizer_seconds, double gather_seconds);
+// Megatron-Core's overlapped gather on one stage: layer i's gather gather[i] (0 for a layer
+// without parameters) queued from the step's start, its first forward forward[i] waiting for it.
+// How much later the first forward ends than without gathers: max over i of (gathers through i
+// - forwards before i), at least 0.
+double overlapped_gather_delay(const std::vector<double>& gather, const std::vector<double>& forward);
 
 // ZeRO-3 on one stage: per layer i its gather ag[i], reduce-scatter rs[i], forward fwd[i] and
 // backward bwd[i]. The gathers of a forward run ahead on the communication stream; a backward's

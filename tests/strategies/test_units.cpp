@@ -271,6 +271,11 @@ TEST(Units, Zero3ClosedFormTermByHand) {
   EXPECT_DOUBLE_EQ(strategies::zero3_step_seconds(z), 35);
   // ZeRO-1: the step of the shard, then the parameters' all-gather.
   EXPECT_DOUBLE_EQ(strategies::zero1_stage_end(2, 3, 4), 9);
+  // Overlapped (overlap_param_gather): gathers 2, 0 (no parameters), 5 against forwards 1, 1, 1:
+  // the forwards end at 3, 4 and max(4, 7) + 1 = 8 where they would end at 3 without gathers.
+  EXPECT_DOUBLE_EQ(strategies::overlapped_gather_delay({2, 0, 5}, {1, 1, 1}), 5);
+  EXPECT_DOUBLE_EQ(strategies::overlapped_gather_delay({0.5, 0.5}, {1, 1}), 0.5);
+  EXPECT_DOUBLE_EQ(strategies::overlapped_gather_delay({}, {}), 0);
 }
 
 // What the closed form leaves to the replay, unit by unit; a strategy without them has no unit.
@@ -282,8 +287,9 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
   };
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 2, p.data = 8; }, "zero"), "ZeRO stage");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8; }, "zero"), "");
-  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8, p.overlap_param_gather = true; }, "zero"),
-            "the parameter all-gather overlapped with the forward (overlap_param_gather)");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8, p.overlap_param_gather = true; }, "zero"), "");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 4, p.pipeline = 2, p.overlap_param_gather = true; }, "zero"),
+            "the parameter all-gather overlapped with the forward in a pipeline");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.pipeline = 2; }, "zero"), "ZeRO-3 with pipeline parallelism");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 4; }, "zero"), "");
