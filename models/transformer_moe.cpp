@@ -20,6 +20,17 @@ Op expert_linear(const std::string& name, I experts, I tokens, I in, I out, doub
   return op;
 }
 
+// Under FP8 the experts' grouped GEMMs run in FP8 too (Transformer Engine's GroupedLinear under
+// fp8_autocast, as Megatron-Core's TEGroupedMLP runs them: one set of scales per expert's GEMM;
+// DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.3: FP8 Fprop, Dgrad and Wgrad in the MoE experts),
+// keeping their permuted input in FP8 for backward.
+void fp8_experts(Op& op, const Slice& x, I experts, I tokens, I in, I out) {
+  if (!x.fp8) return;
+  const double rows = static_cast<double>(experts) * static_cast<double>(tokens);
+  to_fp8(op, rows * static_cast<double>(in), rows * static_cast<double>(out), static_cast<double>(experts), x.fp8_current);
+  op.saved_bytes = op.saved_bytes_selective = rows * static_cast<double>(in);
+}
+
 }  // namespace
 
 // Multi-head latent attention (DeepSeek-AI 2024, DeepSeek-V2 Sec. 2.1; V3 Sec. 2.1.1), approximated
@@ -27,12 +38,14 @@ Op expert_linear(const std::string& name, I experts, I tokens, I in, I out, doub
 // every tensor rank), their norms, the per-head up-projections (split by heads), attention with
 // query/key heads of qk_nope + qk_rope and value heads of v_head_dim, and the output projection.
 // The decoupled rotary key is part of the KV down-projection's output; the rotary embedding
-// itself is not priced (an element-wise pass, as for every rotary model here).
+// itself is not priced (an element-wise pass, as for every rotary model here). Under FP8 its
+// projections run in FP8 as every block linear does (DeepSeek-V3 report Sec. 3.3: only the
+// embedding, the head, the gating, norms and attention itself stay in higher precision).
 void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x) {
   const double e = x.e;
   const I dqk = s.qk_nope_head_dim + s.qk_rope_head_dim, dv = s.v_head_dim;
   if (s.q_lora_rank > 0) {
-    Op qa = linear("mla.q_down", x.tokens, x.h, s.q_lora_rank, e, false, x.gathered_split);
+    Op qa = block_linear("mla.q_down", x.tokens, x.h, s.q_lora_rank, e, false, x, x.gathered_split);
     qa.reads_norm = true;
     qa.params /= x.t;
     qa.useful = 1.0 / x.t;  // every tensor rank computes it: model FLOPs count it once
@@ -40,12 +53,12 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     Op qn = norm("mla.q_norm", s, o, static_cast<double>(x.tokens * s.q_lora_rank), e);
     qn.params = static_cast<double>(s.q_lora_rank) / x.t;
     l.ops.push_back(qn);
-    l.ops.push_back(linear("mla.q_up", x.tokens, s.q_lora_rank, x.heads * dqk, e, false));
+    l.ops.push_back(block_linear("mla.q_up", x.tokens, s.q_lora_rank, x.heads * dqk, e, false, x));
   } else {
-    l.ops.push_back(linear("mla.q", x.tokens, x.h, x.heads * dqk, e, false, x.gathered_split));
+    l.ops.push_back(block_linear("mla.q", x.tokens, x.h, x.heads * dqk, e, false, x, x.gathered_split));
     l.ops.back().reads_norm = true;
   }
-  Op kva = linear("mla.kv_down", x.tokens, x.h, s.kv_lora_rank + s.qk_rope_head_dim, e, false, x.gathered_split);
+  Op kva = block_linear("mla.kv_down", x.tokens, x.h, s.kv_lora_rank + s.qk_rope_head_dim, e, false, x, x.gathered_split);
   kva.reads_norm = true;
   kva.params /= x.t;
   kva.useful = 1.0 / x.t;
@@ -53,7 +66,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   Op kvn = norm("mla.kv_norm", s, o, static_cast<double>(x.tokens * s.kv_lora_rank), e);
   kvn.params = static_cast<double>(s.kv_lora_rank) / x.t;
   l.ops.push_back(kvn);
-  l.ops.push_back(linear("mla.kv_up", x.tokens, s.kv_lora_rank, x.heads * (s.qk_nope_head_dim + dv), e, false));
+  l.ops.push_back(block_linear("mla.kv_up", x.tokens, s.kv_lora_rank, x.heads * (s.qk_nope_head_dim + dv), e, false, x));
   const I bh = x.b * x.heads;
   const double q_bytes = static_cast<double>(x.tokens * x.heads * dqk) * e;
   const double v_bytes = static_cast<double>(x.tokens * x.heads * dv) * e;
@@ -69,7 +82,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
   }
   core_attention_recompute(l, first, o, 2.0 * q_bytes + v_bytes);  // Q, K (as wide as Q) and V
-  l.ops.push_back(linear("attention.out", x.tokens, x.heads * dv, x.h, e, false));
+  l.ops.push_back(block_linear("attention.out", x.tokens, x.heads * dv, x.h, e, false, x));
   l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
 }
 
@@ -105,7 +118,9 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   ExpertSplit split;
   split.first = l.ops.size();
   const double useful = routed / static_cast<double>(per_expert);
-  Op up = expert_linear("moe.experts.gate_up", local, per_expert, x.h, (s.mlp == Mlp::SwiGlu ? 2 : 1) * f, e, s.expert_bias);
+  const I up_width = (s.mlp == Mlp::SwiGlu ? 2 : 1) * f;
+  Op up = expert_linear("moe.experts.gate_up", local, per_expert, x.h, up_width, e, s.expert_bias);
+  fp8_experts(up, x, local, per_expert, x.h, up_width);
   up.useful = useful;
   l.ops.push_back(up);
   const double act = static_cast<double>(local * per_expert) * static_cast<double>(f);
@@ -113,6 +128,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   else if (s.mlp == Mlp::SquaredRelu) l.ops.push_back(squared_relu("moe.experts.squared_relu", act, e));
   else l.ops.push_back(elementwise("moe.experts.gelu", act, e, 1.0, act * e, 10.0));
   Op down = expert_linear("moe.experts.down", local, per_expert, f, x.h, e, false);
+  fp8_experts(down, x, local, per_expert, f, x.h);
   // Megatron-Core's moe_act module: the activation runs again before backward and its output,
   // the down projection's input, is not kept.
   if (o.recompute_modules & recompute_module::kMoeAct) {
@@ -133,16 +149,16 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     const I sf = s.shared_experts * f;
     const double tf = static_cast<double>(x.tokens) * static_cast<double>(sf);
     if (s.mlp == Mlp::SwiGlu) {
-      l.ops.push_back(linear("moe.shared.gate_up", x.tokens, x.h, 2 * sf, e, false, x.gathered_split));
+      l.ops.push_back(block_linear("moe.shared.gate_up", x.tokens, x.h, 2 * sf, e, false, x, x.gathered_split));
       l.ops.back().reads_norm = true;
       l.ops.push_back(elementwise("moe.shared.swiglu", tf, e, 2.0, 2.0 * tf * e, 6.0));
     } else {
-      l.ops.push_back(linear("moe.shared.fc1", x.tokens, x.h, sf, e, false, x.gathered_split));
+      l.ops.push_back(block_linear("moe.shared.fc1", x.tokens, x.h, sf, e, false, x, x.gathered_split));
       l.ops.back().reads_norm = true;
       l.ops.push_back(s.mlp == Mlp::SquaredRelu ? squared_relu("moe.shared.squared_relu", tf, e)
                                                 : elementwise("moe.shared.gelu", tf, e, 1.0, tf * e, 10.0));
     }
-    l.ops.push_back(linear("moe.shared.down", x.tokens, sf, x.h, e, false));
+    l.ops.push_back(block_linear("moe.shared.down", x.tokens, sf, x.h, e, false, x));
   }
   l.ops.push_back(dropout_add("mlp.residual", x.th_local, e, s.dropout));
 }

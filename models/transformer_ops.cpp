@@ -56,9 +56,7 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
 // micro-batch (TE's is_first_microbatch caching). What backward keeps is the FP8 input.
 constexpr double kAmaxHistoryBytes = 1024.0 * 4.0 * 2.0;  // read and write one tensor's history
 
-Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split) {
-  Op op = linear(name, tokens, in, out, 2.0, bias, saved_split);
-  const double T = static_cast<double>(tokens), In = static_cast<double>(in), Out = static_cast<double>(out);
+void to_fp8(Op& op, double in_elems, double out_elems, double gemms, bool current) {
   auto fp8_gemm = [](Kernel k) {
     const double M = static_cast<double>(k.m), N = static_cast<double>(k.n), K = static_cast<double>(k.k);
     k.bytes = static_cast<double>(k.batch) * (M * K + K * N + 2.0 * M * N);
@@ -67,14 +65,21 @@ Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool cu
   };
   for (auto* pass : {&op.forward, &op.backward})
     for (auto& k : *pass) k = fp8_gemm(k);
-  op.calls.front().kernel = op.forward.front();
+  if (!op.calls.empty()) op.calls.front().kernel = op.forward.front();
   // Casts are memory-bound (no matmul FLOPs: the op's FLOPs stay its GEMMs', as MFU counts them).
   const double cast = current ? 6.0 : 4.0;                // bytes moved per element
   const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
-  op.forward.insert(op.forward.begin(), {memory(name + ".cast_fp8", T * In * cast, 0),
-                                         memory(name + ".fp8_scales", 2.0 * history, 0)});
-  op.backward.insert(op.backward.begin(), {memory(name + ".grad.cast_fp8", T * Out * cast, 0),
-                                           memory(name + ".grad.fp8_scales", history, 0)});
+  const std::string& name = op.name;
+  op.forward.insert(op.forward.begin(), {memory(name + ".cast_fp8", in_elems * cast, 0),
+                                         memory(name + ".fp8_scales", 2.0 * history * gemms, 0)});
+  op.backward.insert(op.backward.begin(), {memory(name + ".grad.cast_fp8", out_elems * cast, 0),
+                                           memory(name + ".grad.fp8_scales", history * gemms, 0)});
+}
+
+Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split) {
+  Op op = linear(name, tokens, in, out, 2.0, bias, saved_split);
+  const double T = static_cast<double>(tokens), In = static_cast<double>(in), Out = static_cast<double>(out);
+  to_fp8(op, T * In, T * Out, 1.0, current);
   op.saved_bytes = op.saved_bytes_selective = T * In / saved_split;
   return op;
 }

@@ -18,6 +18,10 @@ Kernel memory(const std::string& name, double bytes, double flops);
 Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, double saved_split = 1.0);
 // Transformer Engine's FP8 linear (see transformer_ops.cpp).
 Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split = 1.0);
+// Turns a linear op's GEMMs (`gemms` of them in one grouped kernel, each with its own scales) into
+// Transformer Engine's FP8 ones, with the casts of its `in_elems` input and `out_elems` output
+// gradient elements and the amax bookkeeping (fp8_linear's comment).
+void to_fp8(Op& op, double in_elems, double out_elems, double gemms, bool current);
 // Element-wise op over `elems` elements reading `reads` tensors and keeping `saved` bytes.
 Op elementwise(const std::string& name, double elems, double e, double reads, double saved, double flops_per_elem);
 void mark_scores(Op& op);

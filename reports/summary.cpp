@@ -78,6 +78,7 @@ std::string software(const config::Scenario& s) {
   if (p.pipeline == 1 && p.recompute != strategies::Recompute::None)
     parts.push_back(fmt::format("recompute {}", recompute_text(p)));
   if (p.moe_dispatcher == strategies::ParallelismSpec::MoeDispatcher::DeepEp) parts.push_back("DeepEP dispatch");
+  if (p.moe_fp8_dispatch) parts.push_back("FP8 dispatch");
   if (s.device.stack.name != "default") parts.push_back(fmt::format("stack {}", s.device.stack.name));
   return parts.empty() ? "" : fmt::format("  {}\n", fmt::join(parts, ", "));
 }

@@ -158,6 +158,10 @@ struct ParallelismSpec {
   // Node-limited routing (DeepSeek-V3's M, Megatron-Core's --moe-router-group-topk over the
   // expert-parallel group's nodes): a token's experts lie on at most this many nodes (0: any).
   int moe_node_limit = 0;
+  // The all-to-alls toward the experts (forward dispatch, backward combine's gradient) in FP8 with
+  // a scale per 32 elements' bytes (DeepSeek-V3's 1x128 fp32 scales, Megatron-Core's MXFP8
+  // moe_dispatch_fwd_dtype / moe_combine_bwd_dtype); the other direction stays in the activations'.
+  bool moe_fp8_dispatch = false;
   int gpus_per_node = 0;  // the cluster's: GPU ids count node by node (0: one node)
   // Router load imbalance: expert i gets (1 + expert_skew z_i) times its even share of the tokens,
   // z_i standard normal drawn from expert_seed per MoE layer; the GPU with the most sets the pace.

@@ -139,6 +139,10 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/moe_node_limit",
        "node-limited routing: a token's experts lie on at most this many of the expert-parallel group's nodes (DeepSeek-V3's M = 4; "
        "Megatron-Core's --moe-router-group-topk); 0: any. It changes what DeepEP sends over RDMA"},
+      {"scenario /parallelism/moe_dispatch_dtype",
+       "what the all-to-alls toward the experts carry (forward dispatch, backward combine's gradient): the activations' dtype, or "
+       "fp8 with a scale per 32 elements' bytes (DeepSeek-V3's FP8 dispatch, Megatron-Core's mxfp8 moe_dispatch_fwd_dtype); "
+       "needs training.precision fp8"},
       {"scenario /parallelism/recompute_modules",
        "with recompute \"selective\": Megatron-Core's --recompute-modules, the sub-modules backward runs again (core_attn, "
        "layernorm, moe_act); without it, selective re-runs the attention scores (Korthikanti et al.)"},

@@ -99,6 +99,8 @@ void parse_moe_overlap(Reader& r, Scenario& s) {
   }
   p.moe_node_limit = static_cast<int>(r.integer("moe_node_limit", 1, kMaxGpus, 0));
   if (p.moe_node_limit > 0 && p.expert == 1) r.fail("moe_node_limit", "limits the nodes a token's experts lie on: it needs expert > 1");
+  p.moe_fp8_dispatch = r.choice("moe_dispatch_dtype", {"activation", "fp8"}, "activation") == "fp8";
+  if (p.moe_fp8_dispatch && p.expert == 1) r.fail("moe_dispatch_dtype", "sends tokens to the expert-parallel GPUs in FP8: it needs expert > 1");
   if (p.moe_a2a_overlap == O::None) return;
   if (p.expert == 1) r.fail("moe_a2a_overlap", "overlaps expert all-to-alls: it needs expert > 1");
   if (p.moe_a2a_overlap != O::Megatron1F1B) return;

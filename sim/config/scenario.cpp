@@ -94,6 +94,9 @@ void refuse_unmodelled_pairs(const Scenario& s) {
   if (s.parallelism.framework.fp8_all_gather && s.training.precision != strategies::Precision::Fp8)
     throw InputError(s.file, "/parallelism/zero3/fp8_all_gather",
                      "gathers the FP8 GEMMs' weights in FP8: it needs training.precision \"fp8\"");
+  if (s.parallelism.moe_fp8_dispatch && s.training.precision != strategies::Precision::Fp8)
+    throw InputError(s.file, "/parallelism/moe_dispatch_dtype",
+                     "\"fp8\" sends the experts' FP8 GEMM inputs as they are quantized: it needs training.precision \"fp8\"");
   if (s.parallelism.context > 1 && s.training.attention != models::Attention::Flash)
     throw InputError(s.file, "/parallelism/context",
                      "context parallelism runs on fused attention (Transformer Engine's, as Megatron-Core does): set "

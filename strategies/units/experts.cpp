@@ -93,6 +93,13 @@ double moe_dispatch_bytes(const ParallelismSpec& p, const models::Layer& l, int 
   return tokens * n * (m / n) * reaches(within, std::min(k, within), m);
 }
 
+// FP8 toward the experts: one byte an element and a scale per 32 elements' worth (DeepSeek-V3's
+// fp32 scale per 1x128 tile, arXiv:2412.19437 Sec. 3.3.2, "we quantize the activation before MoE
+// up-projections into FP8 and then apply dispatch components ... A similar strategy is applied to
+// the activation gradient before MoE down-projections"; MXFP8's E8M0 byte per 32), against the
+// activations' bytes.
+double fp8_dispatch_share(Precision precision) { return (1.0 + 1.0 / 32.0) / activation_bytes(precision); }
+
 // Which passes of a stage's schedule run beside another: each forward next to a backward of
 // another micro-batch or chunk (the one it does not depend on), taken in schedule order; the
 // warm-up forwards and the cool-down backwards run alone (Megatron-Core adds one warm-up forward
@@ -140,8 +147,8 @@ class Experts final : public Unit {
   static double buckets(const Count& c);
   int layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps, const std::string& tag,
                  Inline mode);
-  int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label);
-  double bytes(Planner& em, int group, const models::Layer& l);
+  int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label, bool toward);
+  double bytes(Planner& em, int group, const models::Layer& l, bool toward);
   const std::array<int, 4>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode);
   Inline mode(Planner& em, const Pass& pass);
 
@@ -184,9 +191,8 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
     const int group = em.expert_groups(s).front();  // holds the stage's first GPU, where its tasks run
     std::array<int, 4> other{-1, -1, -1, -1};
     if (mode == Inline::Paired) other = works(em, s, !forward, l, Inline::None);
-    const double moved = bytes(em, group, l);
-    for (std::size_t a = 0; a < 2; ++a)
-      w[a].comms.push_back(overlapped_all_to_all(em.spec(), group, moved,
+    for (std::size_t a = 0; a < 2; ++a)  // the first toward the experts, the second back
+      w[a].comms.push_back(overlapped_all_to_all(em.spec(), group, bytes(em, group, l, a == 0),
                                                  mode == Inline::Paired ? other[(forward ? kForwardHiddenBy : kBackwardHiddenBy)[a]] : -1));
   }
   const double load = slowest_expert_load(em.spec(), em.model(), l);
@@ -201,9 +207,11 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
 }
 
 // Layer l's dispatch bytes on one GPU of expert-parallel group `group`: NCCL's rows, or DeepEP's
-// by the group's size and the nodes it spans (counted once per group).
-double Experts::bytes(Planner& em, int group, const models::Layer& l) {
-  if (em.spec().moe_dispatcher != ParallelismSpec::MoeDispatcher::DeepEp) return l.experts.dispatch_bytes;
+// by the group's size and the nodes it spans (counted once per group); toward the experts in FP8
+// where the scenario says so.
+double Experts::bytes(Planner& em, int group, const models::Layer& l, bool toward) {
+  const double wire = toward && em.spec().moe_fp8_dispatch ? fp8_dispatch_share(em.training().precision) : 1.0;
+  if (em.spec().moe_dispatcher != ParallelismSpec::MoeDispatcher::DeepEp) return l.experts.dispatch_bytes * wire;
   const auto& gpus = em.plan().graph.groups[static_cast<std::size_t>(group)];
   auto [it, fresh] = group_nodes_.try_emplace(group, 0);
   if (fresh) {
@@ -213,12 +221,12 @@ double Experts::bytes(Planner& em, int group, const models::Layer& l) {
       if (std::find(nodes.begin(), nodes.end(), g / per_node) == nodes.end()) nodes.push_back(g / per_node);
     it->second = static_cast<int>(nodes.size());
   }
-  return moe_dispatch_bytes(em.spec(), l, static_cast<int>(gpus.size()), it->second);
+  return moe_dispatch_bytes(em.spec(), l, static_cast<int>(gpus.size()), it->second) * wire;
 }
 
 // The all-to-alls name every expert-parallel group of the stage, so all their flows share the
 // network; with every replica emitted, the replicas of one group join its all-to-all.
-int Experts::all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label) {
+int Experts::all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label, bool toward) {
   const auto& p = em.spec();
   const bool every = em.replicas_join();
   std::vector<int> groups = em.expert_groups(s);
@@ -228,7 +236,7 @@ int Experts::all_to_all(Planner& em, int s, const models::Layer& l, std::vector<
     for (int t = 0; t < p.tensor; ++t) mine.push_back(groups[static_cast<std::size_t>(t * per_t + block)]);
     groups = std::move(mine);
   }
-  const double moved = bytes(em, groups.front(), l);
+  const double moved = bytes(em, groups.front(), l, toward);
   return em.group_collective(s, {CollectiveOp::AllToAll, taskgraph::Algorithm::Direct, std::move(groups), moved},
                              std::move(after), label, every ? 1 + em.replica() / p.expert : 0);
 }
@@ -249,7 +257,7 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
   }
   const int before = em.compute(s, w[0], std::move(deps), what + (forward ? " before dispatch" : " before combine"));
   const bool inlined = mode != Inline::None;  // the all-to-alls ride on the pieces before them
-  const int first = inlined ? before : all_to_all(em, s, l, {before}, (forward ? "dispatch " : "combine grad ") + l.name + tag);
+  const int first = inlined ? before : all_to_all(em, s, l, {before}, (forward ? "dispatch " : "combine grad ") + l.name + tag, true);
   std::vector<int> done{em.compute(s, w[1], {first}, what + " experts")};
   if (w[3] >= 0) {
     const int slow_rank = em.shape().place.gpu(em.replica() + 1, s, 0);  // stands for the group's most loaded GPU
@@ -259,7 +267,7 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
     done.push_back(last_slow_[s]);
   }
   if (inlined) return em.compute(s, w[2], done, what + (forward ? " after combine" : " after dispatch"));
-  const int second = all_to_all(em, s, l, done, (forward ? "combine " : "dispatch grad ") + l.name + tag);
+  const int second = all_to_all(em, s, l, done, (forward ? "combine " : "dispatch grad ") + l.name + tag, false);
   return em.compute(s, w[2], {second}, what + (forward ? " after combine" : " after dispatch"));
 }
 

@@ -20,6 +20,9 @@ taskgraph::InlineCollective overlapped_all_to_all(const ParallelismSpec& p, int 
 // One GPU's bytes for MoE layer l's dispatch all-to-all (and its combine) over an expert-parallel
 // group of `gpus` GPUs on `nodes` nodes, by the scenario's token dispatcher (units/experts.cpp).
 double moe_dispatch_bytes(const ParallelismSpec& p, const models::Layer& l, int gpus, int nodes);
+// What the all-to-alls toward the experts carry under moe_dispatch_dtype "fp8", per byte of the
+// activations' dtype (units/experts.cpp).
+double fp8_dispatch_share(Precision precision);
 
 // DeepSpeed's BF16_Optimizer runs the step (units/bf16_optimizer.cpp): bf16 without ZeRO.
 bool bf16_optimizer(const ParallelismSpec& p, Precision t);

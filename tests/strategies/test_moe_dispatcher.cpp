@@ -85,3 +85,47 @@ TEST(MoeDispatcher, NeedsExpertParallelism) {
   EXPECT_NE(error.find("/parallelism/moe_dispatcher"), std::string::npos) << error;
   EXPECT_NE(error.find("expert > 1"), std::string::npos) << error;
 }
+
+// moe_dispatch_dtype "fp8": the all-to-alls toward the experts (forward dispatch, backward
+// combine's gradient) carry a byte an element and a scale per 32 (1.03125 bytes against bf16's 2);
+// those back from the experts (forward combine, backward dispatch's gradient) stay bf16.
+TEST(MoeDispatcher, Fp8DispatchHalvesTheBytesTowardTheExperts) {
+  test::TempDir dir;
+  auto run = [&](const std::string& extra) {
+    const std::string json = R"({"name": "moe", "model": {"preset": "qwen3-30b-a3b", "num_layers": 2, "seq_len": 1024},
+      "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+      "parallelism": {"data": 16, "expert": 16, "micro_batch_size": 4)" + extra + R"(},
+      "training": {"global_batch_size": 64, "attention": "flash", "precision": "fp8"}, "simulation": {"backend": "analytical"}})";
+    return results::simulate(config::load_scenario(dir.file("fp8" + std::to_string(extra.size()) + ".json", json)));
+  };
+  const auto bf16 = run(""), fp8 = run(R"(, "moe_dispatch_dtype": "fp8")");
+  // By direction: the labels' "dispatch " and "combine grad " go toward the experts.
+  auto bytes = [](const results::Result& r, bool toward) {
+    double sum = 0;
+    for (const auto& t : r.plan.graph.tasks) {
+      if (!t.is_collective || t.collective().op != taskgraph::CollectiveOp::AllToAll) continue;
+      const std::string& l = t.label();
+      const bool to = l.rfind("combine grad ", 0) == 0 || (l.rfind("dispatch ", 0) == 0 && l.rfind("dispatch grad ", 0) != 0);
+      if (to == toward) sum += t.collective().bytes;
+    }
+    return sum;
+  };
+  ASSERT_GT(bytes(bf16, true), 0.0);
+  ASSERT_GT(bytes(bf16, false), 0.0);
+  EXPECT_DOUBLE_EQ(bytes(bf16, true), bytes(bf16, false));
+  EXPECT_DOUBLE_EQ(bytes(fp8, true), bytes(bf16, true) * 1.03125 / 2);
+  EXPECT_DOUBLE_EQ(bytes(fp8, false), bytes(bf16, false));
+  EXPECT_LT(fp8.all_to_all_s, bf16.all_to_all_s);
+  EXPECT_LT(fp8.step_time_s, bf16.step_time_s);
+  test::expect_parts_sum_to_step(fp8);
+}
+
+TEST(MoeDispatcher, Fp8DispatchNeedsFp8TrainingAndExperts) {
+  const auto bf16 = test::input_error_over_base(R"({"extends": "base.json", "model": {"preset": "mixtral-8x7b"},
+      "parallelism": {"data": 8, "expert": 8, "moe_dispatch_dtype": "fp8"}})");
+  EXPECT_NE(bf16.find("/parallelism/moe_dispatch_dtype"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("training.precision \"fp8\""), std::string::npos) << bf16;
+  const auto dense = test::input_error_over_base(R"({"extends": "base.json", "model": {"preset": "mixtral-8x7b"},
+      "parallelism": {"data": 8, "moe_dispatch_dtype": "fp8"}, "training": {"global_batch_size": 64, "precision": "fp8"}})");
+  EXPECT_NE(dense.find("expert > 1"), std::string::npos) << dense;
+}
