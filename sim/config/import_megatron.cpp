@@ -133,7 +133,8 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     m.number(f, v, p, it->second);
   } else if (f == "--num-layers-per-virtual-pipeline-stage" || f == "--num-virtual-stages-per-pipeline-rank" ||
              f == "--decoder-first-pipeline-num-layers" || f == "--decoder-last-pipeline-num-layers" ||
-             f == "--pipeline-model-parallel-layout") {
+             f == "--pipeline-model-parallel-layout" || f == "--account-for-embedding-in-pipeline-split" ||
+             f == "--account-for-loss-in-pipeline-split") {
     m.run.mapped.push_back(f);  // read together once the layers and stages are known (map_pipeline_split)
   } else if (f == "--sequence-parallel") {
     p["sequence_parallel"] = true, m.run.mapped.push_back(f);
@@ -167,6 +168,10 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
   } else if (f == "--moe-grouped-gemm") {
     m.run.mapped.push_back(f);  // each expert linear as one grouped GEMM, as dtsim prices them (models/transformer_moe.cpp)
   }
+}
+
+bool has_flag(const Args& args, const std::string& flag) {
+  return std::any_of(args.begin(), args.end(), [&](const auto& a) { return a.first == flag; });
 }
 
 // The flag's number, or 0 when it is absent or not a whole number.
@@ -204,6 +209,24 @@ std::vector<long long> chunk_layers(long long layers, long long stages, long lon
                                per_stage[static_cast<std::size_t>(st)], virtual_stages), std::vector<long long>{};
     for (long long v = 0; v < virtual_stages; ++v) out[static_cast<std::size_t>(v * stages + st)] = per_stage[static_cast<std::size_t>(st)] / virtual_stages;
   }
+  return out;
+}
+
+// Blocks per model chunk with the embedding and the loss counted as layers of the split
+// (--account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split;
+// transformer_block.py, get_num_layers_to_build): layers + 1 (+ 1) divide evenly over the stages
+// and their virtual stages, and the first chunk holds one block fewer for the embedding, the last
+// one fewer for the loss. Empty with a reason when they do not divide.
+std::vector<long long> accounted_layers(long long layers, long long stages, long long virtual_stages, bool embedding, bool loss,
+                                        std::string& why) {
+  const long long total = layers + (embedding ? 1 : 0) + (loss ? 1 : 0);
+  if (total % stages != 0 || (total / stages) % virtual_stages != 0)
+    return why = fmt::format("{} layers with the embedding and loss do not divide over {} x {} stages", total, stages, virtual_stages),
+           std::vector<long long>{};
+  std::vector<long long> out(static_cast<std::size_t>(stages * virtual_stages), total / stages / virtual_stages);
+  if (embedding) --out.front();
+  if (loss) --out.back();
+  if (out.front() < 0 || out.back() < 0) return why = "not enough layers for the first or last chunk", std::vector<long long>{};
   return out;
 }
 
@@ -292,13 +315,25 @@ void map_pipeline_split(const Args& args, Mapper& m) {
     for (const char* f : flags)
       if (std::erase(m.run.mapped, std::string(f)) > 0) m.run.unmapped.push_back(fmt::format("{} ({})", f, why));
   };
-  if (map_layout(args, m)) return;
+  if (map_layout(args, m))
+    return unmap({"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"},
+                 "Megatron refuses it with --pipeline-model-parallel-layout");
   long long v = flag_number(args, "--num-virtual-stages-per-pipeline-rank");
   if (const long long per = flag_number(args, "--num-layers-per-virtual-pipeline-stage"); per > 0) {
     if (layers > 0 && layers % (stages * per) == 0) v = layers / stages / per;  // arguments.py: (num_layers // pipeline) // this
     else unmap({"--num-layers-per-virtual-pipeline-stage"}, "does not divide the layers per stage: give parallelism.virtual_stages");
   }
   if (v > 1) p["virtual_stages"] = v, p["pipeline_schedule"] = "interleaved-1f1b";
+  const bool embedding = has_flag(args, "--account-for-embedding-in-pipeline-split"),
+             loss = has_flag(args, "--account-for-loss-in-pipeline-split");
+  if ((embedding || loss) && layers > 0) {
+    std::string why = first > 0 || last > 0 ? "Megatron refuses it with --decoder-first/last-pipeline-num-layers"
+                      : stages < 2          ? "needs --pipeline-model-parallel-size above 1"
+                                            : "";
+    const auto split = why.empty() ? accounted_layers(layers, stages, std::max(1LL, v), embedding, loss, why) : std::vector<long long>{};
+    if (split.empty()) unmap({"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"}, why);
+    else return void(p["stage_layers"] = split);
+  }
   if ((first == 0 && last == 0) || layers == 0) return;
   std::string why = stages < 2 ? "needs --pipeline-model-parallel-size above 1" : "";
   const auto split = why.empty() ? chunk_layers(layers, stages, std::max(1LL, v), first, last, why) : std::vector<long long>{};

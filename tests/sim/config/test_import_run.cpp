@@ -230,6 +230,33 @@ TEST(ImportRun, MegatronUnevenPipelineStages) {
   EXPECT_TRUE(names(r.unmapped, "--decoder-first-pipeline-num-layers (stage 0's 3 layers")) << r.unmapped.size();
 }
 
+// --account-for-embedding/loss-in-pipeline-split: the embedding and the loss count as layers of
+// the split, and the first and last chunks hold one block fewer (get_num_layers_to_build).
+TEST(ImportRun, MegatronEmbeddingAndLossCountedInThePipelineSplit) {
+  using dtsim::config::import_megatron_args;
+  const std::string both = " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split";
+  // Qwen3-235B's 94 layers + 2 over 8 stages x 4 virtual stages: 3 a chunk, 2 in the first and last.
+  auto r = import_megatron_args("pretrain_gpt.py --num-layers 94 --pipeline-model-parallel-size 8 "
+                                "--num-virtual-stages-per-pipeline-rank 4" + both, "x.sh");
+  std::vector<long long> want(32, 3);
+  want.front() = want.back() = 2;
+  EXPECT_EQ(r.parallelism["stage_layers"], nlohmann::json(want));
+  EXPECT_TRUE(names(r.mapped, "--account-for-loss-in-pipeline-split"));
+  // The embedding alone over 4 stages: 23 + 1 = 24, 6 a stage, 5 on the first.
+  r = import_megatron_args("pretrain_gpt.py --num-layers 23 --pipeline-model-parallel-size 4 --account-for-embedding-in-pipeline-split",
+                           "x.sh");
+  EXPECT_EQ(r.parallelism["stage_layers"], nlohmann::json::parse("[5, 6, 6, 6]"));
+  // 24 + 2 does not divide over 4 stages: named, no split.
+  r = import_megatron_args("pretrain_gpt.py --num-layers 24 --pipeline-model-parallel-size 4" + both, "x.sh");
+  EXPECT_FALSE(r.parallelism.contains("stage_layers"));
+  EXPECT_TRUE(names(r.unmapped, "--account-for-embedding-in-pipeline-split (26 layers with the embedding and loss do not divide"));
+  // Megatron refuses them beside explicit first and last stages.
+  r = import_megatron_args("pretrain_gpt.py --num-layers 22 --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 4" + both,
+                           "x.sh");
+  EXPECT_TRUE(names(r.unmapped, "--account-for-loss-in-pipeline-split (Megatron refuses it"));
+  EXPECT_EQ(r.parallelism["stage_layers"], nlohmann::json::parse("[4, 6, 6, 6]"));
+}
+
 TEST(ImportRun, DeepSpeed2021ZeroThreeConfig) {
   const auto r = dtsim::config::import_deepspeed_config(nlohmann::json::parse(slurp(kData + "ds_zero_stage_3_config_release.json")), "x.json");
   EXPECT_EQ(r.parallelism["framework"], "deepspeed");
