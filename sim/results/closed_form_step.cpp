@@ -241,18 +241,27 @@ double ClosedForm::Impl::Step::stage_end(int st, const std::vector<double>& last
   return start + optimizer_seconds(shard);
 }
 
-// Megatron-Core's overlapped parameter gather on one stage: how late the first forward ends
-// (strategies/units/zero.hpp, overlapped_gather_delay); the rest of the step follows it.
+// Megatron-Core's overlapped parameter gather: how late the pipeline ends. Each stage's gathers
+// start with the step and its first chunk's first forward waits for them layer by layer
+// (strategies/units/zero.hpp, overlapped_gather_delay); stage st's input arrives only after the
+// chunks before it have run forward and sent, so that head start hides part of its delay. The
+// step is late by the largest delay left (the later chunks' gathers queue behind and are done
+// long before their first forwards).
 double ClosedForm::Impl::Step::param_gather_delay() {
   if (!p.overlap_param_gather || p.zero_stage != 1 || D <= 1) return 0;
-  const Layers& ls = layout.chunk_layers[0];
-  auto& gathers = data_prices(CollectiveOp::AllGather, 0);
-  std::vector<double> gather, forward;
-  for (const auto* l : ls) {
-    gather.push_back(l->params() > 0 ? data_collective(gathers, CollectiveOp::AllGather, l->params() * wbytes, 0) : 0.0);
-    forward.push_back(im.layer_seconds(*l, true, g, p, layout.checkpoints, rep(0)));
+  double delay = 0, head = 0;
+  for (int st = 0; st < P && st < chunks; ++st) {
+    const auto j = static_cast<std::size_t>(st);
+    auto& gathers = data_prices(CollectiveOp::AllGather, st);
+    std::vector<double> gather, forward;
+    for (const auto* l : layout.chunk_layers[j]) {
+      gather.push_back(l->params() > 0 ? data_collective(gathers, CollectiveOp::AllGather, l->params() * wbytes, st) : 0.0);
+      forward.push_back(im.layer_seconds(*l, true, g, p, layout.checkpoints, rep(st)));
+    }
+    delay = std::max(delay, strategies::overlapped_gather_delay(gather, forward) - head);
+    head += F[j] + (j < hop.size() ? hop[j] : 0.0);
   }
-  return strategies::overlapped_gather_delay(gather, forward);
+  return delay;
 }
 
 double ClosedForm::Impl::Step::pipeline_step() {

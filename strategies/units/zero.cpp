@@ -147,9 +147,6 @@ class Zero final : public Unit {
     if (p.zero_stage == 3 && p.pipeline > 1 && p.data > 1) return "ZeRO-3 with pipeline parallelism";
     // HSDP's term (sim/results/closed_form.cpp) has every layer gathered; full replicas gather none.
     if (hybrid_shard(p) && p.shard_size * p.context == 1) return "hybrid sharding without shards (shard_size 1)";
-    // One stage is priced (overlapped_gather_delay); in a pipeline the late first forwards
-    // travel down the stages, which the schedules' terms do not follow.
-    if (overlapped_ && p.pipeline * p.virtual_stages > 1) return "the parameter all-gather overlapped with the forward in a pipeline";
     return "";
   }
 

@@ -288,8 +288,7 @@ TEST(Units, SayWhatTheClosedFormLeavesToTheReplay) {
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 2, p.data = 8; }, "zero"), "ZeRO stage");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 8, p.overlap_param_gather = true; }, "zero"), "");
-  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 4, p.pipeline = 2, p.overlap_param_gather = true; }, "zero"),
-            "the parameter all-gather overlapped with the forward in a pipeline");
+  EXPECT_EQ(gap([](auto& p) { p.zero_stage = 1, p.data = 4, p.pipeline = 2, p.overlap_param_gather = true; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8; }, "zero"), "");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.pipeline = 2; }, "zero"), "ZeRO-3 with pipeline parallelism");
   EXPECT_EQ(gap([](auto& p) { p.zero_stage = 3, p.data = 8, p.shard_size = 4; }, "zero"), "");

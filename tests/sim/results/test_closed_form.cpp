@@ -133,28 +133,32 @@ TEST(ClosedForm, SomeBlocksRecomputedAgreeWithTheReplay) {
     }
 }
 
-// Megatron-Core's overlapped parameter gather (overlap_param_gather) on one stage: the first
-// forward late by overlapped_gather_delay, the rest after it, as the replay runs it; in a pipeline
-// the replay prices it.
-TEST(ClosedForm, OverlappedParamGatherOnOneStageAgreesWithTheReplay) {
+// Megatron-Core's overlapped parameter gather (overlap_param_gather): on one stage the first
+// forward late by overlapped_gather_delay and the rest after it, as the replay runs it; in a
+// pipeline the largest delay a stage's head start does not hide, within the grid's bound.
+TEST(ClosedForm, OverlappedParamGatherAgreesWithTheReplay) {
   const Scenario base = two_nodes();
   dtsim::results::ClosedForm closed(base);
-  for (int tp : {1, 2, 4})
-    for (std::int64_t mb : {1, 2})
-      for (Recompute rc : {Recompute::None, Recompute::Full}) {
-        Scenario s = with(base, {tp, 1, mb, Schedule::OneFOneB, 1, rc});
-        const double without = closed.estimate(s).step_time_s;
-        s.parallelism.overlap_param_gather = true;
-        const std::string at = name({tp, 1, mb, Schedule::OneFOneB, 1, rc});
-        ASSERT_EQ(dtsim::results::closed_form_gap(s), "") << at;
-        const auto replayed = dtsim::results::simulate(s);
-        const double estimated = closed.estimate(s).step_time_s;
-        EXPECT_LT(std::abs(estimated - replayed.step_time_s) / replayed.step_time_s, 1e-9) << at;
-        EXPECT_LT(estimated, without) << at;
-      }
-  Scenario piped = with(base, {2, 2, 1, Schedule::OneFOneB, 1, Recompute::None});
-  piped.parallelism.overlap_param_gather = true;
-  EXPECT_EQ(dtsim::results::closed_form_gap(piped), "the parameter all-gather overlapped with the forward in a pipeline");
+  double worst = 0;
+  for (const Case& c : grid()) {
+    if (c.zero != 1) continue;
+    Scenario s = with(base, c);
+    const double without = closed.estimate(s).step_time_s;
+    s.parallelism.overlap_param_gather = true;
+    ASSERT_EQ(dtsim::results::closed_form_gap(s), "") << name(c);
+    const auto replayed = dtsim::results::simulate(s);
+    const double estimated = closed.estimate(s).step_time_s;
+    const double rel = std::abs(estimated - replayed.step_time_s) / replayed.step_time_s;
+    if (c.pp == 1) {
+      EXPECT_LT(rel, 1e-9) << name(c);
+    }
+    EXPECT_LT(rel, kBound) << name(c) << ": " << estimated << " vs " << replayed.step_time_s;
+    if (s.parallelism.data > 1) {  // else nothing to gather
+      EXPECT_LT(estimated, without) << name(c);
+    }
+    worst = std::max(worst, rel);
+  }
+  std::printf("overlapped parameter gather: largest relative disagreement %.4f\n", worst);
 }
 
 // Uneven virtual chunks (parallelism.stage_layers, one count per model chunk). Written out even,
