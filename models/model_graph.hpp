@@ -39,6 +39,10 @@ struct TransformerSpec {
   // QK-norm (Qwen3; OLMo 2; Megatron-Core --qk-layernorm): every query and key head normalised
   // over its head width after the projection, before the rotary embedding and attention.
   bool qk_norm = false;
+  // Multi-token prediction modules (DeepSeek-V3, Sec. 2.2; Megatron-Core --mtp-num-layers): each
+  // predicts one token further on from the last block's output and the next token's embedding,
+  // through its own norms, projection and transformer block and the model's (shared) head.
+  std::int64_t mtp_layers = 0;
   // A vision transformer (Dosovitskiy et al. 2021) when patch_size > 0: the image is cut into
   // (image_size / patch_size)^2 patches embedded by a patch_size-strided convolution, a class
   // token joins them (seq_len = patches + 1), attention is bidirectional over all of them, and
@@ -315,6 +319,9 @@ struct Layer {
   // context parallelism passes around its ring or all-gathers. 0 when the layer has no attention.
   double context_kv_bytes = 0;
   ExpertSplit experts{};
+  // A multi-token prediction module (a block of its own after the model's blocks, on the chunk
+  // of the head): not one of the model's blocks when they are split into chunks.
+  bool mtp = false;
 
   double params() const;
   double expert_params() const;  // of params(), those of Op::expert ops

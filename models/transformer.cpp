@@ -258,20 +258,22 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   return l;
 }
 
-Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
-  const Slice x = slice(s, o, e);
+// The final norm, the vocabulary-parallel output layer and the loss, named from `prefix`: the
+// model's head, or a multi-token prediction module's, whose output layer is the model's own
+// (`shared`: no parameters of its own).
+void head_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Slice& x, const std::string& prefix, bool shared) {
+  const double e = x.e;
   const I vocab = (s.vocab_size + o.tensor - 1) / o.tensor;  // vocabulary-parallel output layer
   const double tv = static_cast<double>(x.tokens) * static_cast<double>(vocab);
-  Layer l{"head", LayerKind::Head, {}, x.th_local * e};
-  Op fn = norm("final_norm", s, o, x.th_local, e);
+  Op fn = norm(prefix + "final_norm", s, o, x.th_local, e);
   fn.params /= x.t;
   l.ops.push_back(fn);
-  Op logits = linear("lm_head", x.tokens, s.hidden_size, vocab, e, false, x.gathered_split);
-  if (s.tied_embeddings) logits.params = 0;  // shares the embedding table
+  Op logits = linear(prefix + "lm_head", x.tokens, s.hidden_size, vocab, e, false, x.gathered_split);
+  if (s.tied_embeddings || shared) logits.params = 0;  // shares the embedding table, or the model's head
   l.ops.push_back(logits);
   // Cross-entropy in fp32: the softmax of the logits is kept for backward (Korthikanti's 4sbv).
   Op loss;
-  loss.name = "cross_entropy";
+  loss.name = prefix + "cross_entropy";
   loss.forward = {memory("cross_entropy", tv * (e + 4.0), 5.0 * tv)};
   loss.backward = {memory("cross_entropy.bwd", tv * (4.0 + e), 2.0 * tv)};
   loss.saved_bytes = loss.saved_bytes_selective = 4.0 * tv;
@@ -280,9 +282,52 @@ Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
   l.ops.push_back(loss);
   // The input gradient of the vocabulary-split head is summed; under sequence parallelism its
   // sharded input is gathered first.
+  l.tensor_split.backward_sums += 1;
+  l.tensor_split.forward_gathers += 1;
+}
+
+Layer head_layer(const TransformerSpec& s, const BuildOptions& o, double e) {
+  const Slice x = slice(s, o, e);
+  Layer l{"head", LayerKind::Head, {}, x.th_local * e};
   l.tensor_split.bytes = x.th * e;
-  l.tensor_split.backward_sums = 1;
-  l.tensor_split.forward_gathers = 1;
+  head_ops(l, s, o, x, "", false);
+  return l;
+}
+
+// Multi-token prediction module `depth` (DeepSeek-V3 report, arXiv:2412.19437, Sec. 2.2;
+// Megatron-Core transformer/multi_token_prediction.py, MultiTokenPredictionLayer): the next
+// token's embedding (the model's table, shared: the first and last stages sum its gradients) and
+// the previous depth's output, each normed (enorm, hnorm), concatenated and projected from 2h to
+// h by a column-parallel linear whose output is gathered, then a transformer block (an MoE one
+// where the model's last block is), and the model's final norm, output layer and loss again.
+Layer mtp_layer(const TransformerSpec& s, const BuildOptions& o, double e, I depth) {
+  const Slice x = slice(s, o, e);
+  Layer l{"mtp." + std::to_string(depth), LayerKind::Block, {}, x.th_local * e};
+  l.mtp = true;
+  Op emb = embedding_layer(s, o, e).ops.front();
+  emb.name = "mtp.embedding";
+  emb.params = 0;
+  emb.tensors.clear();
+  l.ops.push_back(emb);
+  for (const char* name : {"mtp.enorm", "mtp.hnorm"}) {
+    Op n = norm(name, s, o, x.th_local, e);
+    n.params /= x.t;
+    l.ops.push_back(n);
+  }
+  l.ops.push_back(block_linear("mtp.eh_proj", x.tokens, 2 * x.h, x.h / o.tensor, e, false, x, x.gathered_split));
+  const Layer block = block_layer(s, o, e, s.num_layers - 1);
+  const std::size_t offset = l.ops.size();
+  for (const auto& op : block.ops) l.ops.push_back(op);
+  l.experts = block.experts;
+  if (l.experts.moe()) l.experts.first += offset, l.experts.last += offset;
+  l.context_kv_bytes = block.context_kv_bytes;
+  l.output_bytes = block.output_bytes;
+  l.tensor_split = block.tensor_split;
+  // The embedding's partial lookups summed; the projection's output gathered forward (priced as
+  // one more sum of the activation) and its 2h-wide input gradient summed backward.
+  l.tensor_split.forward_sums += 2;
+  l.tensor_split.backward_sums += 2;
+  head_ops(l, s, o, x, "mtp.", true);
   return l;
 }
 
@@ -326,8 +371,10 @@ ModelGraph build_transformer(const TransformerSpec& spec, const BuildOptions& op
     copy.name = "block." + std::to_string(i);
     g.layers.push_back(std::move(copy));
   }
+  for (I d = 1; d <= spec.mtp_layers; ++d) g.layers.push_back(mtp_layer(spec, options, e, d));
   g.layers.push_back(spec.vision() ? classifier_layer(spec, options, e) : head_layer(spec, options, e));
-  if (spec.tied_embeddings && !spec.vision()) g.tied_params = g.layers.front().ops.front().params;
+  // A tied output layer, or multi-token prediction's lookups, share the embedding table.
+  if ((spec.tied_embeddings || spec.mtp_layers > 0) && !spec.vision()) g.tied_params = g.layers.front().ops.front().params;
   return g;
 }
 

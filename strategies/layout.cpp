@@ -45,13 +45,15 @@ Layout layout_of(const models::ModelGraph& g, const ParallelismSpec& p, const Tr
 }
 
 // Blocks split evenly (the first chunks take one more when they do not divide) unless `blocks`
-// gives each chunk's count, the embedding on the first chunk and the head on the last.
+// gives each chunk's count, the embedding on the first chunk and the head on the last, after
+// the multi-token prediction modules (Megatron-Core's default place for them, the last stage).
 std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks, const std::vector<int>& blocks_per_chunk) {
-  Layers blocks;
+  Layers blocks, mtp;
   const models::Layer *embedding = nullptr, *head = nullptr;
   for (const auto& l : g.layers) {
     if (l.kind == models::LayerKind::Embedding) embedding = &l;
     else if (l.kind == models::LayerKind::Head) head = &l;
+    else if (l.mtp) mtp.push_back(&l);
     else blocks.push_back(&l);
   }
   const std::size_t n = static_cast<std::size_t>(chunks);
@@ -64,6 +66,7 @@ std::vector<Layers> split_chunks(const models::ModelGraph& g, int chunks, const 
     if (next + count > blocks.size()) throw std::invalid_argument("stage layers add up to more than the model's blocks");
     if (c == 0 && embedding) out[c].push_back(embedding);
     for (std::size_t i = 0; i < count; ++i) out[c].push_back(blocks[next++]);
+    if (c + 1 == n) out[c].insert(out[c].end(), mtp.begin(), mtp.end());
     if (c + 1 == n && head) out[c].push_back(head);
   }
   return out;

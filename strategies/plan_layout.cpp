@@ -32,7 +32,7 @@ PlanLayout Planner::layout() {
       seq_[static_cast<std::size_t>(s)] = stage_schedule(p_.schedule, P, s, static_cast<int>(k_.micro_batches), k_.virtual_stages);
     const Layers& mine = stage_layers(s);
     plan_.stage_layers.push_back(static_cast<int>(
-        std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
+        std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block && !l->mtp; })));
   }
   if (!k_.sync && (P > 1 || p_.tensor > 1 || p_.zero_stage > 0))
     throw std::invalid_argument("asynchronous updates are modelled for pure data parallelism only");

@@ -32,7 +32,7 @@ void Planner::start_stages() {
     cp_groups_.push_back(cp);
     const Layers& mine = stage_layers(s);
     plan_.stage_layers.push_back(static_cast<int>(
-        std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block; })));
+        std::count_if(mine.begin(), mine.end(), [](const models::Layer* l) { return l->kind == models::LayerKind::Block && !l->mtp; })));
   }
 }
 

@@ -111,12 +111,15 @@ std::shared_ptr<const Family> parse_transformer(Reader& r, const std::string& na
   m.head_dim = r.integer("head_dim", 1, 100000, 0);
   m.parallel_layers = r.boolean("parallel_layers", false);
   m.qk_norm = r.boolean("qk_norm", false);
+  m.mtp_layers = r.integer("mtp_layers", 0, 16, 0);
   parse_experts(r, m);
   parse_latent_attention(r, m);
   r.finish();
   if (m.parallel_layers && (m.moe() || m.mla()))
     r.fail("parallel_layers", "parallel layers are modelled for dense blocks with standard attention projections only "
                               "(a mixture of experts or latent attention runs its blocks in sequence)");
+  if (m.mtp_layers > 0 && m.parallel_layers)
+    r.fail("mtp_layers", "multi-token prediction is modelled for sequential blocks (its module's block is the model's)");
   if (m.qk_norm && (m.parallel_layers || m.mla()))
     r.fail("qk_norm", "QK-norm is modelled for sequential blocks with standard attention projections only");
   if (m.head_dim == 0 && !m.mla() && m.hidden_size % m.num_heads != 0)
@@ -171,6 +174,7 @@ std::vector<FamilyKind> transformer_kinds() {
       {"position_embedding", "learned (a table of seq_len x hidden_size), rotary, or alibi (a bias by distance inside the attention kernel: no table)"},
       {"embedding_norm", "a LayerNorm of the embedding's output before the first block (BLOOM)"},
       {"qk_norm", "every query and key head normalised over its head width after the projection (Qwen3, OLMo 2; Megatron-Core --qk-layernorm)"},
+      {"mtp_layers", "multi-token prediction modules after the last block, each one token further (DeepSeek-V3; Megatron-Core --mtp-num-layers): two norms, a 2h-to-h projection, a block and the shared head and loss"},
       {"tied_embeddings", "the output layer shares the input embedding's weights"},
       {"linear_bias", "linear layers carry biases"},
       {"dropout", "dropout layers run (their masks are kept for backward)"},

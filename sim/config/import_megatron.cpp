@@ -117,6 +117,8 @@ void map_model(const std::string& f, const std::string& v, Mapper& m) {
     model["embedding_norm"] = true, m.run.mapped.push_back(f);
   } else if (f == "--untie-embeddings-and-output-weights") {
     model["tied_embeddings"] = false, m.run.mapped.push_back(f);
+  } else if (f == "--mtp-num-layers") {
+    m.number(f, v, model, "mtp_layers");
   } else if (f == "--disable-bias-linear") {
     model["linear_bias"] = false, m.run.mapped.push_back(f);
   }
@@ -255,7 +257,7 @@ bool unroll(std::string& s, const std::regex& re, std::size_t longest) {
 // pipeline x virtual stages, listed as layout[vpp_rank * pipeline + pp_rank] (chunk j on stage
 // j % pipeline, stage_layers' order); "t" a transformer layer, "E" the embedding, "L" the loss,
 // "m" a multi-token-prediction layer. Each chunk's "t" count, or empty with the reason.
-std::vector<long long> layout_chunks(std::string s, long long stages, long long layers, std::string& why, bool& mtp) {
+std::vector<long long> layout_chunks(std::string s, long long stages, long long layers, std::string& why, long long& mtp) {
   // Longer than any model's layout (10,000 blocks at most): refused before std::regex, whose
   // matching recurses per character, walks it.
   constexpr std::size_t kLongest = 1 << 16, kWritten = 4096;
@@ -268,10 +270,12 @@ std::vector<long long> layout_chunks(std::string s, long long stages, long long 
     const char c = s[i];
     if (c == '|') out.push_back(0);
     else if (c == 't') ++out.back();
-    else if (c == 'm') mtp = true;
+    else if (c == 'm' && s.find('|', i) != std::string::npos)
+      return why = "dtsim keeps the multi-token prediction layers on the last chunk", std::vector<long long>{};
+    else if (c == 'm') ++mtp;
     else if ((c == 'E' && out.size() > 1) || (c == 'L' && s.find('|', i) != std::string::npos))
       return why = "dtsim keeps the embedding on the first chunk and the loss on the last", std::vector<long long>{};
-    else if (c != 'E' && c != 'L') return why = fmt::format("'{}' is not a layer dtsim knows (E, t, m, L)", c), std::vector<long long>{};
+    else if (c != 'E' && c != 'L' && c != 'm') return why = fmt::format("'{}' is not a layer dtsim knows (E, t, m, L)", c), std::vector<long long>{};
   }
   long long sum = 0;
   for (long long n : out) sum += n;
@@ -291,7 +295,7 @@ bool map_layout(const Args& args, Mapper& m) {
   auto& p = m.run.parallelism;
   const long long layers = m.run.model.value("num_layers", 0LL), stages = p.value("pipeline", 1LL);
   std::string why;
-  bool mtp = false;
+  long long mtp = 0;
   const auto chunks = layout_chunks(it->second, stages, layers, why, mtp);
   if (chunks.empty()) {
     std::erase(m.run.mapped, it->first);
@@ -301,7 +305,9 @@ bool map_layout(const Args& args, Mapper& m) {
   const long long v = static_cast<long long>(chunks.size()) / stages;
   if (v > 1) p["virtual_stages"] = v, p["pipeline_schedule"] = "interleaved-1f1b";
   p["stage_layers"] = chunks;
-  if (mtp) m.run.unmapped.push_back(it->first + " m (multi-token prediction layers: not modelled)");
+  // The layout's "m"s are the model's multi-token prediction layers (Megatron checks that they are
+  // --mtp-num-layers of them).
+  if (mtp > 0) m.run.model["mtp_layers"] = mtp;
   return true;
 }
 

@@ -133,6 +133,13 @@ TEST(ImportRun, MegatronCoreMoeFlagsAndAPipelineLayout) {
   EXPECT_EQ(ends.parallelism["stage_layers"], nlohmann::ordered_json::parse("[0, 5, 5, 0]"));
   EXPECT_NE(why("E(t|)*99999999,L").find("too long"), std::string::npos);
   EXPECT_NE(why("Et|(tt|)*4,tX").find("'X' is not a layer"), std::string::npos);
+  // Multi-token prediction: --mtp-num-layers, or the layout's "m"s, on the last chunk only.
+  const auto mtp = import_megatron_args(base + "--mtp-num-layers 1 --pipeline-model-parallel-layout \"E|(ttttt|)*2,mL\"", "x.sh");
+  EXPECT_EQ(mtp.model["mtp_layers"], 1);
+  EXPECT_EQ(mtp.parallelism["stage_layers"], nlohmann::ordered_json::parse("[0, 5, 5, 0]"));
+  EXPECT_TRUE(names(mtp.mapped, "--mtp-num-layers"));
+  EXPECT_EQ(import_megatron_args(base + "--pipeline-model-parallel-layout \"E|(ttttt|)*2,mmL\"", "x.sh").model["mtp_layers"], 2);
+  EXPECT_NE(why("E|ttttt|ttttt|m|L").find("multi-token prediction layers on the last chunk"), std::string::npos);
 }
 
 // Megatron-LM's full recomputation reaches the blocks --recompute-method and --recompute-num-layers
