@@ -260,7 +260,18 @@ struct ExpertSplit {
   std::int64_t local_experts = 0;   // experts on this GPU
   double active_share = 1.0;        // of the expert parameters, the share one token uses (top-k / experts)
   double capacity = 0;              // the capacity factor each expert is padded to; 0: dropless
+  // The shared experts' ops: [shared_first, shared_fc2) their input projection and activation,
+  // [shared_fc2, shared_last) their output projection (none when equal).
+  std::size_t shared_first = 0, shared_fc2 = 0, shared_last = 0;
   bool moe() const { return last > first; }
+  bool has_shared() const { return shared_last > shared_first; }
+  // The same split with `offset` ops before the layer's (a module that embeds a block).
+  ExpertSplit shifted(std::size_t offset) const {
+    ExpertSplit out = *this;
+    if (!moe()) return out;
+    for (auto* i : {&out.first, &out.last, &out.shared_first, &out.shared_fc2, &out.shared_last}) *i += offset;
+    return out;
+  }
   bool operator==(const ExpertSplit&) const = default;
 };
 

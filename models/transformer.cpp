@@ -318,8 +318,7 @@ Layer mtp_layer(const TransformerSpec& s, const BuildOptions& o, double e, I dep
   const Layer block = block_layer(s, o, e, s.num_layers - 1);
   const std::size_t offset = l.ops.size();
   for (const auto& op : block.ops) l.ops.push_back(op);
-  l.experts = block.experts;
-  if (l.experts.moe()) l.experts.first += offset, l.experts.last += offset;
+  l.experts = block.experts.shifted(offset);
   l.context_kv_bytes = block.context_kv_bytes;
   l.output_bytes = block.output_bytes;
   l.tensor_split = block.tensor_split;

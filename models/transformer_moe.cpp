@@ -146,6 +146,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   l.experts = split;
   l.ops.push_back(elementwise("moe.unpermute", tkh, e, 2.0, 0.0, 2.0));
   if (s.shared_experts > 0) {
+    l.experts.shared_first = l.ops.size();
     const I sf = s.shared_experts * f;
     const double tf = static_cast<double>(x.tokens) * static_cast<double>(sf);
     if (s.mlp == Mlp::SwiGlu) {
@@ -158,7 +159,9 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
       l.ops.push_back(s.mlp == Mlp::SquaredRelu ? squared_relu("moe.shared.squared_relu", tf, e)
                                                 : elementwise("moe.shared.gelu", tf, e, 1.0, tf * e, 10.0));
     }
+    l.experts.shared_fc2 = l.ops.size();
     l.ops.push_back(block_linear("moe.shared.down", x.tokens, sf, x.h, e, false, x));
+    l.experts.shared_last = l.ops.size();
   }
   l.ops.push_back(dropout_add("mlp.residual", x.th_local, e, s.dropout));
 }

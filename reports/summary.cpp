@@ -79,6 +79,7 @@ std::string software(const config::Scenario& s) {
     parts.push_back(fmt::format("recompute {}", recompute_text(p)));
   if (p.moe_dispatcher == strategies::ParallelismSpec::MoeDispatcher::DeepEp) parts.push_back("DeepEP dispatch");
   if (p.moe_fp8_dispatch) parts.push_back("FP8 dispatch");
+  if (p.moe_shared_expert_overlap) parts.push_back("shared experts beside the all-to-alls");
   if (s.device.stack.name != "default") parts.push_back(fmt::format("stack {}", s.device.stack.name));
   return parts.empty() ? "" : fmt::format("  {}\n", fmt::join(parts, ", "));
 }

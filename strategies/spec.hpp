@@ -162,6 +162,9 @@ struct ParallelismSpec {
   // a scale per 32 elements' bytes (DeepSeek-V3's 1x128 fp32 scales, Megatron-Core's MXFP8
   // moe_dispatch_fwd_dtype / moe_combine_bwd_dtype); the other direction stays in the activations'.
   bool moe_fp8_dispatch = false;
+  // Megatron-Core's --moe-shared-expert-overlap: the shared experts run on a stream of their own
+  // beside the token dispatcher's all-to-alls (transformer/moe/shared_experts.py).
+  bool moe_shared_expert_overlap = false;
   int gpus_per_node = 0;  // the cluster's: GPU ids count node by node (0: one node)
   // Router load imbalance: expert i gets (1 + expert_skew z_i) times its even share of the tokens,
   // z_i standard normal drawn from expert_seed per MoE layer; the GPU with the most sets the pace.

@@ -281,14 +281,27 @@ taskgraph::Work backward_part_work(const std::vector<const models::Layer*>& laye
   return w;
 }
 
-std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
+bool shared_experts_apart(const ParallelismSpec& p, const models::Layer& l) {
+  return p.moe_shared_expert_overlap && p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::None && l.experts.has_shared();
+}
+
+std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
                                              const ParallelismSpec& p, int tp_group, Recompute r) {
-  std::array<taskgraph::Work, 3> w;
-  const std::size_t first = l.experts.first, last = l.experts.last, n = l.ops.size();
+  std::array<taskgraph::Work, 5> w;
+  const auto& x = l.experts;
+  const std::size_t first = x.first, last = x.last, n = l.ops.size();
   const char* pass = forward ? "fwd " : "bwd ";
   w[0].name = pass + l.name + (forward ? " before dispatch" : " before combine");
   w[1].name = pass + l.name + " experts";
   w[2].name = pass + l.name + (forward ? " after combine" : " after dispatch");
+  w[3].name = pass + l.name + (forward ? " shared experts beside dispatch" : " shared experts beside combine");
+  w[4].name = pass + l.name + (forward ? " shared experts beside combine" : " shared experts beside dispatch");
+  // The piece an op after the experts runs in: the shared experts' own under the overlap.
+  const bool apart = shared_experts_apart(p, l);
+  auto after_piece = [&](std::size_t i) -> std::size_t {
+    if (!apart || i < x.shared_first || i >= x.shared_last) return forward ? 2 : 0;
+    return (i < x.shared_fc2) == forward ? 3 : 4;
+  };
   auto add = [](taskgraph::Work& to, const std::vector<models::Kernel>& ks) { to.kernels.insert(to.kernels.end(), ks.begin(), ks.end()); };
   // The attention's piece (forward before the dispatch, backward after it) and its linears.
   const std::size_t attention = forward ? 0 : 2;
@@ -300,13 +313,13 @@ std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forwa
     if (auto lin = find_tp_linear(op, forward, w[piece].kernels, at)) linears.push_back(*lin);
   };
   if (forward) {
-    for (std::size_t i = 0; i < n; ++i) add_op(i < first ? 0 : i < last ? 1 : 2, l.ops[i], l.ops[i].forward);
+    for (std::size_t i = 0; i < n; ++i) add_op(i < first ? 0 : i < last ? 1 : after_piece(i), l.ops[i], l.ops[i].forward);
   } else {
     // Full recomputation re-runs the whole forward, all-to-alls included: the planner emits it.
     const auto again = reruns(l, r);
     for (std::size_t i = 0; i < n && r != Recompute::Full; ++i)
       if (again[i].any()) add(w[0], rerun_kernels(l.ops[i], again[i]));
-    for (std::size_t i = n; i-- > 0;) add_op(i >= last ? 0 : i >= first ? 1 : 2, l.ops[i], l.ops[i].backward);
+    for (std::size_t i = n; i-- > 0;) add_op(i >= last ? after_piece(i) : i >= first ? 1 : 2, l.ops[i], l.ops[i].backward);
     if (!p.fused_grad_accumulation && l.params() > 0)
       w[2].kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
   }

@@ -76,8 +76,12 @@ double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int el
 // dispatch with the weight-gradient accumulation. Tensor-parallel collectives go with the last,
 // except those that tensor-parallel overlap pairs with the attention's GEMMs: forward, with the first.
 // Recomputed as `r`. Under full recomputation backward leaves out the re-run forward: the
-// planner emits it, with its all-to-alls, before the backward.
-std::array<taskgraph::Work, 3> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
+// planner emits it, with its all-to-alls, before the backward. Under Megatron-Core's shared-expert
+// overlap (ParallelismSpec::moe_shared_expert_overlap) the shared experts leave the last piece:
+// [3] runs beside the pass's first all-to-all (forward their input projection and activation,
+// backward their output projection's), [4] beside the second; else those two are empty.
+bool shared_experts_apart(const ParallelismSpec& p, const models::Layer& l);
+std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
                                              const ParallelismSpec& p, int tp_group, Recompute r);
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);

@@ -117,6 +117,8 @@ void map_model(const std::string& f, const std::string& v, Mapper& m) {
     model["embedding_norm"] = true, m.run.mapped.push_back(f);
   } else if (f == "--untie-embeddings-and-output-weights") {
     model["tied_embeddings"] = false, m.run.mapped.push_back(f);
+  } else if (f == "--moe-shared-expert-intermediate-size") {
+    m.run.mapped.push_back(f);  // read after the loop, over the expert width (map_shared_experts)
   } else if (f == "--mtp-num-layers") {
     m.number(f, v, model, "mtp_layers");
   } else if (f == "--disable-bias-linear") {
@@ -165,6 +167,8 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     m.run.mapped.push_back(f);
   } else if (f == "--expert-tensor-parallel-size") {
     m.number(f, v, p, "expert_tensor");
+  } else if (f == "--moe-shared-expert-overlap") {
+    p["moe_shared_expert_overlap"] = true, m.run.mapped.push_back(f);
   } else if (f == "--overlap-moe-expert-parallel-comm") {
     p["moe_a2a_overlap"] = "megatron-1f1b", m.run.mapped.push_back(f);
   } else if (f == "--moe-grouped-gemm") {
@@ -430,6 +434,17 @@ void drop_unheld_grad_reduce(ImportedRun& run) {
   }
 }
 
+// --moe-shared-expert-intermediate-size: the shared experts' width, as dtsim's count of experts of
+// --moe-ffn-hidden-size each (Megatron builds them as one MLP of that width).
+void map_shared_experts(const Args& args, Mapper& m) {
+  const long long width = flag_number(args, "--moe-shared-expert-intermediate-size");
+  if (width <= 0) return;
+  const long long expert = m.run.model.value("expert_ffn_hidden_size", 0LL);
+  if (expert > 0 && width % expert == 0) return void(m.run.model["shared_experts"] = width / expert);
+  std::erase(m.run.mapped, std::string("--moe-shared-expert-intermediate-size"));
+  m.run.unmapped.push_back(fmt::format("--moe-shared-expert-intermediate-size {} (not a multiple of --moe-ffn-hidden-size {})", width, expert));
+}
+
 // Flags that set neither time nor memory in dtsim's model: learning rates, data, logging, I/O.
 bool no_effect(const std::string& f) {
   static const std::regex pattern(
@@ -464,6 +479,7 @@ ImportedRun import_megatron_args(const std::string& text, const std::string& fil
   map_recompute_blocks(args, m);
   map_recompute_modules(args, m);
   map_pipeline_split(args, m);
+  map_shared_experts(args, m);
   drop_unheld_grad_reduce(run);
   // Megatron overlaps the distributed optimizer's gather; without that optimizer it asserts
   // (megatron/training/arguments.py, validate_args: "--overlap-param-gather only supported with

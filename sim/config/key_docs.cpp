@@ -139,6 +139,9 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /parallelism/moe_node_limit",
        "node-limited routing: a token's experts lie on at most this many of the expert-parallel group's nodes (DeepSeek-V3's M = 4; "
        "Megatron-Core's --moe-router-group-topk); 0: any. It changes what DeepEP sends over RDMA"},
+      {"scenario /parallelism/moe_shared_expert_overlap",
+       "the shared experts run beside the expert all-to-alls, their input projection beside the dispatch and their output "
+       "projection beside the combine (Megatron-Core --moe-shared-expert-overlap); no effect without shared experts"},
       {"scenario /parallelism/moe_dispatch_dtype",
        "what the all-to-alls toward the experts carry (forward dispatch, backward combine's gradient): the activations' dtype, or "
        "fp8 with a scale per 32 elements' bytes (DeepSeek-V3's FP8 dispatch, Megatron-Core's mxfp8 moe_dispatch_fwd_dtype); "

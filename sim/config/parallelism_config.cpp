@@ -99,6 +99,12 @@ void parse_moe_overlap(Reader& r, Scenario& s) {
   }
   p.moe_node_limit = static_cast<int>(r.integer("moe_node_limit", 1, kMaxGpus, 0));
   if (p.moe_node_limit > 0 && p.expert == 1) r.fail("moe_node_limit", "limits the nodes a token's experts lie on: it needs expert > 1");
+  p.moe_shared_expert_overlap = r.boolean("moe_shared_expert_overlap", false);
+  if (p.moe_shared_expert_overlap && p.expert == 1)
+    r.fail("moe_shared_expert_overlap", "overlaps the shared experts with the expert all-to-alls: it needs expert > 1");
+  // transformer_config.py: "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm".
+  if (p.moe_shared_expert_overlap && p.moe_a2a_overlap != O::None)
+    r.fail("moe_shared_expert_overlap", "Megatron-Core refuses it beside moe_a2a_overlap: give one");
   p.moe_fp8_dispatch = r.choice("moe_dispatch_dtype", {"activation", "fp8"}, "activation") == "fp8";
   if (p.moe_fp8_dispatch && p.expert == 1) r.fail("moe_dispatch_dtype", "sends tokens to the expert-parallel GPUs in FP8: it needs expert > 1");
   if (p.moe_a2a_overlap == O::None) return;

@@ -198,6 +198,7 @@ void add_parallelism(nlohmann::ordered_json& j, const Result& r) {
     if (s.parallelism.moe_dispatcher == strategies::ParallelismSpec::MoeDispatcher::DeepEp) j["parallelism"]["moe_dispatcher"] = "deepep";
     if (s.parallelism.moe_node_limit > 0) j["parallelism"]["moe_node_limit"] = s.parallelism.moe_node_limit;
     if (s.parallelism.moe_fp8_dispatch) j["parallelism"]["moe_dispatch_dtype"] = "fp8";
+    if (s.parallelism.moe_shared_expert_overlap) j["parallelism"]["moe_shared_expert_overlap"] = true;
     j["parallelism"]["expert_skew"] = s.parallelism.expert_skew;
     if (r.timed) {
       j["parallelism"]["all_to_all_s_per_step"] = r.all_to_all_s;

@@ -149,13 +149,14 @@ class Experts final : public Unit {
                  Inline mode);
   int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label, bool toward);
   double bytes(Planner& em, int group, const models::Layer& l, bool toward);
-  const std::array<int, 4>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode);
+  const std::array<int, 6>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode);
   Inline mode(Planner& em, const Pass& pass);
 
   // Per (forward, layer, tensor group, all-to-alls) an MoE layer's works: before the dispatch, the
-  // experts, after the combine, and the experts at the most loaded GPU's load (-1: none slower);
+  // experts, after the combine, the experts at the most loaded GPU's load (-1: none slower), and
+  // the shared experts beside the first and the second all-to-all (-1: not apart);
   // per stage the last expert task of that GPU, and which passes of its schedule are paired.
-  std::map<std::tuple<bool, const models::Layer*, int, Inline>, std::array<int, 4>> moe_works_;
+  std::map<std::tuple<bool, const models::Layer*, int, Inline>, std::array<int, 6>> moe_works_;
   std::map<int, int> last_slow_;
   std::map<int, int> group_nodes_;  // per expert-parallel group: the nodes it spans
   std::map<int, std::vector<bool>> paired_;
@@ -182,14 +183,14 @@ Inline Experts::mode(Planner& em, const Pass& pass) {
   return index < it->second.size() && it->second[index] ? Inline::Paired : Inline::Alone;
 }
 
-const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode) {
+const std::array<int, 6>& Experts::works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode) {
   const int tpg = em.tensor_group(s);
-  auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg, mode}, std::array<int, 4>{-1, -1, -1, -1});
+  auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg, mode}, std::array<int, 6>{-1, -1, -1, -1, -1, -1});
   if (!fresh) return it->second;
   auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg, em.shape().checkpoints.of(l));
   if (mode != Inline::None) {  // the two all-to-alls ride on the pieces before them
     const int group = em.expert_groups(s).front();  // holds the stage's first GPU, where its tasks run
-    std::array<int, 4> other{-1, -1, -1, -1};
+    std::array<int, 6> other{-1, -1, -1, -1, -1, -1};
     if (mode == Inline::Paired) other = works(em, s, !forward, l, Inline::None);
     for (std::size_t a = 0; a < 2; ++a)  // the first toward the experts, the second back
       w[a].comms.push_back(overlapped_all_to_all(em.spec(), group, bytes(em, group, l, a == 0),
@@ -203,6 +204,8 @@ const std::array<int, 4>& Experts::works(Planner& em, int s, bool forward, const
     it->second[3] = em.works().get(std::move(slow));
   }
   for (std::size_t i = 0; i < 3; ++i) it->second[i] = em.works().get(std::move(w[i]));
+  for (std::size_t i = 3; i < 5; ++i)  // the shared experts apart, under their overlap
+    if (!w[i].kernels.empty()) it->second[i + 1] = em.works().get(std::move(w[i]));
   return it->second;
 }
 
@@ -258,6 +261,9 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
   const int before = em.compute(s, w[0], std::move(deps), what + (forward ? " before dispatch" : " before combine"));
   const bool inlined = mode != Inline::None;  // the all-to-alls ride on the pieces before them
   const int first = inlined ? before : all_to_all(em, s, l, {before}, (forward ? "dispatch " : "combine grad ") + l.name + tag, true);
+  // The shared experts' pieces run on the stream while the all-to-all before the experts, and
+  // the one after them, are in flight (Megatron-Core's shared-expert overlap; not inlined).
+  if (w[4] >= 0) em.compute(s, w[4], {before}, what + " shared experts");
   std::vector<int> done{em.compute(s, w[1], {first}, what + " experts")};
   if (w[3] >= 0) {
     const int slow_rank = em.shape().place.gpu(em.replica() + 1, s, 0);  // stands for the group's most loaded GPU
@@ -268,6 +274,7 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
   }
   if (inlined) return em.compute(s, w[2], done, what + (forward ? " after combine" : " after dispatch"));
   const int second = all_to_all(em, s, l, done, (forward ? "combine " : "dispatch grad ") + l.name + tag, false);
+  if (w[5] >= 0) em.compute(s, w[5], done, what + " shared experts, second part");
   return em.compute(s, w[2], {second}, what + (forward ? " after combine" : " after dispatch"));
 }
 
@@ -315,7 +322,8 @@ Experts::Passes Experts::passes(const Count& c) const {
           continue;
         }
         const double times = static_cast<double>(n) * (!kind.forward && c.k.checkpoints.of(*l) == Recompute::Full ? 2 : 1);
-        out.computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0));
+        const bool apart = shared_experts_apart(c.p, *l);
+        out.computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0) + (apart ? 2 : 0));
         if (c.p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::None) out.all_to_alls += times * 2;  // else inline
       }
     }

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "helpers.hpp"
+#include "moe_scenario.hpp"
 #include "sim/config/build_options.hpp"
 #include "sim/config/scenario.hpp"
 #include "sim/results/budget.hpp"
@@ -192,6 +193,17 @@ TEST(Units, OverlappedParamGatherEmitsWhatItCounts) {
     const auto c = count_and_plan(gpt2(change));
     expect_counts_match(c);
     EXPECT_GT(c.counted.at("zero"), 0);
+  }
+}
+
+// Shared experts beside the all-to-alls (Megatron-Core's overlap): two more tasks per MoE pass.
+TEST(Units, SharedExpertOverlapEmitsWhatItCounts) {
+  test::TempDir dir;
+  for (const char* extra : {"", R"(, "moe_shared_expert_overlap": true)", R"(, "moe_shared_expert_overlap": true, "recompute": "full")"}) {
+    SCOPED_TRACE(extra);
+    const auto s = test::moe_scenario(dir, 2, std::string(R"("data": 16, "expert": 8, "micro_batch_size": 1)") + extra,
+                                      R"(, "shared_experts": 1)");
+    expect_counts_match(count_and_plan(s));
   }
 }
 

@@ -140,6 +140,14 @@ TEST(ImportRun, MegatronCoreMoeFlagsAndAPipelineLayout) {
   EXPECT_TRUE(names(mtp.mapped, "--mtp-num-layers"));
   EXPECT_EQ(import_megatron_args(base + "--pipeline-model-parallel-layout \"E|(ttttt|)*2,mmL\"", "x.sh").model["mtp_layers"], 2);
   EXPECT_NE(why("E|ttttt|ttttt|m|L").find("multi-token prediction layers on the last chunk"), std::string::npos);
+  // Shared experts: their width over the routed experts', and their overlap with the all-to-alls.
+  const auto shared = import_megatron_args(base + "--moe-ffn-hidden-size 2048 --moe-shared-expert-intermediate-size 4096 "
+                                                  "--moe-shared-expert-overlap", "x.sh");
+  EXPECT_EQ(shared.model["shared_experts"], 2);
+  EXPECT_EQ(shared.parallelism["moe_shared_expert_overlap"], true);
+  const auto odd = import_megatron_args(base + "--moe-ffn-hidden-size 2048 --moe-shared-expert-intermediate-size 3000", "x.sh");
+  EXPECT_FALSE(odd.model.contains("shared_experts"));
+  EXPECT_TRUE(names(odd.unmapped, "--moe-shared-expert-intermediate-size 3000 (not a multiple"));
 }
 
 // Megatron-LM's full recomputation reaches the blocks --recompute-method and --recompute-num-layers
