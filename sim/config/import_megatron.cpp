@@ -56,8 +56,9 @@ Args parse_args(const std::string& text) {
     std::vector<std::string> tokens;
     std::istringstream words(line);
     for (std::string w; words >> w;) {
-      // Parentheses are shell syntax, except inside a pipeline layout ("Et*3|(tt|)*29,m|L").
-      const bool layout = w.find('|') != std::string::npos && w.find('*') != std::string::npos;
+      // Parentheses are shell syntax, except inside a pipeline layout ("Et*3|(tt|)*29,m|L") or a
+      // Python list expression ("([0]*3+[1]*58)", --moe-layer-freq).
+      const bool layout = (w.find('|') != std::string::npos && w.find('*') != std::string::npos) || w.find('[') != std::string::npos;
       std::erase_if(w, [&](char c) { return c == '"' || c == '\\' || (layout ? c == '\'' : c == '(' || c == ')'); });
       if (!w.empty()) tokens.push_back(substitute(w, vars));
     }
@@ -92,6 +93,17 @@ struct Mapper {
   }
 };
 
+// Megatron-Core's multi-head latent attention flags (MLATransformerConfig), by dtsim's key.
+const std::map<std::string, const char*>& latent_attention_flags() {
+  static const std::map<std::string, const char*> flags{{"--multi-latent-attention", ""},
+                                                        {"--q-lora-rank", "q_lora_rank"},
+                                                        {"--kv-lora-rank", "kv_lora_rank"},
+                                                        {"--qk-head-dim", "qk_nope_head_dim"},
+                                                        {"--qk-pos-emb-head-dim", "qk_rope_head_dim"},
+                                                        {"--v-head-dim", "v_head_dim"}};
+  return flags;
+}
+
 void map_model(const std::string& f, const std::string& v, Mapper& m) {
   auto& model = m.run.model;
   static const std::map<std::string, const char*> sizes{
@@ -117,8 +129,8 @@ void map_model(const std::string& f, const std::string& v, Mapper& m) {
     model["embedding_norm"] = true, m.run.mapped.push_back(f);
   } else if (f == "--untie-embeddings-and-output-weights") {
     model["tied_embeddings"] = false, m.run.mapped.push_back(f);
-  } else if (f == "--moe-shared-expert-intermediate-size") {
-    m.run.mapped.push_back(f);  // read after the loop, over the expert width (map_shared_experts)
+  } else if (f == "--moe-shared-expert-intermediate-size" || f == "--moe-layer-freq" || latent_attention_flags().contains(f)) {
+    m.run.mapped.push_back(f);  // read after the loop (map_shared_experts, map_moe_layers, map_latent_attention)
   } else if (f == "--mtp-num-layers") {
     m.number(f, v, model, "mtp_layers");
   } else if (f == "--disable-bias-linear") {
@@ -445,6 +457,59 @@ void map_shared_experts(const Args& args, Mapper& m) {
   m.run.unmapped.push_back(fmt::format("--moe-shared-expert-intermediate-size {} (not a multiple of --moe-ffn-hidden-size {})", width, expert));
 }
 
+// Latent attention's sizes, read only under --multi-latent-attention (Megatron builds an
+// MLATransformerConfig then); without it Megatron ignores them.
+void map_latent_attention(const Args& args, Mapper& m) {
+  const bool on = has_flag(args, "--multi-latent-attention");
+  for (const auto& [flag, key] : latent_attention_flags()) {
+    if (!has_flag(args, flag) || !*key) continue;
+    if (!on) {
+      if (std::erase(m.run.mapped, flag) > 0) m.run.ignored.push_back(flag + " (read only with --multi-latent-attention)");
+      continue;
+    }
+    for (const auto& [f, v] : args)
+      if (f == flag) {
+        std::erase(m.run.mapped, flag);
+        m.number(flag, v, m.run.model, key);
+      }
+  }
+  if (!on) return;
+  // MLATransformerConfig's defaults (transformer_config.py) for what the script leaves out.
+  for (const auto& [key, value] : {std::pair{"q_lora_rank", 512}, {"kv_lora_rank", 512}, {"qk_nope_head_dim", 128},
+                                   {"qk_rope_head_dim", 64}, {"v_head_dim", 128}})
+    if (!m.run.model.contains(key)) m.run.model[key] = value;
+}
+
+// A Python list of 0s then 1s ("[0,0,0,1,1]"): how many 0s lead; -1 for anything else.
+long long leading_zeros(const std::string& v) {
+  if (v.size() < 3 || v.front() != '[' || v.back() != ']') return -1;
+  long long zeros = 0, ones = 0;
+  for (std::size_t i = 1; i + 1 < v.size(); i += 2) {
+    const char c = v[i], next = v[i + 1];
+    if ((next != ',' && i + 2 != v.size()) || (c != '0' && c != '1') || (c == '0' && ones > 0)) return -1;
+    (c == '0' ? zeros : ones) += 1;
+  }
+  return ones > 0 ? zeros : -1;
+}
+
+// --moe-layer-freq: 1 (every layer an MoE one) or a pattern of leading dense layers,
+// "([0]*N+[1]*M)" (DeepSeek-V3's first dense layers) or a list of 0s then 1s; other patterns are
+// named as not mapped (dtsim's MoE layers follow first_dense_layers only).
+void map_moe_layers(const Args& args, Mapper& m) {
+  std::string v;
+  for (const auto& [f, value] : args)
+    if (f == "--moe-layer-freq") v = value;
+  if (v.empty()) return;
+  std::erase(v, ' ');
+  static const std::regex repeat(R"(^\(?\[0\]\*(\d{1,5})\+\[1\]\*(\d{1,5})\)?$)");
+  std::smatch match;
+  if (v == "1") return;
+  if (v.size() <= 64 && std::regex_match(v, match, repeat)) return void(m.run.model["first_dense_layers"] = std::stoll(match[1]));
+  if (const long long dense = leading_zeros(v); dense >= 0) return void(m.run.model["first_dense_layers"] = dense);
+  std::erase(m.run.mapped, std::string("--moe-layer-freq"));
+  m.run.unmapped.push_back(fmt::format("--moe-layer-freq {} (dtsim's MoE layers follow its leading dense layers only)", v.substr(0, 64)));
+}
+
 // Flags that set neither time nor memory in dtsim's model: learning rates, data, logging, I/O.
 bool no_effect(const std::string& f) {
   static const std::regex pattern(
@@ -480,6 +545,8 @@ ImportedRun import_megatron_args(const std::string& text, const std::string& fil
   map_recompute_modules(args, m);
   map_pipeline_split(args, m);
   map_shared_experts(args, m);
+  map_latent_attention(args, m);
+  map_moe_layers(args, m);
   drop_unheld_grad_reduce(run);
   // Megatron overlaps the distributed optimizer's gather; without that optimizer it asserts
   // (megatron/training/arguments.py, validate_args: "--overlap-param-gather only supported with

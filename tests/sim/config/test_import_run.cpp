@@ -150,6 +150,35 @@ TEST(ImportRun, MegatronCoreMoeFlagsAndAPipelineLayout) {
   EXPECT_TRUE(names(odd.unmapped, "--moe-shared-expert-intermediate-size 3000 (not a multiple"));
 }
 
+// DeepSeek-V3's flags in Megatron-Core: latent attention's sizes and the leading dense layers.
+TEST(ImportRun, MegatronLatentAttentionAndDenseLayers) {
+  using dtsim::config::import_megatron_args;
+  const std::string base = "torchrun pretrain_gpt.py --num-layers 61 ";
+  auto r = import_megatron_args(base + "--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 "
+                                       "--qk-pos-emb-head-dim 64 --v-head-dim 128 --moe-layer-freq \"([0]*3+[1]*58)\"", "x.sh");
+  EXPECT_EQ(r.model["q_lora_rank"], 1536);
+  EXPECT_EQ(r.model["kv_lora_rank"], 512);
+  EXPECT_EQ(r.model["qk_nope_head_dim"], 128);
+  EXPECT_EQ(r.model["qk_rope_head_dim"], 64);
+  EXPECT_EQ(r.model["v_head_dim"], 128);
+  EXPECT_EQ(r.model["first_dense_layers"], 3);
+  EXPECT_TRUE(names(r.mapped, "--multi-latent-attention"));
+  // Alone, MLATransformerConfig's defaults; the sizes without it are not read.
+  r = import_megatron_args(base + "--multi-latent-attention", "x.sh");
+  EXPECT_EQ(r.model["q_lora_rank"], 512);
+  EXPECT_EQ(r.model["qk_rope_head_dim"], 64);
+  r = import_megatron_args(base + "--kv-lora-rank 256", "x.sh");
+  EXPECT_FALSE(r.model.contains("kv_lora_rank"));
+  EXPECT_TRUE(names(r.ignored, "--kv-lora-rank (read only with --multi-latent-attention)"));
+  // --moe-layer-freq: every layer, a list of 0s then 1s, or a pattern dtsim cannot follow.
+  EXPECT_FALSE(import_megatron_args(base + "--moe-layer-freq 1", "x.sh").model.contains("first_dense_layers"));
+  EXPECT_EQ(import_megatron_args(base + "--moe-layer-freq [0,0,1,1,1]", "x.sh").model["first_dense_layers"], 2);
+  r = import_megatron_args(base + "--moe-layer-freq \"([1]*3+[0]*1)*3\"", "x.sh");
+  EXPECT_FALSE(r.model.contains("first_dense_layers"));
+  EXPECT_TRUE(names(r.unmapped, "--moe-layer-freq ([1]*3+[0]*1)*3 (dtsim's MoE layers follow")) << r.unmapped.size();
+  EXPECT_TRUE(names(import_megatron_args(base + "--moe-layer-freq [0,1,0,1]", "x.sh").unmapped, "--moe-layer-freq"));
+}
+
 // Megatron-LM's full recomputation reaches the blocks --recompute-method and --recompute-num-layers
 // name; torchtitan's selective_ac_option = "n" every n-th block.
 TEST(ImportRun, WhichBlocksFullRecomputationReaches) {
