@@ -83,8 +83,17 @@ double Planner::update_shard(const Layers& ls) const {
   return (all - experts) / shard_ranks() + experts / p_.expert_data();
 }
 
-MemoryBreakdown Planner::state_memory(const Layers& ls) const {
-  const double all = layer_params(ls);
+// Megatron-LM builds the last stage's output layer (tied) or MTP embedding as a parameter of its
+// own, initialised from the first stage's table and kept equal by summing the two gradients
+// (finalize_model_grads, _allreduce_word_embedding_grads); DeepSpeed's TiedLayerSpec does the same.
+double Planner::shared_table_copy(int s) const {
+  if (p_.pipeline <= 1 || g_.tied_params <= 0) return 0;
+  const int last = stage_of(k_.chunks - 1);
+  return s == last && stage_of(0) != last ? g_.tied_params : 0.0;
+}
+
+MemoryBreakdown Planner::state_memory(const Layers& ls, double copies) const {
+  const double all = layer_params(ls) + copies;
   auto states = [&](double params, int dp) {
     return stack_state_memory(params, t_.precision, t_.optimizer, p_.zero_stage, dp, p_.framework.framework, t_.memory.buffers,
                               held_grad_buffer_bytes(p_.framework, p_.zero_stage));

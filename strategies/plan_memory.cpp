@@ -18,7 +18,7 @@ double Planner::largest_rebuild(int s) const {
 MemoryBreakdown Planner::stage_memory(int s) const {
   const Layers& mine = stage_layers(s);
   const double rebuild = largest_rebuild(s);
-  MemoryBreakdown m = state_memory(mine);
+  MemoryBreakdown m = state_memory(mine, shared_table_copy(s));
   if (p_.offload_optimizer) m.optimizer = 0;
   // ZeRO-Offload with partitioned gradients copies each reduce bucket to the host as it fills
   // (DeepSpeed stage_1_and_2.py, cpu_offload): the GPU keeps two buckets, not the gradients.

@@ -163,7 +163,11 @@ class Planner {
   // expert coordinates (expert tensor, expert and expert-data rank) on stage s (plan_experts.cpp).
   double update_shard(const Layers& ls) const;
   int expert_gpu(int s, int et, int ep, int edp) const;
-  MemoryBreakdown state_memory(const Layers& ls) const;
+  // The model states of layers `ls` and of `copies` more dense parameters (a shared table's copy).
+  MemoryBreakdown state_memory(const Layers& ls, double copies = 0) const;
+  // A shared embedding table's copy on stage s (a tied output layer or multi-token prediction's
+  // lookups away from the embedding's stage): its parameters; 0 where it has none.
+  double shared_table_copy(int s) const;
 
   const models::ModelGraph& g_;
   const Layout k_;

@@ -78,3 +78,25 @@ TEST(Mtp, RunsOnTheLastStage) {
   const auto error = test::input_error_over_base(R"({"extends": "base.json", "model": {"preset": "gpt2", "mtp_layers": 17}})");
   EXPECT_NE(error.find("/model/mtp_layers"), std::string::npos) << error;
 }
+
+// A pipeline's last stage builds its own copy of a shared embedding table (GPT-2's tied output
+// layer; multi-token prediction's lookups) and keeps its states as of any of its parameters:
+// bf16 weights, gradients and Adam's 12 bytes, 16 bytes a parameter without ZeRO.
+TEST(Mtp, TheLastStageHoldsItsOwnCopyOfASharedTable) {
+  const std::string base = R"({"extends": "base.json", "model": {"preset": "gpt2"}, "parallelism": {"data": 4, "micro_batch_size": 4, )";
+  const auto piped = test::simulate_over_base(base + R"("pipeline": 2}, "simulation": {"backend": "analytical"}})");
+  const auto& stages = piped.plan.stage_memory;
+  ASSERT_EQ(stages.size(), 2u);
+  // GPT-2's table: 50,257 x 768, plus 1,024 x 768 learned positions on the first stage.
+  const double table = 50257.0 * 768 + 1024.0 * 768;
+  const auto graph = piped.scenario_spec.model.build(models::BuildOptions{});
+  double last_blocks = 0;
+  for (std::size_t i = 7; i < graph.layers.size(); ++i) last_blocks += graph.layers[i].params();  // blocks 6..11 and the head
+  EXPECT_DOUBLE_EQ(stages[1].params, 2 * (last_blocks + table));
+  EXPECT_DOUBLE_EQ(stages[1].optimizer, 12 * (last_blocks + table));
+  // On one stage the output layer reads the embedding's own table: no copy.
+  const auto whole = test::simulate_over_base(
+      R"({"extends": "base.json", "model": {"preset": "gpt2"}, "parallelism": {"data": 8, "micro_batch_size": 4},
+          "simulation": {"backend": "analytical"}})");
+  EXPECT_DOUBLE_EQ(whole.plan.stage_memory[0].params, 2 * graph.params());
+}

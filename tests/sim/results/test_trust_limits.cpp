@@ -56,12 +56,14 @@ TEST(FewestGpusSearch, LaysItsPlansOutWithoutBuildingThem) {
 }
 
 // GPipe's activations grow by the same amount with every micro-batch: the search's line through
-// two small plans gives the answer the full plans gave (batch 256, where planning them is cheap).
+// two small plans gives the answer the full plans give (batch 256, where planning them is cheap):
+// tensor 8 x pipeline 7 with full recomputation needs 81.51 GiB on its last stage, which holds the
+// tied output layer's own copy of the table (79.98 GiB before that copy was counted), so 64.
 TEST(FewestGpusSearch, GpipeAnswerIsTheOneFullPlansGive) {
   test::TempDir dir;
   const auto fit = results::fewest_gpus_that_fit(gpipe_at(dir, 256));
   ASSERT_TRUE(fit);
-  EXPECT_EQ(fit->gpus, 56);
+  EXPECT_EQ(fit->gpus, 64);
 }
 
 // The search's premise: under GPipe every micro-batch adds the same activations to each stage,
