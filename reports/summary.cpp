@@ -59,9 +59,9 @@ std::string torus_text(const config::Scenario& s) {
   return out;
 }
 
-// HSDP: ZeRO-3 inside groups of shard_size data ranks, replicated across them; or ZeRO-1/2's
-// parameter gather overlapped with the next forward.
-std::string hsdp_text(const strategies::ParallelismSpec& p) {
+// What ZeRO's stage leaves unsaid: HSDP (ZeRO-3 inside groups of shard_size data ranks,
+// replicated across them), or ZeRO-1/2's parameter gather overlapped with the next forward.
+std::string zero_detail(const strategies::ParallelismSpec& p) {
   if (p.overlap_param_gather) return " (parameter gather overlapped with the forward)";
   if (p.zero_stage != 3 || p.shard_size <= 0 || p.shard_size >= p.data) return "";
   return fmt::format(" (HSDP: sharded over {}, {} replicas)", p.shard_size, p.data / p.shard_size);
@@ -74,7 +74,7 @@ std::string software(const config::Scenario& s) {
   std::vector<std::string> parts;
   if (p.framework.framework != strategies::Framework::MegatronLM)
     parts.push_back(fmt::format("framework {}", strategies::to_string(p.framework.framework)));
-  if (p.pipeline == 1 && p.zero_stage > 0) parts.push_back(fmt::format("zero stage {}{}", p.zero_stage, hsdp_text(p)));
+  if (p.pipeline == 1 && p.zero_stage > 0) parts.push_back(fmt::format("zero stage {}{}", p.zero_stage, zero_detail(p)));
   if (p.pipeline == 1 && p.recompute != strategies::Recompute::None)
     parts.push_back(fmt::format("recompute {}", recompute_text(p)));
   if (p.moe_dispatcher == strategies::ParallelismSpec::MoeDispatcher::DeepEp) parts.push_back("DeepEP dispatch");
@@ -156,7 +156,7 @@ std::string summary(const results::Result& r) {
   if (s.parallelism.pipeline > 1)
     out += fmt::format("  {} schedule, {} virtual stages, ranks {}; zero stage {}{}, recompute {}\n",
                        strategies::to_string(s.parallelism.schedule), s.parallelism.virtual_stages,
-                       s.parallelism.pipeline_outer ? "tp-dp-pp" : "tp-pp-dp", s.parallelism.zero_stage, hsdp_text(s.parallelism),
+                       s.parallelism.pipeline_outer ? "tp-dp-pp" : "tp-pp-dp", s.parallelism.zero_stage, zero_detail(s.parallelism),
                        recompute_text(s.parallelism));
   if (r.timed) {
     out += fmt::format("\nstep time      {:10.4f} s   ({} backend, {} tasks, {} flows){}\n", r.step_time_s, r.timeline.backend,

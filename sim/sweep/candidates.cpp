@@ -98,10 +98,11 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
   if (m.tokens_per_sample() >= kContextFromTokens && s.training.attention == models::Attention::Flash)
     for (int cp = 2; cp <= 16; cp *= 2)
       if (m.context_split_error(cp).empty()) contexts.push_back(cp);
+  const std::vector<int> tensors = tensor_sizes(s);
   for (auto precision : precisions) {
     if (precision == strategies::Precision::Fp8 && !s.device.peak_flops.contains("fp8")) continue;
     for (int cp : contexts)
-      for (int tp : tensor_sizes(s)) {
+      for (int tp : tensors) {
         if (!m.tensor_split_error(tp).empty()) continue;
         for (int pp = 1; pp <= std::min<std::int64_t>(64, m.blocks()); pp *= 2) {
           if (gpus % (tp * pp * cp)) continue;

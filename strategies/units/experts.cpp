@@ -152,9 +152,10 @@ class Experts final : public Unit {
   const std::array<int, 6>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode);
   Inline mode(Planner& em, const Pass& pass);
 
-  // Per (forward, layer, tensor group, all-to-alls) an MoE layer's works: before the dispatch, the
-  // experts, after the combine, the experts at the most loaded GPU's load (-1: none slower), and
-  // the shared experts beside the first and the second all-to-all (-1: not apart);
+  // Per (forward, layer, tensor group, all-to-alls) an MoE layer's works as moe_pass_works cuts
+  // them (before the dispatch, the experts, after the combine, the shared experts beside the first
+  // and the second all-to-all: -1 where not apart), then the experts at the most loaded GPU's load
+  // (-1: none slower);
   // per stage the last expert task of that GPU, and which passes of its schedule are paired.
   std::map<std::tuple<bool, const models::Layer*, int, Inline>, std::array<int, 6>> moe_works_;
   std::map<int, int> last_slow_;
@@ -201,11 +202,11 @@ const std::array<int, 6>& Experts::works(Planner& em, int s, bool forward, const
     taskgraph::Work slow = w[1];
     slow.name += " (most loaded GPU)";
     for (auto& k : slow.kernels) k = models::scale_expert_tokens(k, load);
-    it->second[3] = em.works().get(std::move(slow));
+    it->second[5] = em.works().get(std::move(slow));
   }
   for (std::size_t i = 0; i < 3; ++i) it->second[i] = em.works().get(std::move(w[i]));
   for (std::size_t i = 3; i < 5; ++i)  // the shared experts apart, under their overlap
-    if (!w[i].kernels.empty()) it->second[i + 1] = em.works().get(std::move(w[i]));
+    if (!w[i].kernels.empty()) it->second[i] = em.works().get(std::move(w[i]));
   return it->second;
 }
 
@@ -263,18 +264,18 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
   const int first = inlined ? before : all_to_all(em, s, l, {before}, (forward ? "dispatch " : "combine grad ") + l.name + tag, true);
   // The shared experts' pieces run on the stream while the all-to-all before the experts, and
   // the one after them, are in flight (Megatron-Core's shared-expert overlap; not inlined).
-  if (w[4] >= 0) em.compute(s, w[4], {before}, what + " shared experts");
+  if (w[3] >= 0) em.compute(s, w[3], {before}, what + " shared experts");
   std::vector<int> done{em.compute(s, w[1], {first}, what + " experts")};
-  if (w[3] >= 0) {
+  if (w[5] >= 0) {
     const int slow_rank = em.shape().place.gpu(em.replica() + 1, s, 0);  // stands for the group's most loaded GPU
     std::vector<int> after{first};
     if (auto prev = last_slow_.find(s); prev != last_slow_.end()) after.push_back(prev->second);
-    last_slow_[s] = em.plan().graph.add_compute(slow_rank, w[3], taskgraph::Category::Compute, what + " experts, most loaded GPU", after);
+    last_slow_[s] = em.plan().graph.add_compute(slow_rank, w[5], taskgraph::Category::Compute, what + " experts, most loaded GPU", after);
     done.push_back(last_slow_[s]);
   }
   if (inlined) return em.compute(s, w[2], done, what + (forward ? " after combine" : " after dispatch"));
   const int second = all_to_all(em, s, l, done, (forward ? "combine " : "dispatch grad ") + l.name + tag, false);
-  if (w[5] >= 0) em.compute(s, w[5], done, what + " shared experts, second part");
+  if (w[4] >= 0) em.compute(s, w[4], done, what + " shared experts, second part");
   return em.compute(s, w[2], {second}, what + (forward ? " after combine" : " after dispatch"));
 }
 

@@ -81,12 +81,8 @@ class Zero final : public Unit {
     if (!gathers_params() || overlapped_) return;
     const Layers mine = em.shape().stage_layers(s);
     const double experts = em.spec().expert > 1 ? expert_params(mine) : 0.0;
-    const double wbytes = weight_bytes_per_param(em.training().precision);
-    double bytes = (layer_params(mine) - experts) * wbytes;
-    // Megatron's FP8 parameters are gathered as they are kept: one byte each (the loader refuses
-    // them with experts).
-    if (em.training().memory.fp8_weight_copies == Fp8WeightCopies::Fp8Params) bytes -= fp8_weight_params(mine) * (wbytes - 1.0);
-    em.collective(CollectiveOp::AllGather, em.data_groups(s), bytes, deps, "zero gather params");
+    em.collective(CollectiveOp::AllGather, em.data_groups(s), dense_gather_bytes(em, mine, layer_params(mine) - experts), deps,
+                  "zero gather params");
     // Under expert parallelism the experts' come from the expert-data-parallel group.
     if (em.spec().expert > 1 && em.shape().expert_data > 1)
       em.collective(CollectiveOp::AllGather, em.expert_data_groups(s), experts * weight_bytes_per_param(em.training().precision), deps,
@@ -182,16 +178,19 @@ class Zero final : public Unit {
   // bucket: a gather per layer with parameters, its experts' over the expert-data-parallel group.
   static int overlapped_gather(Planner& em, const Pass& pass, const models::Layer& l) {
     if (l.params() <= 0) return -1;
-    const double wbytes = weight_bytes_per_param(em.training().precision);
-    const double experts = em.spec().expert > 1 ? l.expert_params() : 0.0;
-    double per_param = wbytes;
-    // Megatron's FP8 parameters are gathered as they are kept, one byte each (as after_optimizer).
-    if (em.training().memory.fp8_weight_copies == Fp8WeightCopies::Fp8Params) {
-      const double dense = l.params() - experts;
-      if (dense > 0) per_param -= fp8_weight_params({&l}) * (wbytes - 1.0) / dense;
-    }
-    return em.dense_and_expert_collective(pass.stage, CollectiveOp::AllGather, l.params() - experts, experts, per_param, -1,
+    const double experts = em.spec().expert > 1 ? l.expert_params() : 0.0, dense = l.params() - experts;
+    // Per parameter, as the gather of the dense ones carries them (FP8 ones in a byte each).
+    const double per_param = dense > 0 ? dense_gather_bytes(em, {&l}, dense) / dense : weight_bytes_per_param(em.training().precision);
+    return em.dense_and_expert_collective(pass.stage, CollectiveOp::AllGather, dense, experts, per_param, -1,
                                           "zero gather " + l.name + pass.tag, "zero gather experts of " + l.name + pass.tag);
+  }
+  // The bytes ZeRO-1/2's gather of `dense` parameters of `layers` carries: the weights' dtype, but
+  // Megatron's FP8 parameters as they are kept, one byte each (the loader refuses them with experts).
+  static double dense_gather_bytes(const Planner& em, const Layers& layers, double dense) {
+    const double wbytes = weight_bytes_per_param(em.training().precision);
+    double bytes = dense * wbytes;
+    if (em.training().memory.fp8_weight_copies == Fp8WeightCopies::Fp8Params) bytes -= fp8_weight_params(layers) * (wbytes - 1.0);
+    return bytes;
   }
   bool reduces_after(const PassKind& kind, bool split) const {
     return stage_ == 2 && sharded_ && !kind.forward && !kind.final && (split || kind.part != PipeOp::Part::Input);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "helpers.hpp"
 #include "scenario_helpers.hpp"
@@ -31,6 +32,16 @@ models::Layer moe_layer(double tokens, double hidden, int experts, int k, int gp
   l.experts.local_experts = experts / gpus;
   l.experts.active_share = static_cast<double>(k) / experts;
   return l;
+}
+
+// Qwen3-30B-A3B cut to `layers` blocks of 1,024 tokens on two DGX H100s, data 16 and expert 16,
+// with `parallelism` and `training` keys added, analytical.
+results::Result qwen3_on_two_nodes(const test::TempDir& dir, int layers, const std::string& parallelism, const std::string& training) {
+  const std::string json = R"({"name": "moe", "model": {"preset": "qwen3-30b-a3b", "num_layers": )" + std::to_string(layers) +
+                           R"(, "seq_len": 1024}, "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
+      "parallelism": {"data": 16, "expert": 16, "micro_batch_size": 4)" + parallelism + R"(},
+      "training": {"global_batch_size": 64, "attention": "flash")" + training + R"(}, "simulation": {"backend": "analytical"}})";
+  return results::simulate(config::load_scenario(dir.file("moe" + std::to_string(std::hash<std::string>{}(json)) + ".json", json)));
 }
 
 }  // namespace
@@ -63,11 +74,7 @@ TEST(MoeDispatcher, DeepEpSendsATokenOncePerGpuOrNode) {
 TEST(MoeDispatcher, AStepsAllToAllsFollowTheBytes) {
   test::TempDir dir;
   auto run = [&](const std::string& dispatcher) {
-    const std::string json = R"({"name": "moe", "model": {"preset": "qwen3-30b-a3b", "num_layers": 4, "seq_len": 1024},
-      "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
-      "parallelism": {"data": 16, "expert": 16, "micro_batch_size": 4)" + dispatcher + R"(},
-      "training": {"global_batch_size": 64, "attention": "flash"}, "simulation": {"backend": "analytical"}})";
-    const auto r = results::simulate(config::load_scenario(dir.file("moe" + std::to_string(dispatcher.size()) + ".json", json)));
+    const auto r = qwen3_on_two_nodes(dir, 4, dispatcher, "");
     test::expect_parts_sum_to_step(r);
     return r;
   };
@@ -91,13 +98,7 @@ TEST(MoeDispatcher, NeedsExpertParallelism) {
 // those back from the experts (forward combine, backward dispatch's gradient) stay bf16.
 TEST(MoeDispatcher, Fp8DispatchHalvesTheBytesTowardTheExperts) {
   test::TempDir dir;
-  auto run = [&](const std::string& extra) {
-    const std::string json = R"({"name": "moe", "model": {"preset": "qwen3-30b-a3b", "num_layers": 2, "seq_len": 1024},
-      "hardware": {"device": "h100-sxm-80gb"}, "cluster": {"preset": "dgx-h100", "nodes": 2},
-      "parallelism": {"data": 16, "expert": 16, "micro_batch_size": 4)" + extra + R"(},
-      "training": {"global_batch_size": 64, "attention": "flash", "precision": "fp8"}, "simulation": {"backend": "analytical"}})";
-    return results::simulate(config::load_scenario(dir.file("fp8" + std::to_string(extra.size()) + ".json", json)));
-  };
+  auto run = [&](const std::string& extra) { return qwen3_on_two_nodes(dir, 2, extra, R"(, "precision": "fp8")"); };
   const auto bf16 = run(""), fp8 = run(R"(, "moe_dispatch_dtype": "fp8")");
   // By direction: the labels' "dispatch " and "combine grad " go toward the experts.
   auto bytes = [](const results::Result& r, bool toward) {
