@@ -78,9 +78,13 @@ struct TransformerSpec {
 // theirs rather than Korthikanti et al.'s attention-score recompute. CoreAttn checkpoints the core
 // attention (its inputs Q, K, V kept); Layernorm and MoeAct discard the block norms' and the
 // experts' activation's outputs once used and run them again before backward
-// (CheckpointWithoutOutput).
+// (CheckpointWithoutOutput). Mlp, Moe and SharedExperts checkpoint a dense MLP, a whole MoE layer
+// (its all-to-alls included) and the shared experts, keeping only their input
+// (tensor_parallel.checkpoint); MlaUpProj discards latent attention's up-projected queries, keys
+// and values once attention has run and rebuilds them from the latents (CheckpointWithoutOutput).
 namespace recompute_module {
-inline constexpr std::uint8_t kGiven = 0x80, kCoreAttn = 1, kLayernorm = 2, kMoeAct = 4;
+inline constexpr std::uint8_t kGiven = 0x80, kCoreAttn = 1, kLayernorm = 2, kMoeAct = 4, kMlp = 8, kMoe = 16,
+                              kSharedExperts = 32, kMlaUpProj = 64;
 }
 
 // How the graph is instantiated: per micro-batch, in one activation precision.
@@ -263,13 +267,18 @@ struct ExpertSplit {
   // The shared experts' ops: [shared_first, shared_fc2) their input projection and activation,
   // [shared_fc2, shared_last) their output projection (none when equal).
   std::size_t shared_first = 0, shared_fc2 = 0, shared_last = 0;
+  // The MoE layer's first op (its router): what Megatron-Core's moe recompute module re-runs runs
+  // from here to the shared experts' end.
+  std::size_t module = 0;
   bool moe() const { return last > first; }
   bool has_shared() const { return shared_last > shared_first; }
+  // One past the MoE layer's last op: the un-permutation after the experts, or the shared experts.
+  std::size_t module_end() const { return has_shared() ? shared_last : last + 1; }
   // The same split with `offset` ops before the layer's (a module that embeds a block).
   ExpertSplit shifted(std::size_t offset) const {
     ExpertSplit out = *this;
     if (!moe()) return out;
-    for (auto* i : {&out.first, &out.last, &out.shared_first, &out.shared_fc2, &out.shared_last}) *i += offset;
+    for (auto* i : {&out.first, &out.last, &out.shared_first, &out.shared_fc2, &out.shared_last, &out.module}) *i += offset;
     return out;
   }
   bool operator==(const ExpertSplit&) const = default;
@@ -329,6 +338,10 @@ struct Layer {
   // K and V of this rank's share of the sequence (one tensor rank's heads), per micro-batch: what
   // context parallelism passes around its ring or all-gathers. 0 when the layer has no attention.
   double context_kv_bytes = 0;
+  // Tensor-parallel linear pairs (a gather and a sum of tensor_split.bytes, forward) that selective
+  // recomputation's modules run again before backward: a checkpointed dense MLP, MoE layer or
+  // shared experts re-runs its column- and row-parallel linears' collectives.
+  double rerun_tp_pairs = 0;
   ExpertSplit experts{};
   // A multi-token prediction module (a block of its own after the model's blocks, on the chunk
   // of the head): not one of the model's blocks when they are split into chunks.

@@ -220,6 +220,33 @@ void layernorm_recompute(Layer& l, const BuildOptions& o, const std::vector<std:
     if (op.reads_norm) op.saved_bytes_selective = 0;
 }
 
+// A module checkpointed whole (Megatron-Core's tensor_parallel.checkpoint): ops [first, end)
+// run again before backward and keep only the module's input, `input` bytes; `pairs` of the
+// tensor-parallel collectives they run are run again with them.
+void checkpoint_module(Layer& l, std::size_t first, std::size_t end, double input, double pairs) {
+  for (std::size_t i = first; i < end; ++i) {
+    l.ops[i].selective = true;
+    l.ops[i].saved_bytes_selective = i == first ? input : 0.0;
+  }
+  l.rerun_tp_pairs += pairs;
+}
+
+// Megatron-Core's mlp, moe and shared_experts modules over the MLP half from `first` (its last op
+// the residual add, outside the module): a dense MLP, an MoE layer (its router on, shared experts
+// and all-to-alls included) or its shared experts alone, each from `input`, the normed hidden
+// state this rank holds. The MLP half's tensor-parallel pair is the layer's sums less attention's.
+void mlp_recompute(Layer& l, const BuildOptions& o, std::size_t first, double input) {
+  using namespace recompute_module;
+  const bool moe = l.experts.moe();
+  const double pairs = l.tensor_split.forward_sums - 1;
+  if (moe ? (o.recompute_modules & kMoe) : (o.recompute_modules & kMlp)) {
+    checkpoint_module(l, first, moe ? l.experts.module_end() : l.ops.size() - 1, input, pairs);
+    return;
+  }
+  if (moe && l.experts.has_shared() && (o.recompute_modules & kSharedExperts))
+    checkpoint_module(l, l.experts.shared_first, l.experts.shared_last, input, 1);  // their own column and row linears
+}
+
 Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I index) {
   const Slice x = slice(s, o, e);
   Layer l{"block." + std::to_string(index), LayerKind::Block, {}, x.th_local * e};
@@ -242,6 +269,7 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   n2.params /= x.t;
   const std::size_t second = l.ops.size();
   l.ops.push_back(n2);
+  const std::size_t mlp_first = l.ops.size();
   if (s.moe_block(index)) moe_ops(l, s, o, x);
   else mlp_ops(l, s, x);
   // Attention and MLP each end in a row-parallel GEMM whose partial outputs are summed, forward
@@ -254,6 +282,7 @@ Layer block_layer(const TransformerSpec& s, const BuildOptions& o, double e, I i
   // expert TP 1): only attention's pair remains, unless shared experts run tensor-parallel.
   const bool folded = o.expert_tensor > 0 && o.expert_tensor != o.tensor;
   if (s.moe_block(index) && folded && s.shared_experts == 0) l.tensor_split = {true, x.th * e, 1, 1, 1, 2, {}, {}};
+  mlp_recompute(l, o, s.moe_block(index) ? l.experts.module : mlp_first, x.th_local * e);
   layernorm_recompute(l, o, {0, second});
   return l;
 }
@@ -322,6 +351,7 @@ Layer mtp_layer(const TransformerSpec& s, const BuildOptions& o, double e, I dep
   l.context_kv_bytes = block.context_kv_bytes;
   l.output_bytes = block.output_bytes;
   l.tensor_split = block.tensor_split;
+  l.rerun_tp_pairs = block.rerun_tp_pairs;
   // The embedding's partial lookups summed; the projection's output gathered forward (priced as
   // one more sum of the activation) and its 2h-wide input gradient summed backward.
   l.tensor_split.forward_sums += 2;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <vector>
 
 namespace dtsim::models::detail {
 
@@ -31,6 +33,23 @@ void fp8_experts(Op& op, const Slice& x, I experts, I tokens, I in, I out) {
   op.saved_bytes = op.saved_bytes_selective = rows * static_cast<double>(in);
 }
 
+// Megatron-Core's mla_up_proj module (multi_latent_attention.py, qkv_up_proj_and_rope_apply under
+// CheckpointWithoutOutput): the query and key/value up-projections (and RoPE, not priced) run
+// again before backward, and the Q, K and V they made, which attention keeps for its backward,
+// are freed once attention has run. Of attention's ops [first, end) a fused call keeps Q, K and V
+// (qk + v bytes) among what it saves; unfused, the scores' matmul keeps Q and K and the
+// probabilities' matmul V.
+void up_projection_recompute(Layer& l, std::initializer_list<std::size_t> up, std::size_t first, double qk, double v) {
+  for (std::size_t i : up) l.ops[i].selective = true;
+  auto drop = [](Op& op, double bytes) { op.saved_bytes_selective = std::max(0.0, op.saved_bytes_selective - bytes); };
+  std::vector<Op*> matmuls;
+  for (std::size_t i = first; i < l.ops.size(); ++i)
+    if (l.ops[i].matmul) matmuls.push_back(&l.ops[i]);
+  if (matmuls.size() == 1) return drop(*matmuls.front(), qk + v);
+  drop(*matmuls.front(), qk);
+  drop(*matmuls.back(), v);
+}
+
 }  // namespace
 
 // Multi-head latent attention (DeepSeek-AI 2024, DeepSeek-V2 Sec. 2.1; V3 Sec. 2.1.1), approximated
@@ -53,6 +72,9 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     Op qn = norm("mla.q_norm", s, o, static_cast<double>(x.tokens * s.q_lora_rank), e);
     qn.params = static_cast<double>(s.q_lora_rank) / x.t;
     l.ops.push_back(qn);
+  }
+  const std::size_t q_up = l.ops.size();
+  if (s.q_lora_rank > 0) {
     l.ops.push_back(block_linear("mla.q_up", x.tokens, s.q_lora_rank, x.heads * dqk, e, false, x));
   } else {
     l.ops.push_back(block_linear("mla.q", x.tokens, x.h, x.heads * dqk, e, false, x, x.gathered_split));
@@ -66,6 +88,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   Op kvn = norm("mla.kv_norm", s, o, static_cast<double>(x.tokens * s.kv_lora_rank), e);
   kvn.params = static_cast<double>(s.kv_lora_rank) / x.t;
   l.ops.push_back(kvn);
+  const std::size_t kv_up = l.ops.size();
   l.ops.push_back(block_linear("mla.kv_up", x.tokens, s.kv_lora_rank, x.heads * (s.qk_nope_head_dim + dv), e, false, x));
   const I bh = x.b * x.heads;
   const double q_bytes = static_cast<double>(x.tokens * x.heads * dqk) * e;
@@ -82,6 +105,7 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
     standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
   }
   core_attention_recompute(l, first, o, 2.0 * q_bytes + v_bytes);  // Q, K (as wide as Q) and V
+  if (o.recompute_modules & recompute_module::kMlaUpProj) up_projection_recompute(l, {q_up, kv_up}, first, 2.0 * q_bytes, v_bytes);
   l.ops.push_back(block_linear("attention.out", x.tokens, x.heads * dv, x.h, e, false, x));
   l.ops.push_back(dropout_add("attention.residual", x.th_local, e, s.dropout));
 }
@@ -108,6 +132,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   const I per_expert = std::max<I>(1, static_cast<I>(std::ceil(padded)));
   const I f = s.expert_ffn_hidden_size / etp;
   const double tkh = static_cast<double>(x.tokens) * static_cast<double>(k) * static_cast<double>(x.h);
+  const std::size_t module = l.ops.size();
   Op router = linear("moe.router", x.tokens, x.h, E, e, s.expert_bias, x.gathered_split);
   router.reads_norm = true;
   router.params /= x.t;
@@ -143,6 +168,7 @@ void moe_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   split.local_experts = local;
   split.active_share = static_cast<double>(k) / static_cast<double>(E);
   split.capacity = s.capacity_factor;
+  split.module = module;
   l.experts = split;
   l.ops.push_back(elementwise("moe.unpermute", tkh, e, 2.0, 0.0, 2.0));
   if (s.shared_experts > 0) {

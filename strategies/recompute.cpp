@@ -83,7 +83,7 @@ std::vector<models::Kernel> rerun_kernels(const models::Op& op, const Rerun& aga
 }
 
 Checkpoints::Checkpoints(const ParallelismSpec& p, const std::vector<Layers>& chunks, int pipeline)
-    : tensor_(p.tensor), sequence_parallel_(p.sequence_parallel) {
+    : tensor_(p.tensor), sequence_parallel_(p.sequence_parallel), modules_(p.recompute_modules) {
   std::vector<int> counted(static_cast<std::size_t>(std::max(1, pipeline)), 0);
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     int& in_stage = counted[c % counted.size()];
@@ -154,6 +154,12 @@ double Checkpoints::kept(const Layers& layers) const {
 double Checkpoints::rebuilt(const Layers& layers) const {
   double most = 0, run = 0;
   for (const auto* l : layers) {
+    if (of(*l) == Recompute::Selective && (modules_ & models::recompute_module::kGiven)) {
+      // Megatron-Core's modules rebuild what they dropped when backward reaches the block.
+      double dropped = 0;
+      for (const auto& op : l->ops) dropped += op.saved_bytes - op.saved_bytes_selective;
+      most = std::max(most, dropped);
+    }
     if (!checkpoints_block(of(*l))) {
       run = 0;
       continue;

@@ -69,7 +69,9 @@ class Checkpoints {
   // block's input; op-level checkpointing also the tensors its policy keeps).
   double kept(const Layers& layers) const;
   // The most bytes backward rebuilds at once in `layers`: the largest checkpointed run's saved
-  // bytes (one block under full and op-level recomputation, a group, a whole chunk under stage).
+  // bytes (one block under full and op-level recomputation, a group, a whole chunk under stage);
+  // under Megatron-Core's selective modules, the most one block's modules dropped. (Korthikanti's
+  // selective recomputation, modules not given, is counted as his paper counts it: without it.)
   double rebuilt(const Layers& layers) const;
 
  private:
@@ -87,6 +89,7 @@ class Checkpoints {
   // Under sequence parallelism op-level checkpointing keeps the reduce-scatters' outputs too.
   int tensor_ = 1;
   bool sequence_parallel_ = false;
+  std::uint8_t modules_ = 0;  // ParallelismSpec::recompute_modules
 };
 
 }  // namespace dtsim::strategies

@@ -87,7 +87,11 @@ struct NamedModule {
 };
 constexpr NamedModule kModules[] = {{"core_attn", models::recompute_module::kCoreAttn},
                                     {"layernorm", models::recompute_module::kLayernorm},
-                                    {"moe_act", models::recompute_module::kMoeAct}};
+                                    {"moe_act", models::recompute_module::kMoeAct},
+                                    {"mlp", models::recompute_module::kMlp},
+                                    {"moe", models::recompute_module::kMoe},
+                                    {"shared_experts", models::recompute_module::kSharedExperts},
+                                    {"mla_up_proj", models::recompute_module::kMlaUpProj}};
 }  // namespace
 
 std::vector<std::string> recompute_module_names() {

@@ -153,9 +153,16 @@ std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, 
 
 // Full recomputation re-runs a block's forward, collectives included, before its backward.
 // Op-level checkpointing keeps what the reduce-scatters return (torchtitan's save list names
-// reduce_scatter_tensor) and runs the all-gathers (or all-reduces) again.
+// reduce_scatter_tensor) and runs the all-gathers (or all-reduces) again. Selective
+// recomputation's checkpointed modules run their tensor-parallel pairs again (Layer::rerun_tp_pairs).
 std::vector<InlineCollective> recompute_comms(const models::Layer& layer, Recompute r, const ParallelismSpec& p, int group) {
-  if (!checkpoints_block(r) || layer.kind != models::LayerKind::Block) return {};
+  if (layer.kind != models::LayerKind::Block) return {};
+  if (r == Recompute::Selective && layer.rerun_tp_pairs > 0 && p.tensor > 1) {
+    const double n = layer.rerun_tp_pairs, bytes = layer.tensor_split.bytes;
+    if (!p.sequence_parallel) return {InlineCollective{CollectiveOp::AllReduce, group, bytes, n}};
+    return {InlineCollective{CollectiveOp::AllGather, group, bytes, n}, InlineCollective{CollectiveOp::ReduceScatter, group, bytes, n}};
+  }
+  if (!checkpoints_block(r)) return {};
   auto again = tensor_parallel_comms(layer, true, p, group);
   if (r == Recompute::Op) std::erase_if(again, [](const InlineCollective& c) { return c.op == CollectiveOp::ReduceScatter; });
   return again;
@@ -285,12 +292,18 @@ bool shared_experts_apart(const ParallelismSpec& p, const models::Layer& l) {
   return p.moe_shared_expert_overlap && p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::None && l.experts.has_shared();
 }
 
+bool reruns_moe_module(const models::Layer& l, Recompute r, const ParallelismSpec& p) {
+  return r == Recompute::Selective && l.experts.moe() && (p.recompute_modules & models::recompute_module::kMoe);
+}
+
 std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
-                                             const ParallelismSpec& p, int tp_group, Recompute r) {
+                                             const ParallelismSpec& p, int tp_group, Recompute r, bool again) {
   std::array<taskgraph::Work, 5> w;
   const auto& x = l.experts;
   const std::size_t first = x.first, last = x.last, n = l.ops.size();
-  const char* pass = forward ? "fwd " : "bwd ";
+  // The planner runs the MoE layer's forward again (all-to-alls included) before this backward.
+  const bool module_apart = !forward && reruns_moe_module(l, r, p);
+  const char* pass = again ? "rerun " : forward ? "fwd " : "bwd ";
   w[0].name = pass + l.name + (forward ? " before dispatch" : " before combine");
   w[1].name = pass + l.name + " experts";
   w[2].name = pass + l.name + (forward ? " after combine" : " after dispatch");
@@ -313,18 +326,19 @@ std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forwa
     if (auto lin = find_tp_linear(op, forward, w[piece].kernels, at)) linears.push_back(*lin);
   };
   if (forward) {
-    for (std::size_t i = 0; i < n; ++i) add_op(i < first ? 0 : i < last ? 1 : after_piece(i), l.ops[i], l.ops[i].forward);
+    const std::size_t from = again ? x.module : 0, to = again ? x.module_end() : n;
+    for (std::size_t i = from; i < to; ++i) add_op(i < first ? 0 : i < last ? 1 : after_piece(i), l.ops[i], l.ops[i].forward);
   } else {
     // Full recomputation re-runs the whole forward, all-to-alls included: the planner emits it.
-    const auto again = reruns(l, r);
+    const auto reran = reruns(l, r);
     for (std::size_t i = 0; i < n && r != Recompute::Full; ++i)
-      if (again[i].any()) add(w[0], rerun_kernels(l.ops[i], again[i]));
+      if (reran[i].any() && !(module_apart && i >= x.module && i < x.module_end())) add(w[0], rerun_kernels(l.ops[i], reran[i]));
     for (std::size_t i = n; i-- > 0;) add_op(i >= last ? after_piece(i) : i >= first ? 1 : 2, l.ops[i], l.ops[i].backward);
     if (!p.fused_grad_accumulation && l.params() > 0)
       w[2].kernels.push_back(models::grad_accumulate_kernel(l.params(), g.options.activation_bytes));
   }
-  auto comms = tensor_parallel_comms(l, forward, p, tp_group);
-  if (!forward && r != Recompute::Full) {  // a full re-run's collectives go with the forward the planner emits
+  auto comms = again ? recompute_comms(l, r, p, tp_group) : tensor_parallel_comms(l, forward, p, tp_group);
+  if (!forward && r != Recompute::Full && !module_apart) {  // a re-run the planner emits has its own
     auto again = recompute_comms(l, r, p, tp_group);
     comms.insert(comms.end(), again.begin(), again.end());
   }

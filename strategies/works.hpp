@@ -79,10 +79,14 @@ double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int el
 // planner emits it, with its all-to-alls, before the backward. Under Megatron-Core's shared-expert
 // overlap (ParallelismSpec::moe_shared_expert_overlap) the shared experts leave the last piece:
 // [3] runs beside the pass's first all-to-all (forward their input projection and activation,
-// backward their output projection's), [4] beside the second; else those two are empty.
+// backward their output projection's), [4] beside the second; else those two are empty. Under
+// Megatron-Core's moe recompute module (reruns_moe_module) backward leaves out the MoE layer's
+// re-run and its collectives too, and `again` is that re-run, a forward of the MoE layer's ops
+// alone (router to shared experts) with the tensor-parallel pair they run again.
 bool shared_experts_apart(const ParallelismSpec& p, const models::Layer& l);
+bool reruns_moe_module(const models::Layer& l, Recompute r, const ParallelismSpec& p);
 std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
-                                             const ParallelismSpec& p, int tp_group, Recompute r);
+                                             const ParallelismSpec& p, int tp_group, Recompute r, bool again = false);
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);
 

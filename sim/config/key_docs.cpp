@@ -148,7 +148,8 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
        "needs training.precision fp8"},
       {"scenario /parallelism/recompute_modules",
        "with recompute \"selective\": Megatron-Core's --recompute-modules, the sub-modules backward runs again (core_attn, "
-       "layernorm, moe_act); without it, selective re-runs the attention scores (Korthikanti et al.)"},
+       "layernorm, moe_act, mla_up_proj; mlp, moe and shared_experts whole, with their collectives and, for moe, its "
+       "all-to-alls); without it, selective re-runs the attention scores (Korthikanti et al.)"},
       {"scenario /parallelism/sequence_parallel", "tensor parallelism also splits norms and dropout along the sequence"},
       {"scenario /parallelism/zero_stage", "ZeRO: 1 shards optimizer state, 2 also gradients, 3 also weights"},
       {"scenario /parallelism/fsdp", "fully sharded data parallel: the same as zero_stage 3"},

@@ -107,8 +107,15 @@ void parse_moe_overlap(Reader& r, Scenario& s) {
     r.fail("moe_shared_expert_overlap", "Megatron-Core refuses it beside moe_a2a_overlap: give one");
   p.moe_fp8_dispatch = r.choice("moe_dispatch_dtype", {"activation", "fp8"}, "activation") == "fp8";
   if (p.moe_fp8_dispatch && p.expert == 1) r.fail("moe_dispatch_dtype", "sends tokens to the expert-parallel GPUs in FP8: it needs expert > 1");
+  // transformer_config.py: "shared_experts recompute cannot work with --moe-shared-expert-overlap".
+  if (p.moe_shared_expert_overlap && (p.recompute_modules & models::recompute_module::kSharedExperts))
+    r.fail("moe_shared_expert_overlap", "Megatron-Core refuses it beside the shared_experts recompute module: give one");
   if (p.moe_a2a_overlap == O::None) return;
   if (p.expert == 1) r.fail("moe_a2a_overlap", "overlaps expert all-to-alls: it needs expert > 1");
+  // transformer_config.py: "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm".
+  if (p.recompute_modules & models::recompute_module::kMoe)
+    r.fail("moe_a2a_overlap", "Megatron-Core refuses the moe recompute module beside its all-to-all overlap: drop \"moe\" from "
+                              "recompute_modules (\"moe_act\" keeps less of the experts without re-running the all-to-alls)");
   if (p.moe_a2a_overlap != O::Megatron1F1B) return;
   if (p.recompute == strategies::Recompute::Full)
     r.fail("moe_a2a_overlap", "Megatron-Core refuses full recomputation with overlap_moe_expert_parallel_comm (use \"dualpipe\" "
@@ -203,9 +210,22 @@ void parse_shard_size(Reader& r, Scenario& s) {
     r.fail("shard_size", "1 shards nothing: for full replicas under this framework give zero_stage 0 (data parallelism)");
 }
 
+// Why module `bit` cannot apply to transformer t, or nothing (Megatron-Core's own checks,
+// transformer_config.py, and what would do nothing).
+std::string module_refusal(std::uint8_t bit, const models::TransformerSpec& t) {
+  using namespace models::recompute_module;
+  if (bit == kMoeAct && !t.moe()) return "\"moe_act\" re-runs the experts' activation: the model has no experts";
+  if (bit == kMoe && !t.moe()) return "\"moe\" re-runs the MoE layers: the model has no experts (did you mean \"mlp\"?)";
+  if (bit == kSharedExperts && t.shared_experts == 0) return "\"shared_experts\" re-runs the shared experts: the model has none";
+  if (bit == kMlaUpProj && !t.mla()) return "\"mla_up_proj\" re-runs latent attention's up-projections: the model has no latent attention";
+  if (bit == kMlp && t.parallel_layers) return "\"mlp\" with parallel layers would re-run the GEMMs attention shares: not modelled";
+  if (bit == kMlp && t.moe() && t.first_dense_layers == 0)
+    return "\"mlp\" re-runs dense MLPs and every block of the model is an MoE layer: did you mean \"moe\"?";
+  return {};
+}
+
 // Megatron-Core's --recompute-modules under selective recomputation
-// (megatron/core/transformer/transformer_config.py). "mlp", "moe", "shared_experts" and
-// "mla_up_proj" re-run projections and, for the MoE layer, its all-to-alls: not modelled yet.
+// (megatron/core/transformer/transformer_config.py).
 void parse_recompute_modules(Reader& r, Scenario& s) {
   auto& p = s.parallelism;
   if (!r.has("recompute_modules")) return;
@@ -222,16 +242,10 @@ void parse_recompute_modules(Reader& r, Scenario& s) {
   for (const auto& m : v) {
     const std::string name = m.is_string() ? m.get<std::string>() : m.dump();
     const std::uint8_t bit = strategies::recompute_module_bit(name);
-    if (bit == 0) {
-      const bool megatron = name == "mlp" || name == "moe" || name == "shared_experts" || name == "mla_up_proj";
-      r.fail("recompute_modules", megatron ? fmt::format("\"{}\" re-runs projections (and for \"moe\" its all-to-alls): not modelled "
-                                                         "yet; modelled: {}",
-                                                         name, fmt::join(names, ", "))
-                                           : fmt::format("\"{}\" is not a recompute module (one of: {}){}", name,
-                                                         fmt::join(names, ", "), did_you_mean(name, names)));
-    }
-    if (bit == models::recompute_module::kMoeAct && !t->moe())
-      r.fail("recompute_modules", "\"moe_act\" re-runs the experts' activation: the model has no experts");
+    if (bit == 0)
+      r.fail("recompute_modules", fmt::format("\"{}\" is not a recompute module (one of: {}){}", name, fmt::join(names, ", "),
+                                              did_you_mean(name, names)));
+    if (const std::string why = module_refusal(bit, *t); !why.empty()) r.fail("recompute_modules", why);
     p.recompute_modules |= bit;
   }
   if ((p.recompute_modules & models::recompute_module::kCoreAttn) && p.context > 1)

@@ -147,17 +147,20 @@ class Experts final : public Unit {
   static double buckets(const Count& c);
   int layer_pass(Planner& em, int s, int chunk, bool forward, const models::Layer& l, std::vector<int> deps, const std::string& tag,
                  Inline mode);
+  int pieces(Planner& em, int s, bool forward, const models::Layer& l, const std::array<int, 6>& w, std::vector<int> deps,
+             const std::string& what, const std::string& tag, Inline mode);
   int all_to_all(Planner& em, int s, const models::Layer& l, std::vector<int> after, const std::string& label, bool toward);
   double bytes(Planner& em, int group, const models::Layer& l, bool toward);
-  const std::array<int, 6>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode);
+  const std::array<int, 6>& works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode, bool again = false);
   Inline mode(Planner& em, const Pass& pass);
 
   // Per (forward, layer, tensor group, all-to-alls) an MoE layer's works as moe_pass_works cuts
   // them (before the dispatch, the experts, after the combine, the shared experts beside the first
   // and the second all-to-all: -1 where not apart), then the experts at the most loaded GPU's load
   // (-1: none slower);
-  // per stage the last expert task of that GPU, and which passes of its schedule are paired.
-  std::map<std::tuple<bool, const models::Layer*, int, Inline>, std::array<int, 6>> moe_works_;
+  // per stage the last expert task of that GPU, and which passes of its schedule are paired. The
+  // last key: the MoE layer's forward run again before backward (the moe recompute module).
+  std::map<std::tuple<bool, const models::Layer*, int, Inline, bool>, std::array<int, 6>> moe_works_;
   std::map<int, int> last_slow_;
   std::map<int, int> group_nodes_;  // per expert-parallel group: the nodes it spans
   std::map<int, std::vector<bool>> paired_;
@@ -184,11 +187,11 @@ Inline Experts::mode(Planner& em, const Pass& pass) {
   return index < it->second.size() && it->second[index] ? Inline::Paired : Inline::Alone;
 }
 
-const std::array<int, 6>& Experts::works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode) {
+const std::array<int, 6>& Experts::works(Planner& em, int s, bool forward, const models::Layer& l, Inline mode, bool again) {
   const int tpg = em.tensor_group(s);
-  auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg, mode}, std::array<int, 6>{-1, -1, -1, -1, -1, -1});
+  auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg, mode, again}, std::array<int, 6>{-1, -1, -1, -1, -1, -1});
   if (!fresh) return it->second;
-  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg, em.shape().checkpoints.of(l));
+  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg, em.shape().checkpoints.of(l), again);
   if (mode != Inline::None) {  // the two all-to-alls ride on the pieces before them
     const int group = em.expert_groups(s).front();  // holds the stage's first GPU, where its tasks run
     std::array<int, 6> other{-1, -1, -1, -1, -1, -1};
@@ -255,10 +258,20 @@ int Experts::layer_pass(Planner& em, int s, int chunk, bool forward, const model
   const std::string what = (forward ? "fwd " : "bwd ") + l.name + tag;
   if (!l.experts.moe()) return em.compute(s, em.pass_work(forward, chunk, &l, em.tensor_group(s)), std::move(deps), what);
   const auto w = works(em, s, forward, l, mode);
-  if (!forward && em.shape().checkpoints.of(l) == Recompute::Full) {  // the forward again, all-to-alls included (beside nothing)
+  const Recompute r = em.shape().checkpoints.of(l);
+  if (!forward && r == Recompute::Full) {  // the forward again, all-to-alls included (beside nothing)
     const int again = layer_pass(em, s, chunk, true, l, std::move(deps), tag + " recompute", mode == Inline::None ? mode : Inline::Alone);
     deps = {again};
+  } else if (!forward && reruns_moe_module(l, r, em.spec())) {  // the MoE layer's forward again (refused beside the overlap)
+    const std::string again = tag + " recompute";
+    deps = {pieces(em, s, true, l, works(em, s, true, l, Inline::None, true), std::move(deps), "fwd " + l.name + again, again, Inline::None)};
   }
+  return pieces(em, s, forward, l, w, std::move(deps), what, tag, mode);
+}
+
+// The pieces of one MoE layer pass (works' `w`) and its all-to-alls, after `deps`.
+int Experts::pieces(Planner& em, int s, bool forward, const models::Layer& l, const std::array<int, 6>& w, std::vector<int> deps,
+                    const std::string& what, const std::string& tag, Inline mode) {
   const int before = em.compute(s, w[0], std::move(deps), what + (forward ? " before dispatch" : " before combine"));
   const bool inlined = mode != Inline::None;  // the all-to-alls ride on the pieces before them
   const int first = inlined ? before : all_to_all(em, s, l, {before}, (forward ? "dispatch " : "combine grad ") + l.name + tag, true);
@@ -308,8 +321,9 @@ void Experts::after_gradient_sync(Planner& em, int s) {
 }
 
 // Per layer and pass: one task, or an MoE layer's three pieces (and the most loaded GPU's
-// experts) with two all-to-alls, its forward again before a backward under full recomputation;
-// the all-to-alls once per expert-parallel group where the replicas join them.
+// experts) with two all-to-alls, its forward again before a backward under full recomputation
+// (under the moe recompute module, the MoE layer's own); the all-to-alls once per expert-parallel
+// group where the replicas join them.
 Experts::Passes Experts::passes(const Count& c) const {
   Passes out;
   const bool handed = framework_hands_moe_layers(c.p);  // a pass taken whole still hands us its MoE layers
@@ -322,7 +336,9 @@ Experts::Passes Experts::passes(const Count& c) const {
           if (!taken) out.computes += static_cast<double>(n);
           continue;
         }
-        const double times = static_cast<double>(n) * (!kind.forward && c.k.checkpoints.of(*l) == Recompute::Full ? 2 : 1);
+        const Recompute r = c.k.checkpoints.of(*l);
+        const bool again = !kind.forward && (r == Recompute::Full || reruns_moe_module(*l, r, c.p));
+        const double times = static_cast<double>(n) * (again ? 2 : 1);
         const bool apart = shared_experts_apart(c.p, *l);
         out.computes += times * (3 + (slower(slowest_expert_load(c.p, *c.model, *l)) ? 1 : 0) + (apart ? 2 : 0));
         if (c.p.moe_a2a_overlap == ParallelismSpec::MoeOverlap::None) out.all_to_alls += times * 2;  // else inline

@@ -25,7 +25,6 @@ results::Result run(const std::string& extra) {
       test::moe_scenario(dir, 2, R"("data": 16, "expert": 16, "micro_batch_size": 1)" + extra, R"(, "shared_experts": 2)"));
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }

@@ -199,7 +199,8 @@ TEST(Units, OverlappedParamGatherEmitsWhatItCounts) {
 // Shared experts beside the all-to-alls (Megatron-Core's overlap): two more tasks per MoE pass.
 TEST(Units, SharedExpertOverlapEmitsWhatItCounts) {
   test::TempDir dir;
-  for (const char* extra : {"", R"(, "moe_shared_expert_overlap": true)", R"(, "moe_shared_expert_overlap": true, "recompute": "full")"}) {
+  for (const char* extra : {"", R"(, "moe_shared_expert_overlap": true)", R"(, "moe_shared_expert_overlap": true, "recompute": "full")",
+                            R"(, "moe_shared_expert_overlap": true, "recompute": "selective", "recompute_modules": ["moe"])"}) {
     SCOPED_TRACE(extra);
     const auto s = test::moe_scenario(dir, 2, std::string(R"("data": 16, "expert": 8, "micro_batch_size": 1)") + extra,
                                       R"(, "shared_experts": 1)");
@@ -239,7 +240,11 @@ TEST(Units, ExpertParallelismEmitsWhatItCounts) {
         // the fsdp framework's gathers per block, the MoE layers handed to the experts unit; expert-data 2 and 1
         R"("data": 16, "expert": 8, "zero_stage": 3, "framework": "fsdp")",
         R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full", "zero_stage": 3, "framework": "fsdp")",
-        R"("tensor": 2, "data": 8, "expert": 16, "expert_tensor": 1, "zero_stage": 3, "framework": "fsdp")"}) {
+        R"("tensor": 2, "data": 8, "expert": 16, "expert_tensor": 1, "zero_stage": 3, "framework": "fsdp")",
+        // Megatron-Core's moe recompute module: each MoE layer's forward again, all-to-alls included
+        R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "selective", "recompute_modules": ["moe"])",
+        R"("tensor": 2, "data": 8, "expert": 4, "sequence_parallel": true, "recompute": "selective", "recompute_modules": ["moe", "layernorm"])",
+        R"("data": 16, "expert": 8, "zero_stage": 3, "framework": "fsdp", "recompute": "selective", "recompute_modules": ["moe"])"}) {
     SCOPED_TRACE(parallelism);
     const auto c = count_and_plan(moe(parallelism));
     ASSERT_TRUE(c.counted.count("experts"));

@@ -208,11 +208,13 @@ TEST(ImportRun, WhichBlocksFullRecomputationReaches) {
 // --recompute-modules (nargs='*') under selective granularity; the modules dtsim does not model are named.
 TEST(ImportRun, MegatronRecomputeModules) {
   const std::string selective = "torchrun pretrain_gpt.py --recompute-granularity selective ";
-  auto r = dtsim::config::import_megatron_args(selective + "--recompute-modules moe_act layernorm mla_up_proj --bf16", "x.sh");
+  auto r = dtsim::config::import_megatron_args(
+      selective + "--recompute-modules moe_act layernorm mla_up_proj mlp moe shared_experts gdn_norm_out --bf16", "x.sh");
   EXPECT_EQ(r.parallelism["recompute"], "selective");
-  EXPECT_EQ(r.parallelism["recompute_modules"], nlohmann::ordered_json::array({"moe_act", "layernorm"}));
+  EXPECT_EQ(r.parallelism["recompute_modules"],
+            nlohmann::ordered_json::array({"moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"}));
   EXPECT_TRUE(names(r.mapped, "--recompute-modules"));
-  EXPECT_TRUE(names(r.unmapped, "--recompute-modules mla_up_proj (not modelled)"));
+  EXPECT_TRUE(names(r.unmapped, "--recompute-modules gdn_norm_out (not modelled)"));
   EXPECT_EQ(r.training["precision"], "bf16");  // the list ends at the next flag
   r = dtsim::config::import_megatron_args("torchrun pretrain_gpt.py --recompute-granularity full --recompute-modules core_attn", "x.sh");
   EXPECT_FALSE(r.parallelism.contains("recompute_modules"));
