@@ -87,6 +87,13 @@ inline constexpr std::uint8_t kGiven = 0x80, kCoreAttn = 1, kLayernorm = 2, kMoe
                               kSharedExperts = 32, kMlaUpProj = 64;
 }
 
+// How FP8 tensors are scaled (Transformer Engine's recipes; Megatron-Core --fp8-recipe): Delayed
+// by an amax history per tensor, Current by each tensor's own amax (an extra read), Blockwise by
+// one scale per 1 x 128 tile of activations and gradients and per 128 x 128 block of weights
+// (DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.3.2; TE's Float8BlockScaling), found in the
+// cast's own pass, the GEMM applying the scales as it accumulates.
+enum class Fp8Scaling { Delayed, Current, Blockwise };
+
 // How the graph is instantiated: per micro-batch, in one activation precision.
 struct BuildOptions {
   std::int64_t micro_batch = 1;
@@ -101,7 +108,7 @@ struct BuildOptions {
   // Transformer Engine FP8: the blocks' linear layers run FP8 GEMMs on FP8 casts of their inputs,
   // weights and output gradients (strategies::Precision::Fp8).
   bool fp8 = false;
-  bool fp8_current_scaling = false;  // scale each tensor by its own amax (an extra read), no history
+  Fp8Scaling fp8_scaling = Fp8Scaling::Delayed;
   // Context parallelism (Megatron-Core, Llama 3): each of `context` ranks holds 1/context of the
   // sequence's tokens and attends with its queries over all keys. Balanced: each rank holds chunks
   // i and 2*context-1-i of the causal sequence, so every rank does the same attention work;
@@ -179,6 +186,7 @@ struct Kernel {
   ConvShape conv{};  // Conv kernels only
   ConvPass pass = ConvPass::Forward;
   bool fp8 = false;  // a GEMM on FP8 operands, priced at the device's FP8 peak
+  bool fp8_block = false;  // ... scaled per tile (Fp8Scaling::Blockwise): the block-scaled kernels' rate
   // What the kernel is for, so that a software stack (sim/cost/stack.hpp) can price it by its role
   // (how many kernels its framework launches for it, which attention kernel) without matching names.
   KernelRole role = KernelRole::Plain;

@@ -29,7 +29,7 @@ Op expert_linear(const std::string& name, I experts, I tokens, I in, I out, doub
 void fp8_experts(Op& op, const Slice& x, I experts, I tokens, I in, I out) {
   if (!x.fp8) return;
   const double rows = static_cast<double>(experts) * static_cast<double>(tokens);
-  to_fp8(op, rows * static_cast<double>(in), rows * static_cast<double>(out), static_cast<double>(experts), x.fp8_current);
+  to_fp8(op, rows * static_cast<double>(in), rows * static_cast<double>(out), static_cast<double>(experts), x.fp8_scaling);
   op.saved_bytes = op.saved_bytes_selective = rows * static_cast<double>(in);
 }
 

@@ -52,34 +52,43 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
 // scales of its tensors (input and weight forward, output gradient backward): tiny kernels, one
 // per tensor, on a 1024-long fp32 history (Megatron-LM's --fp8-amax-history-len default). With
 // current scaling each cast first reads its tensor once more for the amax, and the scale is
-// computed from it alone (a tiny kernel, no history). The weights themselves are cast once per step after the optimizer (the optimizer's pass), not per
+// computed from it alone (a tiny kernel, no history). With block scaling each 1 x 128 tile's
+// amax is found in the cast's own pass, which writes a 4-byte scale per tile of each copy (the
+// row-wise copy and the transposed one, whose tiles run along the other dimension); no scale
+// kernel, no history (DeepSeek-V3 report Sec. 3.3.2, "online quantization"; TE's
+// Float8BlockQuantizer). The weights themselves are cast once per step after the optimizer (the optimizer's pass), not per
 // micro-batch (TE's is_first_microbatch caching). What backward keeps is the FP8 input.
 constexpr double kAmaxHistoryBytes = 1024.0 * 4.0 * 2.0;  // read and write one tensor's history
+constexpr double kBlockScaleBytes = 2.0 * 4.0 / 128.0;    // per element: a scale per 128 in each of two copies
 
-void to_fp8(Op& op, double in_elems, double out_elems, double gemms, bool current) {
-  auto fp8_gemm = [](Kernel k) {
+void to_fp8(Op& op, double in_elems, double out_elems, double gemms, Fp8Scaling scaling) {
+  const bool block = scaling == Fp8Scaling::Blockwise;
+  auto fp8_gemm = [block](Kernel k) {
     const double M = static_cast<double>(k.m), N = static_cast<double>(k.n), K = static_cast<double>(k.k);
     k.bytes = static_cast<double>(k.batch) * (M * K + K * N + 2.0 * M * N);
     k.fp8 = true;
+    k.fp8_block = block;
     return k;
   };
   for (auto* pass : {&op.forward, &op.backward})
     for (auto& k : *pass) k = fp8_gemm(k);
   if (!op.calls.empty()) op.calls.front().kernel = op.forward.front();
   // Casts are memory-bound (no matmul FLOPs: the op's FLOPs stay its GEMMs', as MFU counts them).
-  const double cast = current ? 6.0 : 4.0;                // bytes moved per element
-  const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
+  const bool current = scaling == Fp8Scaling::Current;
+  const double cast = current ? 6.0 : block ? 4.0 + kBlockScaleBytes : 4.0;  // bytes moved per element
   const std::string& name = op.name;
-  op.forward.insert(op.forward.begin(), {memory(name + ".cast_fp8", in_elems * cast, 0),
-                                         memory(name + ".fp8_scales", 2.0 * history * gemms, 0)});
-  op.backward.insert(op.backward.begin(), {memory(name + ".grad.cast_fp8", out_elems * cast, 0),
-                                           memory(name + ".grad.fp8_scales", history * gemms, 0)});
+  op.forward.insert(op.forward.begin(), memory(name + ".cast_fp8", in_elems * cast, 0));
+  op.backward.insert(op.backward.begin(), memory(name + ".grad.cast_fp8", out_elems * cast, 0));
+  if (block) return;
+  const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
+  op.forward.insert(op.forward.begin() + 1, memory(name + ".fp8_scales", 2.0 * history * gemms, 0));
+  op.backward.insert(op.backward.begin() + 1, memory(name + ".grad.fp8_scales", history * gemms, 0));
 }
 
-Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split) {
+Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, Fp8Scaling scaling, double saved_split) {
   Op op = linear(name, tokens, in, out, 2.0, bias, saved_split);
   const double T = static_cast<double>(tokens), In = static_cast<double>(in), Out = static_cast<double>(out);
-  to_fp8(op, T * In, T * Out, 1.0, current);
+  to_fp8(op, T * In, T * Out, 1.0, scaling);
   op.saved_bytes = op.saved_bytes_selective = T * In / saved_split;
   return op;
 }
@@ -161,13 +170,13 @@ Slice slice(const TransformerSpec& s, const BuildOptions& o, double e) {
   x.e = e;
   x.gathered_split = o.sequence_parallel ? x.t : 1.0;
   x.fp8 = o.fp8;
-  x.fp8_current = o.fp8_current_scaling;
+  x.fp8_scaling = o.fp8_scaling;
   return x;
 }
 
 // The linear layer of a block: FP8 under Transformer Engine, else in the activation precision.
 Op block_linear(const std::string& name, I tokens, I in, I out, double e, bool bias, const Slice& x, double saved_split) {
-  return x.fp8 ? fp8_linear(name, tokens, in, out, bias, x.fp8_current, saved_split)
+  return x.fp8 ? fp8_linear(name, tokens, in, out, bias, x.fp8_scaling, saved_split)
                : linear(name, tokens, in, out, e, bias, saved_split);
 }
 

@@ -17,11 +17,11 @@ Kernel memory(const std::string& name, double bytes, double flops);
 // only this rank's tokens of a gathered input).
 Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, double saved_split = 1.0);
 // Transformer Engine's FP8 linear (see transformer_ops.cpp).
-Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, bool current, double saved_split = 1.0);
+Op fp8_linear(const std::string& name, I tokens, I in, I out, bool bias, Fp8Scaling scaling, double saved_split = 1.0);
 // Turns a linear op's GEMMs (`gemms` of them in one grouped kernel, each with its own scales) into
 // Transformer Engine's FP8 ones, with the casts of its `in_elems` input and `out_elems` output
 // gradient elements and the amax bookkeeping (fp8_linear's comment).
-void to_fp8(Op& op, double in_elems, double out_elems, double gemms, bool current);
+void to_fp8(Op& op, double in_elems, double out_elems, double gemms, Fp8Scaling scaling);
 // Element-wise op over `elems` elements reading `reads` tensors and keeping `saved` bytes.
 Op elementwise(const std::string& name, double elems, double e, double reads, double saved, double flops_per_elem);
 void mark_scores(Op& op);
@@ -41,7 +41,7 @@ struct Slice {
   double t, th, th_local, e;  // th_local: tokens x hidden this rank keeps under sequence parallelism
   double gathered_split;      // how many ways a gathered GEMM input is saved split
   bool fp8;                   // the block's linear layers in FP8 (BuildOptions::fp8)
-  bool fp8_current;           // ... scaled by each tensor's current amax
+  Fp8Scaling fp8_scaling;     // ... scaled as the recipe says (BuildOptions::fp8_scaling)
 };
 
 Slice slice(const TransformerSpec& s, const BuildOptions& o, double e);

@@ -150,7 +150,7 @@ std::string summary(const results::Result& r) {
                      s.device.name, s.cluster.nodes, s.cluster.gpus_per_node, torus_text(s));
   out += fmt::format("  {}; micro-batch {}, {} micro-batches per step, global batch {}, {}\n", parallel_dimensions(s.parallelism),
                      s.parallelism.micro_batch, r.plan.micro_batches, s.training.global_batch,
-                     strategies::to_string(s.training.precision));
+                     strategies::precision_text(s.training));
   out += gradient_sync(r);
   out += software(s);
   if (s.parallelism.pipeline > 1)

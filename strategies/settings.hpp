@@ -6,6 +6,9 @@ namespace dtsim::strategies {
 
 const char* to_string(Precision p);
 const char* to_string(Compression c);
+const char* to_string(models::Fp8Scaling s);
+// The precision as a summary states it: FP8 with its scaling recipe.
+std::string precision_text(const TrainingSpec& t);
 
 // Bytes per gradient the data-parallel sync reduces: the gradient's own, but DeepSpeed's pipeline
 // engine reduces the BF16 optimizer's fp32 gradients after the flush (pipe/engine.py).

@@ -59,6 +59,20 @@ const char* to_string(Precision p) {
   return "?";
 }
 
+const char* to_string(models::Fp8Scaling s) {
+  switch (s) {
+    case models::Fp8Scaling::Delayed: return "delayed";
+    case models::Fp8Scaling::Current: return "current";
+    case models::Fp8Scaling::Blockwise: return "blockwise";
+  }
+  return "?";
+}
+
+std::string precision_text(const TrainingSpec& t) {
+  if (t.precision != Precision::Fp8) return to_string(t.precision);
+  return std::string("fp8, ") + to_string(t.fp8_scaling) + " scaling";
+}
+
 const char* to_string(Compression c) {
   switch (c) {
     case Compression::None: return "none";

@@ -200,9 +200,10 @@ struct TrainingSpec {
   models::OptimizerKind optimizer = models::OptimizerKind::Adam;
   models::Attention attention = models::Attention::Standard;
   // FP8 scaling (Transformer Engine recipes): delayed, from an amax history of past steps
-  // (DelayedScaling, TE's default), or current, from this tensor's own amax (Float8CurrentScaling,
-  // what NeMo's recent performance recipes use).
-  bool fp8_current_scaling = false;
+  // (DelayedScaling, TE's default), current, from this tensor's own amax (Float8CurrentScaling,
+  // what NeMo's recent performance recipes use), or blockwise, a scale per tile (DeepSeek-V3's,
+  // TE's Float8BlockScaling).
+  models::Fp8Scaling fp8_scaling = models::Fp8Scaling::Delayed;
   // What the software stack keeps in memory (the scenario's `stack`; docs/memory.md).
   StackMemory memory;
 };

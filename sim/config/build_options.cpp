@@ -7,7 +7,7 @@ models::BuildOptions build_options(const Scenario& s) {
   models::BuildOptions o{p.micro_batch, strategies::activation_bytes(s.training.precision), s.training.attention, p.tensor,
                          p.sequence_parallel};
   o.fp8 = s.training.precision == strategies::Precision::Fp8;
-  o.fp8_current_scaling = s.training.fp8_current_scaling;
+  o.fp8_scaling = s.training.fp8_scaling;
   o.context = p.context;
   o.context_balanced = p.context_load_balance;
   o.expert = p.expert;

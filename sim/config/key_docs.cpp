@@ -41,6 +41,11 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"device profile /fp8_gemm_efficiency/max", "the share of the FP8 peak the largest FP8 GEMMs reach"},
       {"device profile /fp8_gemm_efficiency/half_flops", "the FP8 GEMM size (FLOPs) that reaches half of max"},
       {"device profile /fp8_gemm_efficiency/points", "measured [[flops, efficiency], ...] pairs for FP8 GEMMs"},
+      {"device profile /fp8_block_gemm_efficiency", "as fp8_gemm_efficiency, for block-scaled FP8 GEMMs (fp8_recipe blockwise), "
+       "times K / (K + k_overhead)"},
+      {"device profile /fp8_block_gemm_efficiency/max", "the share of the FP8 peak the largest block-scaled GEMMs reach"},
+      {"device profile /fp8_block_gemm_efficiency/half_flops", "the block-scaled GEMM size (FLOPs) that reaches half of max"},
+      {"device profile /fp8_block_gemm_efficiency/k_overhead", "each output tile's fixed work beside its loop over K, in elements of K"},
       {"device profile /memory_efficiency", "the share of hbm_bandwidth a memory-bound kernel reaches by its size"},
       {"device profile /memory_efficiency/max", "the share of hbm_bandwidth the largest memory-bound kernels reach"},
       {"device profile /memory_efficiency/half_bytes", "the bytes moved at which a kernel reaches half of max"},
@@ -210,7 +215,9 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /training/gradient_accumulation_steps", "micro-batches per step per replica, instead of global_batch_size"},
       {"scenario /training/precision", "fp64, fp32, tf32, bf16, fp16 or fp8"},
       {"scenario /training/optimizer", "adam or sgd"},
-      {"scenario /training/fp8_recipe", "FP8 scaling: delayed or current"},
+      {"scenario /training/fp8_recipe",
+       "FP8 scaling: delayed (an amax history), current (each tensor's own amax) or blockwise (a scale per 1x128 tile and "
+       "128x128 block, DeepSeek-V3's; GEMMs on the device's fp8_block_gemm_efficiency)"},
       {"scenario /training/attention", "standard (scores in memory) or flash (fused)"},
       {"scenario /training/tokens", "tokens to train on (the run's length)"},
       {"scenario /training/train_batch_size", "DeepSpeed's name for global_batch_size"},

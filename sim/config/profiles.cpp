@@ -61,6 +61,11 @@ cost::DeviceProfile load_device_profile_file(const std::string& file) {
   d.memory = curve(r, "memory_efficiency", "half_bytes");
   // FP8 GEMMs reach a different fraction of their (doubled) peak than 16-bit ones.
   if (r.has("fp8_gemm_efficiency")) d.fp8_gemm = curve(r, "fp8_gemm_efficiency", "half_flops");
+  if (auto b = r.optional_object("fp8_block_gemm_efficiency")) {
+    d.fp8_block_k_overhead = b->number("k_overhead", Range{0.0, 1e6});
+    d.fp8_block_gemm = cost::EfficiencyCurve{b->number("max", Range{0.0, 1.0, true}), b->number("half_flops", Range{0.0, 1e18}), {}};
+    b->finish();
+  }
   if (r.has("conv_efficiency")) d.conv = curve(r, "conv_efficiency", "half_flops");
   d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
   // Per-kernel dispatch or launch cost; absent: the kernel table's measured one, else 0.

@@ -129,7 +129,10 @@ void parse_training(Reader r, Scenario& s) {
   t.precision = parse_precision(r.choice("precision", {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8"}, "bf16"));
   t.optimizer = r.choice("optimizer", {"adam", "sgd"}, "adam") == "sgd" ? models::OptimizerKind::Sgd
                                                                         : models::OptimizerKind::Adam;
-  t.fp8_current_scaling = r.choice("fp8_recipe", {"delayed", "current"}, "delayed") == "current";
+  const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise"}, "delayed");
+  t.fp8_scaling = recipe == "current" ? models::Fp8Scaling::Current
+                  : recipe == "blockwise" ? models::Fp8Scaling::Blockwise
+                                          : models::Fp8Scaling::Delayed;
   if (r.has("fp8_recipe") && t.precision != strategies::Precision::Fp8)
     r.fail("fp8_recipe", "needs \"precision\": \"fp8\"");
   t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash

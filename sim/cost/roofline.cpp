@@ -13,6 +13,16 @@ double peak(const DeviceProfile& d, const std::string& dtype) {
   if (it == d.peak_flops.end()) throw std::invalid_argument(d.name + " has no peak for " + dtype);
   return it->second;
 }
+
+// An FP8 GEMM's share of the FP8 peak: on the block-scaled kernels' curve where it is one and the
+// device has it, else on the FP8 curve, else at `sixteen_bit`, the 16-bit curve's.
+double fp8_efficiency(const DeviceProfile& d, const models::Kernel& k, double sixteen_bit) {
+  if (k.fp8_block && d.fp8_block_gemm) {
+    const double K = static_cast<double>(k.k);
+    return d.fp8_block_gemm->at(k.flops) * K / (K + d.fp8_block_k_overhead);
+  }
+  return d.fp8_gemm ? d.fp8_gemm->at(k.flops) : sixteen_bit;
+}
 }  // namespace
 
 double EfficiencyCurve::at(double x) const {
@@ -29,7 +39,7 @@ double kernel_time(const DeviceProfile& d, const models::Kernel& k, const std::s
   } else {
     double e = k.kind == models::KernelKind::Conv && d.conv ? d.conv->at(k.flops) : d.gemm.at(k.flops);
     if (k.kind == models::KernelKind::Attention && !k.scores) e = std::min(e, d.flash_attention_efficiency);
-    if (k.fp8) e = d.fp8_gemm ? d.fp8_gemm->at(k.flops) : e;
+    if (k.fp8) e = fp8_efficiency(d, k, e);
     compute = k.flops / (peak(d, k.fp8 ? std::string("fp8") : dtype) * e * rate);
   }
   double traffic = k.bytes / (d.hbm_bandwidth * d.memory.at(k.bytes) * (k.scores ? d.scores_memory_efficiency : 1.0));

@@ -74,6 +74,12 @@ struct DeviceProfile {
   double cast_up_bandwidth = 0;
   // FP8 GEMMs (Transformer Engine): their efficiency curve; absent, the 16-bit GEMM curve.
   std::optional<EfficiencyCurve> fp8_gemm;
+  // Block-scaled FP8 GEMMs (Kernel::fp8_block: a scale per 1 x 128 tile and 128 x 128 block,
+  // applied as the kernel accumulates): their curve by FLOPs, times K / (K + fp8_block_k_overhead)
+  // for each output tile's fixed work (loading its scales, the promoting epilogue) beside its loop
+  // over K. Absent, the FP8 curve.
+  std::optional<EfficiencyCurve> fp8_block_gemm;
+  double fp8_block_k_overhead = 0;
   GemmAlignment gemm_alignment = GemmAlignment::None;
   AttentionTables attention_tables = AttentionTables::H100;
   // A 16-bit GEMM tile's fixed work beside its main loop over K (filling the load pipeline, the

@@ -302,6 +302,7 @@ nlohmann::ordered_json to_json(const Result& r, bool with_wall_time) {
   for (const auto& [key, value] : s.model.sizes()) j["model"][key] = value;
   j["training"] = {{"precision", strategies::to_string(s.training.precision)},
                    {"global_batch_size", s.training.global_batch}};
+  if (s.training.precision == strategies::Precision::Fp8) j["training"]["fp8_recipe"] = strategies::to_string(s.training.fp8_scaling);
   add_parallelism(j, r);
   add_stack(j, r);
   add_sources(j, r);

@@ -44,10 +44,11 @@ TEST(TrustNumbers, SummaryAndResultStateTheFp8PrecisionThatRan) {
   const auto f = scenario_over_base(dir, "fp8", R"("training": {"global_batch_size": 64, "precision": "fp8"})");
   auto r = run_dtsim({"run", f, "-o", dir.path("o")}, dir);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("global batch 64, fp8\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("global batch 64, fp8, delayed scaling\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("bf16"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(dir.path("o/result.json")));
   EXPECT_EQ(j["training"]["precision"], "fp8");
+  EXPECT_EQ(j["training"]["fp8_recipe"], "delayed");
 }
 
 TEST(TrustNumbers, SummaryNamesContextAndExpertDimensions) {
