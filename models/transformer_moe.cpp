@@ -95,12 +95,17 @@ void mla_ops(Layer& l, const TransformerSpec& s, const BuildOptions& o, const Sl
   const double v_bytes = static_cast<double>(x.tokens * x.heads * dv) * e;
   const std::size_t first = l.ops.size();
   if (o.attention == Attention::Flash) {
-    Kernel f = gemm("flash_attention", bh, x.q, x.q, dqk, e, KernelKind::Attention);
+    // Under context parallelism this rank's queries attend over every rank's keys and values,
+    // which pass around the ring (per head: K as wide as Q, and V).
+    Kernel f = gemm("flash_attention", bh, x.q_local, x.q, dqk, e, KernelKind::Attention);
     f.causal = true;  // latent attention is a language model's: causal
-    f.flops = 2.0 * static_cast<double>(bh) * static_cast<double>(x.q) * static_cast<double>(x.q) * static_cast<double>(dqk + dv);
-    f.bytes = 2.0 * q_bytes + 2.0 * v_bytes;
-    const double lse = static_cast<double>(bh * x.q) * 4.0;
-    l.ops.push_back(flash_attention(f, 2.0 * q_bytes + 2.0 * v_bytes + lse, v_bytes + lse));
+    f.flops = 2.0 * static_cast<double>(bh) * static_cast<double>(x.q_local) * static_cast<double>(x.q) * static_cast<double>(dqk + dv);
+    f.bytes = q_bytes + v_bytes + (q_bytes + v_bytes) * static_cast<double>(o.context);
+    const double lse = static_cast<double>(bh * x.q_local) * 4.0;
+    Op fa = flash_attention(f, 2.0 * q_bytes + 2.0 * v_bytes + lse, v_bytes + lse);
+    fa.context_attention = o.context > 1;
+    l.ops.push_back(fa);
+    l.context_kv_bytes = o.context > 1 ? q_bytes + v_bytes : 0.0;
   } else {
     standard_attention(l, bh, x.q, dqk, dv, e, 2.0 * q_bytes, v_bytes, false);
   }

@@ -86,13 +86,16 @@ std::string software(const config::Scenario& s) {
 
 }  // namespace
 
-// Every dimension the GPUs are split along; experts split the data-parallel replicas.
+// Every dimension the GPUs are split along; experts split the data-parallel replicas (and the
+// context ranks, and the tensor ranks where expert_tensor folds them).
 std::string parallel_dimensions(const strategies::ParallelismSpec& p) {
   std::string out = fmt::format("data {}", p.data);
   if (p.context > 1) out += fmt::format(" x context {}", p.context);
   out += fmt::format(" x tensor {} x pipeline {}", p.tensor, p.pipeline);
-  if (p.expert > 1) out += fmt::format(" (expert {} within data)", p.expert);
-  return out;
+  if (p.expert == 1) return out;
+  std::string over = p.expert_tensor_size() != p.tensor ? "tensor x " : "";
+  if (p.context > 1) over += "context x ";
+  return out + fmt::format(" (expert {} within {}data)", p.expert, over);
 }
 
 namespace {

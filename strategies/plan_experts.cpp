@@ -4,7 +4,7 @@
 // the expert RankGenerator's order "tp-ep-dp-pp" over the same ranks as the dense "tp-cp-dp-pp"),
 // so an expert-parallel group is expert consecutive blocks of expert_tensor ranks: inside one node
 // whenever expert x expert_tensor GPUs fit in it. With expert_tensor = tensor (the default) that is
-// consecutive data ranks of one tensor rank. Expert gradients are summed over the expert-data
+// consecutive context and data ranks of one tensor rank. Expert gradients are summed over the expert-data
 // ranks holding the same experts, dense ones over all data-parallel GPUs. The MoE passes and the
 // expert gradients' sync are strategies/units/experts.cpp.
 #include "strategies/memory.hpp"
@@ -16,10 +16,11 @@
 namespace dtsim::strategies {
 
 // The GPU of expert coordinates (expert tensor rank, expert rank, expert-data rank) on stage s:
-// the stage's rank i = et + ETP (ep + EP edp) is dense rank t + tensor d (context is 1 with experts).
+// the stage's rank i = et + ETP (ep + EP edp) is dense rank t + tensor (c + context d).
 int Planner::expert_gpu(int s, int et, int ep, int edp) const {
   const int i = et + p_.expert_tensor_size() * (ep + p_.expert * edp);
-  return place_.gpu(i / p_.tensor, s, i % p_.tensor);
+  const int rest = i / p_.tensor;
+  return place_.gpu(rest / p_.context, s, i % p_.tensor, rest % p_.context);
 }
 
 std::vector<int> Planner::expert_groups(int s) {

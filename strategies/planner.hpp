@@ -57,6 +57,7 @@ class Planner {
   // Each replica's last task per stage, once its passes are emitted (then its optimizer step's).
   std::vector<std::vector<int>>& replica_last() { return replica_last_; }
   int tensor_group(int s) const { return tp_group_[static_cast<std::size_t>(s)]; }
+  const ContextGroups& context_groups(int s) const { return cp_groups_[static_cast<std::size_t>(s)]; }
   // Stage s's streams of the replica being emitted: its last compute task (and the one before),
   // its last data-parallel collective.
   int& compute_stream(int s) { return last_compute_[static_cast<std::size_t>(s)]; }

@@ -136,14 +136,15 @@ struct ParallelismSpec {
   // expert gradients are summed over the data / expert GPUs holding the same experts.
   int expert = 1;
   // MoE parallel folding (Megatron-Core --expert-tensor-parallel-size): the MoE layers' own grid of
-  // expert_tensor x expert x expert-data ranks over the stage's tensor x data ranks, in Megatron-
-  // Core's expert order tp-ep-dp (parallel_state.py, the expert RankGenerator). 0: as `tensor`,
-  // which keeps the expert-parallel groups on one tensor rank and carved out of the data ranks.
+  // expert_tensor x expert x expert-data ranks over the stage's tensor x context x data ranks, in
+  // Megatron-Core's expert order tp-ep-dp over the dense order tp-cp-dp (parallel_state.py, the
+  // expert RankGenerator). 0: as `tensor`, which keeps the expert-parallel groups on one tensor
+  // rank and carved out of the context x data ranks.
   int expert_tensor = 0;
   int expert_tensor_size() const { return expert_tensor > 0 ? expert_tensor : tensor; }
-  // The ranks holding the same experts, which sum their gradients: tensor x data / (expert x
-  // expert_tensor), data / expert when expert_tensor is tensor.
-  int expert_data() const { return tensor * data / (expert * expert_tensor_size()); }
+  // The ranks holding the same experts, which sum their gradients: tensor x context x data /
+  // (expert x expert_tensor), context x data / expert when expert_tensor is tensor.
+  int expert_data() const { return tensor * context * data / (expert * expert_tensor_size()); }
   // Expert all-to-all overlap: each steady-state forward of an MoE layer runs beside another
   // micro-batch's backward of it, the all-to-alls of one beside the computation of the other
   // (Megatron-Core's --overlap-moe-expert-parallel-comm, combined_1f1b.py; DeepSeek's DualPipe).

@@ -297,7 +297,8 @@ bool reruns_moe_module(const models::Layer& l, Recompute r, const ParallelismSpe
 }
 
 std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
-                                             const ParallelismSpec& p, int tp_group, Recompute r, bool again) {
+                                             const ParallelismSpec& p, int tp_group, Recompute r, bool again,
+                                             const ContextGroups& cp) {
   std::array<taskgraph::Work, 5> w;
   const auto& x = l.experts;
   const std::size_t first = x.first, last = x.last, n = l.ops.size();
@@ -316,13 +317,16 @@ std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forwa
     return (i < x.shared_fc2) == forward ? 3 : 4;
   };
   auto add = [](taskgraph::Work& to, const std::vector<models::Kernel>& ks) { to.kernels.insert(to.kernels.end(), ks.begin(), ks.end()); };
-  // The attention's piece (forward before the dispatch, backward after it) and its linears.
+  // The attention's piece (forward before the dispatch, backward after it), its linears and
+  // where its attention kernel landed (for context parallelism's exchange).
   const std::size_t attention = forward ? 0 : 2;
   std::vector<TpLinearAt> linears;
+  int attention_kernel = -1;
   auto add_op = [&](std::size_t piece, const models::Op& op, const std::vector<models::Kernel>& ks) {
     const std::size_t at = w[piece].kernels.size();
     add(w[piece], ks);
     if (piece != attention) return;
+    if (op.context_attention && !ks.empty()) attention_kernel = static_cast<int>(at);
     if (auto lin = find_tp_linear(op, forward, w[piece].kernels, at)) linears.push_back(*lin);
   };
   if (forward) {
@@ -345,6 +349,9 @@ std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forwa
   // Under tensor-parallel overlap the attention's collectives run beside its own GEMMs, in its
   // piece; the rest (the experts' under expert tensor parallelism) stay after the combine.
   for (auto& c : overlap_tp_comms(std::move(comms), linears, p)) w[c.cut == taskgraph::OverlapCut::None ? 2 : attention].comms.push_back(c);
+  // Context parallelism's K/V exchange beside the attention, in its piece.
+  if (attention_kernel >= 0)
+    for (auto& c : context_parallel_comms(l, forward, p, cp, attention_kernel)) w[attention].comms.push_back(c);
   return w;
 }
 

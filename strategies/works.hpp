@@ -82,11 +82,13 @@ double weight_pass_bytes(const std::vector<const models::Layer*>& layers, int el
 // backward their output projection's), [4] beside the second; else those two are empty. Under
 // Megatron-Core's moe recompute module (reruns_moe_module) backward leaves out the MoE layer's
 // re-run and its collectives too, and `again` is that re-run, a forward of the MoE layer's ops
-// alone (router to shared experts) with the tensor-parallel pair they run again.
+// alone (router to shared experts) with the tensor-parallel pair they run again. Under context
+// parallelism the attention's piece carries its K/V exchange (context_parallel_comms, on `cp`).
 bool shared_experts_apart(const ParallelismSpec& p, const models::Layer& l);
 bool reruns_moe_module(const models::Layer& l, Recompute r, const ParallelismSpec& p);
 std::array<taskgraph::Work, 5> moe_pass_works(const models::Layer& l, bool forward, const models::ModelGraph& g,
-                                             const ParallelismSpec& p, int tp_group, Recompute r, bool again = false);
+                                             const ParallelismSpec& p, int tp_group, Recompute r, bool again = false,
+                                             const ContextGroups& cp = {});
 // Matmul FLOPs backward re-runs for recomputation.
 double recompute_flops(const models::Layer& layer, Recompute r);
 

@@ -59,30 +59,35 @@ void parse_context(Reader& r, Scenario& s) {
   if (p.context == 1)
     for (const char* key : {"context_comm", "context_load_balance"})
       if (r.has(key)) r.fail(key, "needs context parallelism (parallelism.context > 1)");
+  const models::TransformerSpec* t = s.model.transformer();
+  if (p.context > 1 && !p.context_load_balance && t && t->mla())
+    r.fail("context_load_balance", "contiguous chunks' uneven attention is modelled for standard attention, not latent attention");
 }
 
 // MoE parallel folding (Megatron-Core --expert-tensor-parallel-size): the MoE layers' grid of
-// expert_tensor x expert x expert-data ranks over the stage's tensor x data ranks. Without
-// expert_tensor the experts split over `tensor` as before and the groups come out of `data`.
+// expert_tensor x expert x expert-data ranks over the stage's tensor x context x data ranks.
+// Without expert_tensor the experts split over `tensor` as before and the groups come out of
+// context x data.
 void parse_expert_grid(Reader& r, Scenario& s) {
   auto& p = s.parallelism;
   p.expert_tensor = static_cast<int>(r.integer("expert_tensor", 1, kMaxGpus, 0));
   if (p.expert_tensor == 0) {
-    if (p.data % p.expert != 0)
-      r.fail("expert", fmt::format("{} does not divide data ({}): expert-parallel groups are carved out of the data-parallel GPUs "
-                                   "(give expert_tensor to fold them over tensor x data ranks)",
-                                   p.expert, p.data));
+    if ((p.context * p.data) % p.expert != 0)
+      r.fail("expert", fmt::format("{} does not divide context x data ({}): expert-parallel groups are carved out of the "
+                                   "context and data-parallel GPUs (give expert_tensor to fold them over tensor ranks too)",
+                                   p.expert, p.context * p.data));
     return;
   }
   const auto* m = s.model.transformer();
   if (!m || !m->moe()) r.fail("expert_tensor", "expert tensor parallelism needs a mixture-of-experts model (model.num_experts)");
   if (m->expert_ffn_hidden_size % p.expert_tensor != 0)
     r.fail("expert_tensor", fmt::format("{} does not divide model.expert_ffn_hidden_size ({})", p.expert_tensor, m->expert_ffn_hidden_size));
-  const std::int64_t grid = static_cast<std::int64_t>(p.expert) * p.expert_tensor, ranks = static_cast<std::int64_t>(p.tensor) * p.data;
+  const std::int64_t grid = static_cast<std::int64_t>(p.expert) * p.expert_tensor,
+                     ranks = static_cast<std::int64_t>(p.tensor) * p.context * p.data;
   if (ranks % grid != 0)
-    r.fail("expert_tensor", fmt::format("expert ({}) x expert_tensor ({}) = {} does not divide tensor ({}) x data ({}) = {}: the "
-                                        "expert grid folds over a stage's tensor x data GPUs",
-                                        p.expert, p.expert_tensor, grid, p.tensor, p.data, ranks));
+    r.fail("expert_tensor", fmt::format("expert ({}) x expert_tensor ({}) = {} does not divide tensor ({}) x context ({}) x data ({}) "
+                                        "= {}: the expert grid folds over a stage's tensor x context x data GPUs",
+                                        p.expert, p.expert_tensor, grid, p.tensor, p.context, p.data, ranks));
 }
 
 // Expert all-to-all overlap (strategies::ParallelismSpec::MoeOverlap), with what Megatron-Core
@@ -165,7 +170,6 @@ void parse_expert_parallelism(Reader& r, Scenario& s) {
   if (p.priority_buckets) refuse("bucket_order", "priority order");
   if (p.compression != strategies::Compression::None) refuse("gradient_compression", "gradient compression");
   if (p.updates != strategies::Updates::Sync) refuse("updates", "asynchronous updates");
-  if (p.context > 1) refuse("context", "context parallelism");
   if (p.activation_offload) refuse("activation_offload", "activation offload");
   if (p.offload_optimizer) refuse("offload_optimizer", "optimizer offload");
   refuse_framework_with_experts(r, p);

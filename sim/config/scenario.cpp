@@ -120,6 +120,8 @@ void parse_straggler_section(Reader& st, Scenario& s, const std::shared_ptr<Orig
   // Every replica's tasks join its expert-parallel group by data rank; a folded group spans tensor ranks too.
   if (s.parallelism.expert > 1 && s.parallelism.expert_tensor_size() != s.parallelism.tensor)
     throw InputError(s.file, "/stragglers", "stragglers with folded expert parallelism (expert_tensor other than tensor) are not modelled");
+  if (s.parallelism.expert > 1 && s.parallelism.context > 1)
+    throw InputError(s.file, "/stragglers", "stragglers with expert parallelism over context ranks are not modelled");
   parse_stragglers(st, s, origins);
 }
 

@@ -169,7 +169,7 @@ struct Geometry {
   double ranks = 1, groups = 1, per_node = 1;
 };
 // How many of `members` ranks `stride` stage ranks apart share a node, the stage's ranks being
-// tensor ranks (contiguous) within data ranks `dp_stride` GPUs apart: the expert grid's groups.
+// blocks of T contiguous GPUs (tensor, then context ranks) `dp_stride` GPUs apart: the expert grid's groups.
 double folded_per_node(double members, double stride, double T, double dp_stride, double gpus_per_node) {
   if (stride >= T) return std::clamp(std::floor(gpus_per_node / (dp_stride * stride / T)), 1.0, members);
   return std::clamp(T / stride * std::max(1.0, std::floor(gpus_per_node / dp_stride)), 1.0, members);
@@ -189,10 +189,10 @@ Geometry geometry(strategies::GroupKind kind, const config::Scenario& s) {
       return {G, T, cp_per_node * (cp_per_node < C ? 1.0 : std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, D))};
     case strategies::GroupKind::ExpertData: {  // expert-data ranks: every (expert x expert_tensor)-th stage rank
       const double R = p.expert_tensor_size(), edp = p.expert_data();
-      return {edp, R * E, folded_per_node(edp, E * R, T, dp_stride, c.gpus_per_node)};
+      return {edp, R * E, folded_per_node(edp, E * R, T * C, dp_stride, c.gpus_per_node)};
     }
     case strategies::GroupKind::Expert:  // expert ranks: every expert_tensor-th stage rank
-      return {E, T * D / E, folded_per_node(E, p.expert_tensor_size(), T, dp_stride, c.gpus_per_node)};
+      return {E, T * G / E, folded_per_node(E, p.expert_tensor_size(), T * C, dp_stride, c.gpus_per_node)};
     case strategies::GroupKind::ExpertBlock: return {E, T, std::clamp(std::floor(c.gpus_per_node / dp_stride), 1.0, E)};
     case strategies::GroupKind::Tensor: return {T, 1, std::min<double>(T, c.gpus_per_node)};
     case strategies::GroupKind::StagePair: return {2, 1, 1};

@@ -191,7 +191,7 @@ const std::array<int, 6>& Experts::works(Planner& em, int s, bool forward, const
   const int tpg = em.tensor_group(s);
   auto [it, fresh] = moe_works_.try_emplace({forward, &l, tpg, mode, again}, std::array<int, 6>{-1, -1, -1, -1, -1, -1});
   if (!fresh) return it->second;
-  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg, em.shape().checkpoints.of(l), again);
+  auto w = moe_pass_works(l, forward, em.model(), em.spec(), tpg, em.shape().checkpoints.of(l), again, em.context_groups(s));
   if (mode != Inline::None) {  // the two all-to-alls ride on the pieces before them
     const int group = em.expert_groups(s).front();  // holds the stage's first GPU, where its tasks run
     std::array<int, 6> other{-1, -1, -1, -1, -1, -1};

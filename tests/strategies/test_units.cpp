@@ -241,6 +241,9 @@ TEST(Units, ExpertParallelismEmitsWhatItCounts) {
         R"("data": 16, "expert": 8, "zero_stage": 3, "framework": "fsdp")",
         R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "full", "zero_stage": 3, "framework": "fsdp")",
         R"("tensor": 2, "data": 8, "expert": 16, "expert_tensor": 1, "zero_stage": 3, "framework": "fsdp")",
+        // expert parallelism over context ranks (with the ring inline in the attention's piece)
+        R"("data": 8, "context": 2, "expert": 8, "zero_stage": 1)",
+        R"("tensor": 2, "data": 4, "context": 2, "expert": 8, "expert_tensor": 1, "sequence_parallel": true, "recompute": "full")",
         // Megatron-Core's moe recompute module: each MoE layer's forward again, all-to-alls included
         R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "selective", "recompute_modules": ["moe"])",
         R"("tensor": 2, "data": 8, "expert": 4, "sequence_parallel": true, "recompute": "selective", "recompute_modules": ["moe", "layernorm"])",

@@ -66,6 +66,13 @@ TEST(TrustNumbers, SummaryNamesContextAndExpertDimensions) {
   r = run_dtsim({"memory", ep}, dir);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("data 4 x tensor 2 x pipeline 2 (expert 4 within data)"), std::string::npos) << r.out;
+  const auto folded = scenario_over_base(dir, "folded", R"("model": {"preset": "mixtral-8x7b"}, "cluster": {"nodes": 2},
+      "parallelism": {"data": 2, "context": 2, "tensor": 2, "pipeline": 2, "expert": 8, "expert_tensor": 1, "micro_batch_size": 1},
+      "training": {"global_batch_size": 8, "attention": "flash"})");
+  r = run_dtsim({"memory", folded}, dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("data 2 x context 2 x tensor 2 x pipeline 2 (expert 8 within tensor x context x data)"), std::string::npos)
+      << r.out;
 }
 
 TEST(TrustNumbers, ResultStatesCompressionAndTheAlgorithmAutoChose) {
