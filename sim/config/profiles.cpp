@@ -24,6 +24,17 @@ cost::EfficiencyCurve curve(Reader& parent, const char* key, const char* half_ke
   r.finish();
   return c;
 }
+
+// FP8 GEMMs reach a different fraction of their (doubled) peak than 16-bit ones; block-scaled
+// ones (cost::DeviceProfile::fp8_block_gemm) another, by K too.
+void read_fp8_curves(Reader& r, cost::DeviceProfile& d) {
+  if (r.has("fp8_gemm_efficiency")) d.fp8_gemm = curve(r, "fp8_gemm_efficiency", "half_flops");
+  if (auto b = r.optional_object("fp8_block_gemm_efficiency")) {
+    d.fp8_block_k_overhead = b->number("k_overhead", Range{0.0, 1e6});
+    d.fp8_block_gemm = cost::EfficiencyCurve{b->number("max", Range{0.0, 1.0, true}), b->number("half_flops", Range{0.0, 1e18}), {}};
+    b->finish();
+  }
+}
 }  // namespace
 
 
@@ -59,13 +70,7 @@ cost::DeviceProfile load_device_profile_file(const std::string& file) {
   d.hbm_bandwidth = r.quantity("hbm_bandwidth", Dimension::Bandwidth, Range{0.0, 1e15, true});
   d.gemm = curve(r, "gemm_efficiency", "half_flops");
   d.memory = curve(r, "memory_efficiency", "half_bytes");
-  // FP8 GEMMs reach a different fraction of their (doubled) peak than 16-bit ones.
-  if (r.has("fp8_gemm_efficiency")) d.fp8_gemm = curve(r, "fp8_gemm_efficiency", "half_flops");
-  if (auto b = r.optional_object("fp8_block_gemm_efficiency")) {
-    d.fp8_block_k_overhead = b->number("k_overhead", Range{0.0, 1e6});
-    d.fp8_block_gemm = cost::EfficiencyCurve{b->number("max", Range{0.0, 1.0, true}), b->number("half_flops", Range{0.0, 1e18}), {}};
-    b->finish();
-  }
+  read_fp8_curves(r, d);
   if (r.has("conv_efficiency")) d.conv = curve(r, "conv_efficiency", "half_flops");
   d.kernel_min_s = r.quantity("kernel_min", Dimension::Time, Range{0.0, 1.0}, 0.0);
   // Per-kernel dispatch or launch cost; absent: the kernel table's measured one, else 0.
