@@ -29,7 +29,7 @@ std::string describe(const strategies::ParallelismSpec& p) {
 }
 
 // The scenario's expert grid and all-to-all overlap, where a candidate can keep them (the checks
-// of sim/config/scenario.cpp): folding needs expert x expert_tensor to divide tensor x data,
+// of sim/config/scenario.cpp): folding needs expert x expert_tensor to divide tensor x context x data,
 // Megatron-Core's overlap no full recomputation and virtual stages under a pipeline. Without
 // experts neither applies.
 bool keep_moe_settings(strategies::ParallelismSpec& p) {
@@ -38,17 +38,18 @@ bool keep_moe_settings(strategies::ParallelismSpec& p) {
     p.expert_tensor = 0, p.moe_a2a_overlap = O::None;
     return true;
   }
-  if (p.expert_tensor > 0 && (p.tensor * p.data) % (p.expert * p.expert_tensor) != 0) return false;
+  if (p.expert_tensor > 0 && (p.tensor * p.context * p.data) % (p.expert * p.expert_tensor) != 0) return false;
   return p.moe_a2a_overlap != O::Megatron1F1B ||
          (p.recompute != strategies::Recompute::Full && (p.pipeline == 1 || p.schedule->chunked));
 }
 
-// Expert-parallel sizes to try on `dp` data-parallel GPUs: 1, and for a mixture of experts every
-// power of two that divides both dp and the experts (what the planner can lay out).
-std::vector<int> expert_sizes(const models::ModelSpec& m, int dp) {
+// Expert-parallel sizes to try on `ranks` context x data-parallel GPUs: 1, and for a mixture of
+// experts every power of two that divides both the ranks and the experts (what the planner can
+// lay out: the groups come out of the context and data ranks).
+std::vector<int> expert_sizes(const models::ModelSpec& m, int ranks) {
   std::vector<int> out{1};
-  for (int ep = 2; ep <= dp; ep *= 2)
-    if (dp % ep == 0 && m.expert_split_error(ep).empty()) out.push_back(ep);
+  for (int ep = 2; ep <= ranks; ep *= 2)
+    if (ranks % ep == 0 && m.expert_split_error(ep).empty()) out.push_back(ep);
   return out;
 }
 
@@ -116,8 +117,7 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
               for (int zero : {0, 1, 3}) {
                 // ZeRO-3 with pipelines is simulated but not searched (the closed form leaves it to the replay).
                 if ((zero > 0 && dp * cp == 1) || (zero == 3 && pp > 1)) continue;
-                // Expert and context parallelism are not modelled together.
-                for (int ep : cp == 1 ? expert_sizes(m, dp) : std::vector<int>{1}) {
+                for (int ep : expert_sizes(m, cp * dp)) {
                   for (auto rc : {strategies::Recompute::None, strategies::Recompute::Selective, strategies::Recompute::Full}) {
                     Candidate c;
                     c.p = s.parallelism;
@@ -129,6 +129,8 @@ std::vector<Candidate> enumerate(const config::Scenario& s, const std::vector<st
                     c.p.virtual_stages = v;
                     c.p.zero_stage = zero;
                     c.p.recompute = rc;
+                    // The scenario's Megatron-Core modules are what its selective recomputation runs.
+                    if (rc != strategies::Recompute::Selective) c.p.recompute_modules = 0;
                     c.p.recompute_layers = c.p.recompute_every = 0;  // every block, as the label says
                     c.p.recompute_group = 1;
                     c.p.sequence_parallel = tp > 1;
@@ -246,6 +248,7 @@ std::string best_scenario(const std::string& path, const Cluster& c, const strat
   par["zero_stage"] = p.zero_stage;
   par["recompute"] = strategies::to_string(p.recompute);
   for (const char* k : {"recompute_layers", "recompute_every", "recompute_group"}) par.erase(k);
+  if (p.recompute != strategies::Recompute::Selective) par.erase("recompute_modules");
   par["sequence_parallel"] = p.sequence_parallel;
   if (p.expert > 1) par["expert"] = p.expert;
   else par.erase("expert"), par.erase("expert_skew"), par.erase("expert_seed"), par.erase("expert_tensor"), par.erase("moe_a2a_overlap");

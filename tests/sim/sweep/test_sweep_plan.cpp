@@ -323,3 +323,26 @@ TEST(SweepPlan, OnATorusTensorGroupsAreWholeDimensions) {
   std::getline(rows, best);
   EXPECT_NE(best.find(",12,1,512,"), std::string::npos) << best;  // tensor, pipeline, data
 }
+
+// A long-context MoE scenario's candidates take expert parallelism over the context and data
+// ranks (each size dividing context x data), the scenario's recompute modules only where they
+// recompute selectively; the best written as a scenario loads again whatever its recomputation.
+TEST(SweepPlan, LongContextMoeCandidatesFoldExpertsOverContextRanks) {
+  using namespace dtsim;
+  const std::string path = std::string(DTSIM_SOURCE_DIR) + "/scenarios/moe/mixtral-8x7b-64-h100-cp4-ep8.json";
+  const auto s = config::load_scenario(path);
+  int both = 0;
+  for (const auto& c : sweep::enumerate(s, {s.training.precision})) {
+    EXPECT_EQ((c.p.context * c.p.data) % c.p.expert, 0) << sweep::describe(c);
+    both += c.p.context > 1 && c.p.data % c.p.expert != 0;  // groups only context ranks complete
+    const bool selective = c.p.recompute == strategies::Recompute::Selective;
+    EXPECT_EQ(c.p.recompute_modules, selective ? s.parallelism.recompute_modules : 0) << sweep::describe(c);
+  }
+  EXPECT_GT(both, 0);
+  TempDir dir;
+  auto p = s.parallelism;
+  p.recompute = strategies::Recompute::None;
+  const auto best = sweep::best_scenario(path, sweep::Cluster{64, "h100-sxm-80gb", s}, p, s.training.precision);
+  EXPECT_EQ(best.find("recompute_modules"), std::string::npos);
+  EXPECT_NO_THROW(config::load_scenario(dir.file("best.json", best)));
+}
