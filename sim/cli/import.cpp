@@ -59,7 +59,9 @@ void write_checked(const nlohmann::ordered_json& s, const std::string& from, con
     config::load_scenario(check);
   } catch (const InputError& e) {
     std::filesystem::remove(check);
-    throw InputError(from, "", fmt::format("the scenario made from it does not load: {}", e.reason()));
+    // The pointer is into the scenario it would have written: which key to give, or to fix.
+    const std::string where = e.pointer().empty() ? "" : " at " + e.pointer();
+    throw InputError(from, "", fmt::format("the scenario made from it does not load{}: {}", where, e.reason()));
   }
   std::filesystem::rename(check, out);
 }

@@ -404,4 +404,11 @@ TEST(ImportRun, BadInputIsAClearError) {
   r = run_dtsim({"import", "megatron", sh, "-o", dir.path("c.json")}, dir);
   EXPECT_EQ(r.code, 2);
   EXPECT_FALSE(std::filesystem::exists(dir.path("c.json")));
+  // A script that leaves a key the scenario needs says which (Megatron's vocabulary comes from
+  // its tokenizer, which the script does not hold).
+  const std::string novocab = dir.file("novocab.sh", "torchrun pretrain_gpt.py --num-layers 2 --hidden-size 256 "
+                                                     "--num-attention-heads 4 --seq-length 128 --global-batch-size 8 --bf16\n");
+  r = run_dtsim({"import", "megatron", novocab, "-o", dir.path("d.json")}, dir);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("does not load at /model/vocab_size"), std::string::npos) << r.err;
 }
