@@ -244,6 +244,9 @@ TEST(Units, ExpertParallelismEmitsWhatItCounts) {
         // expert parallelism over context ranks (with the ring inline in the attention's piece)
         R"("data": 8, "context": 2, "expert": 8, "zero_stage": 1)",
         R"("tensor": 2, "data": 4, "context": 2, "expert": 8, "expert_tensor": 1, "sequence_parallel": true, "recompute": "full")",
+        R"("data": 8, "context": 2, "expert": 8, "zero_stage": 3, "framework": "fsdp")",
+        R"("data": 4, "context": 2, "pipeline": 2, "expert": 8, "zero_stage": 2)",
+        R"("data": 8, "context": 2, "expert": 8, "moe_a2a_overlap": "megatron-1f1b")",
         // Megatron-Core's moe recompute module: each MoE layer's forward again, all-to-alls included
         R"("data": 16, "expert": 4, "expert_skew": 0.5, "recompute": "selective", "recompute_modules": ["moe"])",
         R"("tensor": 2, "data": 8, "expert": 4, "sequence_parallel": true, "recompute": "selective", "recompute_modules": ["moe", "layernorm"])",
