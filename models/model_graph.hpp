@@ -91,8 +91,10 @@ inline constexpr std::uint8_t kGiven = 0x80, kCoreAttn = 1, kLayernorm = 2, kMoe
 // by an amax history per tensor, Current by each tensor's own amax (an extra read), Blockwise by
 // one scale per 1 x 128 tile of activations and gradients and per 128 x 128 block of weights
 // (DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.3.2; TE's Float8BlockScaling), found in the
-// cast's own pass, the GEMM applying the scales as it accumulates.
-enum class Fp8Scaling { Delayed, Current, Blockwise };
+// cast's own pass, the GEMM applying the scales as it accumulates; Mx (MXFP8, OCP Microscaling)
+// by an E8M0 byte per 32 elements along the contraction, which Blackwell's tensor cores take as
+// operands at their FP8 rate (Megatron-Core --fp8-recipe mxfp8).
+enum class Fp8Scaling { Delayed, Current, Blockwise, Mx };
 
 // How the graph is instantiated: per micro-batch, in one activation precision.
 struct BuildOptions {

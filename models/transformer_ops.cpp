@@ -56,10 +56,13 @@ Op linear(const std::string& name, I tokens, I in, I out, double e, bool bias, d
 // amax is found in the cast's own pass, which writes a 4-byte scale per tile of each copy (the
 // row-wise copy and the transposed one, whose tiles run along the other dimension); no scale
 // kernel, no history (DeepSeek-V3 report Sec. 3.3.2, "online quantization"; TE's
-// Float8BlockQuantizer). The weights themselves are cast once per step after the optimizer (the optimizer's pass), not per
+// Float8BlockQuantizer). MXFP8 casts the same way with an E8M0 byte per 32 elements of each
+// copy (TE's MXFP8BlockScaling; OCP Microscaling Formats v1.0), and its GEMMs run at the FP8 rate:
+// Blackwell's tensor cores apply the scales. The weights themselves are cast once per step after the optimizer (the optimizer's pass), not per
 // micro-batch (TE's is_first_microbatch caching). What backward keeps is the FP8 input.
 constexpr double kAmaxHistoryBytes = 1024.0 * 4.0 * 2.0;  // read and write one tensor's history
 constexpr double kBlockScaleBytes = 2.0 * 4.0 / 128.0;    // per element: a scale per 128 in each of two copies
+constexpr double kMxScaleBytes = 2.0 * 1.0 / 32.0;        // per element: an E8M0 byte per 32 in each of two copies
 
 void to_fp8(Op& op, double in_elems, double out_elems, double gemms, Fp8Scaling scaling) {
   const bool block = scaling == Fp8Scaling::Blockwise;
@@ -74,12 +77,12 @@ void to_fp8(Op& op, double in_elems, double out_elems, double gemms, Fp8Scaling 
     for (auto& k : *pass) k = fp8_gemm(k);
   if (!op.calls.empty()) op.calls.front().kernel = op.forward.front();
   // Casts are memory-bound (no matmul FLOPs: the op's FLOPs stay its GEMMs', as MFU counts them).
-  const bool current = scaling == Fp8Scaling::Current;
-  const double cast = current ? 6.0 : block ? 4.0 + kBlockScaleBytes : 4.0;  // bytes moved per element
+  const bool current = scaling == Fp8Scaling::Current, mx = scaling == Fp8Scaling::Mx;
+  const double cast = current ? 6.0 : block ? 4.0 + kBlockScaleBytes : mx ? 4.0 + kMxScaleBytes : 4.0;  // bytes per element
   const std::string& name = op.name;
   op.forward.insert(op.forward.begin(), memory(name + ".cast_fp8", in_elems * cast, 0));
   op.backward.insert(op.backward.begin(), memory(name + ".grad.cast_fp8", out_elems * cast, 0));
-  if (block) return;
+  if (block || mx) return;
   const double history = current ? 8.0 : kAmaxHistoryBytes;  // per tensor: its scale, or its history
   op.forward.insert(op.forward.begin() + 1, memory(name + ".fp8_scales", 2.0 * history * gemms, 0));
   op.backward.insert(op.backward.begin() + 1, memory(name + ".grad.fp8_scales", history * gemms, 0));

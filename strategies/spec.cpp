@@ -64,6 +64,7 @@ const char* to_string(models::Fp8Scaling s) {
     case models::Fp8Scaling::Delayed: return "delayed";
     case models::Fp8Scaling::Current: return "current";
     case models::Fp8Scaling::Blockwise: return "blockwise";
+    case models::Fp8Scaling::Mx: return "mxfp8";
   }
   return "?";
 }

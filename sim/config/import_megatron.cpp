@@ -224,8 +224,9 @@ void map_training(const std::string& f, const std::string& v, Mapper& m) {
   else if (f == "--bf16") t["precision"] = "bf16", m.run.mapped.push_back(f);
   else if (f == "--fp16") t["precision"] = "fp16", m.run.mapped.push_back(f);
   else if (f == "--fp8-format") t["precision"] = "fp8", m.run.mapped.push_back(f);
-  // arguments.py --fp8-recipe: tensorwise is TE's Float8CurrentScaling, blockwise its Float8BlockScaling.
-  else if (f == "--fp8-recipe" && (v == "delayed" || v == "tensorwise" || v == "blockwise"))
+  // arguments.py --fp8-recipe: tensorwise is TE's Float8CurrentScaling, blockwise its
+  // Float8BlockScaling, mxfp8 its MXFP8BlockScaling.
+  else if (f == "--fp8-recipe" && (v == "delayed" || v == "tensorwise" || v == "blockwise" || v == "mxfp8"))
     t["fp8_recipe"] = v == "tensorwise" ? std::string("current") : v, m.run.mapped.push_back(f);
   else if (f == "--use-flash-attn" || (f == "--attention-backend" && (v == "flash" || v == "fused")))
     t["attention"] = "flash", m.run.mapped.push_back(f);

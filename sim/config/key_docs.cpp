@@ -216,8 +216,9 @@ constexpr std::pair<const char*, const char*> kDocs[] = {
       {"scenario /training/precision", "fp64, fp32, tf32, bf16, fp16 or fp8"},
       {"scenario /training/optimizer", "adam or sgd"},
       {"scenario /training/fp8_recipe",
-       "FP8 scaling: delayed (an amax history), current (each tensor's own amax) or blockwise (a scale per 1x128 tile and "
-       "128x128 block, DeepSeek-V3's; GEMMs on the device's fp8_block_gemm_efficiency)"},
+       "FP8 scaling: delayed (an amax history), current (each tensor's own amax), blockwise (a scale per 1x128 tile and "
+       "128x128 block, DeepSeek-V3's; GEMMs on the device's fp8_block_gemm_efficiency) or mxfp8 (an E8M0 scale per 32 "
+       "elements, Blackwell)"},
       {"scenario /training/attention", "standard (scores in memory) or flash (fused)"},
       {"scenario /training/tokens", "tokens to train on (the run's length)"},
       {"scenario /training/train_batch_size", "DeepSpeed's name for global_batch_size"},

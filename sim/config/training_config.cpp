@@ -129,9 +129,10 @@ void parse_training(Reader r, Scenario& s) {
   t.precision = parse_precision(r.choice("precision", {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8"}, "bf16"));
   t.optimizer = r.choice("optimizer", {"adam", "sgd"}, "adam") == "sgd" ? models::OptimizerKind::Sgd
                                                                         : models::OptimizerKind::Adam;
-  const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise"}, "delayed");
-  t.fp8_scaling = recipe == "current" ? models::Fp8Scaling::Current
+  const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8"}, "delayed");
+  t.fp8_scaling = recipe == "current"     ? models::Fp8Scaling::Current
                   : recipe == "blockwise" ? models::Fp8Scaling::Blockwise
+                  : recipe == "mxfp8"     ? models::Fp8Scaling::Mx
                                           : models::Fp8Scaling::Delayed;
   if (r.has("fp8_recipe") && t.precision != strategies::Precision::Fp8)
     r.fail("fp8_recipe", "needs \"precision\": \"fp8\"");
@@ -146,6 +147,12 @@ void parse_training(Reader r, Scenario& s) {
   if (t.precision == strategies::Precision::Fp8 && !s.device.peak_flops.contains("fp8"))
     r.fail("precision", fmt::format("device {} has no fp8 peak: FP8 training needs FP8 tensor cores (Hopper, Ada or "
                                     "Blackwell)", s.device.name));
+  // Tensor cores that take block-scaled (MX) operands are the ones that also run FP4 (NVIDIA
+  // Blackwell, AMD CDNA 4); Hopper's take one scale per tensor.
+  if (t.fp8_scaling == models::Fp8Scaling::Mx && !s.device.peak_flops.contains("fp4"))
+    r.fail("fp8_recipe", fmt::format("MXFP8 needs tensor cores that take block-scaled operands (Blackwell); device {} has none "
+                                     "(no fp4 peak): did you mean \"blockwise\"?",
+                                     s.device.name));
   r.finish();
 }
 

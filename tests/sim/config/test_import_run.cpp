@@ -221,16 +221,17 @@ TEST(ImportRun, MegatronRecomputeModules) {
   EXPECT_TRUE(names(r.ignored, "--recompute-modules (read only with --recompute-granularity selective)"));
 }
 
-// --fp8-recipe: TE's recipes by Megatron-Core's names (tensorwise is current scaling); MXFP8 is
-// not modelled and is named.
+// --fp8-recipe: TE's recipes by Megatron-Core's names (tensorwise is current scaling); a custom
+// recipe is not modelled and is named.
 TEST(ImportRun, MegatronFp8Recipe) {
   const std::string fp8 = "torchrun pretrain_gpt.py --fp8-format e4m3 --fp8-recipe ";
   EXPECT_EQ(dtsim::config::import_megatron_args(fp8 + "blockwise", "x.sh").training["fp8_recipe"], "blockwise");
   EXPECT_EQ(dtsim::config::import_megatron_args(fp8 + "tensorwise", "x.sh").training["fp8_recipe"], "current");
   EXPECT_EQ(dtsim::config::import_megatron_args(fp8 + "delayed", "x.sh").training["fp8_recipe"], "delayed");
-  const auto mx = dtsim::config::import_megatron_args(fp8 + "mxfp8", "x.sh");
-  EXPECT_FALSE(mx.training.contains("fp8_recipe"));
-  EXPECT_TRUE(names(mx.unmapped, "--fp8-recipe mxfp8"));
+  EXPECT_EQ(dtsim::config::import_megatron_args(fp8 + "mxfp8", "x.sh").training["fp8_recipe"], "mxfp8");
+  const auto custom = dtsim::config::import_megatron_args(fp8 + "custom", "x.sh");
+  EXPECT_FALSE(custom.training.contains("fp8_recipe"));
+  EXPECT_TRUE(names(custom.unmapped, "--fp8-recipe custom"));
 }
 
 // --moe-token-dispatcher-type flex runs DeepEP (its default backend); alltoall is dtsim's default.

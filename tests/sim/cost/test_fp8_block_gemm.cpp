@@ -109,3 +109,33 @@ TEST(Fp8BlockGemm, AStepStatesItsRecipe) {
   EXPECT_DOUBLE_EQ(block.device_peak(), delayed.device_peak());
   EXPECT_EQ(block.scenario_spec.training.fp8_scaling, models::Fp8Scaling::Blockwise);
 }
+
+// MXFP8 (fp8_recipe "mxfp8"): an E8M0 byte per 32 elements of each copy, 4 + 2/32 bytes an
+// element, no scale kernels, GEMMs at the FP8 rate (Blackwell applies the scales); refused where
+// the tensor cores take no block-scaled operands.
+TEST(Fp8BlockGemm, Mxfp8CastsAndWhereItRuns) {
+  models::BuildOptions o{1, 2, models::Attention::Flash};
+  o.fp8 = true;
+  o.fp8_scaling = models::Fp8Scaling::Mx;
+  const auto l = models::build_transformer(test::small_llama(2), o).layers[1];
+  const auto& qkv = test::op_named(l, "qkv");
+  ASSERT_EQ(qkv.forward.size(), 2u);
+  EXPECT_DOUBLE_EQ(qkv.forward[0].bytes, 512.0 * 1024 * (4 + 2.0 / 32));
+  EXPECT_TRUE(qkv.forward[1].fp8);
+  EXPECT_FALSE(qkv.forward[1].fp8_block);
+  const std::string scenario = R"({"extends": "base.json", "hardware": {"device": "DEVICE"},
+    "model": {"kind": "transformer", "num_layers": 2, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
+              "ffn_hidden_size": 14336, "seq_len": 4096, "vocab_size": 32000, "mlp": "swiglu", "tied_embeddings": false,
+              "norm": "rmsnorm", "linear_bias": false, "position_embedding": "rotary", "dropout": false},
+    "parallelism": {"data": 8, "micro_batch_size": 1},
+    "training": {"global_batch_size": 8, "attention": "flash", "precision": "fp8", "fp8_recipe": "mxfp8"},
+    "simulation": {"backend": "analytical"}})";
+  auto on = [&](const std::string& device) {
+    std::string json = scenario;
+    json.replace(json.find("DEVICE"), 6, device);
+    return json;
+  };
+  const auto r = test::simulate_over_base(on("b200"));
+  test::expect_parts_sum_to_step(r);
+  EXPECT_NE(test::input_error_over_base(on("h100-sxm-80gb")).find("did you mean \"blockwise\""), std::string::npos);
+}
