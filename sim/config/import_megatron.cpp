@@ -166,8 +166,10 @@ void map_parallelism(const std::string& f, const std::string& v, Mapper& m) {
     p["moe_shared_expert_overlap"] = true, m.run.mapped.push_back(f);
   } else if (f == "--overlap-moe-expert-parallel-comm") {
     p["moe_a2a_overlap"] = "megatron-1f1b", m.run.mapped.push_back(f);
-  } else if (f == "--moe-grouped-gemm") {
-    m.run.mapped.push_back(f);  // each expert linear as one grouped GEMM, as dtsim prices them (models/transformer_moe.cpp)
+  } else if (f == "--moe-grouped-gemm" || f == "--moe-permute-fusion" || f == "--moe-router-fusion") {
+    // Each expert linear as one grouped GEMM, the permutation and the router as the fused kernels
+    // run them: as dtsim prices them (models/transformer_moe.cpp).
+    m.run.mapped.push_back(f);
   }
 }
 

@@ -246,6 +246,10 @@ TEST(ImportRun, MegatronTokenDispatcher) {
   EXPECT_TRUE(names(r.mapped, "--moe-token-dispatcher-type"));
   r = dtsim::config::import_megatron_args(moe + "--moe-token-dispatcher-type allgather", "x.sh");
   EXPECT_TRUE(names(r.unmapped, "--moe-token-dispatcher-type allgather (not modelled)"));
+  // The fused permutation and router are what dtsim prices.
+  r = dtsim::config::import_megatron_args(moe + "--moe-permute-fusion --moe-router-fusion", "x.sh");
+  EXPECT_TRUE(names(r.mapped, "--moe-permute-fusion"));
+  EXPECT_TRUE(names(r.mapped, "--moe-router-fusion"));
   // Group-limited routing, groups taken as the expert-parallel group's nodes.
   r = dtsim::config::import_megatron_args(moe + "--moe-router-num-groups 8 --moe-router-group-topk 4", "x.sh");
   EXPECT_EQ(r.parallelism["moe_node_limit"], 4);
