@@ -154,13 +154,14 @@ double Checkpoints::kept(const Layers& layers) const {
 double Checkpoints::rebuilt(const Layers& layers) const {
   double most = 0, run = 0;
   for (const auto* l : layers) {
-    if (of(*l) == Recompute::Selective && (modules_ & models::recompute_module::kGiven)) {
+    const Recompute how = of(*l);
+    if (how == Recompute::Selective && (modules_ & models::recompute_module::kGiven)) {
       // Megatron-Core's modules rebuild what they dropped when backward reaches the block.
       double dropped = 0;
       for (const auto& op : l->ops) dropped += op.saved_bytes - op.saved_bytes_selective;
       most = std::max(most, dropped);
     }
-    if (!checkpoints_block(of(*l))) {
+    if (!checkpoints_block(how)) {
       run = 0;
       continue;
     }

@@ -136,16 +136,25 @@ models::Kernel fp8_weight_cast_kernel(double params, Fp8WeightCopies copies) {
   return k;
 }
 
+namespace {
+// `gathers` all-gathers of the layer's sharded activation (under sequence parallelism only) and
+// `sums` sums of its partial results: reduce-scatters under sequence parallelism, else all-reduces.
+std::vector<InlineCollective> gathers_and_sums(const models::Layer& layer, const ParallelismSpec& p, int group, double gathers,
+                                               double sums) {
+  const bool sp = p.sequence_parallel;
+  const double bytes = layer.tensor_split.bytes;
+  std::vector<InlineCollective> out;
+  if (sp && gathers > 0) out.push_back(InlineCollective{CollectiveOp::AllGather, group, bytes, gathers});
+  if (sums > 0) out.push_back(InlineCollective{sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, group, bytes, sums});
+  return out;
+}
+}  // namespace
+
 std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, bool forward, const ParallelismSpec& p, int group) {
   if (p.tensor <= 1) return {};
   const auto& split = layer.tensor_split;
-  const bool sp = p.sequence_parallel;
-  auto c = [&](CollectiveOp op, double n) { return InlineCollective{op, group, split.bytes, n}; };
-  const double sums = forward ? split.forward_sums : split.backward_sums;
-  const double gathers = forward ? split.forward_gathers : split.backward_gathers;
-  std::vector<InlineCollective> out;
-  if (sp && gathers > 0) out.push_back(c(CollectiveOp::AllGather, gathers));
-  if (sums > 0) out.push_back(c(sp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce, sums));
+  auto out = forward ? gathers_and_sums(layer, p, group, split.forward_gathers, split.forward_sums)
+                     : gathers_and_sums(layer, p, group, split.backward_gathers, split.backward_sums);
   for (double bytes : forward ? split.channel_gathers : split.channel_sums)
     out.push_back(InlineCollective{forward ? CollectiveOp::AllGather : CollectiveOp::ReduceScatter, group, bytes, 1});
   return out;
@@ -157,11 +166,7 @@ std::vector<InlineCollective> tensor_parallel_comms(const models::Layer& layer, 
 // recomputation's checkpointed modules run their tensor-parallel pairs again (Layer::rerun_tp_pairs).
 std::vector<InlineCollective> recompute_comms(const models::Layer& layer, Recompute r, const ParallelismSpec& p, int group) {
   if (layer.kind != models::LayerKind::Block) return {};
-  if (r == Recompute::Selective && layer.rerun_tp_pairs > 0 && p.tensor > 1) {
-    const double n = layer.rerun_tp_pairs, bytes = layer.tensor_split.bytes;
-    if (!p.sequence_parallel) return {InlineCollective{CollectiveOp::AllReduce, group, bytes, n}};
-    return {InlineCollective{CollectiveOp::AllGather, group, bytes, n}, InlineCollective{CollectiveOp::ReduceScatter, group, bytes, n}};
-  }
+  if (r == Recompute::Selective && p.tensor > 1) return gathers_and_sums(layer, p, group, layer.rerun_tp_pairs, layer.rerun_tp_pairs);
   if (!checkpoints_block(r)) return {};
   auto again = tensor_parallel_comms(layer, true, p, group);
   if (r == Recompute::Op) std::erase_if(again, [](const InlineCollective& c) { return c.op == CollectiveOp::ReduceScatter; });

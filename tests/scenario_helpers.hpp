@@ -56,4 +56,20 @@ inline std::string input_error_over(const std::string& base, const std::string& 
 }
 inline std::string input_error_over_base(const std::string& json) { return input_error_over(kValidScenario, json); }
 
+// A 4-block Llama-shaped model (hidden 1,024, 16 heads of which 4 KV, SwiGLU 3,072, 2,048-token
+// sequences, flash attention) on the base scenario's 8 GPUs as H100s, analytical, with
+// `parallelism`'s keys and `global_batch`; its breakdown checked against the step.
+inline results::Result small_llama_step(const std::string& parallelism, int global_batch) {
+  const auto r = simulate_over_base(R"({"extends": "base.json",
+    "model": {"kind": "transformer", "num_layers": 4, "hidden_size": 1024, "num_heads": 16, "num_kv_heads": 4,
+              "ffn_hidden_size": 3072, "seq_len": 2048, "vocab_size": 32000, "mlp": "swiglu", "norm": "rmsnorm",
+              "linear_bias": false, "position_embedding": "rotary", "dropout": false},
+    "hardware": {"device": "h100-sxm-80gb"},
+    "parallelism": {)" + parallelism + R"(},
+    "training": {"global_batch_size": )" + std::to_string(global_batch) + R"(, "attention": "flash"},
+    "simulation": {"backend": "analytical"}})");
+  expect_parts_sum_to_step(r);
+  return r;
+}
+
 }  // namespace dtsim::test

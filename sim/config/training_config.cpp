@@ -1,4 +1,5 @@
 #include "sim/config/training_config.hpp"
+#include "strategies/settings.hpp"
 
 #include <fmt/format.h>
 
@@ -130,10 +131,9 @@ void parse_training(Reader r, Scenario& s) {
   t.optimizer = r.choice("optimizer", {"adam", "sgd"}, "adam") == "sgd" ? models::OptimizerKind::Sgd
                                                                         : models::OptimizerKind::Adam;
   const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8"}, "delayed");
-  t.fp8_scaling = recipe == "current"     ? models::Fp8Scaling::Current
-                  : recipe == "blockwise" ? models::Fp8Scaling::Blockwise
-                  : recipe == "mxfp8"     ? models::Fp8Scaling::Mx
-                                          : models::Fp8Scaling::Delayed;
+  using models::Fp8Scaling;
+  for (auto scaling : {Fp8Scaling::Delayed, Fp8Scaling::Current, Fp8Scaling::Blockwise, Fp8Scaling::Mx})
+    if (recipe == strategies::to_string(scaling)) t.fp8_scaling = scaling;
   if (r.has("fp8_recipe") && t.precision != strategies::Precision::Fp8)
     r.fail("fp8_recipe", "needs \"precision\": \"fp8\"");
   t.attention = r.choice("attention", {"standard", "flash"}, "standard") == "flash" ? models::Attention::Flash

@@ -109,8 +109,7 @@ TEST(MoeContext, TheGridMustDivideContextTimesData) {
 // Latent attention under context parallelism: this rank's queries (a quarter of 512 over 4
 // ranks) attend over all 512 keys, and K (as wide as Q) and V go around the ring.
 TEST(MoeContext, LatentAttentionSplitsItsQueries) {
-  auto s = test::small_llama(2);
-  s.q_lora_rank = 256, s.kv_lora_rank = 128, s.qk_nope_head_dim = 64, s.qk_rope_head_dim = 32, s.v_head_dim = 64;
+  const auto s = test::with_latent_attention(test::small_llama(2));
   models::BuildOptions o{1, 2, models::Attention::Flash};
   o.context = 4;
   const auto l = models::build_transformer(s, o).layers[1];

@@ -17,23 +17,12 @@
 
 using namespace dtsim;
 using test::op_named;
+using test::small_moe;
 namespace rm = models::recompute_module;
 using strategies::Recompute;
 using taskgraph::CollectiveOp;
 
 namespace {
-
-// The small Llama with 8 SwiGLU experts of width 512 (top-2) and `shared` shared experts, and
-// latent attention where `mla`.
-models::TransformerSpec small_moe(int shared, bool mla) {
-  auto s = test::small_llama(2);
-  s.num_experts = 8;
-  s.experts_per_token = 2;
-  s.expert_ffn_hidden_size = 512;
-  s.shared_experts = shared;
-  if (mla) s.q_lora_rank = 256, s.kv_lora_rank = 128, s.qk_nope_head_dim = 64, s.qk_rope_head_dim = 32, s.v_head_dim = 64;
-  return s;
-}
 
 // Block 0 of `s` over micro-batches of 2 x 512 tokens in 2 bytes, flash attention.
 models::Layer block(const models::TransformerSpec& s, std::uint8_t modules, int tensor = 1, bool sp = false, int expert_tensor = 0) {
@@ -140,20 +129,8 @@ TEST(RecomputeCheckpointedModules, TheRerunRepeatsItsTensorParallelPair) {
 // MLP activations fewer but one block's, which backward rebuilds, runs the MLP forward and its
 // two collectives again, and leaves the model FLOPs as they are.
 TEST(RecomputeCheckpointedModules, AnMlpStepKeepsLessAndRunsMore) {
-  const std::string scenario = R"({"extends": "base.json",
-    "model": {"kind": "transformer", "num_layers": 4, "hidden_size": 1024, "num_heads": 16, "num_kv_heads": 4,
-              "ffn_hidden_size": 3072, "seq_len": 2048, "vocab_size": 32000, "mlp": "swiglu", "norm": "rmsnorm",
-              "linear_bias": false, "position_embedding": "rotary", "dropout": false},
-    "hardware": {"device": "h100-sxm-80gb"},
-    "parallelism": {"tensor": 2, "data": 4, "sequence_parallel": true, "micro_batch_size": 1, RECOMPUTE},
-    "training": {"global_batch_size": 4, "attention": "flash"},
-    "simulation": {"backend": "analytical"}})";
-  auto run = [&](const std::string& recompute) {
-    std::string json = scenario;
-    json.replace(json.find("RECOMPUTE"), 9, recompute);
-    const auto r = test::simulate_over_base(json);
-    test::expect_parts_sum_to_step(r);
-    return r;
+  auto run = [](const std::string& recompute) {
+    return test::small_llama_step(R"("tensor": 2, "data": 4, "sequence_parallel": true, "micro_batch_size": 1, )" + recompute, 4);
   };
   const auto none = run(R"("recompute": "none")");
   const auto mlp = run(R"("recompute": "selective", "recompute_modules": ["mlp"])");

@@ -90,21 +90,7 @@ TEST(RecomputeModules, MoeActRerunsTheExpertsActivation) {
 // and the attention outputs fewer (but one block's, rebuilt in backward), and runs the norms and
 // the attention forward once more.
 TEST(RecomputeModules, AStepKeepsLessAndRunsMore) {
-  const std::string scenario = R"({"extends": "base.json",
-    "model": {"kind": "transformer", "num_layers": 4, "hidden_size": 1024, "num_heads": 16, "num_kv_heads": 4,
-              "ffn_hidden_size": 3072, "seq_len": 2048, "vocab_size": 32000, "mlp": "swiglu", "norm": "rmsnorm",
-              "linear_bias": false, "position_embedding": "rotary", "dropout": false},
-    "hardware": {"device": "h100-sxm-80gb"},
-    "parallelism": {"data": 8, "micro_batch_size": 1, RECOMPUTE},
-    "training": {"global_batch_size": 8, "attention": "flash"},
-    "simulation": {"backend": "analytical"}})";
-  auto run = [&](const std::string& recompute) {
-    std::string json = scenario;
-    json.replace(json.find("RECOMPUTE"), 9, recompute);
-    const auto r = test::simulate_over_base(json);
-    test::expect_parts_sum_to_step(r);
-    return r;
-  };
+  auto run = [](const std::string& recompute) { return test::small_llama_step(R"("data": 8, "micro_batch_size": 1, )" + recompute, 8); };
   const auto none = run(R"("recompute": "none")");
   const auto modules = run(R"("recompute": "selective", "recompute_modules": ["layernorm", "core_attn"])");
   // Per block: two normed inputs (2,048 x 1,024 x 2 bytes) and the attention's output and

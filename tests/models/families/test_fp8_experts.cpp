@@ -14,17 +14,8 @@ using test::op_named;
 
 namespace {
 
-// The small Llama with 8 SwiGLU experts of width 512 (top-2) and one shared expert, and latent
-// attention where `mla`.
-models::TransformerSpec small_moe(bool mla) {
-  auto s = test::small_llama(2);
-  s.num_experts = 8;
-  s.experts_per_token = 2;
-  s.expert_ffn_hidden_size = 512;
-  s.shared_experts = 1;
-  if (mla) s.q_lora_rank = 256, s.kv_lora_rank = 128, s.qk_nope_head_dim = 64, s.qk_rope_head_dim = 32, s.v_head_dim = 64;
-  return s;
-}
+// The small MoE with one shared expert (test::small_moe), latent attention where `mla`.
+models::TransformerSpec small_moe(bool mla) { return test::small_moe(1, mla); }
 
 models::ModelGraph build(const models::TransformerSpec& s, bool fp8) {
   models::BuildOptions o{2, 2, models::Attention::Flash};

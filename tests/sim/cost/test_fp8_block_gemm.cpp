@@ -42,6 +42,17 @@ constexpr Row kDeepGemm[] = {
 
 double tflops(const cost::DeviceProfile& d, const models::Kernel& k) { return k.flops / cost::kernel_time(d, k, "bf16") / 1e12; }
 
+// Two Llama 3 8B-sized blocks on 8 GPUs of `device` in FP8 under `recipe`, one micro-batch.
+std::string fp8_step(const std::string& device, const std::string& recipe) {
+  return R"({"extends": "base.json", "hardware": {"device": ")" + device + R"("},
+    "model": {"kind": "transformer", "num_layers": 2, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
+              "ffn_hidden_size": 14336, "seq_len": 4096, "vocab_size": 32000, "mlp": "swiglu", "tied_embeddings": false,
+              "norm": "rmsnorm", "linear_bias": false, "position_embedding": "rotary", "dropout": false},
+    "parallelism": {"data": 8, "micro_batch_size": 1},
+    "training": {"global_batch_size": 8, "attention": "flash", "precision": "fp8", "fp8_recipe": ")" + recipe + R"("},
+    "simulation": {"backend": "analytical"}})";
+}
+
 }  // namespace
 
 // All 18 rows the curve was fitted on (through the memory roofline): rms 12.6 %; the
@@ -89,17 +100,8 @@ TEST(Fp8BlockGemm, BlockwiseCastsCarryTheirScales) {
 // kernels reach less of the FP8 peak at these shapes), the same FLOPs and memory; result.json and
 // the summary say which recipe ran.
 TEST(Fp8BlockGemm, AStepStatesItsRecipe) {
-  const std::string scenario = R"({"extends": "base.json", "hardware": {"device": "h100-sxm-80gb"},
-    "model": {"kind": "transformer", "num_layers": 2, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
-              "ffn_hidden_size": 14336, "seq_len": 4096, "vocab_size": 32000, "mlp": "swiglu", "tied_embeddings": false,
-              "norm": "rmsnorm", "linear_bias": false, "position_embedding": "rotary", "dropout": false},
-    "parallelism": {"data": 8, "micro_batch_size": 1},
-    "training": {"global_batch_size": 8, "attention": "flash", "precision": "fp8", "fp8_recipe": "RECIPE"},
-    "simulation": {"backend": "analytical"}})";
-  auto run = [&](const std::string& recipe) {
-    std::string json = scenario;
-    json.replace(json.find("RECIPE"), 6, recipe);
-    const auto r = test::simulate_over_base(json);
+  auto run = [](const std::string& recipe) {
+    const auto r = test::simulate_over_base(fp8_step("h100-sxm-80gb", recipe));
     test::expect_parts_sum_to_step(r);
     return r;
   };
@@ -123,19 +125,7 @@ TEST(Fp8BlockGemm, Mxfp8CastsAndWhereItRuns) {
   EXPECT_DOUBLE_EQ(qkv.forward[0].bytes, 512.0 * 1024 * (4 + 2.0 / 32));
   EXPECT_TRUE(qkv.forward[1].fp8);
   EXPECT_FALSE(qkv.forward[1].fp8_block);
-  const std::string scenario = R"({"extends": "base.json", "hardware": {"device": "DEVICE"},
-    "model": {"kind": "transformer", "num_layers": 2, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
-              "ffn_hidden_size": 14336, "seq_len": 4096, "vocab_size": 32000, "mlp": "swiglu", "tied_embeddings": false,
-              "norm": "rmsnorm", "linear_bias": false, "position_embedding": "rotary", "dropout": false},
-    "parallelism": {"data": 8, "micro_batch_size": 1},
-    "training": {"global_batch_size": 8, "attention": "flash", "precision": "fp8", "fp8_recipe": "mxfp8"},
-    "simulation": {"backend": "analytical"}})";
-  auto on = [&](const std::string& device) {
-    std::string json = scenario;
-    json.replace(json.find("DEVICE"), 6, device);
-    return json;
-  };
-  const auto r = test::simulate_over_base(on("b200"));
+  const auto r = test::simulate_over_base(fp8_step("b200", "mxfp8"));
   test::expect_parts_sum_to_step(r);
-  EXPECT_NE(test::input_error_over_base(on("h100-sxm-80gb")).find("did you mean \"blockwise\""), std::string::npos);
+  EXPECT_NE(test::input_error_over_base(fp8_step("h100-sxm-80gb", "mxfp8")).find("did you mean \"blockwise\""), std::string::npos);
 }
